@@ -1,0 +1,58 @@
+# pylog developer and CI entry points.
+#   make run    install and start a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make test   install everything the tests need (system packages too) and run them all
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all install compile debug sysdeps run test test-c test-pure test-debug lint bench bench-save wheel clean
+
+all: compile
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip "setuptools>=68" wheel "Cython>=3.0,<4" "numpy>=1.24"
+	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+# Build the extensions next to their sources (the editable install imports them from src/).
+compile: $(STAMP)
+	LOGCORE_BUILD_JOBS=2 $(PY) setup.py -q build_ext --inplace
+
+# Debug build: bounds checks on, line tracing, LOGCORE_DEBUG invariant checks.
+debug: $(STAMP)
+	LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(PY) setup.py -q build_ext --inplace --force
+
+# System packages the tests drive (kcat, zookeeper), installed when missing.
+sysdeps:
+	bash tools/install-sysdeps.sh
+
+test: sysdeps compile test-c test-pure
+
+test-c:
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# logcore's pure-Python twin runs the logcore and property suites too (STYLE.md section 7).
+test-pure:
+	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests tools benchmarks
+	$(VENV)/bin/mypy
+
+bench: compile
+	$(PY) -m pytest benchmarks/micro -q --benchmark-columns=min,median,ops --benchmark-sort=name
+
+bench-save: compile
+	$(PY) -m pytest benchmarks/micro -q --benchmark-autosave
+
+wheel:
+	bash wheels/build.sh
+
+clean:
+	rm -rf build dist wheels/dist src/*.egg-info
+	find src -name '*.so' -delete -o -name '*.c' -path '*/logcore/*' -delete -o -name '*.html' -delete

@@ -1,0 +1,105 @@
+"""logcore: Kafka's log storage engine (RecordBatch v2 codec, segments, indexes).
+
+logcore knows bytes and files, nothing of networks or brokers. Every public name has a
+compiled (Cython) implementation and a pure-Python twin in ``logcore._ref`` with the same
+behaviour; the twin is the test oracle and a debugging mode. Set ``LOGCORE_PUREPYTHON=1``
+to load the twin. ``IMPLEMENTATION`` says which one is loaded: ``"c"`` or ``"python"``.
+"""
+
+from __future__ import annotations
+
+import os as _os
+
+from .errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidTimestampError,
+    LogcoreError,
+    LogDirError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+
+__version__ = "0.1.0"
+
+_PURE = _os.environ.get("LOGCORE_PUREPYTHON", "") not in ("", "0")
+
+if _PURE:
+    IMPLEMENTATION = "python"
+    # --- codec (pure-Python twins) ---
+    from ._ref.batch import (
+        AppendInfo,
+        BatchBuilder,
+        Columns,
+        Record,
+        RecordBatch,
+        decode_columns,
+        iter_batches,
+        validate_for_append,
+    )
+    from ._ref.crc32c import crc32c
+    from ._ref.varint import (
+        decode_unsigned_varint,
+        decode_varint,
+        encode_unsigned_varint,
+        encode_varint,
+        zigzag_decode,
+        zigzag_encode,
+    )
+else:
+    IMPLEMENTATION = "c"
+    try:
+        # --- codec (compiled) ---
+        from ._batch import (
+            AppendInfo,
+            BatchBuilder,
+            Columns,
+            Record,
+            RecordBatch,
+            decode_columns,
+            iter_batches,
+            validate_for_append,
+        )
+        from ._crc32c import crc32c
+        from ._varint import (
+            decode_unsigned_varint,
+            decode_varint,
+            encode_unsigned_varint,
+            encode_varint,
+            zigzag_decode,
+            zigzag_encode,
+        )
+    except ImportError as exc:  # pragma: no cover - depends on the build
+        raise ImportError(
+            "logcore's compiled extensions are not built "
+            f"({exc}); build them (`make compile` or `pip install .`) "
+            "or set LOGCORE_PUREPYTHON=1 to use the slow pure-Python twin"
+        ) from exc
+
+# --- storage (Log, LogConfig, FileRegion, indexes): added by the storage layer ---
+
+__all__ = [
+    "IMPLEMENTATION",
+    "AppendInfo",
+    "BatchBuilder",
+    "Columns",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidTimestampError",
+    "LogDirError",
+    "LogcoreError",
+    "OffsetOutOfRangeError",
+    "Record",
+    "RecordBatch",
+    "RecordTooLargeError",
+    "crc32c",
+    "decode_columns",
+    "decode_unsigned_varint",
+    "decode_varint",
+    "encode_unsigned_varint",
+    "encode_varint",
+    "iter_batches",
+    "validate_for_append",
+    "zigzag_decode",
+    "zigzag_encode",
+]

@@ -1,0 +1,209 @@
+"""Batch compression exactly as Kafka writes it, shared by the compiled codec and _ref.
+
+Codec ids are the low three bits of a batch's attributes (DefaultRecordBatch.java):
+
+    0 none | 1 gzip | 2 snappy | 3 lz4 | 4 zstd
+
+Formats (Kafka's `compression/` package, KIP-57, KIP-110, KIP-390):
+- gzip: an RFC 1952 gzip member; Kafka's default level is Deflater's 6.
+- snappy: the xerial ("snappy-java") stream framing Java clients write:
+      magic  b"\\x82SNAPPY\\x00" (8 bytes) | version int32 (1) | compatible int32 (1)
+      then blocks: length int32 (big-endian) | raw snappy block
+  Readers accept both that framing and a bare raw snappy block (older librdkafka).
+- lz4: the LZ4 frame format (independent 64 KiB blocks, as KafkaLZ4BlockOutputStream).
+- zstd: a zstd frame; Kafka's default level is 3.
+
+Every decompressor is bounded: output beyond ``MAX_DECOMPRESSED_BYTES`` is refused with
+CorruptRecordError instead of allocating without limit (a decompression bomb).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from .errors import CorruptRecordError
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {name: i for i, name in enumerate(NAMES)}
+
+# Largest record section a single batch may decompress to.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+DEFAULT_LEVELS = {GZIP: 6, SNAPPY: None, LZ4: 9, ZSTD: 3}
+# Valid levels (KIP-390): gzip 1-9, lz4 1-17, zstd -131072..22; snappy has none.
+LEVEL_RANGES = {GZIP: (1, 9), LZ4: (1, 17), ZSTD: (-131072, 22)}
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+_zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
+_zstd_decompressor = zstandard.ZstdDecompressor()
+
+
+def codec_id(name: str) -> int:
+    """Map a compression name ("none", "gzip", "snappy", "lz4", "zstd") to its id."""
+    try:
+        return CODEC_IDS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown compression {name!r}; expected one of {', '.join(NAMES)}"
+        ) from None
+
+
+def check_level(codec: int, level: int | None) -> int | None:
+    """Validate a compression level for a codec; None means the codec's default."""
+    if level is None or codec == NONE:
+        return DEFAULT_LEVELS.get(codec)
+    if codec == SNAPPY:
+        raise ValueError("snappy has no compression levels")
+    lo, hi = LEVEL_RANGES[codec]
+    if not lo <= level <= hi:
+        raise ValueError(f"{NAMES[codec]} level {level} out of range [{lo}, {hi}]")
+    return level
+
+
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """Compress a batch's record section as Kafka does for `codec`."""
+    if codec == GZIP:
+        c = zlib.compressobj(level if level is not None else 6, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    if codec == SNAPPY:
+        view = memoryview(data)
+        parts = [_XERIAL_HEADER]
+        for start in range(0, len(view), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
+            parts.append(struct.pack(">i", len(block)))
+            parts.append(block)
+        return b"".join(parts)
+    if codec == LZ4:
+        return lz4.frame.compress(
+            data,
+            compression_level=level if level is not None else 9,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+    if codec == ZSTD:
+        lvl = level if level is not None else 3
+        comp = _zstd_compressors.get(lvl)
+        if comp is None:
+            comp = _zstd_compressors[lvl] = zstandard.ZstdCompressor(level=lvl)
+        return comp.compress(data)
+    if codec == NONE:
+        return bytes(data)
+    raise ValueError(f"unknown compression codec id {codec}")
+
+
+def decompress(codec: int, data, *, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress a batch's record section; raise CorruptRecordError on bad input.
+
+    Args:
+        codec: codec id 1-4.
+        data: the compressed bytes (any buffer).
+        limit: refuse output larger than this many bytes.
+
+    Raises:
+        CorruptRecordError: malformed compressed data, unknown codec, or output over limit.
+    """
+    try:
+        if codec == GZIP:
+            return _gunzip(data, limit)
+        if codec == SNAPPY:
+            return _unsnappy(data, limit)
+        if codec == LZ4:
+            return _unlz4(data, limit)
+        if codec == ZSTD:
+            return _unzstd(data, limit)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # every library raises its own error type on garbage
+        raise CorruptRecordError(f"invalid {NAMES[codec]} data: {exc}") from None
+    raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+def _too_big(name: str, limit: int) -> CorruptRecordError:
+    return CorruptRecordError(f"{name} data decompresses to more than {limit} bytes")
+
+
+def _gunzip(data, limit: int) -> bytes:
+    d = zlib.decompressobj(31)
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit or d.unconsumed_tail:
+        raise _too_big("gzip", limit)
+    if not d.eof:
+        raise CorruptRecordError("truncated gzip data")
+    return out
+
+
+def _unsnappy(data, limit: int) -> bytes:
+    view = memoryview(data).cast("B")
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        return _snappy_raw_block(view, limit)
+    if len(view) < 16:
+        raise CorruptRecordError("truncated xerial snappy header")
+    pos, parts, total = 16, [], 0
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CorruptRecordError(f"truncated xerial snappy block length at {pos}")
+        (n,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if n < 0 or pos + n > len(view):
+            raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the data at {pos}")
+        block = _snappy_raw_block(view[pos : pos + n], limit - total)
+        total += len(block)
+        parts.append(block)
+        pos += n
+    return b"".join(parts)
+
+
+def _snappy_raw_block(view, limit: int) -> bytes:
+    # A raw snappy block starts with its uncompressed length as an unsigned varint:
+    # check it against the limit before letting the library allocate.
+    n, shift, i = 0, 0, 0
+    while True:
+        if i >= len(view) or i >= 5:
+            raise CorruptRecordError("invalid snappy block length")
+        b = view[i]
+        n |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            break
+        shift += 7
+    if n > limit:
+        raise _too_big("snappy", limit)
+    return bytes(cramjam.snappy.decompress_raw(view))
+
+
+def _unlz4(data, limit: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=limit + 1)
+    if len(out) > limit or not d.needs_input and not d.eof:
+        raise _too_big("lz4", limit)
+    if not d.eof:
+        raise CorruptRecordError("truncated lz4 frame")
+    return out
+
+
+def _unzstd(data, limit: int) -> bytes:
+    d = _zstd_decompressor.decompressobj()
+    out = bytearray()
+    view = memoryview(data).cast("B")
+    step = 1 << 16
+    pos = 0
+    # Feed in slices so that output is checked against the limit as it grows.
+    while pos < len(view) and not d.eof:
+        out += d.decompress(view[pos : pos + step])
+        pos += step
+        if len(out) > limit:
+            raise _too_big("zstd", limit)
+    if not d.eof:
+        raise CorruptRecordError("truncated zstd frame")
+    return bytes(out)

@@ -1,0 +1,85 @@
+"""logcore's exceptions: bytes and files, no Kafka error codes.
+
+`pylog.errors` holds the only table from these classes to Kafka codes
+(CorruptRecordError -> CORRUPT_MESSAGE 2, LogDirError -> KAFKA_STORAGE_ERROR 56, ...).
+
+Messages and attributes carry the file, offset and byte position of the problem so
+that an operator can find it with a hex dump.
+"""
+
+from __future__ import annotations
+
+
+class LogcoreError(Exception):
+    """Root of every error logcore raises on purpose."""
+
+
+class CorruptRecordError(LogcoreError, ValueError):
+    """Bytes that are not a valid record batch (or record, varint, index entry).
+
+    Attributes:
+        batch_index: index of the offending batch in the buffer (None if not known).
+        position: byte position in the buffer (or file) where the problem was found.
+        path: file the bytes came from, when they came from a file.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        batch_index: int | None = None,
+        position: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.batch_index = batch_index
+        self.position = position
+        self.path = path
+
+
+class RecordTooLargeError(LogcoreError, ValueError):
+    """A batch is larger than the configured maximum message size."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        batch_index: int | None = None,
+        position: int | None = None,
+        size: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.batch_index = batch_index
+        self.position = position
+        self.size = size
+        self.limit = limit
+
+
+class InvalidTimestampError(LogcoreError, ValueError):
+    """A record timestamp violates the log's timestamp policy."""
+
+
+class OffsetOutOfRangeError(LogcoreError, IndexError):
+    """A read or lookup asked for an offset outside [log_start_offset, log_end_offset]."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        log_start_offset: int | None = None,
+        log_end_offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class LogDirError(LogcoreError, OSError):
+    """An I/O failure on a log directory; the directory should be taken offline."""
+
+
+class InvalidConfigError(LogcoreError, ValueError):
+    """A log configuration key is unknown or its value is invalid."""

@@ -1,0 +1,59 @@
+"""The architecture's import boundaries (STYLE.md section 1), checked on the source."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
+
+LOGCORE_ALLOWED_THIRD_PARTY = {"numpy", "lz4", "zstandard", "cramjam", "cython", "Cython"}
+FORBIDDEN_IN_LOGCORE = {"asyncio", "socket", "selectors", "ssl", "pylog"}
+FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "selectors", "time", "logcore"}
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    text = path.read_text()
+    names: set[str] = set()
+    if path.suffix == ".py":
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    else:  # Cython: a line-level scan of import / cimport statements is enough
+        for m in re.finditer(r"^\s*(?:from\s+([\w.]+)\s+c?import|c?import\s+([\w.]+))", text, re.M):
+            mod = m.group(1) or m.group(2)
+            if not mod.startswith("."):
+                names.add(mod.split(".")[0])
+    return names
+
+
+def _files(pkg: str):
+    for ext in ("*.py", "*.pyx", "*.pxd"):
+        yield from (SRC / pkg).rglob(ext)
+
+
+def test_logcore_imports_only_stdlib_numpy_and_compression() -> None:
+    import sys
+
+    stdlib = set(sys.stdlib_module_names)
+    for path in _files("logcore"):
+        for name in _imports(path):
+            assert name not in FORBIDDEN_IN_LOGCORE, f"{path}: imports {name}"
+            assert (
+                name in stdlib
+                or name == "logcore"
+                or name in LOGCORE_ALLOWED_THIRD_PARTY
+                or name in ("libc", "cpython", "posix", "libcpp")
+            ), f"{path}: imports third-party {name}"
+
+
+def test_protocol_is_sans_io() -> None:
+    proto = SRC / "pylog" / "protocol"
+    if not proto.exists():
+        return
+    for path in _files("pylog/protocol"):
+        for name in _imports(path):
+            assert name not in FORBIDDEN_IN_PROTOCOL, f"{path}: imports {name}"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the system packages the tests drive when they are missing: kcat (a librdkafka
+# client) and zookeeper (cluster coordination). Debian/Ubuntu only; needs root or sudo.
+set -euo pipefail
+
+need=()
+command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || need+=(kcat)
+[ -e /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-sysdeps: please install ${need[*]} with your package manager" >&2
+  exit 1
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-sysdeps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq || true
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
