@@ -13,7 +13,7 @@ all: compile
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip "setuptools>=68" wheel "Cython>=3.0,<4" "numpy>=1.24"
+	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0,<4" "numpy>=1.24"
 	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
 	touch $@
 
