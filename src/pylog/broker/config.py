@@ -1,0 +1,498 @@
+"""Broker and topic configuration: Kafka's names, types, defaults and validators.
+
+Sources: ``ServerLogConfigs``, ``LogConfig``, ``ServerConfigs``, ``SocketServerConfigs`` in
+apache/kafka (defaults in ../shared/KAFKA-FACTS.md A15). A broker is configured from a
+``server.properties`` file plus ``--override key=value`` flags; an unknown key or a bad value
+fails at start with a message naming the key (``ConfigError``).
+
+Topic-level configs (``retention.ms``, ``max.message.bytes``, ...) each have broker-level
+synonyms (``log.retention.ms``, ``log.retention.minutes``, ``log.retention.hours``) in
+priority order; a topic's effective value is its own override if any, else the first broker
+synonym set explicitly, else the first synonym's default. DescribeConfigs reports the same
+chain (``synonyms``), with Kafka's source codes.
+
+Immutable values; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+# DescribeConfigs ConfigSource codes (DescribeConfigsResponse.json).
+SOURCE_UNKNOWN = 0
+SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+# DescribeConfigs ConfigType codes (v3+).
+CONFIG_TYPE_CODES = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value invalid. ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+# --- value parsing -------------------------------------------------------------------------
+
+_RANGES = {"int": (-(2**31), INT_MAX), "short": (-(2**15), 2**15 - 1), "long": (-(2**63), LONG_MAX)}
+
+
+def parse_value(key: str, type_: str, raw: Any) -> Any:
+    """Parse ``raw`` (a string from a file or the wire, or an already typed value)."""
+    if raw is None:
+        return None
+    if type_ in _RANGES:
+        if isinstance(raw, bool):
+            raise ConfigError(key, f"expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            value = raw
+        else:
+            text = str(raw).strip()
+            if not re.fullmatch(r"[+-]?\d+", text):
+                raise ConfigError(key, f"expected an integer, got {raw!r}")
+            value = int(text)
+        lo, hi = _RANGES[type_]
+        if not lo <= value <= hi:
+            raise ConfigError(key, f"value {value} is out of range for a {type_}")
+        return value
+    if type_ == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(key, f"expected true or false, got {raw!r}")
+        return text == "true"
+    if type_ == "double":
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(key, f"expected a number, got {raw!r}") from None
+    if type_ == "list":
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw]
+        text = str(raw).strip()
+        return [p.strip() for p in text.split(",")] if text else []
+    return str(raw).strip()
+
+
+def format_value(type_: str, value: Any) -> str | None:
+    """Kafka's string form of a value (DescribeConfigs, the stored topic configs)."""
+    if value is None:
+        return None
+    if type_ == "boolean":
+        return "true" if value else "false"
+    if type_ == "list":
+        return ",".join(value)
+    return str(value)
+
+
+def at_least(n: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value is not None and value < n:
+            raise ConfigError(key, f"value {value} must be at least {n}")
+
+    return check
+
+
+def between(lo: float, hi: float) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value is not None and not lo <= value <= hi:
+            raise ConfigError(key, f"value {value} must be between {lo} and {hi}")
+
+    return check
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value is None:
+            return
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            probe = item.lower() if case_insensitive else item
+            allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
+            if probe not in allowed:
+                raise ConfigError(key, f"invalid value {item!r}; expected one of {', '.join(choices)}")
+
+    return check
+
+
+# --- definitions -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str
+    default: Any
+    doc: str = ""
+    validator: Callable[[str, Any], None] | None = None
+    # Multiply the stored value by this to get the topic-level unit (hours -> ms).
+    unit_ms: int = 1
+    read_only: bool = True
+    sensitive: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_value(self.name, self.type, raw)
+        if self.validator is not None and value is not None:
+            self.validator(self.name, value)
+        return value
+
+
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def _broker_defs() -> list[ConfigDef]:
+    return [
+        ConfigDef("node.id", "int", 0, "The node id of this broker.", at_least(0)),
+        ConfigDef("broker.id", "int", -1, "Legacy name of node.id; node.id wins when both are set.", at_least(-1)),
+        ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, as PLAINTEXT://host:port."),
+        ConfigDef("advertised.listeners", "list", None, "Listeners given to clients in Metadata."),
+        ConfigDef("listener.security.protocol.map", "string",
+                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                  "Listener name to security protocol."),
+        ConfigDef("log.dirs", "list", ["./pylog-data"], "The directory holding the log data."),
+        ConfigDef("log.dir", "string", None, "Used when log.dirs is not set."),
+        ConfigDef("num.partitions", "int", 1, "Default partition count of new topics.", at_least(1)),
+        ConfigDef("default.replication.factor", "short", 1, "Default replication factor.", at_least(1)),
+        ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata and Produce."),
+        ConfigDef("delete.topic.enable", "boolean", True, "Allow deleting topics."),
+        ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size.", at_least(0)),
+        ConfigDef("log.segment.bytes", "int", 1073741824, "Segment size.", at_least(14)),
+        ConfigDef("log.roll.ms", "long", None, "Roll a segment after this long.", at_least(1)),
+        ConfigDef("log.roll.hours", "int", 168, "Roll a segment after this many hours.", at_least(1), unit_ms=3_600_000),
+        ConfigDef("log.roll.jitter.ms", "long", None, "Jitter subtracted from the roll time.", at_least(0)),
+        ConfigDef("log.roll.jitter.hours", "int", 0, "Jitter in hours.", at_least(0), unit_ms=3_600_000),
+        ConfigDef("log.index.size.max.bytes", "int", 10485760, "Index file size.", at_least(24)),
+        ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", at_least(0)),
+        ConfigDef("log.retention.ms", "long", None, "Retention time (-1: unlimited).", at_least(-1)),
+        ConfigDef("log.retention.minutes", "int", None, "Retention time in minutes.", at_least(-1), unit_ms=60_000),
+        ConfigDef("log.retention.hours", "int", 168, "Retention time in hours.", at_least(-1), unit_ms=3_600_000),
+        ConfigDef("log.retention.bytes", "long", -1, "Retention size per partition (-1: unlimited)."),
+        ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
+        ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before deleting a segment file.", at_least(0)),
+        ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many messages.", at_least(1)),
+        ConfigDef("log.flush.interval.ms", "long", None, "Flush after this long.", at_least(0)),
+        ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check interval."),
+        ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", one_of("delete", "compact")),
+        ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+                  one_of(*_TIMESTAMP_TYPES)),
+        ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX,
+                  "Largest allowed age of a record timestamp (KIP-937).", at_least(0)),
+        ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000,
+                  "Largest allowed lead of a record timestamp over the broker clock (KIP-937).", at_least(0)),
+        ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
+        ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner."),
+        ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention.", at_least(0)),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum compaction lag.", at_least(0)),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum compaction lag.", at_least(1)),
+        ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio to clean at.", between(0, 1)),
+        ConfigDef("min.insync.replicas", "int", 1, "Replicas that must acknowledge acks=-1.", at_least(1)),
+        ConfigDef("compression.type", "string", "producer", "Compression of stored batches.",
+                  one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
+        ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow unclean leader election."),
+        ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame.", at_least(1)),
+        ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF (-1: OS default).", at_least(-1)),
+        ConfigDef("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF (-1: OS default).", at_least(-1)),
+        ConfigDef("num.network.threads", "int", 3, "Accepted for compatibility (one event loop).", at_least(1)),
+        ConfigDef("num.io.threads", "int", 8, "Threads for blocking file work.", at_least(1)),
+        ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at start.", at_least(1)),
+        ConfigDef("connections.max.idle.ms", "long", 600000, "Close idle connections after this long.", at_least(1)),
+        ConfigDef("offsets.topic.replication.factor", "short", 1, "Replication of __consumer_offsets.", at_least(1)),
+        ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
+        ConfigDef("transaction.state.log.replication.factor", "short", 1, "Replication of __transaction_state.", at_least(1)),
+        ConfigDef("transaction.state.log.min.isr", "int", 1, "min.insync.replicas of __transaction_state.", at_least(1)),
+        ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of a group's first rebalance.", at_least(0)),
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfigDef:
+    """A topic-level config and the broker configs it falls back to, in priority order."""
+
+    name: str
+    type: str
+    synonyms: tuple[str, ...]
+    validator: Callable[[str, Any], None] | None = None
+    doc: str = ""
+
+    def parse(self, raw: Any) -> Any:
+        value = parse_value(self.name, self.type, raw)
+        if self.validator is not None and value is not None:
+            self.validator(self.name, value)
+        return value
+
+
+TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in [
+        TopicConfigDef("cleanup.policy", "list", ("log.cleanup.policy",), one_of("delete", "compact")),
+        TopicConfigDef("compression.type", "string", ("compression.type",),
+                       one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
+        TopicConfigDef("delete.retention.ms", "long", ("log.cleaner.delete.retention.ms",), at_least(0)),
+        TopicConfigDef("file.delete.delay.ms", "long", ("log.segment.delete.delay.ms",), at_least(0)),
+        TopicConfigDef("flush.messages", "long", ("log.flush.interval.messages",), at_least(1)),
+        TopicConfigDef("flush.ms", "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), at_least(0)),
+        TopicConfigDef("index.interval.bytes", "int", ("log.index.interval.bytes",), at_least(0)),
+        TopicConfigDef("max.compaction.lag.ms", "long", ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
+        TopicConfigDef("max.message.bytes", "int", ("message.max.bytes",), at_least(0)),
+        TopicConfigDef("message.timestamp.after.max.ms", "long", ("log.message.timestamp.after.max.ms",), at_least(0)),
+        TopicConfigDef("message.timestamp.before.max.ms", "long", ("log.message.timestamp.before.max.ms",), at_least(0)),
+        TopicConfigDef("message.timestamp.type", "string", ("log.message.timestamp.type",), one_of(*_TIMESTAMP_TYPES)),
+        TopicConfigDef("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
+        TopicConfigDef("min.compaction.lag.ms", "long", ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
+        TopicConfigDef("min.insync.replicas", "int", ("min.insync.replicas",), at_least(1)),
+        TopicConfigDef("preallocate", "boolean", ("log.preallocate",)),
+        TopicConfigDef("retention.bytes", "long", ("log.retention.bytes",)),
+        TopicConfigDef("retention.ms", "long", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                       at_least(-1)),
+        TopicConfigDef("segment.bytes", "int", ("log.segment.bytes",), at_least(14)),
+        TopicConfigDef("segment.index.bytes", "int", ("log.index.size.max.bytes",), at_least(24)),
+        TopicConfigDef("segment.jitter.ms", "long", ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0)),
+        TopicConfigDef("segment.ms", "long", ("log.roll.ms", "log.roll.hours"), at_least(1)),
+        TopicConfigDef("unclean.leader.election.enable", "boolean", ("unclean.leader.election.enable",)),
+    ]
+}
+
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _broker_defs()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(key: str, items: Iterable[str]) -> list[Listener]:
+    listeners = []
+    for item in items:
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:/]*):(\d+)", item)
+        if not m:
+            raise ConfigError(key, f"invalid listener {item!r}; expected NAME://host:port")
+        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if name != "PLAINTEXT":
+            raise ConfigError(key, f"listener {item!r}: only PLAINTEXT is supported")
+        if port > 65535:
+            raise ConfigError(key, f"listener {item!r}: port out of range")
+        listeners.append(Listener(name, host, port))
+    if not listeners:
+        raise ConfigError(key, "at least one listener is required")
+    return listeners
+
+
+# --- the broker's configuration ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigEntry:
+    """One line of DescribeConfigs."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    type: str
+    doc: str
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+class BrokerConfig:
+    """Parsed, validated broker configuration (static: read once at start)."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        explicit: dict[str, Any] = {}
+        for key, raw in (values or {}).items():
+            d = BROKER_CONFIG_DEFS.get(key)
+            if d is None:
+                raise ConfigError(key, "unknown configuration")
+            explicit[key] = d.parse(raw)
+        self._explicit = explicit
+        self.listeners = parse_listeners("listeners", self["listeners"])
+        adv = self["advertised.listeners"]
+        self.advertised_listeners = (
+            parse_listeners("advertised.listeners", adv) if adv else list(self.listeners)
+        )
+        dirs = self._explicit.get("log.dirs")
+        if dirs is None and self["log.dir"] is not None:
+            dirs = [self["log.dir"]]
+        if dirs is None:
+            dirs = self["log.dirs"]
+        if len(dirs) != 1 or not dirs[0]:
+            raise ConfigError("log.dirs", f"exactly one directory is supported, got {dirs!r}")
+        self.log_dir: str = dirs[0]
+        node_id = self["node.id"]
+        if "node.id" not in explicit and self["broker.id"] >= 0:
+            node_id = self["broker.id"]
+        self.node_id: int = node_id
+        if self["default.replication.factor"] != 1:
+            raise ConfigError("default.replication.factor", "a single-node broker needs 1")
+        # The topic-level defaults, computed once (validates the broker synonyms too).
+        self._topic_defaults = {name: self._topic_default(d) for name, d in TOPIC_CONFIG_DEFS.items()}
+        for name, (value, _s, _k) in self._topic_defaults.items():
+            d = TOPIC_CONFIG_DEFS[name]
+            if d.validator is not None and value is not None:
+                d.validator(_k, value)
+
+    @classmethod
+    def from_sources(cls, path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Read ``server.properties`` (if given) and apply ``key=value`` overrides on top."""
+        values: dict[str, str] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    values.update(parse_properties(f.read()))
+            except OSError as exc:
+                raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(item, "an override must look like key=value")
+            values[key.strip()] = value.strip()
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._explicit:
+            return self._explicit[key]
+        return BROKER_CONFIG_DEFS[key].default
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def _topic_default(self, d: TopicConfigDef) -> tuple[Any, int, str]:
+        """(value in topic units, source, broker key) for a topic config with no override."""
+        for key in d.synonyms:
+            if key in self._explicit and self._explicit[key] is not None:
+                return self._to_topic_unit(key, self._explicit[key]), SOURCE_STATIC_BROKER_CONFIG, key
+        for key in d.synonyms:
+            default = BROKER_CONFIG_DEFS[key].default
+            if default is not None:
+                return self._to_topic_unit(key, default), SOURCE_DEFAULT_CONFIG, key
+        raise AssertionError(f"{d.name} has no default")  # pragma: no cover - table bug
+
+    @staticmethod
+    def _to_topic_unit(key: str, value: Any) -> Any:
+        unit = BROKER_CONFIG_DEFS[key].unit_ms
+        if unit != 1 and value is not None and value >= 0:
+            return value * unit
+        return value
+
+    def topic_default(self, name: str) -> Any:
+        return self._topic_defaults[name][0]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        return {name: v for name, (v, _s, _k) in self._topic_defaults.items()}
+
+    # --- DescribeConfigs ---
+
+    def describe_broker(self) -> list[ConfigEntry]:
+        entries = []
+        for name, d in sorted(BROKER_CONFIG_DEFS.items()):
+            value = self[name]
+            source = SOURCE_STATIC_BROKER_CONFIG if name in self._explicit else SOURCE_DEFAULT_CONFIG
+            synonyms: list[tuple[str, str | None, int]] = []
+            if name in self._explicit:
+                synonyms.append((name, format_value(d.type, value), SOURCE_STATIC_BROKER_CONFIG))
+            if d.default is not None:
+                synonyms.append((name, format_value(d.type, d.default), SOURCE_DEFAULT_CONFIG))
+            entries.append(
+                ConfigEntry(name, format_value(d.type, value), source, True, d.sensitive, d.type, d.doc,
+                            tuple(synonyms))
+            )
+        return entries
+
+    def describe_topic(self, overrides: Mapping[str, Any]) -> list[ConfigEntry]:
+        entries = []
+        for name, d in sorted(TOPIC_CONFIG_DEFS.items()):
+            synonyms: list[tuple[str, str | None, int]] = []
+            if name in overrides:
+                synonyms.append((name, format_value(d.type, overrides[name]), SOURCE_DYNAMIC_TOPIC_CONFIG))
+            for key in d.synonyms:
+                bd = BROKER_CONFIG_DEFS[key]
+                if key in self._explicit and self._explicit[key] is not None:
+                    synonyms.append((key, format_value(bd.type, self._explicit[key]), SOURCE_STATIC_BROKER_CONFIG))
+            for key in d.synonyms:
+                bd = BROKER_CONFIG_DEFS[key]
+                if bd.default is not None:
+                    synonyms.append((key, format_value(bd.type, bd.default), SOURCE_DEFAULT_CONFIG))
+            if name in overrides:
+                value, source = overrides[name], SOURCE_DYNAMIC_TOPIC_CONFIG
+            else:
+                value, source, _k = self._topic_defaults[name]
+            entries.append(
+                ConfigEntry(name, format_value(d.type, value), source, False, False, d.type, d.doc,
+                            tuple(synonyms))
+            )
+        return entries
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java ``.properties`` text: ``key=value`` / ``key: value`` / ``key value`` lines,
+    ``#`` and ``!`` comments, backslash line continuations and escapes."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        if _continues(line):
+            line = line[:-1]
+        m = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:\s]?\s*(.*)$", line)
+        assert m is not None
+        key, value = _unescape(m.group(1)), _unescape(m.group(2))
+        out[key] = value.rstrip()
+    return out
+
+
+def _continues(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _unescape(s: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c.startswith("u"):
+            return chr(int(c[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c)
+
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", repl, s)
+
+
+def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate topic-level overrides (CreateTopics, AlterConfigs). Raises ConfigError."""
+    out = {}
+    for key, raw in configs.items():
+        d = TOPIC_CONFIG_DEFS.get(key)
+        if d is None:
+            raise ConfigError(key, "unknown topic configuration")
+        out[key] = d.parse(raw)
+    return out
