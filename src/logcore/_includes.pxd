@@ -1,0 +1,23 @@
+# Every `cdef extern` block of logcore, in one place (STYLE.md section 4, rule 2), all
+# nogil: the helpers in include/*.h touch no Python object.
+#
+#   include/crc32c.h     CRC-32C: SSE4.2 / ARMv8 CRC instructions, slice-by-8 fallback
+#   include/lc_endian.h  big-endian unaligned loads and stores (Kafka's fixed-width fields)
+
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
+
+
+cdef extern from "crc32c.h" nogil:
+    void lc_crc32c_init()
+    uint32_t lc_crc32c(uint32_t crc, const unsigned char *p, size_t n)
+    uint32_t lc_crc32c_portable(uint32_t crc, const unsigned char *p, size_t n)
+    const char *lc_crc32c_impl_name()
+
+
+cdef extern from "lc_endian.h" nogil:
+    uint16_t lc_load_be16(const unsigned char *p)
+    uint32_t lc_load_be32(const unsigned char *p)
+    uint64_t lc_load_be64(const unsigned char *p)
+    void lc_store_be16(unsigned char *p, uint16_t v)
+    void lc_store_be32(unsigned char *p, uint32_t v)
+    void lc_store_be64(unsigned char *p, uint64_t v)
