@@ -495,11 +495,15 @@ class RecordBatch:
         """Check the CRC, the codec and every record (decompressing if needed).
 
         Raises:
-            CorruptRecordError: the first problem found, naming the batch position; a CRC
-                mismatch names both the stored and the computed CRC.
+            CorruptRecordError: the first problem found (CRC, codec, record structure, a
+                header key that is not utf-8), naming the batch position; a CRC mismatch
+                names both the stored and the computed CRC.
         """
         self._check_crc()
-        for _ in self._raw_records():
+        # Exactly what iteration checks (so is_valid() means iteration succeeds), including
+        # that header keys are utf-8. validate_for_append does not decode header keys:
+        # Kafka's broker accepts any bytes there.
+        for _ in self:
             pass
 
     def is_valid(self) -> bool:
