@@ -1,0 +1,1165 @@
+"""Log: one partition's segmented commit log, laid out on disk exactly as Kafka lays it out.
+
+A partition directory holds segments named by their base offset (20 digits, zero-padded)::
+
+    00000000000000000000.log        record batches, appended strictly sequentially
+    00000000000000000000.index      offset index (8-byte entries, mmapped, sparse)
+    00000000000000000000.timeindex  time index (12-byte entries, mmapped, sparse)
+    00000000000000368769.log ...    the next segment, and so on; the last one is active
+    leader-epoch-checkpoint         (leader_epoch, start_offset) pairs
+    recovery-point-offset-checkpoint, log-start-offset-checkpoint
+                                    Kafka keeps these two per log dir; a standalone Log
+                                    keeps its own (one ``topic partition offset`` entry)
+    .kafka_cleanshutdown            present only between a clean close and the next open
+
+The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
+``LogLoader`` (KAFKA-FACTS A7-A13):
+
+- append: ``validate_for_append`` checks the batches and assigns offsets in place, the
+  active segment rolls when full (size, age with jitter, index capacity, relative-offset
+  overflow), the bytes go to the file with one ``pwrite``, and an index entry is added
+  about every ``index_interval_bytes``;
+- read: binary search over an immutable snapshot of the segment list, offset-index
+  lookup, then a batch-header walk to the first batch holding the offset; the answer is a
+  :class:`~logcore.region.FileRegion` on batch boundaries, sent later with ``sendfile``;
+- open: after a clean close, O(segments); otherwise every segment from the recovery point
+  on is scanned (lengths, CRC, increasing offsets), its indexes rebuilt, the log
+  truncated at the first invalid byte and later segments deleted;
+- retention: whole non-active segments by age, total size, or the log start offset;
+  deleted segments are renamed ``.deleted`` and unlinked ``file_delete_delay_ms`` later.
+
+Thread-safety: **one writer, many readers.** Mutating methods (append, roll, truncate_*,
+delete_records_before, flush, apply_retention, close, delete) serialise on the log's
+lock, so several writer threads are safe but gain nothing. ``read``,
+``offset_for_timestamp`` and the offset properties take no lock: they work on an
+immutable snapshot of the segment list, and each segment publishes its size only after
+its bytes are written, and the log end offset only after the index is updated, so a
+reader never sees a partial batch. A region a reader holds stays readable even if
+retention deletes its segment meanwhile.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import re
+import shutil
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from . import IMPLEMENTATION, RecordBatch, crc32c, validate_for_append
+from .checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LeaderEpochCache,
+    consume_clean_shutdown_marker,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_clean_shutdown_marker,
+    write_offset_checkpoint,
+)
+from .clock import SYSTEM_CLOCK, Clock
+from .config import LogConfig
+from .errors import (
+    CorruptRecordError,
+    LogcoreError,
+    LogDirError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from .region import FileRegion, SharedFd
+
+if IMPLEMENTATION == "python":
+    from ._ref import segment as _scan
+    from ._ref.index import OffsetIndex, TimeIndex
+else:
+    from . import _segment as _scan  # type: ignore[no-redef]
+    from ._index import OffsetIndex, TimeIndex  # type: ignore[no-redef,assignment]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+TMP_SUFFIX = ".tmp"
+_I32_MAX = 2**31 - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
+_NAME_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
+_TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's ``filenamePrefixFromOffset``: the offset as 20 zero-padded digits."""
+    return f"{offset:020d}"
+
+
+class TimestampOffset(NamedTuple):
+    """Answer of ``offset_for_timestamp``: the first record at or after a time."""
+
+    offset: int
+    timestamp: int
+
+
+class LogAppendInfo:
+    """What ``Log.append`` did: the codec's AppendInfo fields plus the log's view.
+
+    Every attribute of :class:`logcore.AppendInfo` (first_offset, last_offset,
+    record_count, max_timestamp, offset_of_max_timestamp, min_timestamp, size_in_bytes,
+    batch_count, producer_id, producer_epoch, first_sequence, last_sequence,
+    is_transactional, is_control, timestamp_type) is available, plus:
+
+    Attributes:
+        log_append_time_ms: the LogAppendTime stamped, or -1 for CreateTime topics.
+        log_start_offset: the log start offset after the append.
+        rolled: True if the append rolled a new segment.
+    """
+
+    __slots__ = ("_info", "log_append_time_ms", "log_start_offset", "rolled")
+
+    def __init__(self, info: Any, log_append_time_ms: int, log_start_offset: int, rolled: bool):
+        self._info = info
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.rolled = rolled
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._info, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"LogAppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+            f"record_count={self.record_count}, size_in_bytes={self.size_in_bytes}, "
+            f"log_append_time_ms={self.log_append_time_ms}, rolled={self.rolled})"
+        )
+
+
+class _MergedInfo:
+    """AppendInfo-shaped summary of several per-batch infos (the replica append path)."""
+
+    def __init__(self, infos: list[Any]) -> None:
+        first, last = infos[0], infos[-1]
+        self.first_offset = first.first_offset
+        self.last_offset = last.last_offset
+        self.record_count = sum(i.record_count for i in infos)
+        best = max(infos, key=lambda i: i.max_timestamp)
+        best = next(i for i in infos if i.max_timestamp == best.max_timestamp)
+        self.max_timestamp = best.max_timestamp
+        self.offset_of_max_timestamp = best.offset_of_max_timestamp
+        self.min_timestamp = min(i.min_timestamp for i in infos)
+        self.size_in_bytes = sum(i.size_in_bytes for i in infos)
+        self.batch_count = sum(i.batch_count for i in infos)
+        self.producer_id = first.producer_id
+        self.producer_epoch = first.producer_epoch
+        self.first_sequence = first.first_sequence
+        self.last_sequence = last.last_sequence
+        self.is_transactional = first.is_transactional
+        self.is_control = first.is_control
+        self.timestamp_type = first.timestamp_type
+
+
+class LogSegment:
+    """One ``.log`` file and its two indexes.
+
+    Created by the Log; not part of the public API. Its mutable fields are written only
+    by the log's writer; readers read ``size`` once per operation (it grows after the
+    bytes are in the file) and use the indexes, whose methods are atomic.
+    """
+
+    __slots__ = (
+        "directory",
+        "base_offset",
+        "config",
+        "file",
+        "size",
+        "_offset_index",
+        "_time_index",
+        "writable",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "bytes_since_last_index_entry",
+        "created_ms",
+        "rolling_based_timestamp",
+        "roll_jitter_ms",
+        "deleted",
+    )
+
+    def __init__(
+        self, directory: str, base_offset: int, config: LogConfig, *, created_ms: int,
+        writable: bool, create: bool,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.writable = writable
+        self.deleted = False
+        path = self.path(LOG_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        try:
+            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot open segment {path}: {exc.strerror}") from exc
+        self.file = SharedFd(fd, path)
+        self.size = os.fstat(fd).st_size
+        self._offset_index: Any = None
+        self._time_index: Any = None
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = created_ms
+        self.rolling_based_timestamp: int | None = None
+        jitter = config.segment_jitter_ms
+        self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
+
+    def path(self, suffix: str) -> str:
+        return os.path.join(self.directory, filename_prefix(self.base_offset) + suffix)
+
+    # --- indexes (opened lazily for old segments, as Kafka's LazyIndex) ---
+    @property
+    def offset_index(self) -> Any:
+        idx = self._offset_index
+        if idx is None:
+            idx = self._offset_index = OffsetIndex(
+                self.path(INDEX_SUFFIX), self.base_offset,
+                self.config.segment_index_bytes if self.writable else -1, True,
+            )
+        return idx
+
+    @property
+    def time_index(self) -> Any:
+        idx = self._time_index
+        if idx is None:
+            idx = self._time_index = TimeIndex(
+                self.path(TIME_INDEX_SUFFIX), self.base_offset,
+                self.config.segment_index_bytes if self.writable else -1, True,
+            )
+        return idx
+
+    def load_max_timestamp(self) -> None:
+        """Largest timestamp from the time index's last entry (Kafka does the same)."""
+        ts, off = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, off
+
+    def largest_timestamp(self) -> int:
+        """For retention: the newest record timestamp, or the file mtime if none."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.file.path).st_mtime * 1000)
+        except OSError:
+            return 0
+
+    # --- writer side ---
+    def append(self, buf: Any, size: int, info: Any) -> None:
+        """Write ``buf`` at the end of the file (one pwrite) and maybe add index entries."""
+        pos = self.size
+        fd = self.file.fd
+        try:
+            n = os.pwrite(fd, buf, pos)
+            while n < size:  # short writes happen only on errors like ENOSPC; finish or fail
+                with memoryview(buf) as view:
+                    n += os.pwrite(fd, view[n:], pos + n)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, pos)
+            except OSError:
+                pass
+            raise LogDirError(
+                exc.errno, f"cannot append to {self.file.path}: {exc.strerror}"
+            ) from exc
+        self.size = pos + size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = info.max_timestamp
+        if info.max_timestamp > self.max_timestamp:
+            self.max_timestamp = info.max_timestamp
+            self.offset_of_max_timestamp = info.offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(info.last_offset, pos)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def should_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll`` (KAFKA-FACTS A8)."""
+        if self.size == 0:
+            return False
+        cfg = self.config
+        if self.size > cfg.segment_bytes - size:
+            return True
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            waited = max_timestamp - self.rolling_based_timestamp
+        else:
+            waited = now_ms - self.created_ms
+        if waited > cfg.segment_ms - self.roll_jitter_ms:
+            return True
+        oi, ti = self.offset_index, self.time_index
+        if oi.is_full() or ti.entries + 1 >= ti.max_entries:
+            return True
+        return last_offset - self.base_offset > _I32_MAX
+
+    def seal(self) -> None:
+        """The segment stops being active: final time-index entry, trim both indexes."""
+        ti = self.time_index
+        if self.max_timestamp >= 0:
+            ti.append(self.max_timestamp, self.offset_of_max_timestamp, True)
+        ti.trim_to_valid_size()
+        self.offset_index.trim_to_valid_size()
+        self.writable = False
+
+    def unseal(self) -> None:
+        """Become active again (after a truncation or at load): regrow the indexes."""
+        self.writable = True
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch: last index entry, then walk headers to the end."""
+        off, pos = self.offset_index.lookup(2**63 - 1)
+        nxt = self.base_offset
+        end = self.size
+        while True:
+            found = _scan.search_for_offset(self.file.fd, pos, end, -1)
+            if found is None:
+                return nxt
+            p, sz, _base, last = found
+            nxt = last + 1
+            pos = p + sz
+
+    def recover(self, crc: Callable[..., int]) -> tuple[int, int, str | None]:
+        """Rebuild indexes from the data, truncating at the first invalid batch.
+
+        Returns (truncated_bytes, next_offset, error).
+        """
+        oi, ti = self.offset_index, self.time_index
+        oi.truncate()
+        ti.truncate()
+        oi.resize(self.config.segment_index_bytes)
+        ti.resize(self.config.segment_index_bytes)
+        end = self.size
+        if end == 0:
+            valid, nxt, max_ts, off_max, error = 0, self.base_offset, -1, self.base_offset, None
+        else:
+            import mmap
+
+            with mmap.mmap(self.file.fd, end, access=mmap.ACCESS_READ) as mm:
+                valid, _count, nxt, max_ts, off_max, error = _scan.recover_scan(
+                    mm, end, self.base_offset, self.config.index_interval_bytes, oi, ti, crc
+                )
+        truncated = end - valid
+        if truncated:
+            try:
+                os.ftruncate(self.file.fd, valid)
+            except OSError as exc:
+                raise LogDirError(exc.errno, f"cannot truncate {self.file.path}") from exc
+            self.size = valid
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
+        self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        return truncated, nxt, error
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        _off, pos = self.offset_index.lookup(offset)
+        found = _scan.search_for_offset(self.file.fd, pos, self.size, offset)
+        if found is None:
+            return 0
+        new_size, _sz, cut, _last = found
+        removed = self.size - new_size
+        # Cut the indexes at the first removed batch's base offset (<= offset): nothing
+        # indexed at or after it survives.
+        self.offset_index.truncate_to(cut)
+        self.time_index.truncate_to(cut)
+        os.ftruncate(self.file.fd, new_size)
+        self.size = new_size
+        self.load_max_timestamp()
+        self.bytes_since_last_index_entry = 0
+        if new_size == 0:
+            self.rolling_based_timestamp = None
+        return removed
+
+    def flush(self) -> None:
+        try:
+            os.fsync(self.file.fd)
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot fsync {self.file.path}") from exc
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+
+    def close(self) -> None:
+        """Trim (if active) and unmap the indexes; the file descriptor stays with any
+        region still holding it and closes when the last holder goes."""
+        if self.writable and not self.deleted:
+            self.seal()
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close()
+
+    def rename_deleted(self) -> list[str]:
+        """Rename every file of the segment to ``<name>.deleted``; returns the new paths."""
+        self.deleted = True
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close()
+        out = []
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            src = self.path(suffix)
+            if os.path.exists(src):
+                os.rename(src, src + DELETED_SUFFIX)
+                out.append(src + DELETED_SUFFIX)
+        return out
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+class _View:
+    """An immutable snapshot of the segment list (readers bisect it without a lock)."""
+
+    __slots__ = ("bases", "segments")
+
+    def __init__(self, segments: list[LogSegment]) -> None:
+        self.segments = tuple(segments)
+        self.bases = [s.base_offset for s in segments]
+
+
+class Log:
+    """One partition's log in ``directory`` (created if missing, recovered if needed).
+
+    Args:
+        directory: the partition directory (``<topic>-<partition>`` for a broker).
+        config: a :class:`LogConfig` (Kafka's defaults when None).
+        clock: an object with ``time_ms() -> int`` (see :mod:`logcore.clock`); the system
+            clock when None.
+
+    Raises:
+        LogDirError: the directory cannot be created, read or written.
+        CorruptRecordError: a checkpoint file is malformed.
+
+    Thread-safety: one writer and many concurrent readers (see the module docstring).
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.config = config if config is not None else LogConfig()
+        self.clock = clock if clock is not None else SYSTEM_CLOCK
+        self._lock = threading.RLock()
+        self._closed = False
+        self._pending_deletes: list[tuple[int, list[str]]] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock.time_ms()
+        name = os.path.basename(self.directory)
+        m = _TOPIC_PARTITION_RE.match(name)
+        topic, partition = (m.group(1), int(m.group(2))) if m else (name, 0)
+        self._topic_partition = ("".join("_" if c.isspace() else c for c in topic) or "_", partition)
+        #: True when the last open found no clean-shutdown marker and scanned segments.
+        self.recovered = False
+        #: Bytes cut off by the last recovery (0 after a clean open).
+        self.recovery_truncated_bytes = 0
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot create log dir {self.directory}") from exc
+        self.leader_epoch_cache = LeaderEpochCache(
+            os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
+        )
+        with self._lock:
+            self._load()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def log_start_offset(self) -> int:
+        """First offset a read may ask for (advanced by retention and DeleteRecords)."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record will get."""
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are known to be fsynced (recovery starts here)."""
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view.segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._view.segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._view.bases)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view.segments[-1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ loading
+    def _load(self) -> None:
+        clean = consume_clean_shutdown_marker(self.directory)
+        self._remove_temp_files_and_complete_swaps()
+        now = self.clock.time_ms()
+        segments: list[LogSegment] = []
+        bases = set()
+        names = sorted(os.listdir(self.directory))
+        for name in names:
+            m = _NAME_RE.match(name)
+            if m and m.group(2) == LOG_SUFFIX:
+                bases.add(int(m.group(1)))
+        for name in names:  # orphan indexes (no .log next to them) go, as in Kafka
+            m = _NAME_RE.match(name)
+            if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                if int(m.group(1)) not in bases:
+                    os.unlink(os.path.join(self.directory, name))
+        for base in sorted(bases):
+            seg = LogSegment(self.directory, base, self.config, created_ms=now, writable=False,
+                             create=False)
+            segments.append(seg)
+
+        rp_file = read_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT))
+        lso_file = read_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT))
+        recovery_point = next(iter(rp_file.values())) if rp_file else 0
+        log_start = next(iter(lso_file.values())) if lso_file else None
+
+        # Corrupt or missing indexes are rebuilt (Kafka's loadSegmentFiles + sanityCheck).
+        for i, seg in enumerate(segments):
+            if not self._indexes_sane(seg):
+                truncated, _n, _e = seg.recover(crc32c)
+                seg.seal()
+                self.recovery_truncated_bytes += truncated
+
+        next_offset = None
+        if not clean and segments:
+            self.recovered = True
+            for i, seg in enumerate(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if upper is not None and upper <= recovery_point:
+                    continue  # wholly below the recovery point: flushed before the crash
+                truncated, nxt, _error = seg.recover(crc32c)
+                next_offset = nxt
+                self.recovery_truncated_bytes += truncated
+                if truncated:
+                    for later in segments[i + 1 :]:
+                        self._delete_segment_files_now(later)
+                    segments = segments[: i + 1]
+                    break
+                if i + 1 < len(segments):
+                    seg.seal()
+            recovery_point = min(recovery_point, next_offset if next_offset is not None else 0)
+
+        if not segments:
+            start = log_start if log_start is not None else 0
+            segments.append(LogSegment(self.directory, start, self.config, created_ms=now,
+                                       writable=True, create=True))
+        active = segments[-1]
+        active.writable = True
+        active.unseal()
+        if next_offset is None or self.recovered is False:
+            next_offset = active.read_next_offset()
+        active.load_max_timestamp()
+        if active.size:
+            # Kafka loads the first batch's timestamp lazily for time-based rolls.
+            hdr = os.pread(active.file.fd, _HEADER.size, 0)
+            if len(hdr) == _HEADER.size:
+                active.rolling_based_timestamp = _HEADER.unpack(hdr)[8]
+        # Segments wholly below the log start offset go (after DeleteRecords before a crash).
+        first_base = segments[0].base_offset
+        if log_start is None or log_start < first_base:
+            log_start = first_base
+        log_start = min(log_start, next_offset)
+        while len(segments) > 1 and segments[1].base_offset <= log_start:
+            self._delete_segment_files_now(segments.pop(0))
+
+        self._view = _View(segments)
+        self._log_end_offset = next_offset
+        self._log_start_offset = log_start
+        self._recovery_point = next_offset if clean else min(recovery_point, next_offset)
+        self.leader_epoch_cache.truncate_from_end(next_offset)
+        self.leader_epoch_cache.truncate_from_start(log_start)
+
+    def _indexes_sane(self, seg: LogSegment) -> bool:
+        if not os.path.exists(seg.path(INDEX_SUFFIX)) or not os.path.exists(
+            seg.path(TIME_INDEX_SUFFIX)
+        ):
+            return False
+        try:
+            seg.offset_index.sanity_check(seg.size)
+            seg.time_index.sanity_check(seg.size)
+        except CorruptRecordError:
+            seg.offset_index.truncate()
+            seg.time_index.truncate()
+            return False
+        return True
+
+    def _remove_temp_files_and_complete_swaps(self) -> None:
+        """Kafka's ``removeTempFilesAndCollectSwapFiles`` + swap completion (A12 step 1)."""
+        d = self.directory
+        cleaned: list[int] = []
+        swaps: list[str] = []
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
+                os.unlink(path)
+            elif name.endswith(CLEANED_SUFFIX):
+                m = _NAME_RE.match(name[: -len(CLEANED_SUFFIX)])
+                if m:
+                    cleaned.append(int(m.group(1)))
+                os.unlink(path)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(name)
+        min_cleaned = min(cleaned) if cleaned else None
+        for name in sorted(swaps):
+            path = os.path.join(d, name)
+            m = _NAME_RE.match(name[: -len(SWAP_SUFFIX)])
+            if m is None:
+                os.unlink(path)
+                continue
+            base = int(m.group(1))
+            if (min_cleaned is not None and base >= min_cleaned) or m.group(2) != LOG_SUFFIX:
+                # Part of an incomplete split (KAFKA-6264), or a swap index that is rebuilt.
+                os.unlink(path)
+                continue
+            # A complete swap: it replaces the segments in its offset range.
+            end = self._swap_end_offset(path, base)
+            for other in os.listdir(d):
+                mo = _NAME_RE.match(other)
+                if mo and base <= int(mo.group(1)) < end:
+                    os.unlink(os.path.join(d, other))
+            os.rename(path, path[: -len(SWAP_SUFFIX)])
+        for name in os.listdir(d):
+            if name.endswith(SWAP_SUFFIX):
+                os.unlink(os.path.join(d, name))
+
+    @staticmethod
+    def _swap_end_offset(path: str, base: int) -> int:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            end = os.fstat(fd).st_size
+            pos, nxt = 0, base
+            while True:
+                found = _scan.search_for_offset(fd, pos, end, -1)
+                if found is None:
+                    return nxt
+                pos = found[0] + found[1]
+                nxt = found[3] + 1
+        finally:
+            os.close(fd)
+
+    def _delete_segment_files_now(self, seg: LogSegment) -> None:
+        for path in seg.rename_deleted():
+            os.unlink(path)
+
+    # ------------------------------------------------------------------ append
+    def append(
+        self, records: Any, *, assign_offsets: bool = True, leader_epoch: int | None = None
+    ) -> LogAppendInfo:
+        """Validate ``records`` (one or more batches), assign offsets, and append them.
+
+        Args:
+            records: the batches. A bytearray, writable memoryview or mmap is validated
+                and rewritten in place (offsets, leader epoch, LogAppendTime); read-only
+                bytes are copied into a bytearray first.
+            assign_offsets: False for a replica: the batches keep their offsets, which
+                must increase and start at or after log_end_offset.
+            leader_epoch: stamped into every batch (leader path) and recorded in the
+                leader-epoch cache. A replica records the epochs found in the batches.
+
+        Returns:
+            A :class:`LogAppendInfo`.
+
+        Raises:
+            CorruptRecordError / RecordTooLargeError / TypeError: from validate_for_append
+                (nothing is written); also for non-increasing replica offsets.
+            RecordTooLargeError: the set is larger than segment_bytes.
+            LogDirError: the write failed (the segment is cut back to its old size).
+            LogcoreError: the log is closed.
+        """
+        buf = records
+        if isinstance(buf, bytes) or (isinstance(buf, memoryview) and buf.readonly):
+            buf = bytearray(buf)
+        cfg = self.config
+        with self._lock:
+            self._check_open()
+            now = self.clock.time_ms()
+            lat = now if cfg.message_timestamp_type == "LogAppendTime" else None
+            if assign_offsets:
+                info = validate_for_append(
+                    buf, next_offset=self._log_end_offset,
+                    max_message_bytes=cfg.max_message_bytes, log_append_time_ms=lat,
+                    partition_leader_epoch=leader_epoch,
+                )
+            else:
+                info = self._validate_replica(buf, lat)
+            size = info.size_in_bytes
+            if size > cfg.segment_bytes:
+                raise RecordTooLargeError(
+                    f"record set of {size} bytes exceeds segment_bytes {cfg.segment_bytes}",
+                    size=size, limit=cfg.segment_bytes,
+                )
+            seg = self._view.segments[-1]
+            rolled = False
+            if seg.should_roll(size, info.max_timestamp, info.last_offset, now):
+                seg = self._roll(now)
+                rolled = True
+            seg.append(buf, size, info)
+            self._log_end_offset = info.last_offset + 1
+            if assign_offsets and leader_epoch is not None:
+                if leader_epoch != self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+            self._unflushed_messages += info.record_count
+            if (self._unflushed_messages >= cfg.flush_messages
+                    or now - self._last_flush_ms >= cfg.flush_ms):
+                self._flush_locked(now)
+            return LogAppendInfo(info, lat if lat is not None else -1, self._log_start_offset,
+                                 rolled)
+
+    def _validate_replica(self, buf: Any, lat: int | None) -> Any:
+        """Replica path: check each batch in place, keep its offsets, require them increasing."""
+        view = memoryview(buf)
+        try:
+            if view.readonly:
+                raise TypeError("append needs a writable buffer")
+            infos = []
+            pos = 0
+            expected = self._log_end_offset
+            n = len(view)
+            if n == 0:
+                raise CorruptRecordError("empty record set", batch_index=0, position=0)
+            epochs = []
+            while pos < n:
+                if n - pos < _HEADER.size:
+                    raise CorruptRecordError(
+                        f"truncated batch at position {pos}", batch_index=len(infos), position=pos
+                    )
+                base, length, epoch = struct.unpack_from(">qii", view, pos)
+                size = 12 + length
+                if base < expected:
+                    raise CorruptRecordError(
+                        f"replica batch {len(infos)} at position {pos} has base offset {base}, "
+                        f"expected >= {expected} (offsets must increase)",
+                        batch_index=len(infos), position=pos,
+                    )
+                if length < 49 or size > n - pos:
+                    raise CorruptRecordError(
+                        f"batch {len(infos)} at position {pos} declares {size} bytes",
+                        batch_index=len(infos), position=pos,
+                    )
+                info = validate_for_append(
+                    view[pos : pos + size], next_offset=base,
+                    max_message_bytes=self.config.max_message_bytes,
+                )
+                infos.append(info)
+                epochs.append((epoch, base))
+                expected = info.last_offset + 1
+                pos += size
+        finally:
+            view.release()
+        for epoch, base in epochs:
+            if epoch >= 0 and (self.leader_epoch_cache.latest_epoch is None
+                               or epoch > self.leader_epoch_cache.latest_epoch):
+                self.leader_epoch_cache.assign(epoch, base)
+        return infos[0] if len(infos) == 1 else _MergedInfo(infos)
+
+    def roll(self) -> None:
+        """Roll a new active segment now (if the active one is not empty)."""
+        with self._lock:
+            self._check_open()
+            if self._view.segments[-1].size:
+                self._roll(self.clock.time_ms())
+
+    def _roll(self, now: int) -> LogSegment:
+        old = self._view.segments[-1]
+        base = self._log_end_offset
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            stale = os.path.join(self.directory, filename_prefix(base) + suffix)
+            if os.path.exists(stale):
+                if suffix == LOG_SUFFIX and os.path.getsize(stale) and base != old.base_offset:
+                    raise LogDirError(f"segment {stale} already exists and is not empty")
+                if base != old.base_offset:
+                    os.unlink(stale)
+        if base == old.base_offset:
+            return old  # nothing appended since the last roll
+        new = LogSegment(self.directory, base, self.config, created_ms=now, writable=True,
+                         create=True)
+        new.offset_index  # noqa: B018 - create both index files with the segment
+        new.time_index  # noqa: B018
+        old.seal()
+        self._view = _View(list(self._view.segments) + [new])
+        return new
+
+    # ------------------------------------------------------------------ read
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileRegion:
+        """A region of whole batches starting with the batch that holds ``offset``.
+
+        Args:
+            offset: the first offset wanted; the region may begin with earlier offsets
+                of the same batch (clients skip them, as with Kafka).
+            max_bytes: size limit; batches are never cut.
+            max_offset: exclusive upper bound (the high watermark): no batch whose last
+                offset is >= max_offset is included. Defaults to log_end_offset.
+            min_one_batch: return the first batch even if it exceeds max_bytes.
+
+        Returns:
+            A :class:`FileRegion` (empty at log_end_offset or when nothing fits).
+
+        Raises:
+            OffsetOutOfRangeError: offset < log_start_offset or > log_end_offset.
+
+        Thread-safe with respect to the writer and other readers (takes no lock).
+        """
+        if self._closed:
+            raise LogcoreError(f"log {self.directory} is closed")
+        view = self._view
+        leo = self._log_end_offset
+        lso = self._log_start_offset
+        if offset < lso or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{lso}, {leo}] of {self.directory}",
+                offset=offset, log_start_offset=lso, log_end_offset=leo,
+            )
+        if max_offset is None or max_offset > leo:
+            max_offset = leo
+        if offset >= max_offset or max_bytes < 0:
+            return FileRegion(None, 0, 0, offset, offset - 1)
+        segments = view.segments
+        i = bisect.bisect_right(view.bases, offset) - 1
+        if i < 0:
+            i = 0
+        scan = _scan
+        while i < len(segments):
+            seg = segments[i]
+            end = seg.size
+            fd = seg.file.fd
+            _o, start = seg.offset_index.lookup(offset)
+            found = scan.search_for_offset(fd, start, end, offset)
+            if found is None:
+                i += 1
+                continue
+            pos, _size, base, last = found
+            if last >= max_offset:
+                return FileRegion(None, 0, 0, offset, offset - 1)
+            walk = seg.offset_index.walk_start(pos + max_bytes, max_offset)
+            rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
+                                            min_one_batch, walk)
+            if rsize == 0:
+                return FileRegion(None, 0, 0, offset, offset - 1)
+            return FileRegion(seg.file, pos, rsize, base, rlast)
+        return FileRegion(None, 0, 0, offset, offset - 1)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
+        """First record whose timestamp is >= ``timestamp_ms`` (ListOffsets by time).
+
+        Special values as in ListOffsets: -2 earliest (log_start_offset), -1 latest
+        (log_end_offset), -3 the record with the largest timestamp. Those return
+        timestamp -1 for earliest/latest.
+
+        Returns:
+            (offset, timestamp) or None if every record is older.
+        """
+        view = self._view
+        lso = self._log_start_offset
+        if timestamp_ms == -2:
+            return TimestampOffset(lso, -1)
+        if timestamp_ms == -1:
+            return TimestampOffset(self._log_end_offset, -1)
+        if timestamp_ms == -3:
+            best: TimestampOffset | None = None
+            for seg in view.segments:
+                if seg.max_timestamp < 0 and not seg.writable:
+                    seg.load_max_timestamp()
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.timestamp):
+                    best = TimestampOffset(seg.offset_of_max_timestamp, seg.max_timestamp)
+            return best
+        for i, seg in enumerate(view.segments):
+            if i + 1 < len(view.segments) and view.segments[i + 1].base_offset <= lso:
+                continue
+            if not seg.writable and seg.max_timestamp < 0:
+                seg.load_max_timestamp()
+            if seg.max_timestamp < timestamp_ms and seg.max_timestamp >= 0:
+                continue
+            _ts, idx_offset = seg.time_index.lookup(timestamp_ms)
+            start_offset = max(idx_offset, lso)
+            _o, pos = seg.offset_index.lookup(start_offset)
+            found = self._search_timestamp(seg, pos, timestamp_ms, start_offset)
+            if found is not None:
+                return found
+        return None
+
+    @staticmethod
+    def _search_timestamp(
+        seg: LogSegment, pos: int, timestamp_ms: int, start_offset: int
+    ) -> TimestampOffset | None:
+        """Kafka's ``FileRecords.searchForTimestamp`` from a batch boundary."""
+        fd, end = seg.file.fd, seg.size
+        while pos + _HEADER.size <= end:
+            hdr = os.pread(fd, _HEADER.size, pos)
+            if len(hdr) < _HEADER.size:
+                return None
+            fields = _HEADER.unpack(hdr)
+            size = 12 + fields[1]
+            if fields[8] >= timestamp_ms and fields[0] + fields[6] >= start_offset:
+                data = os.pread(fd, size, pos)
+                if len(data) < size:
+                    return None
+                for rec in RecordBatch(data):
+                    if rec.timestamp >= timestamp_ms and rec.offset >= start_offset:
+                        return TimestampOffset(rec.offset, rec.timestamp)
+            pos += size
+        return None
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding offsets >= ``offset`` (replica divergence).
+
+        A batch that straddles ``offset`` is removed whole, so log_end_offset may end up
+        below ``offset``. Below log_start_offset this is truncate_fully_and_start_at.
+
+        Returns:
+            True if anything was removed.
+        """
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            segments = list(self._view.segments)
+            keep = [s for s in segments if s.base_offset < offset] or segments[:1]
+            drop = segments[len(keep):]
+            active = keep[-1]
+            for seg in drop:
+                seg.deleted = True
+            if not active.writable:
+                active.unseal()
+            active.truncate_to(offset)
+            if active.size == 0 and len(keep) > 1 and active.base_offset >= offset:
+                pass
+            self._view = _View(keep)
+            self._log_end_offset = active.read_next_offset()
+            for seg in drop:
+                self._schedule_delete(seg)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            old = list(self._view.segments)
+            for seg in old:
+                seg.deleted = True
+                self._schedule_delete(seg)
+            new = LogSegment(self.directory, offset, self.config,
+                             created_ms=self.clock.time_ms(), writable=True, create=True)
+            new.offset_index  # noqa: B018
+            new.time_index  # noqa: B018
+            self._view = _View([new])
+            self._log_end_offset = offset
+            self._log_start_offset = offset
+            self._recovery_point = offset
+            self.leader_epoch_cache.clear()
+            self._write_log_start_offset()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance log_start_offset to ``offset`` (DeleteRecords); returns the new value.
+
+        Segments wholly below it are removed by the next ``apply_retention``.
+
+        Raises:
+            OffsetOutOfRangeError: offset > log_end_offset.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: log end offset is "
+                    f"{self._log_end_offset}", offset=offset,
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=self._log_end_offset,
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self._write_log_start_offset()
+            return self._log_start_offset
+
+    # ------------------------------------------------------------------ retention
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete old segments (time, size, log start offset) and due ``.deleted`` files.
+
+        Never deletes the active segment. Returns the number of segments removed.
+        """
+        with self._lock:
+            self._check_open()
+            now = self.clock.time_ms() if now_ms is None else now_ms
+            cfg = self.config
+            segments = list(self._view.segments)
+            deletable: list[LogSegment] = []
+            candidates = segments[:-1]
+            # (a) log start offset breach: the next segment starts at or below it.
+            i = 0
+            while i < len(candidates) and segments[i + 1].base_offset <= self._log_start_offset:
+                i += 1
+            n_lso = i
+            # (b) time: newest record older than retention_ms.
+            n_time = 0
+            if cfg.retention_ms >= 0:
+                while n_time < len(candidates):
+                    seg = candidates[n_time]
+                    if seg.max_timestamp < 0:
+                        seg.load_max_timestamp()
+                    if now - seg.largest_timestamp() > cfg.retention_ms:
+                        n_time += 1
+                    else:
+                        break
+            # (c) size: drop oldest while what remains is still >= retention_bytes.
+            n_size = 0
+            if cfg.retention_bytes >= 0:
+                total = sum(s.size for s in segments)
+                while n_size < len(candidates) and total - candidates[n_size].size >= cfg.retention_bytes:
+                    total -= candidates[n_size].size
+                    n_size += 1
+            count = max(n_lso, n_time, n_size)
+            deletable = candidates[:count]
+            if deletable:
+                remaining = segments[count:]
+                self._view = _View(remaining)
+                new_start = max(self._log_start_offset, remaining[0].base_offset)
+                if new_start != self._log_start_offset:
+                    self._log_start_offset = new_start
+                    self.leader_epoch_cache.truncate_from_start(new_start)
+                    self._write_log_start_offset()
+                for seg in deletable:
+                    self._schedule_delete(seg, now)
+            self._delete_due_files(now)
+            return len(deletable)
+
+    def _schedule_delete(self, seg: LogSegment, now: int | None = None) -> None:
+        now = self.clock.time_ms() if now is None else now
+        try:
+            paths = seg.rename_deleted()
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot rename segment {seg.base_offset}") from exc
+        self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths))
+        if self.config.file_delete_delay_ms == 0:
+            self._delete_due_files(now)
+
+    def _delete_due_files(self, now: int) -> None:
+        keep = []
+        for due, paths in self._pending_deletes:
+            if due <= now:
+                for p in paths:
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
+            else:
+                keep.append((due, paths))
+        self._pending_deletes = keep
+
+    @property
+    def pending_deletes(self) -> int:
+        """Number of segments renamed ``.deleted`` and waiting for file_delete_delay_ms."""
+        return len(self._pending_deletes)
+
+    # ------------------------------------------------------------------ durability
+    def flush(self) -> None:
+        """fsync every segment from the recovery point on, then advance the recovery point
+        to the log end offset and checkpoint it."""
+        with self._lock:
+            self._check_open()
+            self._flush_locked(self.clock.time_ms())
+
+    def _flush_locked(self, now: int) -> None:
+        leo = self._log_end_offset
+        view = self._view
+        if leo > self._recovery_point:
+            for i, seg in enumerate(view.segments):
+                upper = view.segments[i + 1].base_offset if i + 1 < len(view.segments) else None
+                if upper is not None and upper <= self._recovery_point:
+                    continue
+                seg.flush()
+            fsync_dir(self.directory)
+            self._recovery_point = leo
+        self._write_recovery_point()
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def _write_recovery_point(self) -> None:
+        write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
+                                {self._topic_partition: self._recovery_point})
+
+    def _write_log_start_offset(self) -> None:
+        write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
+                                {self._topic_partition: self._log_start_offset})
+
+    def close(self) -> None:
+        """Clean shutdown: flush, trim the active indexes, checkpoint, leave the marker.
+
+        Regions handed out earlier stay readable. Idempotent.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked(self.clock.time_ms())
+            self._write_log_start_offset()
+            for seg in self._view.segments:
+                seg.close()
+            self._delete_due_files(2**63 - 1)
+            write_clean_shutdown_marker(self.directory)
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close the log and remove its directory with every file in it."""
+        with self._lock:
+            if not self._closed:
+                for seg in self._view.segments:
+                    seg.deleted = True
+                    seg.close()
+                self._closed = True
+            self._pending_deletes = []
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogcoreError(f"log {self.directory} is closed")
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory!r}, segments={self.num_segments}, "
+            f"log_start_offset={self._log_start_offset}, log_end_offset={self._log_end_offset})"
+        )
