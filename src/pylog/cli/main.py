@@ -1,4 +1,14 @@
-"""Entry point of the `pylog` console script."""
+"""Entry point of the `pylog` console script.
+
+Commands:
+    pylog broker [--config F] [--override k=v ...] [--log-level L] [--allow-pure-python]
+    pylog topics create|list|describe|delete|alter-config ...
+    pylog produce TOPIC [options] < lines
+    pylog consume TOPIC [options]
+
+``topics``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
+(``--bootstrap-server``), so they work against any Kafka-compatible broker.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +17,97 @@ import sys
 
 import pylog
 
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def _add_bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                   help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="give up on a request after this long (default 30)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pylog", description="A Kafka-compatible commit log: broker, tools and clients."
     )
     parser.add_argument("--version", action="version", version=f"pylog {pylog.__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    # --- broker ---
+    b = sub.add_parser("broker", help="run a single-node broker",
+                       description="Run a single-node Kafka-compatible broker. Defaults: "
+                       "listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./pylog-data, node.id=0.")
+    b.add_argument("--config", "-c", metavar="FILE", help="a server.properties file")
+    b.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config (repeatable; wins over --config)")
+    b.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"])
+    b.add_argument("--allow-pure-python", action="store_true",
+                   help="run on logcore's pure-Python implementation (slow; for debugging)")
+    b.add_argument("--ready-file", metavar="FILE",
+                   help="write HOST:PORT of the first listener here once serving")
+
+    # --- topics ---
+    t = sub.add_parser("topics", help="create, list, describe, delete topics, alter their configs")
+    tsub = t.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    tc = tsub.add_parser("create", help="create a topic")
+    tc.add_argument("topic")
+    tc.add_argument("--partitions", "-p", type=int, default=-1, help="default: the broker's num.partitions")
+    tc.add_argument("--replication-factor", "-r", type=int, default=-1)
+    tc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    tc.add_argument("--if-not-exists", action="store_true")
+    _add_bootstrap(tc)
+    tl = tsub.add_parser("list", help="list topics")
+    tl.add_argument("--all", action="store_true", help="include internal topics")
+    _add_bootstrap(tl)
+    td = tsub.add_parser("describe", help="partitions, offsets and configs of topics")
+    td.add_argument("topics", nargs="*", help="default: every topic")
+    td.add_argument("--configs", action="store_true", help="also show every config entry")
+    _add_bootstrap(td)
+    tdel = tsub.add_parser("delete", help="delete topics")
+    tdel.add_argument("topics", nargs="+")
+    _add_bootstrap(tdel)
+    ta = tsub.add_parser("alter-config", help="set or delete topic configs")
+    ta.add_argument("topic")
+    ta.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ta.add_argument("--delete", action="append", default=[], metavar="KEY")
+    _add_bootstrap(ta)
+
+    # --- produce ---
+    p = sub.add_parser("produce", help="produce lines from stdin or a file")
+    p.add_argument("topic")
+    p.add_argument("--file", "-f", metavar="FILE", help="read lines from FILE instead of stdin")
+    p.add_argument("--partition", "-p", type=int, default=None,
+                   help="partition (default: by key hash, else round robin)")
+    p.add_argument("--key-separator", "-K", metavar="SEP", help="split each line into key SEP value")
+    p.add_argument("--header", "-H", action="append", default=[], metavar="NAME=VALUE",
+                   help="header added to every record (repeatable)")
+    p.add_argument("--compression", "-z", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--acks", type=int, default=-1, choices=[-1, 0, 1])
+    p.add_argument("--batch-size", type=int, default=1000, help="records per produce request")
+    p.add_argument("--null-value", metavar="TEXT", help="a value equal to TEXT is sent as null")
+    _add_bootstrap(p)
+
+    # --- consume ---
+    c = sub.add_parser("consume", help="print records of a topic")
+    c.add_argument("topic")
+    c.add_argument("--partition", "-p", type=int, action="append", default=None,
+                   help="partition (repeatable; default all)")
+    start = c.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the log start offset")
+    start.add_argument("--offset", "-o", type=int, help="start at this offset (negative: from the end)")
+    start.add_argument("--from-timestamp", type=int, metavar="MS",
+                       help="start at the first record with timestamp >= MS")
+    c.add_argument("--max-messages", "-n", type=int, default=None, help="stop after N records")
+    c.add_argument("--exit-at-end", "-e", action="store_true", help="stop at the end of every partition")
+    c.add_argument("--key", action="store_true", help="print the key")
+    c.add_argument("--key-separator", default="\t", metavar="SEP")
+    c.add_argument("--timestamp", action="store_true", help="print the timestamp")
+    c.add_argument("--headers", action="store_true", help="print headers as name=value,...")
+    c.add_argument("--offsets", action="store_true", help="print partition and offset")
+    c.add_argument("--max-wait-ms", type=int, default=500)
+    _add_bootstrap(c)
     return parser
 
 
@@ -25,8 +119,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"pylog {pylog.__version__} (logcore {logcore.IMPLEMENTATION})")
         return 0
-    parser.error(f"unknown command {args.command!r}")
-    return 2
+    if args.command == "broker":
+        from pylog.cli.broker_cmd import run
+
+        return run(args)
+    from pylog.cli import tools
+
+    return tools.run(args)
 
 
 if __name__ == "__main__":

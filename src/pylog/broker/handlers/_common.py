@@ -1,0 +1,41 @@
+"""Helpers shared by several handlers (topic lookup with auto-creation, leader epoch)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pylog import errors
+from pylog.log import Topic, TopicNameError, validate_topic_name
+
+log = logging.getLogger("pylog.broker.handlers")
+
+# A single node is the leader of every partition from its creation on, in epoch 0.
+LEADER_EPOCH = 0
+# Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def lookup_topic(ctx: Any, name: str, *, auto_create: bool) -> Topic:
+    """The topic called ``name``, created with the broker defaults when allowed.
+
+    Raises:
+        InvalidTopicError: an illegal name.
+        UnknownTopicOrPartitionError: no such topic and no auto-creation.
+    """
+    manager = ctx.broker.log_manager
+    topic = manager.topics.get(name)
+    if topic is not None:
+        return topic
+    try:
+        validate_topic_name(name)
+    except TopicNameError as exc:
+        raise errors.InvalidTopicError(str(exc)) from None
+    if not (auto_create and ctx.broker.config["auto.create.topics.enable"]):
+        raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+    try:
+        topic = manager.create_topic(name)
+    except errors.TopicAlreadyExistsError:  # pragma: no cover - single loop: cannot race
+        topic = manager.topics[name]
+    log.info("auto-created topic %s for %s", name, ctx.peer)
+    return topic

@@ -1,0 +1,61 @@
+"""AlterConfigs (key 33), versions 0-2: replace a topic's config overrides.
+
+The new set replaces every override of the topic (Kafka's legacy semantics); values are
+validated first and the change is stored durably, then applied to the running logs.
+Broker configs are static here (INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.config import ConfigError, parse_topic_configs
+from pylog.broker.handlers._configs import RESOURCE_BROKER, RESOURCE_TOPIC, refuse_broker_change, topic_of
+from pylog.protocol._schema import AlterConfigsResponse
+
+API_KEY = 33
+VERSIONS = (0, 2)
+
+_R = AlterConfigsResponse
+
+
+def _alter(ctx: Any, request: Any, resource: Any) -> None:
+    if resource.resource_type == RESOURCE_BROKER:
+        refuse_broker_change(ctx, resource.resource_name)
+    if resource.resource_type != RESOURCE_TOPIC:
+        raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+    topic_of(ctx, resource.resource_name)
+    raw = {}
+    for c in resource.configs:
+        if c.value is None:
+            raise errors.InvalidRequestError(f"Null value not supported for : {c.name}")
+        raw[c.name] = c.value
+    try:
+        overrides = parse_topic_configs(raw)
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(str(exc)) from None
+    ctx.broker.log_manager.set_topic_configs(resource.resource_name, overrides,
+                                             validate_only=request.validate_only)
+
+
+async def handle_alter_configs(ctx: Any, request: Any) -> Any:
+    out = []
+    for resource in request.resources:
+        res = _R.AlterConfigsResourceResponse(error_code=0, error_message=None,
+                                              resource_type=resource.resource_type,
+                                              resource_name=resource.resource_name)
+        try:
+            _alter(ctx, request, resource)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+        out.append(res)
+    return _R(throttle_time_ms=0, responses=out)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, responses=[
+        _R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                        resource_type=r.resource_type, resource_name=r.resource_name)
+        for r in request.resources
+    ])

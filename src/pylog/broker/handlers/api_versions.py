@@ -1,0 +1,32 @@
+"""ApiVersions (key 18), versions 0-4: the API ranges this broker implements.
+
+A request at a version we do not know is answered by the connection layer in the v0 layout
+with UNSUPPORTED_VERSION and the full list (KIP-511), so the client retries with a version
+we support; this handler sees only supported versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol._schema import ApiVersionsResponse
+
+API_KEY = 18
+VERSIONS = (0, 4)
+
+
+def api_keys() -> list[Any]:
+    from pylog.broker.handlers import SUPPORTED_VERSIONS
+
+    return [
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+        for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+    ]
+
+
+async def handle_api_versions(ctx: Any, request: Any) -> Any:
+    return ApiVersionsResponse(error_code=0, api_keys=api_keys(), throttle_time_ms=0)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return ApiVersionsResponse(error_code=code, api_keys=api_keys(), throttle_time_ms=0)

@@ -1,0 +1,42 @@
+"""CreatePartitions (key 37), versions 0-3: grow a topic's partition count."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pylog import errors
+from pylog.protocol._schema import CreatePartitionsResponse
+
+API_KEY = 37
+VERSIONS = (0, 3)
+
+_R = CreatePartitionsResponse
+
+
+async def handle_create_partitions(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        res = _R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+        results.append(res)
+        try:
+            if counts[t.name] > 1:
+                raise errors.InvalidRequestError("Duplicate topic in request.")
+            if t.assignments is not None:
+                for a in t.assignments:
+                    if list(a.broker_ids) != [ctx.broker.node_id]:
+                        raise errors.InvalidReplicaAssignmentError(
+                            f"replicas {list(a.broker_ids)} are not [{ctx.broker.node_id}] (single node)")
+            manager.create_partitions(t.name, t.count, validate_only=request.validate_only)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+    return _R(throttle_time_ms=0, results=results)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, results=[
+        _R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+        for t in request.topics
+    ])

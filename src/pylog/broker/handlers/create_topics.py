@@ -1,0 +1,90 @@
+"""CreateTopics (key 19), versions 2-7.
+
+``num_partitions`` / ``replication_factor`` -1 take the broker defaults (v4+, KIP-464);
+manual assignments must name only this node, one replica per partition. Every name must be
+legal and new, with no ``.``/``_`` collision; duplicates in one request are
+INVALID_REQUEST. v5+ answers with the partition count, replication factor and every config
+of the created topic; v7 with its topic ID. ``validate_only`` checks without creating.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pylog import errors
+from pylog.broker.config import SOURCE_DEFAULT_CONFIG
+from pylog.protocol._schema import CreateTopicsResponse
+from pylog.protocol.codec import ZERO_UUID
+
+API_KEY = 19
+VERSIONS = (2, 7)
+
+_R = CreateTopicsResponse
+
+
+def _result(name: str, code: int, message: str | None = None) -> Any:
+    return _R.CreatableTopicResult(name=name, topic_id=ZERO_UUID, error_code=code,
+                                   error_message=message, num_partitions=-1, replication_factor=-1,
+                                   configs=None)
+
+
+def _configs(ctx: Any, overrides: dict[str, Any]) -> list[Any]:
+    return [
+        _R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                 config_source=e.source if e.source != SOURCE_DEFAULT_CONFIG else 5,
+                                 is_sensitive=e.is_sensitive)
+        for e in ctx.broker.config.describe_topic(overrides)
+    ]
+
+
+async def handle_create_topics(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results.append(_result(t.name, errors.InvalidRequestError.code,
+                                   f"Create topics request from client contains duplicate topic {t.name}"))
+            continue
+        try:
+            num_partitions, rf = t.num_partitions, t.replication_factor
+            if t.assignments:
+                if num_partitions != -1 or rf != -1:
+                    raise errors.InvalidRequestError(
+                        "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                indexes = sorted(a.partition_index for a in t.assignments)
+                if indexes != list(range(len(indexes))):
+                    raise errors.InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
+                for a in t.assignments:
+                    if list(a.broker_ids) != [ctx.broker.node_id]:
+                        raise errors.InvalidReplicaAssignmentError(
+                            f"partition {a.partition_index}: replicas {list(a.broker_ids)} are not "
+                            f"[{ctx.broker.node_id}] (single node)")
+                num_partitions, rf = len(indexes), 1
+            if num_partitions == -1:
+                num_partitions = ctx.broker.config["num.partitions"]
+            if rf == -1:
+                rf = ctx.broker.config["default.replication.factor"]
+            configs = {}
+            for c in t.configs:
+                if c.value is None:
+                    raise errors.InvalidConfigError(f"Null value not supported for topic configs: {c.name}")
+                configs[c.name] = c.value
+            overrides = manager.check_new_topic(t.name, num_partitions, rf, configs)
+            if request.validate_only:
+                topic_id = ZERO_UUID
+            else:
+                topic_id = manager.create_topic(t.name, num_partitions, rf, configs).topic_id
+        except errors.ApiError as exc:
+            results.append(_result(t.name, exc.code, str(exc)))
+            continue
+        res = _R.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None,
+                                      num_partitions=num_partitions, replication_factor=rf,
+                                      configs=_configs(ctx, overrides))
+        results.append(res)
+    return _R(throttle_time_ms=0, topics=results)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, topics=[_result(t.name, code, message) for t in request.topics])

@@ -1,0 +1,52 @@
+"""DeleteRecords (key 21), versions 0-2: move a partition's log start offset forward.
+
+``offset`` -1 means the high watermark. An offset above the high watermark is
+OFFSET_OUT_OF_RANGE; one at or below the current start changes nothing. Whole segments
+below the new start are deleted by the next retention pass (Kafka's log-start-offset breach).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.protocol._schema import DeleteRecordsResponse
+
+API_KEY = 21
+VERSIONS = (0, 2)
+
+_R = DeleteRecordsResponse
+
+
+def _part(index: int, code: int, low: int = -1) -> Any:
+    return _R.DeleteRecordsPartitionResult(partition_index=index, low_watermark=low, error_code=code)
+
+
+async def handle_delete_records(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    topics = []
+    for t in request.topics:
+        topic = manager.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
+                continue
+            plog = topic.partitions[p.partition_index].log
+            hw = plog.log_end_offset
+            offset = hw if p.offset == -1 else p.offset
+            if offset < 0 or offset > hw:
+                parts.append(_part(p.partition_index, errors.OffsetOutOfRangeError.code))
+                continue
+            if offset > plog.log_start_offset:
+                plog.delete_records_before(offset)
+            parts.append(_part(p.partition_index, 0, plog.log_start_offset))
+        topics.append(_R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return _R(throttle_time_ms=0, topics=topics)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, topics=[
+        _R.DeleteRecordsTopicResult(name=t.name, partitions=[_part(p.partition_index, code) for p in t.partitions])
+        for t in request.topics
+    ])

@@ -1,0 +1,58 @@
+"""DeleteTopics (key 20), versions 1-6 (v6 by name or by topic ID).
+
+Each topic's partition directories are renamed ``-delete`` at once and removed in the
+background (LogManager); fetches waiting on them are woken so they answer now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.protocol._schema import DeleteTopicsResponse
+from pylog.protocol.codec import ZERO_UUID
+
+API_KEY = 20
+VERSIONS = (1, 6)
+
+_R = DeleteTopicsResponse
+
+
+def _targets(ctx: Any, request: Any) -> list[tuple[str | None, Any]]:
+    if ctx.api_version >= 6:
+        return [(t.name, t.topic_id) for t in request.topics]
+    return [(name, ZERO_UUID) for name in request.topic_names]
+
+
+async def handle_delete_topics(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    results = []
+    for name, topic_id in _targets(ctx, request):
+        res = _R.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None)
+        results.append(res)
+        try:
+            if name is None:
+                topic = manager.topic_by_id(topic_id)
+                if topic is None:
+                    raise errors.UnknownTopicIdError("This server does not host this topic ID.")
+                name = res.name = topic.name
+            elif topic_id != ZERO_UUID:
+                raise errors.InvalidRequestError("give a topic name or a topic ID, not both")
+            partitions: list[tuple[str, int]] = []
+            topic = manager.topics.get(name)
+            if topic is not None:
+                res.topic_id = topic.topic_id
+                partitions = [(p.topic, p.index) for p in topic.partitions]
+            manager.delete_topic(name)
+            for key in partitions:
+                ctx.broker.waiters.notify(key)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+    return _R(throttle_time_ms=0, responses=results)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, responses=[
+        _R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message)
+        for name, tid in _targets(ctx, request)
+    ])

@@ -1,0 +1,34 @@
+"""DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers (this node)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from pylog.protocol._schema import DescribeClusterResponse
+
+API_KEY = 60
+VERSIONS = (0, 1)
+
+_R = DescribeClusterResponse
+ENDPOINT_BROKERS = 1
+
+
+async def handle_describe_cluster(ctx: Any, request: Any) -> Any:
+    if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKERS:
+        return error_response(ctx, request, errors.UnsupportedEndpointTypeError.code,
+                              "this node serves broker endpoints only")
+    host, port = ctx.broker.advertised()
+    return _R(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
+        cluster_id=ctx.broker.cluster_id, controller_id=ctx.broker.node_id,
+        brokers=[_R.DescribeClusterBroker(broker_id=ctx.broker.node_id, host=host, port=port, rack=None)],
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, error_code=code, error_message=message,
+              endpoint_type=getattr(request, "endpoint_type", ENDPOINT_BROKERS),
+              cluster_id=ctx.broker.cluster_id, controller_id=-1, brokers=[])

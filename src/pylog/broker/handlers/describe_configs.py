@@ -1,0 +1,78 @@
+"""DescribeConfigs (key 32), versions 1-4: every entry, with defaults, sources and synonyms.
+
+Topic resources list every topic-level config (the topic's override, else the broker
+synonym set explicitly, else the default), broker resources every broker config. Synonyms
+are sent when asked (``include_synonyms``), types and documentation from v3 on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.config import CONFIG_TYPE_CODES
+from pylog.broker.handlers._configs import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+    check_broker_name,
+    topic_of,
+)
+from pylog.protocol._schema import DescribeConfigsResponse
+
+API_KEY = 32
+VERSIONS = (1, 4)
+
+_R = DescribeConfigsResponse
+
+
+def _entries(ctx: Any, request: Any, resource: Any) -> list[Any]:
+    if resource.resource_type == RESOURCE_TOPIC:
+        topic = topic_of(ctx, resource.resource_name)
+        entries = ctx.broker.config.describe_topic(topic.overrides)
+    elif resource.resource_type == RESOURCE_BROKER:
+        check_broker_name(ctx, resource.resource_name)
+        entries = ctx.broker.config.describe_broker()
+    elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+        check_broker_name(ctx, resource.resource_name)
+        return []
+    else:
+        raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+    keys = resource.configuration_keys
+    if keys is not None:
+        wanted = set(keys)
+        entries = [e for e in entries if e.name in wanted]
+    out = []
+    for e in entries:
+        synonyms = []
+        if request.include_synonyms:
+            synonyms = [_R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+        out.append(_R.DescribeConfigsResourceResult(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+            is_sensitive=e.is_sensitive, synonyms=synonyms,
+            config_type=CONFIG_TYPE_CODES.get(e.type, 0),
+            documentation=e.doc if request.include_documentation else None,
+        ))
+    return out
+
+
+async def handle_describe_configs(ctx: Any, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        res = _R.DescribeConfigsResult(error_code=0, error_message=None,
+                                       resource_type=resource.resource_type,
+                                       resource_name=resource.resource_name, configs=[])
+        try:
+            res.configs = _entries(ctx, request, resource)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+        results.append(res)
+    return _R(throttle_time_ms=0, results=results)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, results=[
+        _R.DescribeConfigsResult(error_code=code, error_message=message, resource_type=r.resource_type,
+                                 resource_name=r.resource_name, configs=[])
+        for r in request.resources
+    ])

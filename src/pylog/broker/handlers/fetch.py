@@ -1,0 +1,124 @@
+"""Fetch (key 1), versions 4-12 (topic names; v13+ needs topic IDs in fetches).
+
+Per partition: the log is read from ``fetch_offset`` up to ``partition_max_bytes`` and the
+bytes left of the response's ``max_bytes``, never past the high watermark, as a
+``logcore.FileRegion`` the network layer sends with ``sendfile`` (no record byte enters
+Python). KIP-74: the first partition that returns data gets at least one whole batch even
+when it is larger than both limits; later partitions only what fits.
+
+Long poll: while fewer than ``min_bytes`` are available and ``max_wait_ms`` has not passed,
+the handler waits on the per-partition append notifications of every partition it reads
+(``PartitionWaiters``), then reads again. ``max_wait_ms=0`` answers at once.
+
+Single node: the high watermark is the log end offset (an append is committed when it is
+written), the last stable offset equals it until transactions exist. Fetch sessions
+(KIP-227) are declined: the response's ``session_id`` is 0, so clients send full fetches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import logcore
+
+from pylog import errors
+from pylog.protocol._schema import FetchResponse
+
+API_KEY = 1
+VERSIONS = (4, 12)
+
+_R = FetchResponse
+
+
+def _partition_error(index: int, code: int) -> Any:
+    return _R.PartitionData(partition_index=index, error_code=code, high_watermark=-1,
+                            last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                            records=b"")
+
+
+def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int, list[Any]]:
+    """One pass over every requested partition. Returns (topic responses, bytes, wait keys)."""
+    manager = ctx.broker.log_manager
+    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    keys: list[Any] = []
+    topics = []
+    any_data = False
+    for ft in request.topics:
+        topic = manager.topics.get(ft.topic)
+        parts = []
+        for fp in ft.partitions:
+            if topic is None or not 0 <= fp.partition < len(topic.partitions):
+                parts.append(_partition_error(fp.partition, errors.UnknownTopicOrPartitionError.code))
+                continue
+            p = topic.partitions[fp.partition]
+            plog = p.log
+            hw = plog.log_end_offset
+            start = plog.log_start_offset
+            keys.append((p.topic, p.index))
+            if fp.fetch_offset < start or fp.fetch_offset > hw:
+                pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
+                pd.high_watermark, pd.last_stable_offset, pd.log_start_offset = hw, hw, start
+                parts.append(pd)
+                continue
+            records: Any = b""
+            limit = min(fp.partition_max_bytes, remaining)
+            if fp.fetch_offset < hw and (limit > 0 or not any_data):
+                try:
+                    region = plog.read(fp.fetch_offset, max(limit, 0), max_offset=hw,
+                                       min_one_batch=not any_data)
+                except logcore.OffsetOutOfRangeError:
+                    # Retention moved the start between our check and the read.
+                    pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
+                    pd.high_watermark, pd.last_stable_offset = hw, hw
+                    pd.log_start_offset = plog.log_start_offset
+                    parts.append(pd)
+                    continue
+                if region.size:
+                    records = region
+                    any_data = True
+                    total += region.size
+                    remaining -= region.size
+            parts.append(_R.PartitionData(
+                partition_index=fp.partition, error_code=0, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=start, aborted_transactions=None,
+                preferred_read_replica=-1, records=records,
+            ))
+        topics.append(_R.FetchableTopicResponse(topic=ft.topic, partitions=parts))
+    return topics, total, keys
+
+
+async def handle_fetch(ctx: Any, request: Any) -> Any:
+    if request.session_id != 0 and request.session_epoch not in (-1, 0):
+        # We never hand out sessions, so an incremental fetch names one we do not know.
+        return _R(throttle_time_ms=0, error_code=errors.FetchSessionIdNotFoundError.code,
+                  session_id=0, responses=[])
+    clock = ctx.broker.clock
+    deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
+    min_bytes = max(request.min_bytes, 0)
+    first = True
+    while True:
+        topics, total, keys = _read_all(ctx, request, first)
+        first = False
+        wait = deadline - clock.monotonic()
+        if total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or ctx.broker.stopping:
+            break
+        if not await ctx.broker.waiters.wait(keys, wait):
+            # Timed out: answer with what is there now.
+            topics, total, keys = _read_all(ctx, request, False)
+            break
+    return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(
+        throttle_time_ms=0,
+        error_code=code,
+        session_id=0,
+        responses=[
+            _R.FetchableTopicResponse(
+                topic=ft.topic, partitions=[_partition_error(fp.partition, code) for fp in ft.partitions]
+            )
+            for ft in request.topics
+        ],
+    )

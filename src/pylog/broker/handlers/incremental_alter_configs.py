@@ -1,0 +1,83 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1 (KIP-339): SET, DELETE, APPEND, SUBTRACT.
+
+APPEND and SUBTRACT apply to list configs only (``cleanup.policy``). The result is validated
+as a whole, stored durably and applied to the running logs. Broker configs are static here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
+from pylog.broker.handlers._configs import RESOURCE_BROKER, RESOURCE_TOPIC, refuse_broker_change, topic_of
+from pylog.protocol._schema import IncrementalAlterConfigsResponse
+
+API_KEY = 44
+VERSIONS = (0, 1)
+
+_R = IncrementalAlterConfigsResponse
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _alter(ctx: Any, request: Any, resource: Any) -> None:
+    if resource.resource_type == RESOURCE_BROKER:
+        refuse_broker_change(ctx, resource.resource_name)
+    if resource.resource_type != RESOURCE_TOPIC:
+        raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+    topic = topic_of(ctx, resource.resource_name)
+    names = [c.name for c in resource.configs]
+    if len(names) != len(set(names)):
+        raise errors.InvalidRequestError("Error due to duplicate config keys")
+    overrides = dict(topic.overrides)
+    try:
+        for c in resource.configs:
+            d = TOPIC_CONFIG_DEFS.get(c.name)
+            if d is None:
+                raise ConfigError(c.name, "unknown topic configuration")
+            op = c.config_operation
+            if op == SET:
+                if c.value is None:
+                    raise errors.InvalidRequestError(f"Null value not supported for : {c.name}")
+                overrides[c.name] = d.parse(c.value)
+            elif op == DELETE:
+                overrides.pop(c.name, None)
+            elif op in (APPEND, SUBTRACT):
+                if d.type != "list":
+                    raise errors.InvalidConfigError(
+                        f"Config value append/subtract is not allowed for config key: {c.name}")
+                current = list(overrides.get(c.name, ctx.broker.config.topic_default(c.name)))
+                items = d.parse(c.value or "")
+                if op == APPEND:
+                    current += [i for i in items if i not in current]
+                else:
+                    current = [i for i in current if i not in items]
+                overrides[c.name] = current
+            else:
+                raise errors.InvalidRequestError(f"unknown config operation {op}")
+        overrides = parse_topic_configs(overrides)
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(str(exc)) from None
+    ctx.broker.log_manager.set_topic_configs(topic.name, overrides, validate_only=request.validate_only)
+
+
+async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
+    out = []
+    for resource in request.resources:
+        res = _R.AlterConfigsResourceResponse(error_code=0, error_message=None,
+                                              resource_type=resource.resource_type,
+                                              resource_name=resource.resource_name)
+        try:
+            _alter(ctx, request, resource)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+        out.append(res)
+    return _R(throttle_time_ms=0, responses=out)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, responses=[
+        _R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                        resource_type=r.resource_type, resource_name=r.resource_name)
+        for r in request.resources
+    ])

@@ -1,0 +1,64 @@
+"""ListOffsets (key 2), versions 1-7: offsets by time through the time index.
+
+``timestamp`` -1 is the latest offset (the high watermark), -2 the earliest (the log start
+offset), -3 (v7, KIP-734) the record with the largest timestamp; any other value finds the
+first record whose timestamp is at or after it, or -1/-1 when every record is older.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.protocol._schema import ListOffsetsResponse
+
+API_KEY = 2
+VERSIONS = (1, 7)
+
+_R = ListOffsetsResponse
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _part(index: int, code: int, timestamp: int = -1, offset: int = -1, epoch: int = -1) -> Any:
+    return _R.ListOffsetsPartitionResponse(partition_index=index, error_code=code,
+                                           timestamp=timestamp, offset=offset, leader_epoch=epoch)
+
+
+async def handle_list_offsets(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    topics = []
+    seen: set[tuple[str, int]] = set()
+    for t in request.topics:
+        topic = manager.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if (t.name, p.partition_index) in seen:
+                parts.append(_part(p.partition_index, errors.InvalidRequestError.code))
+                continue
+            seen.add((t.name, p.partition_index))
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
+                continue
+            plog = topic.partitions[p.partition_index].log
+            ts = p.timestamp
+            if ts == MAX_TIMESTAMP and ctx.api_version < 7:
+                parts.append(_part(p.partition_index, errors.UnsupportedVersionError.code))
+                continue
+            if ts < MAX_TIMESTAMP:
+                parts.append(_part(p.partition_index, errors.InvalidRequestError.code))
+                continue
+            found = plog.offset_for_timestamp(ts)
+            if found is None:
+                parts.append(_part(p.partition_index, 0))
+            else:
+                parts.append(_part(p.partition_index, 0, found.timestamp, found.offset, LEADER_EPOCH))
+        topics.append(_R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return _R(throttle_time_ms=0, topics=topics)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, topics=[
+        _R.ListOffsetsTopicResponse(name=t.name, partitions=[_part(p.partition_index, code) for p in t.partitions])
+        for t in request.topics
+    ])

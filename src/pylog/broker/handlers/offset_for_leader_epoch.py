@@ -1,0 +1,53 @@
+"""OffsetForLeaderEpoch (key 23), versions 2-4 (KIP-320 truncation detection).
+
+A single node has been the leader since epoch 0: the end offset of epoch 0 (and of any
+later epoch a client asks about, which cannot exist yet) is the log end offset. A client
+whose current leader epoch is newer than ours is told UNKNOWN_LEADER_EPOCH; older, FENCED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog import errors
+from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.protocol._schema import OffsetForLeaderEpochResponse
+
+API_KEY = 23
+VERSIONS = (2, 4)
+
+_R = OffsetForLeaderEpochResponse
+
+
+def _part(index: int, code: int, epoch: int = -1, end: int = -1) -> Any:
+    return _R.EpochEndOffset(error_code=code, partition=index, leader_epoch=epoch, end_offset=end)
+
+
+async def handle_offset_for_leader_epoch(ctx: Any, request: Any) -> Any:
+    manager = ctx.broker.log_manager
+    topics = []
+    for t in request.topics:
+        topic = manager.topics.get(t.topic)
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition < len(topic.partitions):
+                parts.append(_part(p.partition, errors.UnknownTopicOrPartitionError.code))
+            elif p.current_leader_epoch > LEADER_EPOCH:
+                parts.append(_part(p.partition, errors.UnknownLeaderEpochError.code))
+            elif 0 <= p.current_leader_epoch < LEADER_EPOCH:  # pragma: no cover - epoch is 0
+                parts.append(_part(p.partition, errors.FencedLeaderEpochError.code))
+            elif p.leader_epoch < LEADER_EPOCH:
+                # Epochs before ours never held data here.
+                parts.append(_part(p.partition, 0, -1, -1))
+            else:
+                plog = topic.partitions[p.partition].log
+                parts.append(_part(p.partition, 0, LEADER_EPOCH, plog.log_end_offset))
+        topics.append(_R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return _R(throttle_time_ms=0, topics=topics)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, topics=[
+        _R.OffsetForLeaderTopicResult(topic=t.topic, partitions=[_part(p.partition, code) for p in t.partitions])
+        for t in request.topics
+    ])

@@ -1,0 +1,209 @@
+"""Produce (key 0): versions 0-11 advertised, 3-11 served.
+
+Versions 0-2 are advertised but refused on use with UNSUPPORTED_VERSION: older librdkafka
+only compresses when Produce v0 is in the broker's range (KAFKA-18659; Kafka 4.x does the
+same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
+``ProduceRequest.validateRecords``, ``LogValidator``):
+
+1. the topic exists (auto-created when enabled) and the partition exists;
+2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS);
+3. the record set is exactly one magic-2 batch (v3+), not a control batch, not
+   transactional (transactions are not implemented yet): INVALID_RECORD otherwise;
+4. with CreateTime, the batch's timestamps are within ``message.timestamp.before.max.ms``
+   and ``message.timestamp.after.max.ms`` of the broker clock (INVALID_TIMESTAMP, with
+   per-record errors from v8 on), read from the batch header (base and max timestamp);
+5. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
+   place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE;
+6. fetches waiting on the partition are woken.
+
+acks=0 gets no response at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Any
+
+import logcore
+
+from pylog import errors
+from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
+from pylog.protocol._schema import ProduceResponse
+
+API_KEY = 0
+VERSIONS = (0, 11)
+MIN_SERVED_VERSION = 3
+
+log = logging.getLogger("pylog.broker.produce")
+
+_R = ProduceResponse
+
+# RecordBatch v2 header fields read here (DESIGN.md section 2; DefaultRecordBatch.java).
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_TIMESTAMPS = struct.Struct(">qq")  # base_timestamp at 27, max_timestamp at 35
+_HEADER_SIZE = 61
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+
+class _PartitionError(Exception):
+    def __init__(self, code: int, message: str, record_errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.record_errors = record_errors or []
+
+
+def _check_shape(records: Any) -> None:
+    """Exactly one magic-2 batch, not control, not transactional (from the header only)."""
+    n = len(records)
+    if n == 0:
+        raise _PartitionError(errors.InvalidRecordError.code,
+                              "Produce requests must contain exactly one record batch per partition")
+    if n < _HEADER_SIZE:
+        raise _PartitionError(errors.CorruptMessageError.code,
+                              f"record set of {n} bytes is shorter than a batch header")
+    magic = records[16]
+    if magic != 2:
+        raise _PartitionError(
+            errors.InvalidRecordError.code,
+            f"Produce requests with version 3+ may only contain record batches with magic 2 (got {magic})")
+    (batch_length,) = _BATCH_LENGTH.unpack_from(records, 8)
+    size = 12 + batch_length
+    if size > n:
+        raise _PartitionError(errors.CorruptMessageError.code,
+                              f"batch declares {size} bytes, the record set has {n}")
+    if size < n:
+        raise _PartitionError(errors.InvalidRecordError.code,
+                              "Produce requests with version 3+ must contain exactly one record batch per partition")
+    (attributes,) = _ATTRIBUTES.unpack_from(records, 21)
+    if attributes & _ATTR_CONTROL:
+        raise _PartitionError(errors.InvalidRecordError.code, "Clients may not write control batches")
+    if attributes & _ATTR_TRANSACTIONAL:
+        raise _PartitionError(errors.InvalidRecordError.code, "transactional batches are not supported yet")
+
+
+def _check_timestamps(records: Any, config: dict[str, Any], now: int) -> None:
+    if config["message.timestamp.type"] != "CreateTime":
+        return
+    (attributes,) = _ATTRIBUTES.unpack_from(records, 21)
+    if attributes & _ATTR_TIMESTAMP_TYPE:
+        return  # the producer claims LogAppendTime: logcore keeps its stamp
+    base_ts, max_ts = _TIMESTAMPS.unpack_from(records, 27)
+    before = config["message.timestamp.before.max.ms"]
+    after = config["message.timestamp.after.max.ms"]
+    low = min(base_ts, max_ts)
+    if (now - low <= before) and (max_ts - now <= after):
+        return
+    # The error path: find the offending records (decoding in Python is fine here).
+    bad: list[Any] = []
+    try:
+        batch = logcore.RecordBatch(records)
+        for i, rec in enumerate(batch):
+            ts = rec.timestamp
+            if now - ts > before or ts - now > after:
+                bad.append(_R.BatchIndexAndErrorMessage(
+                    batch_index=i,
+                    batch_index_error_message=f"Timestamp {ts} of message with offset {i} is out of range. "
+                    f"The timestamp should be within [{now - before if before < now else 0}, {now + after}]",
+                ))
+    except logcore.CorruptRecordError as exc:
+        raise _PartitionError(errors.CorruptMessageError.code, str(exc)) from None
+    if not bad:  # the header lied about the timestamps: still refuse the batch
+        bad.append(_R.BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message="timestamp out of range"))
+    raise _PartitionError(errors.InvalidTimestampError.code,
+                          "One or more records have been rejected due to invalid timestamp", bad)
+
+
+def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
+    config = partition.config
+    if acks == -1 and config["min.insync.replicas"] > 1:
+        raise _PartitionError(
+            errors.NotEnoughReplicasError.code,
+            f"The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of "
+            f"{config['min.insync.replicas']} for partition {partition.topic}-{partition.index}",
+        )
+    _check_shape(records)
+    _check_timestamps(records, config, ctx.broker.clock.time_ms())
+    try:
+        info = partition.log.append(records, leader_epoch=LEADER_EPOCH)
+    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.InvalidTimestampError,
+            logcore.LogDirError) as exc:
+        raise _PartitionError(errors.code_for_exception(exc), str(exc)) from None
+    ctx.broker.waiters.notify((partition.topic, partition.index))
+    return info
+
+
+async def handle_produce(ctx: Any, request: Any) -> Any:
+    version = ctx.api_version
+    if version < MIN_SERVED_VERSION:
+        return error_response(ctx, request, errors.UnsupportedVersionError.code,
+                              f"Produce v{version} is not supported; use v3 or later")
+    acks = request.acks
+    if acks not in (-1, 0, 1):
+        return error_response(ctx, request, errors.InvalidRequiredAcksError.code, f"invalid acks {acks}")
+    if request.transactional_id is not None:
+        return error_response(ctx, request, errors.TransactionalIdAuthorizationFailedError.code,
+                              "transactions are not supported yet")
+    responses = []
+    for topic_data in request.topic_data:
+        parts = []
+        topic = None
+        topic_error: errors.ApiError | None = None
+        try:
+            topic = lookup_topic(ctx, topic_data.name, auto_create=True)
+        except errors.ApiError as exc:
+            topic_error = exc
+        for pd in topic_data.partition_data:
+            resp = _R.PartitionProduceResponse(index=pd.index, error_code=0, base_offset=-1,
+                                               log_append_time_ms=-1, log_start_offset=-1)
+            parts.append(resp)
+            if topic_error is not None:
+                resp.error_code = topic_error.code
+                resp.error_message = str(topic_error)
+                continue
+            assert topic is not None
+            if not 0 <= pd.index < len(topic.partitions):
+                resp.error_code = errors.UnknownTopicOrPartitionError.code
+                resp.error_message = "This server does not host this topic-partition."
+                continue
+            partition = topic.partitions[pd.index]
+            try:
+                info = _append(ctx, partition, pd.records if pd.records is not None else b"", acks)
+            except _PartitionError as exc:
+                resp.error_code = exc.code
+                resp.error_message = str(exc)
+                resp.record_errors = exc.record_errors
+                resp.log_start_offset = partition.log.log_start_offset
+                log.debug("produce to %s-%d from %s refused: %s", partition.topic, partition.index,
+                          ctx.peer, exc)
+                continue
+            resp.base_offset = info.first_offset
+            resp.log_append_time_ms = info.log_append_time_ms
+            resp.log_start_offset = info.log_start_offset
+        responses.append(_R.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+    if request.acks == 0 and code != errors.UnsupportedVersionError.code:
+        return None
+    return ProduceResponse(
+        responses=[
+            _R.TopicProduceResponse(
+                name=td.name,
+                partition_responses=[
+                    _R.PartitionProduceResponse(index=pd.index, error_code=code, base_offset=-1,
+                                                log_append_time_ms=-1, log_start_offset=-1,
+                                                error_message=message)
+                    for pd in td.partition_data
+                ],
+            )
+            for td in request.topic_data
+        ],
+        throttle_time_ms=0,
+    )

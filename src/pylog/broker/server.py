@@ -1,0 +1,183 @@
+"""The broker process: one asyncio event loop (DESIGN.md section 3).
+
+``Broker`` owns the configuration, the LogManager, the fetch waiters, a small thread pool for
+blocking file work, the listening sockets and the periodic tasks (retention, removal of
+deleted topic directories). ``run_broker`` is what ``pylog broker`` calls: it installs
+SIGTERM/SIGINT handlers that shut down cleanly (stop accepting, let in-flight requests
+finish, close every log: flush, checkpoints, clean-shutdown marker).
+
+Event-loop affinity: every method runs on the broker's loop unless documented otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+from typing import Any
+
+import logcore
+
+from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.broker.config import BrokerConfig
+from pylog.broker.waiters import PartitionWaiters
+from pylog.log import LogManager
+
+log = logging.getLogger("pylog.broker")
+
+
+class PurePythonRefused(RuntimeError):
+    pass
+
+
+class Broker:
+    """A single-node Kafka-compatible broker.
+
+    Args:
+        config: validated broker configuration.
+        clock: injected time (timestamps, retention).
+        allow_pure_python: accept logcore's pure-Python twin (slow; for debugging).
+    """
+
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK,
+                 allow_pure_python: bool = False) -> None:
+        self.config = config
+        self.clock = clock
+        self.allow_pure_python = allow_pure_python
+        self.node_id = config.node_id
+        self.log_manager = LogManager(config, clock)
+        self.waiters = PartitionWaiters()
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(4, config["num.io.threads"]), thread_name_prefix="pylog-io"
+        )
+        self.servers: list[asyncio.base_events.Server] = []
+        self.bound: list[tuple[str, int]] = []
+        self.connections: set[Any] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._stopped = asyncio.Event()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.log_manager.cluster_id
+
+    def advertised(self) -> tuple[str, int]:
+        """Host and port given to clients in Metadata (advertised.listeners, else the bound
+        listener; a wildcard host is replaced by the loopback name)."""
+        adv = self.config.advertised_listeners[0]
+        host, port = adv.host, adv.port
+        if not self.config.is_explicit("advertised.listeners") and self.bound:
+            host, port = self.bound[0]
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    async def start(self) -> None:
+        """Open the logs (recovering them if needed) and start listening."""
+        impl = logcore.IMPLEMENTATION
+        log.info("logcore implementation: %s", impl)
+        if impl != "c" and not self.allow_pure_python:
+            raise PurePythonRefused(
+                "logcore is the pure-Python implementation (LOGCORE_PUREPYTHON is set or the "
+                "extensions are not built); it is too slow for a broker. Build the extensions "
+                "(`make compile`) or pass --allow-pure-python"
+            )
+        loop = asyncio.get_running_loop()
+        started = self.clock.monotonic()
+        await loop.run_in_executor(self.executor, self.log_manager.startup)
+        log.info("loaded %d topics (%d partitions) from %s in %.3f s",
+                 len(self.log_manager.topics), len(self.log_manager.all_partitions()),
+                 self.log_manager.log_dir, self.clock.monotonic() - started)
+        from pylog.broker.net import KafkaProtocol
+
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda: KafkaProtocol(self), host=listener.host or None, port=listener.port,
+                reuse_address=True, backlog=1024,
+            )
+            self.servers.append(server)
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                self.bound.append((host, port))
+                log.info("listening on %s://%s:%d", listener.name, host, port)
+        self._tasks.append(asyncio.ensure_future(self._retention_loop()))
+        self._tasks.append(asyncio.ensure_future(self._delete_loop()))
+        log.info("pylog broker %d started (cluster id %s)", self.node_id, self.cluster_id)
+
+    async def _retention_loop(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000.0
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            try:
+                # Segment deletion renames and unlinks files: off the loop.
+                await loop.run_in_executor(self.executor, self.log_manager.apply_retention)
+            except Exception:  # noqa: BLE001 - retention must keep running
+                log.exception("retention pass failed")
+
+    async def _delete_loop(self) -> None:
+        """Remove ``-delete`` directories after file.delete.delay.ms (leftovers at start now)."""
+        loop = asyncio.get_running_loop()
+        first = True
+        while not self._stopping:
+            paths = self.log_manager.take_pending_deletes()
+            if paths:
+                if not first:
+                    delay = self.config.topic_default("file.delete.delay.ms") / 1000.0
+                    await asyncio.sleep(min(delay, 60.0))
+                await loop.run_in_executor(self.executor, LogManager.remove_deleted_dirs, paths)
+                log.info("removed %d deleted partition directories", len(paths))
+            first = False
+            await asyncio.sleep(1.0)
+
+    async def shutdown(self) -> None:
+        """Stop accepting, finish in-flight requests, close the logs cleanly."""
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        log.info("shutting down")
+        for server in self.servers:
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Wake long polls so that they answer now with what they have.
+        self.waiters.notify_all()
+        conns = list(self.connections)
+        await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
+        for server in self.servers:
+            await server.wait_closed()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.executor, self.log_manager.shutdown)
+        self.executor.shutdown(wait=True)
+        log.info("shut down cleanly")
+        self._stopped.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+
+async def run_broker(config: BrokerConfig, *, allow_pure_python: bool = False,
+                     ready_file: str | None = None) -> int:
+    """Start a broker and serve until SIGTERM or SIGINT; returns the exit status."""
+    broker = Broker(config, allow_pure_python=allow_pure_python)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.shutdown()
+        raise
+    if ready_file:
+        host, port = broker.bound[0]
+        from pylog.log.topics import write_atomically
+
+        write_atomically(ready_file, f"{host}:{port}\n".encode())
+    await stop.wait()
+    await broker.shutdown()
+    return 0

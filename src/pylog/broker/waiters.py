@@ -1,0 +1,64 @@
+"""Per-partition append notifications for Fetch long polls (no polling loops).
+
+A fetch that has less than ``min_bytes`` registers one future on every partition it reads
+and awaits it with its remaining ``max_wait_ms``; an append to any of those partitions
+resolves the future at once. Kafka's equivalent is the delayed-fetch purgatory keyed by
+partition (``DelayedFetch``, ``DelayedOperationPurgatory``).
+
+Event-loop affinity: all methods run on the broker's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Hashable
+
+
+class PartitionWaiters:
+    def __init__(self) -> None:
+        self._waiters: dict[Hashable, set[asyncio.Future[bool]]] = {}
+
+    def notify(self, key: Hashable) -> None:
+        """Wake every fetch waiting on ``key`` (called after each append)."""
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(True)
+
+    def notify_all(self) -> None:
+        for key in list(self._waiters):
+            self.notify(key)
+
+    async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
+        """Wait until one of ``keys`` is appended to, or ``timeout`` seconds pass.
+
+        Returns True when woken by an append, False on timeout.
+        """
+        if timeout <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        handle = loop.call_later(timeout, _expire, fut)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
+            for key in keys:
+                s = self._waiters.get(key)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._waiters[key]
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self._waiters.values())
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)

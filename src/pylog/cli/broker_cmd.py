@@ -1,0 +1,38 @@
+"""`pylog broker`: configure logging, read the config, run the broker until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    log = logging.getLogger("pylog.broker")
+    from pylog.broker.config import BrokerConfig, ConfigError
+
+    try:
+        config = BrokerConfig.from_sources(args.config, args.override)
+    except ConfigError as exc:
+        print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    from pylog.broker.server import PurePythonRefused, run_broker
+
+    try:
+        return asyncio.run(run_broker(config, allow_pure_python=args.allow_pure_python,
+                                      ready_file=args.ready_file))
+    except PurePythonRefused as exc:
+        print(f"pylog broker: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1

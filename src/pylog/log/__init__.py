@@ -1,0 +1,6 @@
+"""Partition logs of a broker: LogManager, topic store, topic IDs (DESIGN.md section 1)."""
+
+from pylog.log.manager import LogManager, Partition, Topic
+from pylog.log.topics import TopicNameError, validate_topic_name
+
+__all__ = ["LogManager", "Partition", "Topic", "TopicNameError", "validate_topic_name"]

@@ -1,0 +1,373 @@
+"""LogManager: the partition logs of one log directory, their topics, IDs and configs.
+
+Modelled on Kafka's ``LogManager`` (core/src/main/scala/kafka/log/LogManager.scala) with the
+embedded single-node controller's topic store folded in:
+
+- ``<log.dir>/<topic>-<partition>/`` holds one ``logcore.Log`` plus ``partition.metadata``
+  (the topic ID);
+- ``<log.dir>/pylog-topics.json`` records topics, partition counts, IDs and per-topic config
+  overrides (durable: AlterConfigs survive restarts);
+- ``<log.dir>/meta.properties`` holds ``cluster.id`` and ``node.id`` (a directory written by
+  another node id is refused, as Kafka does);
+- deleting a topic closes its logs and renames each directory to
+  ``<topic>-<partition>.<uuid>-delete``; the directories are removed later in the background
+  (``remove_deleted_dirs``, run by the broker in its thread pool after
+  ``file.delete.delay.ms``); leftovers are removed at the next start.
+
+Event-loop affinity: every method except ``remove_deleted_dirs`` is called from the broker's
+event loop thread only (the loop serialises topic changes); logs themselves allow concurrent
+readers on other threads (see logcore.Log).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import logcore
+
+from pylog import errors
+from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.broker.config import (
+    TOPIC_CONFIG_DEFS,
+    BrokerConfig,
+    ConfigError,
+    format_value,
+    parse_topic_configs,
+)
+from pylog.log import topics as _topics
+
+log = logging.getLogger("pylog.log")
+
+_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+_DELETE_DIR = re.compile(r".+-\d+\.[0-9a-f]{32}-delete")
+
+# Topic configs a logcore.LogConfig understands (dotted names); the others (cleanup.policy,
+# min.insync.replicas, message.timestamp.before/after.max.ms, ...) are enforced by the broker.
+_LOGCORE_KEYS = (
+    "segment.bytes",
+    "segment.ms",
+    "segment.jitter.ms",
+    "segment.index.bytes",
+    "index.interval.bytes",
+    "flush.messages",
+    "flush.ms",
+    "retention.ms",
+    "retention.bytes",
+    "file.delete.delay.ms",
+    "max.message.bytes",
+    "message.timestamp.type",
+)
+
+
+@dataclasses.dataclass(eq=False)
+class Partition:
+    """One partition: its log and the effective topic config (a dict of dotted names)."""
+
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: Any  # logcore.Log
+    directory: str
+    config: dict[str, Any]
+
+
+@dataclasses.dataclass(eq=False)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[Partition]
+    overrides: dict[str, Any]  # per-topic config overrides, typed values
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.partitions[0].config if self.partitions else {}
+
+
+class LogManager:
+    """All partition logs of a (single) log directory.
+
+    Args:
+        config: the broker configuration (log dir, topic defaults).
+        clock: injected time (retention, log rolls).
+
+    Raises (``startup``):
+        logcore.LogDirError, OSError: the log dir cannot be used.
+        ConfigError: ``meta.properties`` belongs to another node id.
+    """
+
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.broker_config = config
+        self.clock = clock
+        self.log_dir = os.path.abspath(config.log_dir)
+        self.topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._store = _topics.TopicStore(self.log_dir)
+        self.cluster_id = ""
+        self.pending_deletes: list[str] = []
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Open (and recover) every partition log; load the topic store."""
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._load_meta_properties()
+        stored = self._store.load()
+        found: dict[str, dict[int, str]] = {}
+        for entry in sorted(os.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, entry)
+            if not os.path.isdir(path):
+                continue
+            if _DELETE_DIR.fullmatch(entry):
+                self.pending_deletes.append(path)
+                continue
+            m = _PARTITION_DIR.fullmatch(entry)
+            if m:
+                found.setdefault(m.group(1), {})[int(m.group(2))] = path
+        changed = False
+        # Directories without a store entry (a crash between creating the directories and
+        # saving the store) are adopted, as Kafka discovers logs from its directories.
+        for name, parts in found.items():
+            if name in stored:
+                continue
+            try:
+                _topics.validate_topic_name(name)
+            except _topics.TopicNameError:
+                log.warning("ignoring directory of illegal topic name %r", name)
+                continue
+            ids = {_topics.read_partition_metadata(p) for p in parts.values()} - {None}
+            topic_id = ids.pop() if len(ids) == 1 else _topics.new_topic_id()
+            if sorted(parts) != list(range(len(parts))):
+                log.warning("topic %r has partition directories %s; adopting 0..%d", name,
+                            sorted(parts), max(parts))
+            stored[name] = {
+                "topic_id": _topics.topic_id_str(topic_id),
+                "partitions": max(parts) + 1,
+                "configs": {},
+            }
+            changed = True
+        for name, entry in sorted(stored.items()):
+            topic_id = _topics.topic_id_from_str(entry["topic_id"])
+            try:
+                overrides = parse_topic_configs(entry.get("configs", {}))
+            except ConfigError as exc:
+                raise ConfigError(exc.key, f"stored config of topic {name!r}: {exc}") from None
+            topic = Topic(name, topic_id, [], overrides)
+            for index in range(int(entry["partitions"])):
+                topic.partitions.append(self._open_partition(topic, index))
+            self._add(topic)
+        if changed:
+            self._save()
+
+    def shutdown(self) -> None:
+        """Close every log cleanly (flush, checkpoints, clean-shutdown marker)."""
+        for topic in self.topics.values():
+            for p in topic.partitions:
+                try:
+                    p.log.close()
+                except Exception:  # noqa: BLE001 - keep closing the others
+                    log.exception("closing %s-%d failed", p.topic, p.index)
+
+    def _load_meta_properties(self) -> None:
+        props = _topics.read_meta_properties(self.log_dir)
+        node_id = str(self.broker_config.node_id)
+        if props:
+            if props.get("node.id", node_id) != node_id:
+                raise ConfigError(
+                    "node.id",
+                    f"{self.log_dir} belongs to node {props.get('node.id')}, this broker is node {node_id}",
+                )
+            self.cluster_id = props.get("cluster.id", "")
+        if not self.cluster_id:
+            self.cluster_id = _topics.topic_id_str(_topics.new_topic_id())
+            _topics.write_meta_properties(
+                self.log_dir, {"version": "1", "cluster.id": self.cluster_id, "node.id": node_id}
+            )
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def all_partitions(self) -> list[Partition]:
+        return [p for t in self.topics.values() for p in t.partitions]
+
+    # --- topic changes ---------------------------------------------------------------------
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                        configs: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a CreateTopics entry; returns the parsed overrides. Raises ApiError."""
+        try:
+            _topics.validate_topic_name(name)
+        except _topics.TopicNameError as exc:
+            raise errors.InvalidTopicError(str(exc)) from None
+        if name in self.topics:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        key = _topics.collision_key(name)
+        for other in self.topics:
+            if _topics.collision_key(other) == key:
+                raise errors.InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        if num_partitions < 1:
+            raise errors.InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise errors.InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise errors.InvalidReplicationFactorError(f"Unable to replicate the partition {replication_factor} time(s): "
+                "the number of brokers is 1.",
+            )
+        try:
+            overrides = parse_topic_configs(configs)
+            self._effective(overrides)
+        except (ConfigError, logcore.InvalidConfigError) as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        return overrides
+
+    def create_topic(self, name: str, num_partitions: int | None = None,
+                     replication_factor: int = 1, configs: Mapping[str, Any] | None = None) -> Topic:
+        """Create a topic with its partition directories. Raises ApiError (see check_new_topic)."""
+        if num_partitions is None or num_partitions == -1:
+            num_partitions = self.broker_config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.broker_config["default.replication.factor"]
+        overrides = self.check_new_topic(name, num_partitions, replication_factor, configs or {})
+        topic = Topic(name, _topics.new_topic_id(), [], overrides)
+        for index in range(num_partitions):
+            topic.partitions.append(self._open_partition(topic, index))
+        self._add(topic)
+        self._save()
+        log.info("created topic %s (%d partitions, id %s)", name, num_partitions,
+                 _topics.topic_id_str(topic.topic_id))
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        """Close the topic's logs and rename their directories ``...-delete``."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+        if not self.broker_config["delete.topic.enable"]:
+            raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
+        del self.topics[name]
+        self._by_id.pop(topic.topic_id, None)
+        self._save()
+        for p in topic.partitions:
+            p.log.close()
+            target = f"{p.directory}.{uuid.uuid4().hex}-delete"
+            os.rename(p.directory, target)
+            self.pending_deletes.append(target)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise errors.InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than the "
+                         f"requested {count}.")
+        if count == current:
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if not validate_only:
+            for index in range(current, count):
+                topic.partitions.append(self._open_partition(topic, index))
+            self._save()
+        return topic
+
+    def set_topic_configs(self, name: str, overrides: Mapping[str, Any], validate_only: bool = False) -> None:
+        """Replace a topic's overrides (already parsed) and apply them to the running logs."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        try:
+            effective, log_config = self._effective(overrides)
+        except (ConfigError, logcore.InvalidConfigError) as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        if validate_only:
+            return
+        topic.overrides = dict(overrides)
+        self._save()
+        for p in topic.partitions:
+            p.config = effective
+            _set_log_config(p.log, log_config)
+
+    # --- retention ---------------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Run retention on every log whose cleanup.policy includes delete. Returns the
+        number of segments deleted (as reported by the logs)."""
+        now = self.clock.time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for p in self.all_partitions():
+            if "delete" not in p.config["cleanup.policy"]:
+                continue
+            try:
+                n = p.log.apply_retention(now)
+            except logcore.LogDirError:
+                log.exception("retention on %s-%d failed", p.topic, p.index)
+                continue
+            deleted += n if isinstance(n, int) else 0
+        return deleted
+
+    def take_pending_deletes(self) -> list[str]:
+        out, self.pending_deletes = self.pending_deletes, []
+        return out
+
+    @staticmethod
+    def remove_deleted_dirs(paths: list[str]) -> None:
+        """Remove renamed ``-delete`` directories (blocking: run in a worker thread)."""
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _effective(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+        effective = self.broker_config.topic_defaults()
+        effective.update(overrides)
+        props = {k: format_value(TOPIC_CONFIG_DEFS[k].type, effective[k]) for k in _LOGCORE_KEYS}
+        if effective["retention.ms"] is not None and effective["retention.ms"] < -1:
+            raise ConfigError("retention.ms", "must be at least -1")
+        return effective, logcore.LogConfig.from_properties(props)
+
+    def _open_partition(self, topic: Topic, index: int) -> Partition:
+        directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
+        effective, log_config = self._effective(topic.overrides)
+        os.makedirs(directory, exist_ok=True)
+        stored_id = _topics.read_partition_metadata(directory)
+        if stored_id != topic.topic_id:
+            _topics.write_partition_metadata(directory, topic.topic_id)
+        plog = logcore.Log(directory, log_config, clock=self.clock)
+        return Partition(topic.name, index, topic.topic_id, plog, directory, effective)
+
+    def _add(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        doc = {}
+        for name, t in self.topics.items():
+            doc[name] = {
+                "topic_id": _topics.topic_id_str(t.topic_id),
+                "partitions": len(t.partitions),
+                "configs": {k: format_value(TOPIC_CONFIG_DEFS[k].type, v) for k, v in t.overrides.items()},
+            }
+        self._store.save(doc)
+
+
+def _set_log_config(plog: Any, log_config: Any) -> None:
+    """Give a running log its new config (the storage layer's update hook)."""
+    update = getattr(plog, "update_config", None)
+    if update is not None:
+        update(log_config)
+    else:
+        plog.config = log_config
