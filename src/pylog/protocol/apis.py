@@ -1,0 +1,156 @@
+"""The API keys and versions the broker serves and advertises (issue 4, KAFKA-FACTS B6).
+
+``ADVERTISED`` is what ApiVersions lists; ``SUPPORTED`` is what the broker accepts on use.
+They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
+compression when Produce v0 is in the broker's range, KAFKA-18659) but refused with
+UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Groups, transactions, SASL
+and ACLs are not listed until they work: clients use the newest advertised version, so
+everything advertised must be implemented.
+
+The codec (``pylog.protocol._schema``) decodes every version of every message in the JSON
+specs; these tables only decide what the broker offers.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pylog.protocol import _schema
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka API keys, named after the spec's request messages (``ProduceRequest`` -> PRODUCE)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
+    ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
+    LIST_CLIENT_METRICS_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
+
+
+# (min, max) per API key, as listed in ApiVersionsResponse.
+ADVERTISED: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+# Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).
+SUPPORTED: dict[int, tuple[int, int]] = dict(ADVERTISED)
+SUPPORTED[ApiKey.PRODUCE] = (3, 11)
+
+
+def api_name(api_key: int) -> str:
+    """The API's name as in the specs (``"Produce"``), or ``"Unknown(<key>)"``."""
+    name = _schema.REQUESTS.get(api_key)
+    return name[: -len("Request")] if name else f"Unknown({api_key})"
+
+
+def is_supported(api_key: int, version: int, table: dict[int, tuple[int, int]] | None = None) -> bool:
+    """Whether the broker serves ``api_key`` at ``version`` (``SUPPORTED`` by default)."""
+    rng = (SUPPORTED if table is None else table).get(api_key)
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def api_versions_keys(table: dict[int, tuple[int, int]] | None = None) -> list:
+    """The ``api_keys`` list of an ApiVersionsResponse for ``table`` (``ADVERTISED`` by default)."""
+    cls = _schema.load("ApiVersionsResponse")
+    rows = ADVERTISED if table is None else table
+    return [
+        cls.ApiVersion(api_key=int(k), min_version=lo, max_version=hi)
+        for k, (lo, hi) in sorted(rows.items())
+    ]

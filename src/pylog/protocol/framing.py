@@ -1,0 +1,141 @@
+"""Size-prefixed frames: Kafka's TCP framing, sans-IO.
+
+Layout (https://kafka.apache.org/protocol.html#protocol_common)::
+
+    offset 0   int32  size     bytes that follow (header + body), big-endian
+    offset 4   size bytes      request or response header, then the body
+
+A size below 0, or above ``max_frame_size`` (the broker's ``socket.request.max.bytes``,
+100 MiB by default, as in Kafka's ``SocketServerConfigs``), is broken framing: there is no
+way to find the next frame, so the connection must close. Kafka checks the size before
+allocating anything (``NetworkReceive.readFrom``); so does ``FrameReader``: memory held is
+bounded by the bytes actually received, never by a size a peer announces.
+
+Zero copy where possible: when a whole frame sits inside one received chunk, the frame is
+a ``memoryview`` slice of that (immutable) ``bytes`` chunk; only frames split across
+chunks are joined, once.
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+from typing import Any
+
+from pylog.errors import FrameTooLargeError, RemoteProtocolError
+
+__all__ = ["MAX_FRAME_SIZE", "FrameReader", "frame"]
+
+# socket.request.max.bytes default: 100 MiB.
+MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+_size = struct.Struct(">i")
+
+
+class FrameReader:
+    """Reassembles frames from a byte stream (``feed`` chunks in, ``next_frame`` out).
+
+    Not thread-safe: owned by one connection on one event loop.
+    """
+
+    __slots__ = ("max_frame_size", "_chunks", "_off", "_avail")
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._off = 0  # read position inside _chunks[0]
+        self._avail = 0  # bytes buffered and not yet returned
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as frames."""
+        return self._avail
+
+    def feed(self, data: Any) -> None:
+        """Append received bytes (``bytes`` is kept as is, other buffers are copied once)."""
+        if not data:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        self._chunks.append(data)
+        self._avail += len(data)
+
+    def _take(self, n: int) -> memoryview:
+        """Remove and return the next ``n`` buffered bytes (a view when in one chunk)."""
+        first = self._chunks[0]
+        off = self._off
+        if len(first) - off >= n:
+            view = memoryview(first)[off : off + n]
+            off += n
+            if off == len(first):
+                self._chunks.popleft()
+                off = 0
+            self._off = off
+            self._avail -= n
+            return view
+        parts = []
+        need = n
+        while need:
+            chunk = self._chunks[0]
+            take = min(len(chunk) - off, need)
+            parts.append(memoryview(chunk)[off : off + take])
+            need -= take
+            if off + take == len(chunk):
+                self._chunks.popleft()
+                off = 0
+            else:
+                off += take
+        self._off = off
+        self._avail -= n
+        return memoryview(b"".join(parts))
+
+    def _peek_size(self) -> int:
+        first = self._chunks[0]
+        if len(first) - self._off >= 4:
+            return _size.unpack_from(first, self._off)[0]
+        head = bytearray()
+        off = self._off
+        for chunk in self._chunks:
+            head += chunk[off : off + 4 - len(head)]
+            off = 0
+            if len(head) == 4:
+                break
+        return _size.unpack(head)[0]
+
+    def next_frame(self) -> memoryview | None:
+        """The next complete frame's payload (without its size prefix), or None.
+
+        Raises:
+            FrameTooLargeError: the size prefix exceeds ``max_frame_size``.
+            RemoteProtocolError: the size prefix is negative.
+        """
+        if self._avail < 4:
+            return None
+        size = self._peek_size()
+        if size < 0:
+            raise RemoteProtocolError(f"frame size {size} is negative")
+        if size > self.max_frame_size:
+            raise FrameTooLargeError(
+                f"frame size {size} exceeds the limit of {self.max_frame_size} bytes"
+                " (socket.request.max.bytes)"
+            )
+        if self._avail < 4 + size:
+            return None
+        first = self._chunks[0]
+        off = self._off
+        if len(first) - off >= 4 + size:
+            # Whole frame inside one chunk: a view, no copy.
+            view = memoryview(first)[off + 4 : off + 4 + size]
+            off += 4 + size
+            if off == len(first):
+                self._chunks.popleft()
+                off = 0
+            self._off = off
+            self._avail -= 4 + size
+            return view
+        return self._take(4 + size)[4:]
+
+
+def frame(payload: Any) -> bytes:
+    """One frame: int32 size prefix then ``payload`` (a test and client convenience)."""
+    return _size.pack(len(payload)) + bytes(payload)
