@@ -77,21 +77,39 @@ else:
         ) from exc
 
 # --- storage (Log, LogConfig, FileRegion, indexes): added by the storage layer ---
+if _PURE:
+    from ._ref.index import OffsetIndex, TimeIndex
+else:
+    from ._index import OffsetIndex, TimeIndex
+from .clock import Clock, ManualClock, SystemClock
+from .config import LogConfig
+from .log import Log, LogAppendInfo, TimestampOffset
+from .region import FileRegion
 
 __all__ = [
     "IMPLEMENTATION",
     "AppendInfo",
     "BatchBuilder",
+    "Clock",
     "Columns",
     "CorruptRecordError",
+    "FileRegion",
     "InvalidConfigError",
     "InvalidTimestampError",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
     "LogDirError",
     "LogcoreError",
+    "ManualClock",
+    "OffsetIndex",
     "OffsetOutOfRangeError",
     "Record",
     "RecordBatch",
     "RecordTooLargeError",
+    "SystemClock",
+    "TimeIndex",
+    "TimestampOffset",
     "crc32c",
     "decode_columns",
     "decode_unsigned_varint",
