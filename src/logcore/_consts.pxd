@@ -76,6 +76,18 @@ cdef enum:
     ST_TRAILING_BYTES = -12      # bytes left after records_count records
     ST_BAD_OFFSET_DELTA = -13    # offset delta != index (validate_for_append)
     ST_NO_MEMORY = -14
+    ST_FIELD_PAST_RECORD = -15   # a field runs past the record's declared length
+    ST_MISSING_RECORDS = -16     # the section ends before records_count records
+    ST_BAD_RECORDS_COUNT = -17   # records_count < 0 (< 1 for a produced batch)
+    # batch-level problems (validate_for_append's pass 1 runs without the GIL)
+    ST_PARTIAL_HEADER = -20      # fewer than 61 bytes left for a batch header
+    ST_BAD_BATCH_LENGTH = -21    # batch_length < 49
+    ST_PARTIAL_BATCH = -22       # the batch runs past the end of the buffer
+    ST_TOO_LARGE = -23           # 12 + batch_length > max_message_bytes
+    ST_BAD_MAGIC = -24
+    ST_CRC_MISMATCH = -25
+    ST_UNKNOWN_CODEC = -26
+    ST_BAD_LAST_OFFSET_DELTA = -27
 
 # Thresholds for releasing the GIL (STYLE.md section 4, rule 6). Releasing and
 # re-taking the GIL costs about 0.1-0.3 us uncontended and much more when another thread
