@@ -51,7 +51,7 @@ class Broker:
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=min(4, config["num.io.threads"]), thread_name_prefix="pylog-io"
         )
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -89,18 +89,14 @@ class Broker:
         log.info("loaded %d topics (%d partitions) from %s in %.3f s",
                  len(self.log_manager.topics), len(self.log_manager.all_partitions()),
                  self.log_manager.log_dir, self.clock.monotonic() - started)
-        from pylog.broker.net import KafkaProtocol
+        from pylog.broker.net import Listener
 
         for listener in self.config.listeners:
-            server = await loop.create_server(
-                lambda: KafkaProtocol(self), host=listener.host or None, port=listener.port,
-                reuse_address=True, backlog=1024,
-            )
-            self.servers.append(server)
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                self.bound.append((host, port))
-                log.info("listening on %s://%s:%d", listener.name, host, port)
+            lst = Listener(self, listener.host or "0.0.0.0", listener.port)
+            self.servers.append(lst)
+            self.bound.append(lst.address)
+            lst.start()
+            log.info("listening on %s://%s:%d", listener.name, *lst.address)
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._delete_loop()))
         log.info("pylog broker %d started (cluster id %s)", self.node_id, self.cluster_id)
@@ -139,7 +135,7 @@ class Broker:
         self._stopping = True
         log.info("shutting down")
         for server in self.servers:
-            server.close()
+            await server.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -147,8 +143,6 @@ class Broker:
         self.waiters.notify_all()
         conns = list(self.connections)
         await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
-        for server in self.servers:
-            await server.wait_closed()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.log_manager.shutdown)
         self.executor.shutdown(wait=True)

@@ -1,0 +1,289 @@
+"""The broker's network layer: thin asyncio I/O around ``pylog.protocol.ServerConnection``.
+
+Per connection, two tasks on the broker's loop:
+
+- the reader receives bytes, feeds the sans-IO connection and queues the events it yields
+  (it stops reading while too many requests are queued: back-pressure on pipelining clients);
+- the worker takes requests in order, awaits their handler through the dispatcher and
+  writes the response chunks, so responses leave in request order (Kafka's rule).
+
+Writing: bytes-like chunks go out with ``sock_sendall``; a ``logcore.FileRegion`` chunk is
+sent with ``os.sendfile`` from the page cache (``FileRegion.transfer_to``), waiting for the
+socket to become writable when its buffer is full. Sockets are driven directly (no asyncio
+transport), so nothing else writes to them between chunks.
+
+Errors: broken framing (a bad size prefix, an undecodable header, EOF mid-frame) closes that
+one connection with one log line naming the peer and the reason; other connections are
+unaffected. No parsing and no rules live here (STYLE.md section 1).
+
+Event-loop affinity: everything runs on the broker's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.broker import handlers
+from pylog.protocol.connection import (
+    NEED_DATA,
+    ConnectionClosed,
+    Request,
+    RequestError,
+    ServerConnection,
+)
+
+if TYPE_CHECKING:
+    from pylog.broker.server import Broker
+
+log = logging.getLogger("pylog.broker.net")
+
+RECV_SIZE = 256 * 1024
+# Stop reading from a client that has this many requests queued (pipelining back-pressure).
+MAX_QUEUED = 32
+
+
+class Listener:
+    """A listening socket and its accept loop."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+        self.address: tuple[str, int] = sock.getsockname()[:2]
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(self.sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # EMFILE and friends: log, breathe, go on
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            Connection(self.broker, conn, addr).start()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.sock.close()
+
+
+class Connection:
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, broker: Broker, sock: socket.socket, addr: Any) -> None:
+        self.broker = broker
+        self.sock = sock
+        self.peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for opt, key in ((socket.SO_SNDBUF, "socket.send.buffer.bytes"),
+                             (socket.SO_RCVBUF, "socket.receive.buffer.bytes")):
+                size = broker.config[key]
+                if size > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, opt, max(size, 1 << 20))
+        except OSError:
+            pass
+        self.conn = ServerConnection(broker.config["socket.request.max.bytes"])
+        self.queue: collections.deque[Any] = collections.deque()
+        self._queued = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._reader: asyncio.Task[None] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._closing = False
+        self._closed = False
+        self._reading_done = False
+
+    def start(self) -> None:
+        self.broker.connections.add(self)
+        self._reader = asyncio.ensure_future(self._read_loop())
+        self._worker = asyncio.ensure_future(self._work_loop())
+
+    # --- reading ---------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._closing:
+                if len(self.queue) >= MAX_QUEUED:
+                    self._room.clear()
+                    await self._room.wait()
+                    continue
+                try:
+                    data = await loop.sock_recv(self.sock, RECV_SIZE)
+                except (ConnectionError, OSError) as exc:
+                    if not self._closing:
+                        log.info("connection %s: read failed: %s", self.peer, exc)
+                    self._abort()
+                    return
+                self.conn.receive_data(data)
+                while True:
+                    try:
+                        event = self.conn.next_event()
+                    except errors.RemoteProtocolError as exc:
+                        log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
+                        self._finish_reading()
+                        return
+                    if event is NEED_DATA:
+                        break
+                    if type(event) is ConnectionClosed:
+                        self._finish_reading()
+                        return
+                    self.queue.append(event)
+                    self._queued.set()
+        except asyncio.CancelledError:
+            pass
+
+    def _finish_reading(self) -> None:
+        """No more requests will come: the worker answers what is queued, then closes."""
+        self._reading_done = True
+        self._queued.set()
+
+    # --- working -----------------------------------------------------------------------
+
+    async def _work_loop(self) -> None:
+        try:
+            while True:
+                if not self.queue:
+                    if self._reading_done or self._closing:
+                        break
+                    self._queued.clear()
+                    await self._queued.wait()
+                    continue
+                event = self.queue.popleft()
+                if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
+                    self._room.set()
+                chunks = await self._handle(event)
+                if chunks is None:
+                    if type(event) is RequestError and not event.can_respond:
+                        break
+                    continue
+                await self._write(chunks)
+        except (ConnectionError, OSError) as exc:
+            if not self._closing:
+                log.info("connection %s: write failed: %s", self.peer, exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._abort()
+
+    async def _handle(self, event: Any) -> list[Any] | None:
+        broker = self.broker
+        if type(event) is RequestError:
+            if not event.can_respond:
+                log.warning("connection %s: closing: %s (client %r)", self.peer, event.reason,
+                            event.client_id)
+                return None
+            log.info("connection %s: %s (client %r)", self.peer, event.reason, event.client_id)
+            entry = handlers.HANDLERS.get(event.api_key)
+            if event.body is not None and entry is not None:
+                ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
+                                              event.correlation_id, event.client_id, self.peer)
+                response = entry[1].error_response(ctx, event.body, event.error_code, event.reason)
+                if response is None:
+                    return None
+                return self.conn.send(event, response)
+            return self.conn.send_error(event)
+        assert type(event) is Request
+        ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
+                                      event.correlation_id, event.client_id, self.peer)
+        response = await handlers.dispatch(ctx, event.body)
+        if response is None or not event.expects_response:
+            return None
+        return self.conn.send(event, response)
+
+    async def _write(self, chunks: list[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        sock = self.sock
+        pending: list[Any] = []
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                pending.append(chunk)
+                continue
+            if pending:
+                await loop.sock_sendall(sock, b"".join(pending) if len(pending) > 1 else pending[0])
+                pending = []
+            await self._sendfile(chunk)
+        if pending:
+            await loop.sock_sendall(sock, b"".join(pending) if len(pending) > 1 else pending[0])
+
+    async def _sendfile(self, region: Any) -> None:
+        """Send a FileRegion with os.sendfile, waiting for writability on a full buffer."""
+        fd = self.sock.fileno()
+        sent = 0
+        size = region.size
+        loop = asyncio.get_running_loop()
+        while sent < size:
+            sent += region.transfer_to(fd, sent)
+            if sent < size:
+                fut = loop.create_future()
+                loop.add_writer(fd, _set_done, fut)
+                try:
+                    await fut
+                finally:
+                    loop.remove_writer(fd)
+
+    # --- closing -----------------------------------------------------------------------
+
+    def _abort(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._closing = True
+        self._room.set()
+        self._queued.set()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+        if self._worker is not None and not self._worker.done() and self._worker is not asyncio.current_task():
+            self._worker.cancel()
+        try:
+            self.conn.close()
+        except errors.LocalProtocolError:
+            pass
+        self.sock.close()
+        self.broker.connections.discard(self)
+
+    async def close_gracefully(self, timeout: float) -> None:
+        """Stop reading; let the request being handled (and its response) finish."""
+        self._closing = True
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+        self.queue.clear()
+        self._queued.set()
+        if self._worker is not None and not self._worker.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        self._abort()
+
+
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
