@@ -118,7 +118,6 @@ class Connection:
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = False
-        self._reading_done = False
 
     def start(self) -> None:
         self.broker.connections.add(self)
@@ -148,22 +147,18 @@ class Connection:
                         event = self.conn.next_event()
                     except errors.RemoteProtocolError as exc:
                         log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
-                        self._finish_reading()
+                        self._abort()
                         return
                     if event is NEED_DATA:
                         break
                     if type(event) is ConnectionClosed:
-                        self._finish_reading()
+                        # The peer is gone: nobody will read answers (Kafka closes too).
+                        self._abort()
                         return
                     self.queue.append(event)
                     self._queued.set()
         except asyncio.CancelledError:
             pass
-
-    def _finish_reading(self) -> None:
-        """No more requests will come: the worker answers what is queued, then closes."""
-        self._reading_done = True
-        self._queued.set()
 
     # --- working -----------------------------------------------------------------------
 
@@ -171,7 +166,7 @@ class Connection:
         try:
             while True:
                 if not self.queue:
-                    if self._reading_done or self._closing:
+                    if self._closing:
                         break
                     self._queued.clear()
                     await self._queued.wait()
@@ -188,6 +183,9 @@ class Connection:
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)
+        except errors.LocalProtocolError as exc:
+            # We built something illegal: a bug, but it costs this connection only.
+            log.error("connection %s: closing: cannot encode a response: %s", self.peer, exc)
         except asyncio.CancelledError:
             pass
         finally:
@@ -258,10 +256,10 @@ class Connection:
         self._closing = True
         self._room.set()
         self._queued.set()
-        if self._reader is not None and not self._reader.done():
-            self._reader.cancel()
-        if self._worker is not None and not self._worker.done() and self._worker is not asyncio.current_task():
-            self._worker.cancel()
+        me = asyncio.current_task()
+        for task in (self._reader, self._worker):
+            if task is not None and not task.done() and task is not me:
+                task.cancel()
         try:
             self.conn.close()
         except errors.LocalProtocolError:
