@@ -39,7 +39,7 @@ cdef struct WalkStats:
 
 cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t count,
                       int64_t base_timestamp, int64_t header_max_timestamp, bint log_append,
-                      bint check_offset_deltas, WalkStats *stats,
+                      bint check_offset_deltas, bint check_header_utf8, WalkStats *stats,
                       WalkError *err) noexcept nogil
 
 

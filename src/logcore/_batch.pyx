@@ -76,7 +76,7 @@ from logcore._cursor cimport (
 )
 from logcore._includes cimport (
     lc_crc32c_init, lc_load_be16, lc_load_be32, lc_load_be64, lc_store_be16, lc_store_be32,
-    lc_store_be64,
+    lc_store_be64, lc_utf8_valid,
 )
 from logcore._varint cimport varint_encode_u64, varint_size_u64, zigzag_encode64
 
@@ -166,6 +166,9 @@ cdef object _walk_error(const WalkError *e, object batch_index, Py_ssize_t batch
                         batch_index, batch_pos)
     if e.status == ST_BAD_RECORDS_COUNT:
         return _corrupt(f"negative records_count {count}", batch_index, batch_pos)
+    if e.status == ST_BAD_HEADER_KEY_UTF8:
+        return _corrupt(f"record {e.index}: header key is not valid utf-8",
+                        batch_index, batch_pos)
     if e.status == ST_BAD_OFFSET_DELTA:
         return _corrupt(f"record {e.index} has offset_delta {e.value}, expected {e.index}",
                         batch_index, batch_pos)
@@ -305,6 +308,25 @@ cdef inline int record_parse(Cursor *c, RecordView *r, WalkError *e) noexcept no
     return ST_OK
 
 
+cdef bint _headers_utf8(const RecordView *r, WalkError *e) noexcept nogil:
+    """True if every header key of the (already parsed) record r is strict UTF-8."""
+    cdef Cursor c
+    cdef int32_t i, kn, vn
+    c.ptr = r.headers
+    c.end = r.end
+    for i in range(r.header_count):
+        cursor_read_varint(&c, &kn)
+        if not lc_utf8_valid(c.ptr, <size_t>kn):
+            e.status = ST_BAD_HEADER_KEY_UTF8
+            e.at = c.ptr
+            return False
+        c.ptr += kn
+        cursor_read_varint(&c, &vn)
+        if vn > 0:
+            c.ptr += vn
+    return True
+
+
 cdef inline int64_t _wrap_add(int64_t a, int64_t b) noexcept nogil:
     # Java long arithmetic wraps; so does _ref (_wrap64). Unsigned addition is the
     # defined-behaviour way to get the same bits in C.
@@ -313,13 +335,14 @@ cdef inline int64_t _wrap_add(int64_t a, int64_t b) noexcept nogil:
 
 cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t count,
                       int64_t base_timestamp, int64_t header_max_timestamp, bint log_append,
-                      bint check_offset_deltas, WalkStats *stats,
+                      bint check_offset_deltas, bint check_header_utf8, WalkStats *stats,
                       WalkError *err) noexcept nogil:
     """Walk exactly `count` records covering [p, end), as Kafka's record iterator does.
 
     Fills stats (timestamps already absolute: base + delta, or the header max_timestamp
     for LogAppendTime batches). With check_offset_deltas, record i must have
-    offset_delta i (a produced batch). Returns ST_OK or the failing status (err filled).
+    offset_delta i (a produced batch). With check_header_utf8, header keys must be
+    strict UTF-8 (what iteration decodes; validate() promises iteration succeeds). Returns ST_OK or the failing status (err filled).
     """
     cdef Cursor c
     cdef RecordView r
@@ -349,6 +372,8 @@ cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t 
         st = record_parse(&c, &r, err)
         if st != ST_OK:
             return st
+        if check_header_utf8 and r.header_count > 0 and not _headers_utf8(&r, err):
+            return err.status
         if check_offset_deltas and r.offset_delta != i:
             err.status = ST_BAD_OFFSET_DELTA
             err.value = r.offset_delta
@@ -729,9 +754,9 @@ cdef class RecordBatch:
             sec_pos = -1
         if sec_len >= WALK_NOGIL_THRESHOLD:
             with nogil:
-                st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, &stats, &e)
+                st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, True, &stats, &e)
         else:
-            st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, &stats, &e)
+            st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, True, &stats, &e)
         if st != ST_OK:
             raise _walk_error(&e, self._batch_index, self._position, sec, sec_pos, count)
 
@@ -995,7 +1020,7 @@ def decode_columns(const unsigned char[::1] buffer not None):
                 keep.append(data)
                 sec = <const unsigned char *>PyBytes_AS_STRING(data)
                 sec_len = PyBytes_GET_SIZE(data)
-            st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, &stats, &e)
+            st = records_walk(sec, sec + sec_len, count, 0, 0, False, False, False, &stats, &e)
             if st != ST_OK:
                 raise _walk_error(&e, index, pos, sec, pos + HDR_SIZE if data is None else -1,
                                   count)
@@ -1219,7 +1244,8 @@ cdef int _append_pass1(const unsigned char *base, Py_ssize_t n, int64_t max_mess
         if not ab.deferred:
             st = records_walk(p + HDR_SIZE, p + size, count, _i64(p + HDR_BASE_TIMESTAMP),
                               _i64(p + HDR_MAX_TIMESTAMP),
-                              (attrs & ATTR_TIMESTAMP_TYPE) != 0, True, &stats, &f.walk)
+                              (attrs & ATTR_TIMESTAMP_TYPE) != 0, True, False, &stats,
+                              &f.walk)
             if st != ST_OK:
                 f.status = st
                 f.section = p + HDR_SIZE
@@ -1281,7 +1307,7 @@ cdef int _append_deferred(const unsigned char[::1] view, _AppendBatch *ab,
     sec = <const unsigned char *>PyBytes_AS_STRING(data)
     sec_len = PyBytes_GET_SIZE(data)
     if records_walk(sec, sec + sec_len, ab.count, _i64(p + HDR_BASE_TIMESTAMP),
-                    _i64(p + HDR_MAX_TIMESTAMP), (attrs & ATTR_TIMESTAMP_TYPE) != 0, True,
+                    _i64(p + HDR_MAX_TIMESTAMP), (attrs & ATTR_TIMESTAMP_TYPE) != 0, True, False,
                     &stats, &e) != ST_OK:
         raise _walk_error(&e, index, ab.pos, sec, -1, ab.count)
     ab.max_timestamp = stats.max_timestamp

@@ -79,6 +79,7 @@ cdef enum:
     ST_FIELD_PAST_RECORD = -15   # a field runs past the record's declared length
     ST_MISSING_RECORDS = -16     # the section ends before records_count records
     ST_BAD_RECORDS_COUNT = -17   # records_count < 0 (< 1 for a produced batch)
+    ST_BAD_HEADER_KEY_UTF8 = -18 # a header key that is not UTF-8 (validate() only)
     # batch-level problems (validate_for_append's pass 1 runs without the GIL)
     ST_PARTIAL_HEADER = -20      # fewer than 61 bytes left for a batch header
     ST_BAD_BATCH_LENGTH = -21    # batch_length < 49

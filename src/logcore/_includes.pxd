@@ -3,6 +3,7 @@
 #
 #   include/crc32c.h     CRC-32C: SSE4.2 / ARMv8 CRC instructions, slice-by-8 fallback
 #   include/lc_endian.h  big-endian unaligned loads and stores (Kafka's fixed-width fields)
+#   include/lc_utf8.h    strict UTF-8 validation (record header keys)
 
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 
@@ -21,3 +22,7 @@ cdef extern from "lc_endian.h" nogil:
     void lc_store_be16(unsigned char *p, uint16_t v)
     void lc_store_be32(unsigned char *p, uint32_t v)
     void lc_store_be64(unsigned char *p, uint64_t v)
+
+
+cdef extern from "lc_utf8.h" nogil:
+    int lc_utf8_valid(const unsigned char *s, size_t n)
