@@ -651,6 +651,15 @@ class ModuleWriter:
         lines.append(f"    FLEXIBLE_MIN = {fmin!r}")
         if s is msg.top:
             lines.append(f"    LATEST_VERSION_UNSTABLE = {msg.unstable!r}")
+        # Field metadata for reflection (tests, tools): name, spec type, versions,
+        # nullable versions, tagged versions, tag. Open ranges end at 32767.
+        lines.append("    FIELDS = (")
+        for f in s.fields:
+            lines.append(
+                f"        ({f.py!r}, {f.type!r}, {rng(f.versions)}, {rng(f.nullable)}, "
+                f"{rng(f.tagged)}, {f.tag!r}),"
+            )
+        lines.append("    )")
         lines.append("")
         # constructor
         params = []
@@ -745,9 +754,18 @@ class ModuleWriter:
         for s in structs:
             out.append(self.class_text(s))
             out.append("")
+        # Nested structs hang off the message class and off every struct that uses them:
+        # FetchResponse.PartitionData and FetchResponse.FetchableTopicResponse.PartitionData.
         for s in structs[:-1]:
             out.append(f"{msg.name}.{s.name} = {s.cls}")
             out.append(f"{s.cls}.__qualname__ = {s.qualname!r}")
+        for s in structs:
+            seen = set()
+            for f in s.fields:
+                c = f.struct
+                if c is not None and c.name not in seen and s is not msg.top:
+                    seen.add(c.name)
+                    out.append(f"{s.cls}.{c.name} = {c.cls}")
         out.append("")
         out.append("")
         out += [fn + "\n" for fn in self.functions]
@@ -757,6 +775,12 @@ class ModuleWriter:
             out.append(f"{s.cls}._DEC = ({', '.join(pad + dec_tables[s.cls])},)")
         out.append("")
         return "\n".join(out)
+
+
+def rng(r: tuple[int, int] | None) -> str:
+    if r is None:
+        return "None"
+    return f"({r[0]}, {min(r[1], 0x7FFF)})"
 
 
 def describe(f: Field) -> str:

@@ -496,8 +496,15 @@ class Message:
     MESSAGE_TYPE: ClassVar[str] = "struct"  # "request" | "response" | "header" | "data" | "struct"
     VALID_VERSIONS: ClassVar[tuple[int, int]] = (0, -1)
     FLEXIBLE_MIN: ClassVar[int | None] = None  # first flexible version, None if never
+    # (name, spec type, (lo, hi) versions, nullable (lo, hi) | None, tagged (lo, hi) | None, tag)
+    FIELDS: ClassVar[tuple] = ()
     _ENC: ClassVar[tuple] = ()
     _DEC: ClassVar[tuple] = ()
+
+    @classmethod
+    def fields_at(cls, version: int) -> list[str]:
+        """Names of the fields that exist at ``version`` (the others are not on the wire)."""
+        return [f[0] for f in cls.FIELDS if f[2][0] <= version <= f[2][1]]
 
     # ------------------------------------------------------------------ encode
 

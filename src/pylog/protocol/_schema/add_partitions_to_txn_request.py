@@ -46,6 +46,13 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(Message):
     NAME = 'AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('transactional_id', 'string', (4, 32767), None, None, None),
+        ('producer_id', 'int64', (4, 32767), None, None, None),
+        ('producer_epoch', 'int16', (4, 32767), None, None, None),
+        ('verify_only', 'bool', (4, 32767), None, None, None),
+        ('topics', '[]AddPartitionsToTxnTopic', (4, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', producer_id=0, producer_epoch=0, verify_only=False, topics=_D):
         self.transactional_id = transactional_id
@@ -75,6 +82,10 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Message):
     NAME = 'AddPartitionsToTxnRequest.AddPartitionsToTxnTopic'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -104,6 +115,13 @@ class AddPartitionsToTxnRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('transactions', '[]AddPartitionsToTxnTransaction', (4, 32767), None, None, None),
+        ('v3_and_below_transactional_id', 'string', (0, 3), None, None, None),
+        ('v3_and_below_producer_id', 'int64', (0, 3), None, None, None),
+        ('v3_and_below_producer_epoch', 'int16', (0, 3), None, None, None),
+        ('v3_and_below_topics', '[]AddPartitionsToTxnTopic', (0, 3), None, None, None),
+    )
 
     def __init__(self, transactions=_D, v3_and_below_transactional_id='', v3_and_below_producer_id=0, v3_and_below_producer_epoch=0, v3_and_below_topics=_D):
         self.transactions = [] if transactions is _D else transactions
@@ -124,6 +142,7 @@ AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction = AddPartitionsToTxnRequ
 AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__qualname__ = 'AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction'
 AddPartitionsToTxnRequest.AddPartitionsToTxnTopic = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic
 AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__qualname__ = 'AddPartitionsToTxnRequest.AddPartitionsToTxnTopic'
+AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic
 
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_0(o, b, out):

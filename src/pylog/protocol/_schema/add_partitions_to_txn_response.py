@@ -41,6 +41,10 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnResult(Message):
     NAME = 'AddPartitionsToTxnResponse.AddPartitionsToTxnResult'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('transactional_id', 'string', (4, 32767), None, None, None),
+        ('topic_results', '[]AddPartitionsToTxnTopicResult', (4, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', topic_results=_D):
         self.transactional_id = transactional_id
@@ -64,6 +68,10 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(Message):
     NAME = 'AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('results_by_partition', '[]AddPartitionsToTxnPartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', results_by_partition=_D):
         self.name = name
@@ -87,6 +95,10 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(Message):
     NAME = 'AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('partition_error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, partition_error_code=0):
         self.partition_index = partition_index
@@ -115,6 +127,12 @@ class AddPartitionsToTxnResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (4, 32767), None, None, None),
+        ('results_by_transaction', '[]AddPartitionsToTxnResult', (4, 32767), None, None, None),
+        ('results_by_topic_v3_and_below', '[]AddPartitionsToTxnTopicResult', (0, 3), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, results_by_transaction=_D, results_by_topic_v3_and_below=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -135,6 +153,8 @@ AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult = AddPartitionsToTxnRes
 AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__qualname__ = 'AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult'
 AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult
 AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__qualname__ = 'AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult'
+AddPartitionsToTxnResponse_AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult
+AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult
 
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_0(o, b, out):

@@ -43,6 +43,11 @@ class AddRaftVoterRequest_Listener(Message):
     NAME = 'AddRaftVoterRequest.Listener'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'uint16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -74,6 +79,13 @@ class AddRaftVoterRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('voter_id', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (0, 32767), None, None, None),
+        ('listeners', '[]Listener', (0, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id='', timeout_ms=0, voter_id=0, voter_directory_id=ZERO_UUID, listeners=_D):
         self.cluster_id = cluster_id

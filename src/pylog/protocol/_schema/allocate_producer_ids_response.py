@@ -34,6 +34,12 @@ class AllocateProducerIdsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('producer_id_start', 'int64', (0, 32767), None, None, None),
+        ('producer_id_len', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, producer_id_start=0, producer_id_len=0):
         self.throttle_time_ms = throttle_time_ms

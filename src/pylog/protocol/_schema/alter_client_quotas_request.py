@@ -45,6 +45,10 @@ class AlterClientQuotasRequest_EntryData(Message):
     NAME = 'AlterClientQuotasRequest.EntryData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity', '[]EntityData', (0, 32767), None, None, None),
+        ('ops', '[]OpData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, entity=_D, ops=_D):
         self.entity = [] if entity is _D else entity
@@ -68,6 +72,10 @@ class AlterClientQuotasRequest_EntityData(Message):
     NAME = 'AlterClientQuotasRequest.EntityData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity_type', 'string', (0, 32767), None, None, None),
+        ('entity_name', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, entity_type='', entity_name=''):
         self.entity_type = entity_type
@@ -92,6 +100,11 @@ class AlterClientQuotasRequest_OpData(Message):
     NAME = 'AlterClientQuotasRequest.OpData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('key', 'string', (0, 32767), None, None, None),
+        ('value', 'float64', (0, 32767), None, None, None),
+        ('remove', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, key='', value=0.0, remove=False):
         self.key = key
@@ -120,6 +133,10 @@ class AlterClientQuotasRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('entries', '[]EntryData', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, entries=_D, validate_only=False):
         self.entries = [] if entries is _D else entries
@@ -136,6 +153,8 @@ AlterClientQuotasRequest.EntityData = AlterClientQuotasRequest_EntityData
 AlterClientQuotasRequest_EntityData.__qualname__ = 'AlterClientQuotasRequest.EntityData'
 AlterClientQuotasRequest.OpData = AlterClientQuotasRequest_OpData
 AlterClientQuotasRequest_OpData.__qualname__ = 'AlterClientQuotasRequest.OpData'
+AlterClientQuotasRequest_EntryData.EntityData = AlterClientQuotasRequest_EntityData
+AlterClientQuotasRequest_EntryData.OpData = AlterClientQuotasRequest_OpData
 
 
 def _e_AlterClientQuotasRequest_EntityData_0(o, b, out):

@@ -46,6 +46,11 @@ class AlterClientQuotasResponse_EntryData(Message):
     NAME = 'AlterClientQuotasResponse.EntryData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('entity', '[]EntityData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', entity=_D):
         self.error_code = error_code
@@ -71,6 +76,10 @@ class AlterClientQuotasResponse_EntityData(Message):
     NAME = 'AlterClientQuotasResponse.EntityData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity_type', 'string', (0, 32767), None, None, None),
+        ('entity_name', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, entity_type='', entity_name=''):
         self.entity_type = entity_type
@@ -97,6 +106,10 @@ class AlterClientQuotasResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('entries', '[]EntryData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, entries=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -111,6 +124,7 @@ AlterClientQuotasResponse.EntryData = AlterClientQuotasResponse_EntryData
 AlterClientQuotasResponse_EntryData.__qualname__ = 'AlterClientQuotasResponse.EntryData'
 AlterClientQuotasResponse.EntityData = AlterClientQuotasResponse_EntityData
 AlterClientQuotasResponse_EntityData.__qualname__ = 'AlterClientQuotasResponse.EntityData'
+AlterClientQuotasResponse_EntryData.EntityData = AlterClientQuotasResponse_EntityData
 
 
 def _e_AlterClientQuotasResponse_EntityData_0(o, b, out):

@@ -46,6 +46,11 @@ class AlterConfigsRequest_AlterConfigsResource(Message):
     NAME = 'AlterConfigsRequest.AlterConfigsResource'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('configs', '[]AlterableConfig', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resource_type=0, resource_name='', configs=_D):
         self.resource_type = resource_type
@@ -71,6 +76,10 @@ class AlterConfigsRequest_AlterableConfig(Message):
     NAME = 'AlterConfigsRequest.AlterableConfig'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('value', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', value=''):
         self.name = name
@@ -97,6 +106,10 @@ class AlterConfigsRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('resources', '[]AlterConfigsResource', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resources=_D, validate_only=False):
         self.resources = [] if resources is _D else resources
@@ -111,6 +124,7 @@ AlterConfigsRequest.AlterConfigsResource = AlterConfigsRequest_AlterConfigsResou
 AlterConfigsRequest_AlterConfigsResource.__qualname__ = 'AlterConfigsRequest.AlterConfigsResource'
 AlterConfigsRequest.AlterableConfig = AlterConfigsRequest_AlterableConfig
 AlterConfigsRequest_AlterableConfig.__qualname__ = 'AlterConfigsRequest.AlterableConfig'
+AlterConfigsRequest_AlterConfigsResource.AlterableConfig = AlterConfigsRequest_AlterableConfig
 
 
 def _e_AlterConfigsRequest_AlterableConfig_0(o, b, out):

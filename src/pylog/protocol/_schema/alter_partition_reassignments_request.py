@@ -37,6 +37,10 @@ class AlterPartitionReassignmentsRequest_ReassignableTopic(Message):
     NAME = 'AlterPartitionReassignmentsRequest.ReassignableTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]ReassignablePartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -60,6 +64,10 @@ class AlterPartitionReassignmentsRequest_ReassignablePartition(Message):
     NAME = 'AlterPartitionReassignmentsRequest.ReassignablePartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('replicas', '[]int32', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_index=0, replicas=None):
         self.partition_index = partition_index
@@ -86,6 +94,10 @@ class AlterPartitionReassignmentsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]ReassignableTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, timeout_ms=60000, topics=_D):
         self.timeout_ms = timeout_ms
@@ -100,6 +112,7 @@ AlterPartitionReassignmentsRequest.ReassignableTopic = AlterPartitionReassignmen
 AlterPartitionReassignmentsRequest_ReassignableTopic.__qualname__ = 'AlterPartitionReassignmentsRequest.ReassignableTopic'
 AlterPartitionReassignmentsRequest.ReassignablePartition = AlterPartitionReassignmentsRequest_ReassignablePartition
 AlterPartitionReassignmentsRequest_ReassignablePartition.__qualname__ = 'AlterPartitionReassignmentsRequest.ReassignablePartition'
+AlterPartitionReassignmentsRequest_ReassignableTopic.ReassignablePartition = AlterPartitionReassignmentsRequest_ReassignablePartition
 
 
 def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_0(o, b, out):

@@ -36,6 +36,10 @@ class AlterPartitionReassignmentsResponse_ReassignableTopicResponse(Message):
     NAME = 'AlterPartitionReassignmentsResponse.ReassignableTopicResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]ReassignablePartitionResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -60,6 +64,11 @@ class AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(Message)
     NAME = 'AlterPartitionReassignmentsResponse.ReassignablePartitionResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, error_message=''):
         self.partition_index = partition_index
@@ -90,6 +99,12 @@ class AlterPartitionReassignmentsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('responses', '[]ReassignableTopicResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', responses=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -108,6 +123,7 @@ AlterPartitionReassignmentsResponse.ReassignableTopicResponse = AlterPartitionRe
 AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__qualname__ = 'AlterPartitionReassignmentsResponse.ReassignableTopicResponse'
 AlterPartitionReassignmentsResponse.ReassignablePartitionResponse = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse
 AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__qualname__ = 'AlterPartitionReassignmentsResponse.ReassignablePartitionResponse'
+AlterPartitionReassignmentsResponse_ReassignableTopicResponse.ReassignablePartitionResponse = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse
 
 
 def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_0(o, b, out):

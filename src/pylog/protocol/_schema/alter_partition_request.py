@@ -49,6 +49,11 @@ class AlterPartitionRequest_TopicData(Message):
     NAME = 'AlterPartitionRequest.TopicData'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 1), None, None, None),
+        ('topic_id', 'uuid', (2, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', topic_id=ZERO_UUID, partitions=_D):
         self.topic_name = topic_name
@@ -78,6 +83,14 @@ class AlterPartitionRequest_PartitionData(Message):
     NAME = 'AlterPartitionRequest.PartitionData'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('new_isr', '[]int32', (0, 2), None, None, None),
+        ('new_isr_with_epochs', '[]BrokerState', (3, 32767), None, None, None),
+        ('leader_recovery_state', 'int8', (1, 32767), None, None, None),
+        ('partition_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, leader_epoch=0, new_isr=_D, new_isr_with_epochs=_D, leader_recovery_state=0, partition_epoch=0):
         self.partition_index = partition_index
@@ -109,6 +122,10 @@ class AlterPartitionRequest_BrokerState(Message):
     NAME = 'AlterPartitionRequest.BrokerState'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('broker_id', 'int32', (3, 32767), None, None, None),
+        ('broker_epoch', 'int64', (3, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, broker_epoch=-1):
         self.broker_id = broker_id
@@ -136,6 +153,11 @@ class AlterPartitionRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, broker_epoch=-1, topics=_D):
         self.broker_id = broker_id
@@ -154,6 +176,8 @@ AlterPartitionRequest.PartitionData = AlterPartitionRequest_PartitionData
 AlterPartitionRequest_PartitionData.__qualname__ = 'AlterPartitionRequest.PartitionData'
 AlterPartitionRequest.BrokerState = AlterPartitionRequest_BrokerState
 AlterPartitionRequest_BrokerState.__qualname__ = 'AlterPartitionRequest.BrokerState'
+AlterPartitionRequest_TopicData.PartitionData = AlterPartitionRequest_PartitionData
+AlterPartitionRequest_PartitionData.BrokerState = AlterPartitionRequest_BrokerState
 
 
 def _e_AlterPartitionRequest_PartitionData_0(o, b, out):

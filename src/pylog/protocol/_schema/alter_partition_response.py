@@ -49,6 +49,11 @@ class AlterPartitionResponse_TopicData(Message):
     NAME = 'AlterPartitionResponse.TopicData'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 1), None, None, None),
+        ('topic_id', 'uuid', (2, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', topic_id=ZERO_UUID, partitions=_D):
         self.topic_name = topic_name
@@ -79,6 +84,15 @@ class AlterPartitionResponse_PartitionData(Message):
     NAME = 'AlterPartitionResponse.PartitionData'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('isr', '[]int32', (0, 32767), None, None, None),
+        ('leader_recovery_state', 'int8', (1, 32767), None, None, None),
+        ('partition_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, isr=_D, leader_recovery_state=0, partition_epoch=0):
         self.partition_index = partition_index
@@ -116,6 +130,11 @@ class AlterPartitionResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -132,6 +151,7 @@ AlterPartitionResponse.TopicData = AlterPartitionResponse_TopicData
 AlterPartitionResponse_TopicData.__qualname__ = 'AlterPartitionResponse.TopicData'
 AlterPartitionResponse.PartitionData = AlterPartitionResponse_PartitionData
 AlterPartitionResponse_PartitionData.__qualname__ = 'AlterPartitionResponse.PartitionData'
+AlterPartitionResponse_TopicData.PartitionData = AlterPartitionResponse_PartitionData
 
 
 def _e_AlterPartitionResponse_PartitionData_0(o, b, out):

@@ -37,6 +37,10 @@ class AlterReplicaLogDirsRequest_AlterReplicaLogDir(Message):
     NAME = 'AlterReplicaLogDirsRequest.AlterReplicaLogDir'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('path', 'string', (0, 32767), None, None, None),
+        ('topics', '[]AlterReplicaLogDirTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, path='', topics=_D):
         self.path = path
@@ -60,6 +64,10 @@ class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Message):
     NAME = 'AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -85,6 +93,9 @@ class AlterReplicaLogDirsRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('dirs', '[]AlterReplicaLogDir', (0, 32767), None, None, None),
+    )
 
     def __init__(self, dirs=_D):
         self.dirs = [] if dirs is _D else dirs
@@ -97,6 +108,7 @@ AlterReplicaLogDirsRequest.AlterReplicaLogDir = AlterReplicaLogDirsRequest_Alter
 AlterReplicaLogDirsRequest_AlterReplicaLogDir.__qualname__ = 'AlterReplicaLogDirsRequest.AlterReplicaLogDir'
 AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic
 AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__qualname__ = 'AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic'
+AlterReplicaLogDirsRequest_AlterReplicaLogDir.AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic
 
 
 def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_0(o, b, out):

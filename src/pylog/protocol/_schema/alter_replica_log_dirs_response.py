@@ -41,6 +41,10 @@ class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(Message):
     NAME = 'AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]AlterReplicaLogDirPartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -64,6 +68,10 @@ class AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(Message):
     NAME = 'AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -90,6 +98,10 @@ class AlterReplicaLogDirsResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]AlterReplicaLogDirTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -104,6 +116,7 @@ AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult = AlterReplicaLogDirsR
 AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__qualname__ = 'AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult'
 AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult
 AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__qualname__ = 'AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult'
+AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult
 
 
 def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_0(o, b, out):

@@ -39,6 +39,10 @@ class AlterUserScramCredentialsRequest_ScramCredentialDeletion(Message):
     NAME = 'AlterUserScramCredentialsRequest.ScramCredentialDeletion'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('mechanism', 'int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', mechanism=0):
         self.name = name
@@ -65,6 +69,13 @@ class AlterUserScramCredentialsRequest_ScramCredentialUpsertion(Message):
     NAME = 'AlterUserScramCredentialsRequest.ScramCredentialUpsertion'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('mechanism', 'int8', (0, 32767), None, None, None),
+        ('iterations', 'int32', (0, 32767), None, None, None),
+        ('salt', 'bytes', (0, 32767), None, None, None),
+        ('salted_password', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', mechanism=0, iterations=0, salt=b'', salted_password=b''):
         self.name = name
@@ -97,6 +108,10 @@ class AlterUserScramCredentialsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('deletions', '[]ScramCredentialDeletion', (0, 32767), None, None, None),
+        ('upsertions', '[]ScramCredentialUpsertion', (0, 32767), None, None, None),
+    )
 
     def __init__(self, deletions=_D, upsertions=_D):
         self.deletions = [] if deletions is _D else deletions

@@ -40,6 +40,11 @@ class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(Message)
     NAME = 'AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('user', 'string', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, user='', error_code=0, error_message=''):
         self.user = user
@@ -68,6 +73,10 @@ class AlterUserScramCredentialsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]AlterUserScramCredentialsResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms

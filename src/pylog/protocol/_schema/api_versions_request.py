@@ -31,6 +31,10 @@ class ApiVersionsRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('client_software_name', 'string', (3, 32767), None, None, None),
+        ('client_software_version', 'string', (3, 32767), None, None, None),
+    )
 
     def __init__(self, client_software_name='', client_software_version=''):
         self.client_software_name = client_software_name

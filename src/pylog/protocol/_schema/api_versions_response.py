@@ -56,6 +56,11 @@ class ApiVersionsResponse_ApiVersion(Message):
     NAME = 'ApiVersionsResponse.ApiVersion'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('api_key', 'int16', (0, 32767), None, None, None),
+        ('min_version', 'int16', (0, 32767), None, None, None),
+        ('max_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, api_key=0, min_version=0, max_version=0):
         self.api_key = api_key
@@ -82,6 +87,11 @@ class ApiVersionsResponse_SupportedFeatureKey(Message):
     NAME = 'ApiVersionsResponse.SupportedFeatureKey'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (3, 32767), None, None, None),
+        ('min_version', 'int16', (3, 32767), None, None, None),
+        ('max_version', 'int16', (3, 32767), None, None, None),
+    )
 
     def __init__(self, name='', min_version=0, max_version=0):
         self.name = name
@@ -108,6 +118,11 @@ class ApiVersionsResponse_FinalizedFeatureKey(Message):
     NAME = 'ApiVersionsResponse.FinalizedFeatureKey'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (3, 32767), None, None, None),
+        ('max_version_level', 'int16', (3, 32767), None, None, None),
+        ('min_version_level', 'int16', (3, 32767), None, None, None),
+    )
 
     def __init__(self, name='', max_version_level=0, min_version_level=0):
         self.name = name
@@ -141,6 +156,15 @@ class ApiVersionsResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('api_keys', '[]ApiVersion', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('supported_features', '[]SupportedFeatureKey', (3, 32767), None, (3, 32767), 0),
+        ('finalized_features_epoch', 'int64', (3, 32767), None, (3, 32767), 1),
+        ('finalized_features', '[]FinalizedFeatureKey', (3, 32767), None, (3, 32767), 2),
+        ('zk_migration_ready', 'bool', (3, 32767), None, (3, 32767), 3),
+    )
 
     def __init__(self, error_code=0, api_keys=_D, throttle_time_ms=0, supported_features=_D, finalized_features_epoch=-1, finalized_features=_D, zk_migration_ready=False):
         self.error_code = error_code

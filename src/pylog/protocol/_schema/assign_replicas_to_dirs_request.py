@@ -38,6 +38,10 @@ class AssignReplicasToDirsRequest_DirectoryData(Message):
     NAME = 'AssignReplicasToDirsRequest.DirectoryData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('id', 'uuid', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, id=ZERO_UUID, topics=_D):
         self.id = id
@@ -61,6 +65,10 @@ class AssignReplicasToDirsRequest_TopicData(Message):
     NAME = 'AssignReplicasToDirsRequest.TopicData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -83,6 +91,9 @@ class AssignReplicasToDirsRequest_PartitionData(Message):
     NAME = 'AssignReplicasToDirsRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0):
         self.partition_index = partition_index
@@ -108,6 +119,11 @@ class AssignReplicasToDirsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (0, 32767), None, None, None),
+        ('directories', '[]DirectoryData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, broker_epoch=-1, directories=_D):
         self.broker_id = broker_id
@@ -126,6 +142,8 @@ AssignReplicasToDirsRequest.TopicData = AssignReplicasToDirsRequest_TopicData
 AssignReplicasToDirsRequest_TopicData.__qualname__ = 'AssignReplicasToDirsRequest.TopicData'
 AssignReplicasToDirsRequest.PartitionData = AssignReplicasToDirsRequest_PartitionData
 AssignReplicasToDirsRequest_PartitionData.__qualname__ = 'AssignReplicasToDirsRequest.PartitionData'
+AssignReplicasToDirsRequest_DirectoryData.TopicData = AssignReplicasToDirsRequest_TopicData
+AssignReplicasToDirsRequest_TopicData.PartitionData = AssignReplicasToDirsRequest_PartitionData
 
 
 def _e_AssignReplicasToDirsRequest_PartitionData_0(o, b, out):

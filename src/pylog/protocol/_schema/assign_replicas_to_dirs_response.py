@@ -35,6 +35,10 @@ class AssignReplicasToDirsResponse_DirectoryData(Message):
     NAME = 'AssignReplicasToDirsResponse.DirectoryData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('id', 'uuid', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, id=ZERO_UUID, topics=_D):
         self.id = id
@@ -58,6 +62,10 @@ class AssignReplicasToDirsResponse_TopicData(Message):
     NAME = 'AssignReplicasToDirsResponse.TopicData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -81,6 +89,10 @@ class AssignReplicasToDirsResponse_PartitionData(Message):
     NAME = 'AssignReplicasToDirsResponse.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -108,6 +120,11 @@ class AssignReplicasToDirsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('directories', '[]DirectoryData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, directories=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -126,6 +143,8 @@ AssignReplicasToDirsResponse.TopicData = AssignReplicasToDirsResponse_TopicData
 AssignReplicasToDirsResponse_TopicData.__qualname__ = 'AssignReplicasToDirsResponse.TopicData'
 AssignReplicasToDirsResponse.PartitionData = AssignReplicasToDirsResponse_PartitionData
 AssignReplicasToDirsResponse_PartitionData.__qualname__ = 'AssignReplicasToDirsResponse.PartitionData'
+AssignReplicasToDirsResponse_DirectoryData.TopicData = AssignReplicasToDirsResponse_TopicData
+AssignReplicasToDirsResponse_TopicData.PartitionData = AssignReplicasToDirsResponse_PartitionData
 
 
 def _e_AssignReplicasToDirsResponse_PartitionData_0(o, b, out):

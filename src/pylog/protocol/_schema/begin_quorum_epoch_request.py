@@ -54,6 +54,10 @@ class BeginQuorumEpochRequest_TopicData(Message):
     NAME = 'BeginQuorumEpochRequest.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -79,6 +83,12 @@ class BeginQuorumEpochRequest_PartitionData(Message):
     NAME = 'BeginQuorumEpochRequest.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (1, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, voter_directory_id=ZERO_UUID, leader_id=0, leader_epoch=0):
         self.partition_index = partition_index
@@ -107,6 +117,11 @@ class BeginQuorumEpochRequest_LeaderEndpoint(Message):
     NAME = 'BeginQuorumEpochRequest.LeaderEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('name', 'string', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -137,6 +152,12 @@ class BeginQuorumEpochRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('voter_id', 'int32', (1, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('leader_endpoints', '[]LeaderEndpoint', (1, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id=None, voter_id=-1, topics=_D, leader_endpoints=_D):
         self.cluster_id = cluster_id
@@ -157,6 +178,7 @@ BeginQuorumEpochRequest.PartitionData = BeginQuorumEpochRequest_PartitionData
 BeginQuorumEpochRequest_PartitionData.__qualname__ = 'BeginQuorumEpochRequest.PartitionData'
 BeginQuorumEpochRequest.LeaderEndpoint = BeginQuorumEpochRequest_LeaderEndpoint
 BeginQuorumEpochRequest_LeaderEndpoint.__qualname__ = 'BeginQuorumEpochRequest.LeaderEndpoint'
+BeginQuorumEpochRequest_TopicData.PartitionData = BeginQuorumEpochRequest_PartitionData
 
 
 def _e_BeginQuorumEpochRequest_PartitionData_0(o, b, out):

@@ -51,6 +51,10 @@ class BeginQuorumEpochResponse_TopicData(Message):
     NAME = 'BeginQuorumEpochResponse.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -76,6 +80,12 @@ class BeginQuorumEpochResponse_PartitionData(Message):
     NAME = 'BeginQuorumEpochResponse.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, leader_id=0, leader_epoch=0):
         self.partition_index = partition_index
@@ -104,6 +114,11 @@ class BeginQuorumEpochResponse_NodeEndpoint(Message):
     NAME = 'BeginQuorumEpochResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('node_id', 'int32', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0):
         self.node_id = node_id
@@ -133,6 +148,11 @@ class BeginQuorumEpochResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (1, 32767), None, (1, 32767), 0),
+    )
 
     def __init__(self, error_code=0, topics=_D, node_endpoints=_D):
         self.error_code = error_code
@@ -151,6 +171,7 @@ BeginQuorumEpochResponse.PartitionData = BeginQuorumEpochResponse_PartitionData
 BeginQuorumEpochResponse_PartitionData.__qualname__ = 'BeginQuorumEpochResponse.PartitionData'
 BeginQuorumEpochResponse.NodeEndpoint = BeginQuorumEpochResponse_NodeEndpoint
 BeginQuorumEpochResponse_NodeEndpoint.__qualname__ = 'BeginQuorumEpochResponse.NodeEndpoint'
+BeginQuorumEpochResponse_TopicData.PartitionData = BeginQuorumEpochResponse_PartitionData
 
 
 def _e_BeginQuorumEpochResponse_PartitionData_0(o, b, out):

@@ -45,6 +45,14 @@ class BrokerHeartbeatRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (0, 32767), None, None, None),
+        ('current_metadata_offset', 'int64', (0, 32767), None, None, None),
+        ('want_fence', 'bool', (0, 32767), None, None, None),
+        ('want_shut_down', 'bool', (0, 32767), None, None, None),
+        ('offline_log_dirs', '[]uuid', (1, 32767), None, (1, 32767), '0'),
+    )
 
     def __init__(self, broker_id=0, broker_epoch=-1, current_metadata_offset=0, want_fence=False, want_shut_down=False, offline_log_dirs=_D):
         self.broker_id = broker_id

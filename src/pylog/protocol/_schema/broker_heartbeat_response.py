@@ -35,6 +35,13 @@ class BrokerHeartbeatResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('is_caught_up', 'bool', (0, 32767), None, None, None),
+        ('is_fenced', 'bool', (0, 32767), None, None, None),
+        ('should_shut_down', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, is_caught_up=False, is_fenced=True, should_shut_down=False):
         self.throttle_time_ms = throttle_time_ms

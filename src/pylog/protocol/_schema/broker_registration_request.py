@@ -53,6 +53,12 @@ class BrokerRegistrationRequest_Listener(Message):
     NAME = 'BrokerRegistrationRequest.Listener'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'uint16', (0, 32767), None, None, None),
+        ('security_protocol', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0, security_protocol=0):
         self.name = name
@@ -81,6 +87,11 @@ class BrokerRegistrationRequest_Feature(Message):
     NAME = 'BrokerRegistrationRequest.Feature'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('min_supported_version', 'int16', (0, 32767), None, None, None),
+        ('max_supported_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', min_supported_version=0, max_supported_version=0):
         self.name = name
@@ -116,6 +127,17 @@ class BrokerRegistrationRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('cluster_id', 'string', (0, 32767), None, None, None),
+        ('incarnation_id', 'uuid', (0, 32767), None, None, None),
+        ('listeners', '[]Listener', (0, 32767), None, None, None),
+        ('features', '[]Feature', (0, 32767), None, None, None),
+        ('rack', 'string', (0, 32767), (0, 32767), None, None),
+        ('is_migrating_zk_broker', 'bool', (1, 32767), None, None, None),
+        ('log_dirs', '[]uuid', (2, 32767), None, None, None),
+        ('previous_broker_epoch', 'int64', (3, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, cluster_id='', incarnation_id=ZERO_UUID, listeners=_D, features=_D, rack='', is_migrating_zk_broker=False, log_dirs=_D, previous_broker_epoch=-1):
         self.broker_id = broker_id

@@ -33,6 +33,11 @@ class BrokerRegistrationResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, broker_epoch=-1):
         self.throttle_time_ms = throttle_time_ms

@@ -37,6 +37,10 @@ class ConsumerGroupDescribeRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_ids', '[]string', (0, 32767), None, None, None),
+        ('include_authorized_operations', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_ids=_D, include_authorized_operations=False):
         self.group_ids = [] if group_ids is _D else group_ids

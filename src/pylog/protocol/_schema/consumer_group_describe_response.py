@@ -54,6 +54,17 @@ class ConsumerGroupDescribeResponse_DescribedGroup(Message):
     NAME = 'ConsumerGroupDescribeResponse.DescribedGroup'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('group_state', 'string', (0, 32767), None, None, None),
+        ('group_epoch', 'int32', (0, 32767), None, None, None),
+        ('assignment_epoch', 'int32', (0, 32767), None, None, None),
+        ('assignor_name', 'string', (0, 32767), None, None, None),
+        ('members', '[]Member', (0, 32767), None, None, None),
+        ('authorized_operations', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=_D, authorized_operations=-2147483648):
         self.error_code = error_code
@@ -99,6 +110,18 @@ class ConsumerGroupDescribeResponse_Member(Message):
     NAME = 'ConsumerGroupDescribeResponse.Member'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('instance_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('rack_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_epoch', 'int32', (0, 32767), None, None, None),
+        ('client_id', 'string', (0, 32767), None, None, None),
+        ('client_host', 'string', (0, 32767), None, None, None),
+        ('subscribed_topic_names', '[]string', (0, 32767), None, None, None),
+        ('subscribed_topic_regex', 'string', (0, 32767), (0, 32767), None, None),
+        ('assignment', 'Assignment', (0, 32767), None, None, None),
+        ('target_assignment', 'Assignment', (0, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_D, subscribed_topic_regex=None, assignment=_D, target_assignment=_D):
         self.member_id = member_id
@@ -137,6 +160,9 @@ class ConsumerGroupDescribeResponse_Assignment(Message):
     NAME = 'ConsumerGroupDescribeResponse.Assignment'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_partitions=_D):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
@@ -159,6 +185,11 @@ class ConsumerGroupDescribeResponse_TopicPartitions(Message):
     NAME = 'ConsumerGroupDescribeResponse.TopicPartitions'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=_D):
         self.topic_id = topic_id
@@ -187,6 +218,10 @@ class ConsumerGroupDescribeResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('groups', '[]DescribedGroup', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, groups=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -205,6 +240,9 @@ ConsumerGroupDescribeResponse.Assignment = ConsumerGroupDescribeResponse_Assignm
 ConsumerGroupDescribeResponse_Assignment.__qualname__ = 'ConsumerGroupDescribeResponse.Assignment'
 ConsumerGroupDescribeResponse.TopicPartitions = ConsumerGroupDescribeResponse_TopicPartitions
 ConsumerGroupDescribeResponse_TopicPartitions.__qualname__ = 'ConsumerGroupDescribeResponse.TopicPartitions'
+ConsumerGroupDescribeResponse_DescribedGroup.Member = ConsumerGroupDescribeResponse_Member
+ConsumerGroupDescribeResponse_Member.Assignment = ConsumerGroupDescribeResponse_Assignment
+ConsumerGroupDescribeResponse_Assignment.TopicPartitions = ConsumerGroupDescribeResponse_TopicPartitions
 
 
 def _e_ConsumerGroupDescribeResponse_TopicPartitions_0(o, b, out):

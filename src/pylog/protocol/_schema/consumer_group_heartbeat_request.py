@@ -42,6 +42,10 @@ class ConsumerGroupHeartbeatRequest_TopicPartitions(Message):
     NAME = 'ConsumerGroupHeartbeatRequest.TopicPartitions'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -76,6 +80,18 @@ class ConsumerGroupHeartbeatRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('member_epoch', 'int32', (0, 32767), None, None, None),
+        ('instance_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('rack_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('rebalance_timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('subscribed_topic_names', '[]string', (0, 32767), (0, 32767), None, None),
+        ('subscribed_topic_regex', 'string', (1, 32767), (1, 32767), None, None),
+        ('server_assignor', 'string', (0, 32767), (0, 32767), None, None),
+        ('topic_partitions', '[]TopicPartitions', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, group_id='', member_id='', member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, topic_partitions=None):
         self.group_id = group_id

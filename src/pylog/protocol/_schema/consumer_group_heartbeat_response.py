@@ -44,6 +44,9 @@ class ConsumerGroupHeartbeatResponse_Assignment(Message):
     NAME = 'ConsumerGroupHeartbeatResponse.Assignment'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_partitions=_D):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
@@ -65,6 +68,10 @@ class ConsumerGroupHeartbeatResponse_TopicPartitions(Message):
     NAME = 'ConsumerGroupHeartbeatResponse.TopicPartitions'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -96,6 +103,15 @@ class ConsumerGroupHeartbeatResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_epoch', 'int32', (0, 32767), None, None, None),
+        ('heartbeat_interval_ms', 'int32', (0, 32767), None, None, None),
+        ('assignment', 'Assignment', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None):
         self.throttle_time_ms = throttle_time_ms
@@ -120,6 +136,7 @@ ConsumerGroupHeartbeatResponse.Assignment = ConsumerGroupHeartbeatResponse_Assig
 ConsumerGroupHeartbeatResponse_Assignment.__qualname__ = 'ConsumerGroupHeartbeatResponse.Assignment'
 ConsumerGroupHeartbeatResponse.TopicPartitions = ConsumerGroupHeartbeatResponse_TopicPartitions
 ConsumerGroupHeartbeatResponse_TopicPartitions.__qualname__ = 'ConsumerGroupHeartbeatResponse.TopicPartitions'
+ConsumerGroupHeartbeatResponse_Assignment.TopicPartitions = ConsumerGroupHeartbeatResponse_TopicPartitions
 
 
 def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_0(o, b, out):

@@ -34,6 +34,10 @@ class ConsumerProtocolAssignment_TopicPartition(Message):
     NAME = 'ConsumerProtocolAssignment.TopicPartition'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -60,6 +64,10 @@ class ConsumerProtocolAssignment(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('assigned_partitions', '[]TopicPartition', (0, 32767), None, None, None),
+        ('user_data', 'bytes', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, assigned_partitions=_D, user_data=None):
         self.assigned_partitions = [] if assigned_partitions is _D else assigned_partitions

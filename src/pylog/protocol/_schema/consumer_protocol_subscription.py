@@ -39,6 +39,10 @@ class ConsumerProtocolSubscription_TopicPartition(Message):
     NAME = 'ConsumerProtocolSubscription.TopicPartition'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('topic', 'string', (1, 32767), None, None, None),
+        ('partitions', '[]int32', (1, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -68,6 +72,13 @@ class ConsumerProtocolSubscription(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]string', (0, 32767), None, None, None),
+        ('user_data', 'bytes', (0, 32767), (0, 32767), None, None),
+        ('owned_partitions', '[]TopicPartition', (1, 32767), None, None, None),
+        ('generation_id', 'int32', (2, 32767), None, None, None),
+        ('rack_id', 'string', (3, 32767), (3, 32767), None, None),
+    )
 
     def __init__(self, topics=_D, user_data=None, owned_partitions=_D, generation_id=-1, rack_id=None):
         self.topics = [] if topics is _D else topics

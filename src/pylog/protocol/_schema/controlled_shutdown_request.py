@@ -35,6 +35,10 @@ class ControlledShutdownRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (2, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, broker_epoch=-1):
         self.broker_id = broker_id

@@ -41,6 +41,10 @@ class ControlledShutdownResponse_RemainingPartition(Message):
     NAME = 'ControlledShutdownResponse.RemainingPartition'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0):
         self.topic_name = topic_name
@@ -67,6 +71,10 @@ class ControlledShutdownResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('remaining_partitions', '[]RemainingPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, remaining_partitions=_D):
         self.error_code = error_code

@@ -48,6 +48,12 @@ class ControllerRegistrationRequest_Listener(Message):
     NAME = 'ControllerRegistrationRequest.Listener'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'uint16', (0, 32767), None, None, None),
+        ('security_protocol', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0, security_protocol=0):
         self.name = name
@@ -76,6 +82,11 @@ class ControllerRegistrationRequest_Feature(Message):
     NAME = 'ControllerRegistrationRequest.Feature'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('min_supported_version', 'int16', (0, 32767), None, None, None),
+        ('max_supported_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', min_supported_version=0, max_supported_version=0):
         self.name = name
@@ -107,6 +118,13 @@ class ControllerRegistrationRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('controller_id', 'int32', (0, 32767), None, None, None),
+        ('incarnation_id', 'uuid', (0, 32767), None, None, None),
+        ('zk_migration_ready', 'bool', (0, 32767), None, None, None),
+        ('listeners', '[]Listener', (0, 32767), None, None, None),
+        ('features', '[]Feature', (0, 32767), None, None, None),
+    )
 
     def __init__(self, controller_id=0, incarnation_id=ZERO_UUID, zk_migration_ready=False, listeners=_D, features=_D):
         self.controller_id = controller_id

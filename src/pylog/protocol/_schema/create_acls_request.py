@@ -46,6 +46,15 @@ class CreateAclsRequest_AclCreation(Message):
     NAME = 'CreateAclsRequest.AclCreation'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('resource_pattern_type', 'int8', (1, 32767), None, None, None),
+        ('principal', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('operation', 'int8', (0, 32767), None, None, None),
+        ('permission_type', 'int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resource_type=0, resource_name='', resource_pattern_type=3, principal='', host='', operation=0, permission_type=0):
         self.resource_type = resource_type
@@ -81,6 +90,9 @@ class CreateAclsRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('creations', '[]AclCreation', (0, 32767), None, None, None),
+    )
 
     def __init__(self, creations=_D):
         self.creations = [] if creations is _D else creations

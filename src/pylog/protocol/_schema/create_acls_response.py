@@ -41,6 +41,10 @@ class CreateAclsResponse_AclCreationResult(Message):
     NAME = 'CreateAclsResponse.AclCreationResult'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, error_code=0, error_message=''):
         self.error_code = error_code
@@ -67,6 +71,10 @@ class CreateAclsResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]AclCreationResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -40,6 +40,10 @@ class CreateDelegationTokenRequest_CreatableRenewers(Message):
     NAME = 'CreateDelegationTokenRequest.CreatableRenewers'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('principal_type', 'string', (0, 32767), None, None, None),
+        ('principal_name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, principal_type='', principal_name=''):
         self.principal_type = principal_type
@@ -68,6 +72,12 @@ class CreateDelegationTokenRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('owner_principal_type', 'string', (3, 32767), (3, 32767), None, None),
+        ('owner_principal_name', 'string', (3, 32767), (3, 32767), None, None),
+        ('renewers', '[]CreatableRenewers', (0, 32767), None, None, None),
+        ('max_lifetime_ms', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, owner_principal_type='', owner_principal_name='', renewers=_D, max_lifetime_ms=0):
         self.owner_principal_type = owner_principal_type

@@ -55,6 +55,19 @@ class CreateDelegationTokenResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('principal_type', 'string', (0, 32767), None, None, None),
+        ('principal_name', 'string', (0, 32767), None, None, None),
+        ('token_requester_principal_type', 'string', (3, 32767), None, None, None),
+        ('token_requester_principal_name', 'string', (3, 32767), None, None, None),
+        ('issue_timestamp_ms', 'int64', (0, 32767), None, None, None),
+        ('expiry_timestamp_ms', 'int64', (0, 32767), None, None, None),
+        ('max_timestamp_ms', 'int64', (0, 32767), None, None, None),
+        ('token_id', 'string', (0, 32767), None, None, None),
+        ('hmac', 'bytes', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, principal_type='', principal_name='', token_requester_principal_type='', token_requester_principal_name='', issue_timestamp_ms=0, expiry_timestamp_ms=0, max_timestamp_ms=0, token_id='', hmac=b'', throttle_time_ms=0):
         self.error_code = error_code

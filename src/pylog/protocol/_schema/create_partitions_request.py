@@ -46,6 +46,11 @@ class CreatePartitionsRequest_CreatePartitionsTopic(Message):
     NAME = 'CreatePartitionsRequest.CreatePartitionsTopic'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('count', 'int32', (0, 32767), None, None, None),
+        ('assignments', '[]CreatePartitionsAssignment', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', count=0, assignments=_D):
         self.name = name
@@ -70,6 +75,9 @@ class CreatePartitionsRequest_CreatePartitionsAssignment(Message):
     NAME = 'CreatePartitionsRequest.CreatePartitionsAssignment'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('broker_ids', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, broker_ids=_D):
         self.broker_ids = [] if broker_ids is _D else broker_ids
@@ -95,6 +103,11 @@ class CreatePartitionsRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]CreatePartitionsTopic', (0, 32767), None, None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D, timeout_ms=0, validate_only=False):
         self.topics = [] if topics is _D else topics
@@ -111,6 +124,7 @@ CreatePartitionsRequest.CreatePartitionsTopic = CreatePartitionsRequest_CreatePa
 CreatePartitionsRequest_CreatePartitionsTopic.__qualname__ = 'CreatePartitionsRequest.CreatePartitionsTopic'
 CreatePartitionsRequest.CreatePartitionsAssignment = CreatePartitionsRequest_CreatePartitionsAssignment
 CreatePartitionsRequest_CreatePartitionsAssignment.__qualname__ = 'CreatePartitionsRequest.CreatePartitionsAssignment'
+CreatePartitionsRequest_CreatePartitionsTopic.CreatePartitionsAssignment = CreatePartitionsRequest_CreatePartitionsAssignment
 
 
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_0(o, b, out):

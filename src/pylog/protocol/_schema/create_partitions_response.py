@@ -46,6 +46,11 @@ class CreatePartitionsResponse_CreatePartitionsTopicResult(Message):
     NAME = 'CreatePartitionsResponse.CreatePartitionsTopicResult'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', error_code=0, error_message=None):
         self.name = name
@@ -74,6 +79,10 @@ class CreatePartitionsResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]CreatePartitionsTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -53,6 +53,13 @@ class CreateTopicsRequest_CreatableTopic(Message):
     NAME = 'CreateTopicsRequest.CreatableTopic'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('num_partitions', 'int32', (0, 32767), None, None, None),
+        ('replication_factor', 'int16', (0, 32767), None, None, None),
+        ('assignments', '[]CreatableReplicaAssignment', (0, 32767), None, None, None),
+        ('configs', '[]CreatableTopicConfig', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', num_partitions=0, replication_factor=0, assignments=_D, configs=_D):
         self.name = name
@@ -82,6 +89,10 @@ class CreateTopicsRequest_CreatableReplicaAssignment(Message):
     NAME = 'CreateTopicsRequest.CreatableReplicaAssignment'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('broker_ids', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, broker_ids=_D):
         self.partition_index = partition_index
@@ -105,6 +116,10 @@ class CreateTopicsRequest_CreatableTopicConfig(Message):
     NAME = 'CreateTopicsRequest.CreatableTopicConfig'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('value', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', value=''):
         self.name = name
@@ -132,6 +147,11 @@ class CreateTopicsRequest(Message):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]CreatableTopic', (0, 32767), None, None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (1, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D, timeout_ms=60000, validate_only=False):
         self.topics = [] if topics is _D else topics
@@ -150,6 +170,8 @@ CreateTopicsRequest.CreatableReplicaAssignment = CreateTopicsRequest_CreatableRe
 CreateTopicsRequest_CreatableReplicaAssignment.__qualname__ = 'CreateTopicsRequest.CreatableReplicaAssignment'
 CreateTopicsRequest.CreatableTopicConfig = CreateTopicsRequest_CreatableTopicConfig
 CreateTopicsRequest_CreatableTopicConfig.__qualname__ = 'CreateTopicsRequest.CreatableTopicConfig'
+CreateTopicsRequest_CreatableTopic.CreatableReplicaAssignment = CreateTopicsRequest_CreatableReplicaAssignment
+CreateTopicsRequest_CreatableTopic.CreatableTopicConfig = CreateTopicsRequest_CreatableTopicConfig
 
 
 def _e_CreateTopicsRequest_CreatableReplicaAssignment_0(o, b, out):

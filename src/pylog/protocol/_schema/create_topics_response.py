@@ -65,6 +65,16 @@ class CreateTopicsResponse_CreatableTopicResult(Message):
     NAME = 'CreateTopicsResponse.CreatableTopicResult'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('topic_id', 'uuid', (7, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (1, 32767), (0, 32767), None, None),
+        ('topic_config_error_code', 'int16', (5, 32767), None, (5, 32767), 0),
+        ('num_partitions', 'int32', (5, 32767), None, None, None),
+        ('replication_factor', 'int16', (5, 32767), None, None, None),
+        ('configs', '[]CreatableTopicConfigs', (5, 32767), (5, 32767), None, None),
+    )
 
     def __init__(self, name='', topic_id=ZERO_UUID, error_code=0, error_message='', topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=_D):
         self.name = name
@@ -103,6 +113,13 @@ class CreateTopicsResponse_CreatableTopicConfigs(Message):
     NAME = 'CreateTopicsResponse.CreatableTopicConfigs'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('name', 'string', (5, 32767), None, None, None),
+        ('value', 'string', (5, 32767), (5, 32767), None, None),
+        ('read_only', 'bool', (5, 32767), None, None, None),
+        ('config_source', 'int8', (5, 32767), None, None, None),
+        ('is_sensitive', 'bool', (5, 32767), None, None, None),
+    )
 
     def __init__(self, name='', value='', read_only=False, config_source=-1, is_sensitive=False):
         self.name = name
@@ -135,6 +152,10 @@ class CreateTopicsResponse(Message):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (2, 32767), None, None, None),
+        ('topics', '[]CreatableTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -149,6 +170,7 @@ CreateTopicsResponse.CreatableTopicResult = CreateTopicsResponse_CreatableTopicR
 CreateTopicsResponse_CreatableTopicResult.__qualname__ = 'CreateTopicsResponse.CreatableTopicResult'
 CreateTopicsResponse.CreatableTopicConfigs = CreateTopicsResponse_CreatableTopicConfigs
 CreateTopicsResponse_CreatableTopicConfigs.__qualname__ = 'CreateTopicsResponse.CreatableTopicConfigs'
+CreateTopicsResponse_CreatableTopicResult.CreatableTopicConfigs = CreateTopicsResponse_CreatableTopicConfigs
 
 
 def _e_CreateTopicsResponse_CreatableTopicResult_0(o, b, out):

@@ -35,6 +35,11 @@ class DefaultPrincipalData(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('type', 'string', (0, 32767), None, None, None),
+        ('name', 'string', (0, 32767), None, None, None),
+        ('token_authenticated', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, type='', name='', token_authenticated=False):
         self.type = type

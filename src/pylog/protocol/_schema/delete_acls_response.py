@@ -52,6 +52,11 @@ class DeleteAclsResponse_DeleteAclsFilterResult(Message):
     NAME = 'DeleteAclsResponse.DeleteAclsFilterResult'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('matching_acls', '[]DeleteAclsMatchingAcl', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', matching_acls=_D):
         self.error_code = error_code
@@ -84,6 +89,17 @@ class DeleteAclsResponse_DeleteAclsMatchingAcl(Message):
     NAME = 'DeleteAclsResponse.DeleteAclsMatchingAcl'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('pattern_type', 'int8', (1, 32767), None, None, None),
+        ('principal', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('operation', 'int8', (0, 32767), None, None, None),
+        ('permission_type', 'int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', resource_type=0, resource_name='', pattern_type=3, principal='', host='', operation=0, permission_type=0):
         self.error_code = error_code
@@ -124,6 +140,10 @@ class DeleteAclsResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('filter_results', '[]DeleteAclsFilterResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, filter_results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -138,6 +158,7 @@ DeleteAclsResponse.DeleteAclsFilterResult = DeleteAclsResponse_DeleteAclsFilterR
 DeleteAclsResponse_DeleteAclsFilterResult.__qualname__ = 'DeleteAclsResponse.DeleteAclsFilterResult'
 DeleteAclsResponse.DeleteAclsMatchingAcl = DeleteAclsResponse_DeleteAclsMatchingAcl
 DeleteAclsResponse_DeleteAclsMatchingAcl.__qualname__ = 'DeleteAclsResponse.DeleteAclsMatchingAcl'
+DeleteAclsResponse_DeleteAclsFilterResult.DeleteAclsMatchingAcl = DeleteAclsResponse_DeleteAclsMatchingAcl
 
 
 def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_0(o, b, out):

@@ -37,6 +37,9 @@ class DeleteGroupsRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('groups_names', '[]string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, groups_names=_D):
         self.groups_names = [] if groups_names is _D else groups_names

@@ -41,6 +41,10 @@ class DeleteGroupsResponse_DeletableGroupResult(Message):
     NAME = 'DeleteGroupsResponse.DeletableGroupResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', error_code=0):
         self.group_id = group_id
@@ -67,6 +71,10 @@ class DeleteGroupsResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]DeletableGroupResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -41,6 +41,10 @@ class DeleteRecordsRequest_DeleteRecordsTopic(Message):
     NAME = 'DeleteRecordsRequest.DeleteRecordsTopic'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]DeleteRecordsPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -64,6 +68,10 @@ class DeleteRecordsRequest_DeleteRecordsPartition(Message):
     NAME = 'DeleteRecordsRequest.DeleteRecordsPartition'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, offset=0):
         self.partition_index = partition_index
@@ -90,6 +98,10 @@ class DeleteRecordsRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]DeleteRecordsTopic', (0, 32767), None, None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D, timeout_ms=0):
         self.topics = [] if topics is _D else topics
@@ -104,6 +116,7 @@ DeleteRecordsRequest.DeleteRecordsTopic = DeleteRecordsRequest_DeleteRecordsTopi
 DeleteRecordsRequest_DeleteRecordsTopic.__qualname__ = 'DeleteRecordsRequest.DeleteRecordsTopic'
 DeleteRecordsRequest.DeleteRecordsPartition = DeleteRecordsRequest_DeleteRecordsPartition
 DeleteRecordsRequest_DeleteRecordsPartition.__qualname__ = 'DeleteRecordsRequest.DeleteRecordsPartition'
+DeleteRecordsRequest_DeleteRecordsTopic.DeleteRecordsPartition = DeleteRecordsRequest_DeleteRecordsPartition
 
 
 def _e_DeleteRecordsRequest_DeleteRecordsPartition_0(o, b, out):

@@ -41,6 +41,10 @@ class DeleteRecordsResponse_DeleteRecordsTopicResult(Message):
     NAME = 'DeleteRecordsResponse.DeleteRecordsTopicResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]DeleteRecordsPartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -65,6 +69,11 @@ class DeleteRecordsResponse_DeleteRecordsPartitionResult(Message):
     NAME = 'DeleteRecordsResponse.DeleteRecordsPartitionResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('low_watermark', 'int64', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, low_watermark=0, error_code=0):
         self.partition_index = partition_index
@@ -93,6 +102,10 @@ class DeleteRecordsResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]DeleteRecordsTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -107,6 +120,7 @@ DeleteRecordsResponse.DeleteRecordsTopicResult = DeleteRecordsResponse_DeleteRec
 DeleteRecordsResponse_DeleteRecordsTopicResult.__qualname__ = 'DeleteRecordsResponse.DeleteRecordsTopicResult'
 DeleteRecordsResponse.DeleteRecordsPartitionResult = DeleteRecordsResponse_DeleteRecordsPartitionResult
 DeleteRecordsResponse_DeleteRecordsPartitionResult.__qualname__ = 'DeleteRecordsResponse.DeleteRecordsPartitionResult'
+DeleteRecordsResponse_DeleteRecordsTopicResult.DeleteRecordsPartitionResult = DeleteRecordsResponse_DeleteRecordsPartitionResult
 
 
 def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_0(o, b, out):

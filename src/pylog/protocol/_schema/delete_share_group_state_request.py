@@ -37,6 +37,10 @@ class DeleteShareGroupStateRequest_DeleteStateData(Message):
     NAME = 'DeleteShareGroupStateRequest.DeleteStateData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -59,6 +63,9 @@ class DeleteShareGroupStateRequest_PartitionData(Message):
     NAME = 'DeleteShareGroupStateRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0):
         self.partition = partition
@@ -83,6 +90,10 @@ class DeleteShareGroupStateRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]DeleteStateData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -97,6 +108,7 @@ DeleteShareGroupStateRequest.DeleteStateData = DeleteShareGroupStateRequest_Dele
 DeleteShareGroupStateRequest_DeleteStateData.__qualname__ = 'DeleteShareGroupStateRequest.DeleteStateData'
 DeleteShareGroupStateRequest.PartitionData = DeleteShareGroupStateRequest_PartitionData
 DeleteShareGroupStateRequest_PartitionData.__qualname__ = 'DeleteShareGroupStateRequest.PartitionData'
+DeleteShareGroupStateRequest_DeleteStateData.PartitionData = DeleteShareGroupStateRequest_PartitionData
 
 
 def _e_DeleteShareGroupStateRequest_PartitionData_0(o, b, out):

@@ -37,6 +37,10 @@ class DeleteShareGroupStateResponse_DeleteStateResult(Message):
     NAME = 'DeleteShareGroupStateResponse.DeleteStateResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -61,6 +65,11 @@ class DeleteShareGroupStateResponse_PartitionResult(Message):
     NAME = 'DeleteShareGroupStateResponse.PartitionResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition=0, error_code=0, error_message=None):
         self.partition = partition
@@ -88,6 +97,9 @@ class DeleteShareGroupStateResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('results', '[]DeleteStateResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, results=_D):
         self.results = [] if results is _D else results
@@ -100,6 +112,7 @@ DeleteShareGroupStateResponse.DeleteStateResult = DeleteShareGroupStateResponse_
 DeleteShareGroupStateResponse_DeleteStateResult.__qualname__ = 'DeleteShareGroupStateResponse.DeleteStateResult'
 DeleteShareGroupStateResponse.PartitionResult = DeleteShareGroupStateResponse_PartitionResult
 DeleteShareGroupStateResponse_PartitionResult.__qualname__ = 'DeleteShareGroupStateResponse.PartitionResult'
+DeleteShareGroupStateResponse_DeleteStateResult.PartitionResult = DeleteShareGroupStateResponse_PartitionResult
 
 
 def _e_DeleteShareGroupStateResponse_PartitionResult_0(o, b, out):

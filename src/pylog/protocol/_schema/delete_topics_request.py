@@ -43,6 +43,10 @@ class DeleteTopicsRequest_DeleteTopicState(Message):
     NAME = 'DeleteTopicsRequest.DeleteTopicState'
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('name', 'string', (6, 32767), (6, 32767), None, None),
+        ('topic_id', 'uuid', (6, 32767), None, None, None),
+    )
 
     def __init__(self, name=None, topic_id=ZERO_UUID):
         self.name = name
@@ -70,6 +74,11 @@ class DeleteTopicsRequest(Message):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]DeleteTopicState', (6, 32767), None, None, None),
+        ('topic_names', '[]string', (0, 5), None, None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D, topic_names=_D, timeout_ms=0):
         self.topics = [] if topics is _D else topics

@@ -48,6 +48,12 @@ class DeleteTopicsResponse_DeletableTopicResult(Message):
     NAME = 'DeleteTopicsResponse.DeletableTopicResult'
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('name', 'string', (0, 32767), (6, 32767), None, None),
+        ('topic_id', 'uuid', (6, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (5, 32767), (5, 32767), None, None),
+    )
 
     def __init__(self, name='', topic_id=ZERO_UUID, error_code=0, error_message=None):
         self.name = name
@@ -78,6 +84,10 @@ class DeleteTopicsResponse(Message):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('responses', '[]DeletableTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, responses=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -44,6 +44,15 @@ class DescribeAclsRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('resource_type_filter', 'int8', (0, 32767), None, None, None),
+        ('resource_name_filter', 'string', (0, 32767), (0, 32767), None, None),
+        ('pattern_type_filter', 'int8', (1, 32767), None, None, None),
+        ('principal_filter', 'string', (0, 32767), (0, 32767), None, None),
+        ('host_filter', 'string', (0, 32767), (0, 32767), None, None),
+        ('operation', 'int8', (0, 32767), None, None, None),
+        ('permission_type', 'int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resource_type_filter=0, resource_name_filter='', pattern_type_filter=3, principal_filter='', host_filter='', operation=0, permission_type=0):
         self.resource_type_filter = resource_type_filter

@@ -50,6 +50,12 @@ class DescribeAclsResponse_DescribeAclsResource(Message):
     NAME = 'DescribeAclsResponse.DescribeAclsResource'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('pattern_type', 'int8', (1, 32767), None, None, None),
+        ('acls', '[]AclDescription', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resource_type=0, resource_name='', pattern_type=3, acls=_D):
         self.resource_type = resource_type
@@ -79,6 +85,12 @@ class DescribeAclsResponse_AclDescription(Message):
     NAME = 'DescribeAclsResponse.AclDescription'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('principal', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('operation', 'int8', (0, 32767), None, None, None),
+        ('permission_type', 'int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, principal='', host='', operation=0, permission_type=0):
         self.principal = principal
@@ -111,6 +123,12 @@ class DescribeAclsResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('resources', '[]DescribeAclsResource', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', resources=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -129,6 +147,7 @@ DescribeAclsResponse.DescribeAclsResource = DescribeAclsResponse_DescribeAclsRes
 DescribeAclsResponse_DescribeAclsResource.__qualname__ = 'DescribeAclsResponse.DescribeAclsResource'
 DescribeAclsResponse.AclDescription = DescribeAclsResponse_AclDescription
 DescribeAclsResponse_AclDescription.__qualname__ = 'DescribeAclsResponse.AclDescription'
+DescribeAclsResponse_DescribeAclsResource.AclDescription = DescribeAclsResponse_AclDescription
 
 
 def _e_DescribeAclsResponse_AclDescription_0(o, b, out):

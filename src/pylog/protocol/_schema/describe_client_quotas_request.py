@@ -46,6 +46,11 @@ class DescribeClientQuotasRequest_ComponentData(Message):
     NAME = 'DescribeClientQuotasRequest.ComponentData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity_type', 'string', (0, 32767), None, None, None),
+        ('match_type', 'int8', (0, 32767), None, None, None),
+        ('match', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, entity_type='', match_type=0, match=''):
         self.entity_type = entity_type
@@ -74,6 +79,10 @@ class DescribeClientQuotasRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('components', '[]ComponentData', (0, 32767), None, None, None),
+        ('strict', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, components=_D, strict=False):
         self.components = [] if components is _D else components

@@ -47,6 +47,10 @@ class DescribeClientQuotasResponse_EntryData(Message):
     NAME = 'DescribeClientQuotasResponse.EntryData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity', '[]EntityData', (0, 32767), None, None, None),
+        ('values', '[]ValueData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, entity=_D, values=_D):
         self.entity = [] if entity is _D else entity
@@ -70,6 +74,10 @@ class DescribeClientQuotasResponse_EntityData(Message):
     NAME = 'DescribeClientQuotasResponse.EntityData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('entity_type', 'string', (0, 32767), None, None, None),
+        ('entity_name', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, entity_type='', entity_name=''):
         self.entity_type = entity_type
@@ -93,6 +101,10 @@ class DescribeClientQuotasResponse_ValueData(Message):
     NAME = 'DescribeClientQuotasResponse.ValueData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('key', 'string', (0, 32767), None, None, None),
+        ('value', 'float64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, key='', value=0.0):
         self.key = key
@@ -121,6 +133,12 @@ class DescribeClientQuotasResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('entries', '[]EntryData', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', entries=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -141,6 +159,8 @@ DescribeClientQuotasResponse.EntityData = DescribeClientQuotasResponse_EntityDat
 DescribeClientQuotasResponse_EntityData.__qualname__ = 'DescribeClientQuotasResponse.EntityData'
 DescribeClientQuotasResponse.ValueData = DescribeClientQuotasResponse_ValueData
 DescribeClientQuotasResponse_ValueData.__qualname__ = 'DescribeClientQuotasResponse.ValueData'
+DescribeClientQuotasResponse_EntryData.EntityData = DescribeClientQuotasResponse_EntityData
+DescribeClientQuotasResponse_EntryData.ValueData = DescribeClientQuotasResponse_ValueData
 
 
 def _e_DescribeClientQuotasResponse_EntityData_0(o, b, out):

@@ -35,6 +35,10 @@ class DescribeClusterRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('include_cluster_authorized_operations', 'bool', (0, 32767), None, None, None),
+        ('endpoint_type', 'int8', (1, 32767), None, None, None),
+    )
 
     def __init__(self, include_cluster_authorized_operations=False, endpoint_type=1):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations

@@ -44,6 +44,12 @@ class DescribeClusterResponse_DescribeClusterBroker(Message):
     NAME = 'DescribeClusterResponse.DescribeClusterBroker'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+        ('rack', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, broker_id=0, host='', port=0, rack=None):
         self.broker_id = broker_id
@@ -80,6 +86,16 @@ class DescribeClusterResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('endpoint_type', 'int8', (1, 32767), None, None, None),
+        ('cluster_id', 'string', (0, 32767), None, None, None),
+        ('controller_id', 'int32', (0, 32767), None, None, None),
+        ('brokers', '[]DescribeClusterBroker', (0, 32767), None, None, None),
+        ('cluster_authorized_operations', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id='', controller_id=-1, brokers=_D, cluster_authorized_operations=-2147483648):
         self.throttle_time_ms = throttle_time_ms

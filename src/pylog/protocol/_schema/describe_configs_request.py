@@ -47,6 +47,11 @@ class DescribeConfigsRequest_DescribeConfigsResource(Message):
     NAME = 'DescribeConfigsRequest.DescribeConfigsResource'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('configuration_keys', '[]string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, resource_type=0, resource_name='', configuration_keys=_D):
         self.resource_type = resource_type
@@ -76,6 +81,11 @@ class DescribeConfigsRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('resources', '[]DescribeConfigsResource', (0, 32767), None, None, None),
+        ('include_synonyms', 'bool', (1, 32767), None, None, None),
+        ('include_documentation', 'bool', (3, 32767), None, None, None),
+    )
 
     def __init__(self, resources=_D, include_synonyms=False, include_documentation=False):
         self.resources = [] if resources is _D else resources

@@ -57,6 +57,13 @@ class DescribeConfigsResponse_DescribeConfigsResult(Message):
     NAME = 'DescribeConfigsResponse.DescribeConfigsResult'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('configs', '[]DescribeConfigsResourceResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', resource_type=0, resource_name='', configs=_D):
         self.error_code = error_code
@@ -93,6 +100,17 @@ class DescribeConfigsResponse_DescribeConfigsResourceResult(Message):
     NAME = 'DescribeConfigsResponse.DescribeConfigsResourceResult'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('value', 'string', (0, 32767), (0, 32767), None, None),
+        ('read_only', 'bool', (0, 32767), None, None, None),
+        ('is_default', 'bool', (0, 0), None, None, None),
+        ('config_source', 'int8', (1, 32767), None, None, None),
+        ('is_sensitive', 'bool', (0, 32767), None, None, None),
+        ('synonyms', '[]DescribeConfigsSynonym', (1, 32767), None, None, None),
+        ('config_type', 'int8', (3, 32767), None, None, None),
+        ('documentation', 'string', (3, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', value='', read_only=False, is_default=False, config_source=-1, is_sensitive=False, synonyms=_D, config_type=0, documentation=''):
         self.name = name
@@ -131,6 +149,11 @@ class DescribeConfigsResponse_DescribeConfigsSynonym(Message):
     NAME = 'DescribeConfigsResponse.DescribeConfigsSynonym'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('name', 'string', (1, 32767), None, None, None),
+        ('value', 'string', (1, 32767), (0, 32767), None, None),
+        ('source', 'int8', (1, 32767), None, None, None),
+    )
 
     def __init__(self, name='', value='', source=0):
         self.name = name
@@ -159,6 +182,10 @@ class DescribeConfigsResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('results', '[]DescribeConfigsResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -175,6 +202,8 @@ DescribeConfigsResponse.DescribeConfigsResourceResult = DescribeConfigsResponse_
 DescribeConfigsResponse_DescribeConfigsResourceResult.__qualname__ = 'DescribeConfigsResponse.DescribeConfigsResourceResult'
 DescribeConfigsResponse.DescribeConfigsSynonym = DescribeConfigsResponse_DescribeConfigsSynonym
 DescribeConfigsResponse_DescribeConfigsSynonym.__qualname__ = 'DescribeConfigsResponse.DescribeConfigsSynonym'
+DescribeConfigsResponse_DescribeConfigsResult.DescribeConfigsResourceResult = DescribeConfigsResponse_DescribeConfigsResourceResult
+DescribeConfigsResponse_DescribeConfigsResourceResult.DescribeConfigsSynonym = DescribeConfigsResponse_DescribeConfigsSynonym
 
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_0(o, b, out):

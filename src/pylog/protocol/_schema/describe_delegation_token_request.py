@@ -35,6 +35,10 @@ class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Message):
     NAME = 'DescribeDelegationTokenRequest.DescribeDelegationTokenOwner'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('principal_type', 'string', (0, 32767), None, None, None),
+        ('principal_name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, principal_type='', principal_name=''):
         self.principal_type = principal_type
@@ -60,6 +64,9 @@ class DescribeDelegationTokenRequest(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('owners', '[]DescribeDelegationTokenOwner', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, owners=_D):
         self.owners = [] if owners is _D else owners

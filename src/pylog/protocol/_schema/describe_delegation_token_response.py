@@ -56,6 +56,18 @@ class DescribeDelegationTokenResponse_DescribedDelegationToken(Message):
     NAME = 'DescribeDelegationTokenResponse.DescribedDelegationToken'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('principal_type', 'string', (0, 32767), None, None, None),
+        ('principal_name', 'string', (0, 32767), None, None, None),
+        ('token_requester_principal_type', 'string', (3, 32767), None, None, None),
+        ('token_requester_principal_name', 'string', (3, 32767), None, None, None),
+        ('issue_timestamp', 'int64', (0, 32767), None, None, None),
+        ('expiry_timestamp', 'int64', (0, 32767), None, None, None),
+        ('max_timestamp', 'int64', (0, 32767), None, None, None),
+        ('token_id', 'string', (0, 32767), None, None, None),
+        ('hmac', 'bytes', (0, 32767), None, None, None),
+        ('renewers', '[]DescribedDelegationTokenRenewer', (0, 32767), None, None, None),
+    )
 
     def __init__(self, principal_type='', principal_name='', token_requester_principal_type='', token_requester_principal_name='', issue_timestamp=0, expiry_timestamp=0, max_timestamp=0, token_id='', hmac=b'', renewers=_D):
         self.principal_type = principal_type
@@ -95,6 +107,10 @@ class DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(Message):
     NAME = 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer'
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('principal_type', 'string', (0, 32767), None, None, None),
+        ('principal_name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, principal_type='', principal_name=''):
         self.principal_type = principal_type
@@ -122,6 +138,11 @@ class DescribeDelegationTokenResponse(Message):
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('tokens', '[]DescribedDelegationToken', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, tokens=_D, throttle_time_ms=0):
         self.error_code = error_code
@@ -138,6 +159,7 @@ DescribeDelegationTokenResponse.DescribedDelegationToken = DescribeDelegationTok
 DescribeDelegationTokenResponse_DescribedDelegationToken.__qualname__ = 'DescribeDelegationTokenResponse.DescribedDelegationToken'
 DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer
 DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__qualname__ = 'DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer'
+DescribeDelegationTokenResponse_DescribedDelegationToken.DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer
 
 
 def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0(o, b, out):

@@ -41,6 +41,10 @@ class DescribeGroupsRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('groups', '[]string', (0, 32767), None, None, None),
+        ('include_authorized_operations', 'bool', (3, 32767), None, None, None),
+    )
 
     def __init__(self, groups=_D, include_authorized_operations=False):
         self.groups = [] if groups is _D else groups

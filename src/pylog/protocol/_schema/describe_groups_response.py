@@ -54,6 +54,15 @@ class DescribeGroupsResponse_DescribedGroup(Message):
     NAME = 'DescribeGroupsResponse.DescribedGroup'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('group_state', 'string', (0, 32767), None, None, None),
+        ('protocol_type', 'string', (0, 32767), None, None, None),
+        ('protocol_data', 'string', (0, 32767), None, None, None),
+        ('members', '[]DescribedGroupMember', (0, 32767), None, None, None),
+        ('authorized_operations', 'int32', (3, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, group_id='', group_state='', protocol_type='', protocol_data='', members=_D, authorized_operations=-2147483648):
         self.error_code = error_code
@@ -91,6 +100,14 @@ class DescribeGroupsResponse_DescribedGroupMember(Message):
     NAME = 'DescribeGroupsResponse.DescribedGroupMember'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 5
+    FIELDS = (
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('group_instance_id', 'string', (4, 32767), (4, 32767), None, None),
+        ('client_id', 'string', (0, 32767), None, None, None),
+        ('client_host', 'string', (0, 32767), None, None, None),
+        ('member_metadata', 'bytes', (0, 32767), None, None, None),
+        ('member_assignment', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b''):
         self.member_id = member_id
@@ -125,6 +142,10 @@ class DescribeGroupsResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 5
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('groups', '[]DescribedGroup', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, groups=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -139,6 +160,7 @@ DescribeGroupsResponse.DescribedGroup = DescribeGroupsResponse_DescribedGroup
 DescribeGroupsResponse_DescribedGroup.__qualname__ = 'DescribeGroupsResponse.DescribedGroup'
 DescribeGroupsResponse.DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
 DescribeGroupsResponse_DescribedGroupMember.__qualname__ = 'DescribeGroupsResponse.DescribedGroupMember'
+DescribeGroupsResponse_DescribedGroup.DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
 
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_0(o, b, out):

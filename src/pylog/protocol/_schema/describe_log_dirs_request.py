@@ -39,6 +39,10 @@ class DescribeLogDirsRequest_DescribableLogDirTopic(Message):
     NAME = 'DescribeLogDirsRequest.DescribableLogDirTopic'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -64,6 +68,9 @@ class DescribeLogDirsRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]DescribableLogDirTopic', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, topics=_D):
         self.topics = [] if topics is _D else topics

@@ -53,6 +53,13 @@ class DescribeLogDirsResponse_DescribeLogDirsResult(Message):
     NAME = 'DescribeLogDirsResponse.DescribeLogDirsResult'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('log_dir', 'string', (0, 32767), None, None, None),
+        ('topics', '[]DescribeLogDirsTopic', (0, 32767), None, None, None),
+        ('total_bytes', 'int64', (4, 32767), None, None, None),
+        ('usable_bytes', 'int64', (4, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, log_dir='', topics=_D, total_bytes=-1, usable_bytes=-1):
         self.error_code = error_code
@@ -82,6 +89,10 @@ class DescribeLogDirsResponse_DescribeLogDirsTopic(Message):
     NAME = 'DescribeLogDirsResponse.DescribeLogDirsTopic'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]DescribeLogDirsPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -107,6 +118,12 @@ class DescribeLogDirsResponse_DescribeLogDirsPartition(Message):
     NAME = 'DescribeLogDirsResponse.DescribeLogDirsPartition'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('partition_size', 'int64', (0, 32767), None, None, None),
+        ('offset_lag', 'int64', (0, 32767), None, None, None),
+        ('is_future_key', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, partition_size=0, offset_lag=0, is_future_key=False):
         self.partition_index = partition_index
@@ -138,6 +155,11 @@ class DescribeLogDirsResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (3, 32767), None, None, None),
+        ('results', '[]DescribeLogDirsResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -156,6 +178,8 @@ DescribeLogDirsResponse.DescribeLogDirsTopic = DescribeLogDirsResponse_DescribeL
 DescribeLogDirsResponse_DescribeLogDirsTopic.__qualname__ = 'DescribeLogDirsResponse.DescribeLogDirsTopic'
 DescribeLogDirsResponse.DescribeLogDirsPartition = DescribeLogDirsResponse_DescribeLogDirsPartition
 DescribeLogDirsResponse_DescribeLogDirsPartition.__qualname__ = 'DescribeLogDirsResponse.DescribeLogDirsPartition'
+DescribeLogDirsResponse_DescribeLogDirsResult.DescribeLogDirsTopic = DescribeLogDirsResponse_DescribeLogDirsTopic
+DescribeLogDirsResponse_DescribeLogDirsTopic.DescribeLogDirsPartition = DescribeLogDirsResponse_DescribeLogDirsPartition
 
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_0(o, b, out):

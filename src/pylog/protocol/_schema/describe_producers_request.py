@@ -33,6 +33,10 @@ class DescribeProducersRequest_TopicRequest(Message):
     NAME = 'DescribeProducersRequest.TopicRequest'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partition_indexes', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -58,6 +62,9 @@ class DescribeProducersRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]TopicRequest', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D):
         self.topics = [] if topics is _D else topics

@@ -42,6 +42,10 @@ class DescribeProducersResponse_TopicResponse(Message):
     NAME = 'DescribeProducersResponse.TopicResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -67,6 +71,12 @@ class DescribeProducersResponse_PartitionResponse(Message):
     NAME = 'DescribeProducersResponse.PartitionResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('active_producers', '[]ProducerState', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, active_producers=_D):
         self.partition_index = partition_index
@@ -98,6 +108,14 @@ class DescribeProducersResponse_ProducerState(Message):
     NAME = 'DescribeProducersResponse.ProducerState'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('producer_epoch', 'int32', (0, 32767), None, None, None),
+        ('last_sequence', 'int32', (0, 32767), None, None, None),
+        ('last_timestamp', 'int64', (0, 32767), None, None, None),
+        ('coordinator_epoch', 'int32', (0, 32767), None, None, None),
+        ('current_txn_start_offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, producer_id=0, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=0, current_txn_start_offset=-1):
         self.producer_id = producer_id
@@ -132,6 +150,10 @@ class DescribeProducersResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]TopicResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -148,6 +170,8 @@ DescribeProducersResponse.PartitionResponse = DescribeProducersResponse_Partitio
 DescribeProducersResponse_PartitionResponse.__qualname__ = 'DescribeProducersResponse.PartitionResponse'
 DescribeProducersResponse.ProducerState = DescribeProducersResponse_ProducerState
 DescribeProducersResponse_ProducerState.__qualname__ = 'DescribeProducersResponse.ProducerState'
+DescribeProducersResponse_TopicResponse.PartitionResponse = DescribeProducersResponse_PartitionResponse
+DescribeProducersResponse_PartitionResponse.ProducerState = DescribeProducersResponse_ProducerState
 
 
 def _e_DescribeProducersResponse_ProducerState_0(o, b, out):

@@ -34,6 +34,10 @@ class DescribeQuorumRequest_TopicData(Message):
     NAME = 'DescribeQuorumRequest.TopicData'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -56,6 +60,9 @@ class DescribeQuorumRequest_PartitionData(Message):
     NAME = 'DescribeQuorumRequest.PartitionData'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0):
         self.partition_index = partition_index
@@ -79,6 +86,9 @@ class DescribeQuorumRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D):
         self.topics = [] if topics is _D else topics
@@ -91,6 +101,7 @@ DescribeQuorumRequest.TopicData = DescribeQuorumRequest_TopicData
 DescribeQuorumRequest_TopicData.__qualname__ = 'DescribeQuorumRequest.TopicData'
 DescribeQuorumRequest.PartitionData = DescribeQuorumRequest_PartitionData
 DescribeQuorumRequest_PartitionData.__qualname__ = 'DescribeQuorumRequest.PartitionData'
+DescribeQuorumRequest_TopicData.PartitionData = DescribeQuorumRequest_PartitionData
 
 
 def _e_DescribeQuorumRequest_PartitionData_0(o, b, out):

@@ -63,6 +63,10 @@ class DescribeQuorumResponse_TopicData(Message):
     NAME = 'DescribeQuorumResponse.TopicData'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -92,6 +96,16 @@ class DescribeQuorumResponse_PartitionData(Message):
     NAME = 'DescribeQuorumResponse.PartitionData'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (2, 32767), (2, 32767), None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('high_watermark', 'int64', (0, 32767), None, None, None),
+        ('current_voters', '[]ReplicaState', (0, 32767), None, None, None),
+        ('observers', '[]ReplicaState', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, error_message='', leader_id=0, leader_epoch=0, high_watermark=0, current_voters=_D, observers=_D):
         self.partition_index = partition_index
@@ -127,6 +141,10 @@ class DescribeQuorumResponse_Node(Message):
     NAME = 'DescribeQuorumResponse.Node'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('node_id', 'int32', (2, 32767), None, None, None),
+        ('listeners', '[]Listener', (2, 32767), None, None, None),
+    )
 
     def __init__(self, node_id=0, listeners=_D):
         self.node_id = node_id
@@ -151,6 +169,11 @@ class DescribeQuorumResponse_Listener(Message):
     NAME = 'DescribeQuorumResponse.Listener'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (2, 32767), None, None, None),
+        ('host', 'string', (2, 32767), None, None, None),
+        ('port', 'uint16', (2, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -179,6 +202,13 @@ class DescribeQuorumResponse_ReplicaState(Message):
     NAME = 'DescribeQuorumResponse.ReplicaState'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('replica_id', 'int32', (0, 32767), None, None, None),
+        ('replica_directory_id', 'uuid', (2, 32767), None, None, None),
+        ('log_end_offset', 'int64', (0, 32767), None, None, None),
+        ('last_fetch_timestamp', 'int64', (1, 32767), None, None, None),
+        ('last_caught_up_timestamp', 'int64', (1, 32767), None, None, None),
+    )
 
     def __init__(self, replica_id=0, replica_directory_id=ZERO_UUID, log_end_offset=0, last_fetch_timestamp=-1, last_caught_up_timestamp=-1):
         self.replica_id = replica_id
@@ -213,6 +243,12 @@ class DescribeQuorumResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (2, 32767), (2, 32767), None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('nodes', '[]Node', (2, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', topics=_D, nodes=_D):
         self.error_code = error_code
@@ -237,6 +273,9 @@ DescribeQuorumResponse.Listener = DescribeQuorumResponse_Listener
 DescribeQuorumResponse_Listener.__qualname__ = 'DescribeQuorumResponse.Listener'
 DescribeQuorumResponse.ReplicaState = DescribeQuorumResponse_ReplicaState
 DescribeQuorumResponse_ReplicaState.__qualname__ = 'DescribeQuorumResponse.ReplicaState'
+DescribeQuorumResponse_TopicData.PartitionData = DescribeQuorumResponse_PartitionData
+DescribeQuorumResponse_PartitionData.ReplicaState = DescribeQuorumResponse_ReplicaState
+DescribeQuorumResponse_Node.Listener = DescribeQuorumResponse_Listener
 
 
 def _e_DescribeQuorumResponse_ReplicaState_0(o, b, out):

@@ -36,6 +36,9 @@ class DescribeTopicPartitionsRequest_TopicRequest(Message):
     NAME = 'DescribeTopicPartitionsRequest.TopicRequest'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name=''):
         self.name = name
@@ -57,6 +60,10 @@ class DescribeTopicPartitionsRequest_Cursor(Message):
     NAME = 'DescribeTopicPartitionsRequest.Cursor'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0):
         self.topic_name = topic_name
@@ -84,6 +91,11 @@ class DescribeTopicPartitionsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]TopicRequest', (0, 32767), None, None, None),
+        ('response_partition_limit', 'int32', (0, 32767), None, None, None),
+        ('cursor', 'Cursor', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, topics=_D, response_partition_limit=2000, cursor=None):
         self.topics = [] if topics is _D else topics

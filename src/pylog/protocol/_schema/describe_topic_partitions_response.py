@@ -58,6 +58,14 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(Messa
     NAME = 'DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('name', 'string', (0, 32767), (0, 32767), None, None),
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('is_internal', 'bool', (0, 32767), None, None, None),
+        ('partitions', '[]DescribeTopicPartitionsResponsePartition', (0, 32767), None, None, None),
+        ('topic_authorized_operations', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, name='', topic_id=ZERO_UUID, is_internal=False, partitions=_D, topic_authorized_operations=-2147483648):
         self.error_code = error_code
@@ -96,6 +104,17 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(M
     NAME = 'DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('replica_nodes', '[]int32', (0, 32767), None, None, None),
+        ('isr_nodes', '[]int32', (0, 32767), None, None, None),
+        ('eligible_leader_replicas', '[]int32', (0, 32767), (0, 32767), None, None),
+        ('last_known_elr', '[]int32', (0, 32767), (0, 32767), None, None),
+        ('offline_replicas', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_D, isr_nodes=_D, eligible_leader_replicas=None, last_known_elr=None, offline_replicas=_D):
         self.error_code = error_code
@@ -133,6 +152,10 @@ class DescribeTopicPartitionsResponse_Cursor(Message):
     NAME = 'DescribeTopicPartitionsResponse.Cursor'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0):
         self.topic_name = topic_name
@@ -160,6 +183,11 @@ class DescribeTopicPartitionsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]DescribeTopicPartitionsResponseTopic', (0, 32767), None, None, None),
+        ('next_cursor', 'Cursor', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D, next_cursor=None):
         self.throttle_time_ms = throttle_time_ms
@@ -178,6 +206,7 @@ DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition = Descr
 DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__qualname__ = 'DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition'
 DescribeTopicPartitionsResponse.Cursor = DescribeTopicPartitionsResponse_Cursor
 DescribeTopicPartitionsResponse_Cursor.__qualname__ = 'DescribeTopicPartitionsResponse.Cursor'
+DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition
 
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_0(o, b, out):

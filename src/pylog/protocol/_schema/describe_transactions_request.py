@@ -33,6 +33,9 @@ class DescribeTransactionsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('transactional_ids', '[]string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_ids=_D):
         self.transactional_ids = [] if transactional_ids is _D else transactional_ids

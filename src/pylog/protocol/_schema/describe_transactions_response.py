@@ -48,6 +48,16 @@ class DescribeTransactionsResponse_TransactionState(Message):
     NAME = 'DescribeTransactionsResponse.TransactionState'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('transactional_id', 'string', (0, 32767), None, None, None),
+        ('transaction_state', 'string', (0, 32767), None, None, None),
+        ('transaction_timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('transaction_start_time_ms', 'int64', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('producer_epoch', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, transactional_id='', transaction_state='', transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=_D):
         self.error_code = error_code
@@ -83,6 +93,10 @@ class DescribeTransactionsResponse_TopicData(Message):
     NAME = 'DescribeTransactionsResponse.TopicData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -109,6 +123,10 @@ class DescribeTransactionsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('transaction_states', '[]TransactionState', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, transaction_states=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -123,6 +141,7 @@ DescribeTransactionsResponse.TransactionState = DescribeTransactionsResponse_Tra
 DescribeTransactionsResponse_TransactionState.__qualname__ = 'DescribeTransactionsResponse.TransactionState'
 DescribeTransactionsResponse.TopicData = DescribeTransactionsResponse_TopicData
 DescribeTransactionsResponse_TopicData.__qualname__ = 'DescribeTransactionsResponse.TopicData'
+DescribeTransactionsResponse_TransactionState.TopicData = DescribeTransactionsResponse_TopicData
 
 
 def _e_DescribeTransactionsResponse_TopicData_0(o, b, out):

@@ -30,6 +30,9 @@ class DescribeUserScramCredentialsRequest_UserName(Message):
     NAME = 'DescribeUserScramCredentialsRequest.UserName'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name=''):
         self.name = name
@@ -53,6 +56,9 @@ class DescribeUserScramCredentialsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('users', '[]UserName', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, users=_D):
         self.users = [] if users is _D else users

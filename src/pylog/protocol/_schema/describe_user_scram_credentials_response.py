@@ -44,6 +44,12 @@ class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(Me
     NAME = 'DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('user', 'string', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('credential_infos', '[]CredentialInfo', (0, 32767), None, None, None),
+    )
 
     def __init__(self, user='', error_code=0, error_message='', credential_infos=_D):
         self.user = user
@@ -71,6 +77,10 @@ class DescribeUserScramCredentialsResponse_CredentialInfo(Message):
     NAME = 'DescribeUserScramCredentialsResponse.CredentialInfo'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('mechanism', 'int8', (0, 32767), None, None, None),
+        ('iterations', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, mechanism=0, iterations=0):
         self.mechanism = mechanism
@@ -99,6 +109,12 @@ class DescribeUserScramCredentialsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('results', '[]DescribeUserScramCredentialsResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -117,6 +133,7 @@ DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult = Descri
 DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__qualname__ = 'DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult'
 DescribeUserScramCredentialsResponse.CredentialInfo = DescribeUserScramCredentialsResponse_CredentialInfo
 DescribeUserScramCredentialsResponse_CredentialInfo.__qualname__ = 'DescribeUserScramCredentialsResponse.CredentialInfo'
+DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.CredentialInfo = DescribeUserScramCredentialsResponse_CredentialInfo
 
 
 def _e_DescribeUserScramCredentialsResponse_CredentialInfo_0(o, b, out):

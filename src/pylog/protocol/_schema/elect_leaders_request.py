@@ -45,6 +45,10 @@ class ElectLeadersRequest_TopicPartitions(Message):
     NAME = 'ElectLeadersRequest.TopicPartitions'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -72,6 +76,11 @@ class ElectLeadersRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('election_type', 'int8', (1, 32767), None, None, None),
+        ('topic_partitions', '[]TopicPartitions', (0, 32767), (0, 32767), None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, election_type=0, topic_partitions=_D, timeout_ms=60000):
         self.election_type = election_type

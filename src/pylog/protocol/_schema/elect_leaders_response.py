@@ -45,6 +45,10 @@ class ElectLeadersResponse_ReplicaElectionResult(Message):
     NAME = 'ElectLeadersResponse.ReplicaElectionResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partition_result', '[]PartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partition_result=_D):
         self.topic = topic
@@ -69,6 +73,11 @@ class ElectLeadersResponse_PartitionResult(Message):
     NAME = 'ElectLeadersResponse.PartitionResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_id', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_id=0, error_code=0, error_message=''):
         self.partition_id = partition_id
@@ -98,6 +107,11 @@ class ElectLeadersResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (1, 32767), None, None, None),
+        ('replica_election_results', '[]ReplicaElectionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, replica_election_results=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -114,6 +128,7 @@ ElectLeadersResponse.ReplicaElectionResult = ElectLeadersResponse_ReplicaElectio
 ElectLeadersResponse_ReplicaElectionResult.__qualname__ = 'ElectLeadersResponse.ReplicaElectionResult'
 ElectLeadersResponse.PartitionResult = ElectLeadersResponse_PartitionResult
 ElectLeadersResponse_PartitionResult.__qualname__ = 'ElectLeadersResponse.PartitionResult'
+ElectLeadersResponse_ReplicaElectionResult.PartitionResult = ElectLeadersResponse_PartitionResult
 
 
 def _e_ElectLeadersResponse_PartitionResult_0(o, b, out):

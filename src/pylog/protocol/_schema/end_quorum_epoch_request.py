@@ -53,6 +53,10 @@ class EndQuorumEpochRequest_TopicData(Message):
     NAME = 'EndQuorumEpochRequest.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -79,6 +83,13 @@ class EndQuorumEpochRequest_PartitionData(Message):
     NAME = 'EndQuorumEpochRequest.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('preferred_successors', '[]int32', (0, 0), None, None, None),
+        ('preferred_candidates', '[]ReplicaInfo', (1, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, leader_id=0, leader_epoch=0, preferred_successors=_D, preferred_candidates=_D):
         self.partition_index = partition_index
@@ -108,6 +119,10 @@ class EndQuorumEpochRequest_ReplicaInfo(Message):
     NAME = 'EndQuorumEpochRequest.ReplicaInfo'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('candidate_id', 'int32', (1, 32767), None, None, None),
+        ('candidate_directory_id', 'uuid', (1, 32767), None, None, None),
+    )
 
     def __init__(self, candidate_id=0, candidate_directory_id=ZERO_UUID):
         self.candidate_id = candidate_id
@@ -132,6 +147,11 @@ class EndQuorumEpochRequest_LeaderEndpoint(Message):
     NAME = 'EndQuorumEpochRequest.LeaderEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('name', 'string', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -161,6 +181,11 @@ class EndQuorumEpochRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('leader_endpoints', '[]LeaderEndpoint', (1, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id=None, topics=_D, leader_endpoints=_D):
         self.cluster_id = cluster_id
@@ -181,6 +206,8 @@ EndQuorumEpochRequest.ReplicaInfo = EndQuorumEpochRequest_ReplicaInfo
 EndQuorumEpochRequest_ReplicaInfo.__qualname__ = 'EndQuorumEpochRequest.ReplicaInfo'
 EndQuorumEpochRequest.LeaderEndpoint = EndQuorumEpochRequest_LeaderEndpoint
 EndQuorumEpochRequest_LeaderEndpoint.__qualname__ = 'EndQuorumEpochRequest.LeaderEndpoint'
+EndQuorumEpochRequest_TopicData.PartitionData = EndQuorumEpochRequest_PartitionData
+EndQuorumEpochRequest_PartitionData.ReplicaInfo = EndQuorumEpochRequest_ReplicaInfo
 
 
 def _e_EndQuorumEpochRequest_PartitionData_0(o, b, out):

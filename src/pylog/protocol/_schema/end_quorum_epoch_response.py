@@ -51,6 +51,10 @@ class EndQuorumEpochResponse_TopicData(Message):
     NAME = 'EndQuorumEpochResponse.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -76,6 +80,12 @@ class EndQuorumEpochResponse_PartitionData(Message):
     NAME = 'EndQuorumEpochResponse.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, leader_id=0, leader_epoch=0):
         self.partition_index = partition_index
@@ -104,6 +114,11 @@ class EndQuorumEpochResponse_NodeEndpoint(Message):
     NAME = 'EndQuorumEpochResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('node_id', 'int32', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0):
         self.node_id = node_id
@@ -133,6 +148,11 @@ class EndQuorumEpochResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (1, 32767), None, (1, 32767), 0),
+    )
 
     def __init__(self, error_code=0, topics=_D, node_endpoints=_D):
         self.error_code = error_code
@@ -151,6 +171,7 @@ EndQuorumEpochResponse.PartitionData = EndQuorumEpochResponse_PartitionData
 EndQuorumEpochResponse_PartitionData.__qualname__ = 'EndQuorumEpochResponse.PartitionData'
 EndQuorumEpochResponse.NodeEndpoint = EndQuorumEpochResponse_NodeEndpoint
 EndQuorumEpochResponse_NodeEndpoint.__qualname__ = 'EndQuorumEpochResponse.NodeEndpoint'
+EndQuorumEpochResponse_TopicData.PartitionData = EndQuorumEpochResponse_PartitionData
 
 
 def _e_EndQuorumEpochResponse_PartitionData_0(o, b, out):

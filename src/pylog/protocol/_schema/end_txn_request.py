@@ -38,6 +38,12 @@ class EndTxnRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('transactional_id', 'string', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('producer_epoch', 'int16', (0, 32767), None, None, None),
+        ('committed', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', producer_id=0, producer_epoch=0, committed=False):
         self.transactional_id = transactional_id

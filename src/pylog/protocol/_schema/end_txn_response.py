@@ -37,6 +37,12 @@ class EndTxnResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (5, 32767), None, None, None),
+        ('producer_epoch', 'int16', (5, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1):
         self.throttle_time_ms = throttle_time_ms

@@ -34,6 +34,11 @@ class EnvelopeRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('request_data', 'bytes', (0, 32767), None, None, None),
+        ('request_principal', 'bytes', (0, 32767), (0, 32767), None, None),
+        ('client_host_address', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, request_data=b'', request_principal=b'', client_host_address=b''):
         self.request_data = request_data

@@ -34,6 +34,10 @@ class EnvelopeResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('response_data', 'bytes', (0, 32767), (0, 32767), None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, response_data=None, error_code=0):
         self.response_data = response_data

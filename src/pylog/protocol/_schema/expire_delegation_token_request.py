@@ -36,6 +36,10 @@ class ExpireDelegationTokenRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('hmac', 'bytes', (0, 32767), None, None, None),
+        ('expiry_time_period_ms', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, hmac=b'', expiry_time_period_ms=0):
         self.hmac = hmac

@@ -33,6 +33,11 @@ class ExpireDelegationTokenResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('expiry_timestamp_ms', 'int64', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, expiry_timestamp_ms=0, throttle_time_ms=0):
         self.error_code = error_code

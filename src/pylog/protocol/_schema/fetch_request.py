@@ -76,6 +76,10 @@ class FetchRequest_ReplicaState(Message):
     NAME = 'FetchRequest.ReplicaState'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('replica_id', 'int32', (15, 32767), None, None, None),
+        ('replica_epoch', 'int64', (15, 32767), None, None, None),
+    )
 
     def __init__(self, replica_id=-1, replica_epoch=-1):
         self.replica_id = replica_id
@@ -100,6 +104,11 @@ class FetchRequest_FetchTopic(Message):
     NAME = 'FetchRequest.FetchTopic'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('topic', 'string', (0, 12), None, None, None),
+        ('topic_id', 'uuid', (13, 32767), None, None, None),
+        ('partitions', '[]FetchPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=_D):
         self.topic = topic
@@ -130,6 +139,15 @@ class FetchRequest_FetchPartition(Message):
     NAME = 'FetchRequest.FetchPartition'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('current_leader_epoch', 'int32', (9, 32767), None, None, None),
+        ('fetch_offset', 'int64', (0, 32767), None, None, None),
+        ('last_fetched_epoch', 'int32', (12, 32767), None, None, None),
+        ('log_start_offset', 'int64', (5, 32767), None, None, None),
+        ('partition_max_bytes', 'int32', (0, 32767), None, None, None),
+        ('replica_directory_id', 'uuid', (17, 32767), None, (17, 32767), 0),
+    )
 
     def __init__(self, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=ZERO_UUID):
         self.partition = partition
@@ -164,6 +182,11 @@ class FetchRequest_ForgottenTopic(Message):
     NAME = 'FetchRequest.ForgottenTopic'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('topic', 'string', (7, 12), None, None, None),
+        ('topic_id', 'uuid', (13, 32767), None, None, None),
+        ('partitions', '[]int32', (7, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=_D):
         self.topic = topic
@@ -202,6 +225,20 @@ class FetchRequest(Message):
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (12, 32767), (12, 32767), (12, 32767), 0),
+        ('replica_id', 'int32', (0, 14), None, None, None),
+        ('replica_state', 'ReplicaState', (15, 32767), None, (15, 32767), 1),
+        ('max_wait_ms', 'int32', (0, 32767), None, None, None),
+        ('min_bytes', 'int32', (0, 32767), None, None, None),
+        ('max_bytes', 'int32', (3, 32767), None, None, None),
+        ('isolation_level', 'int8', (4, 32767), None, None, None),
+        ('session_id', 'int32', (7, 32767), None, None, None),
+        ('session_epoch', 'int32', (7, 32767), None, None, None),
+        ('topics', '[]FetchTopic', (0, 32767), None, None, None),
+        ('forgotten_topics_data', '[]ForgottenTopic', (7, 32767), None, None, None),
+        ('rack_id', 'string', (11, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id=None, replica_id=-1, replica_state=_D, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=_D, forgotten_topics_data=_D, rack_id=''):
         self.cluster_id = cluster_id
@@ -240,6 +277,7 @@ FetchRequest.FetchPartition = FetchRequest_FetchPartition
 FetchRequest_FetchPartition.__qualname__ = 'FetchRequest.FetchPartition'
 FetchRequest.ForgottenTopic = FetchRequest_ForgottenTopic
 FetchRequest_ForgottenTopic.__qualname__ = 'FetchRequest.ForgottenTopic'
+FetchRequest_FetchTopic.FetchPartition = FetchRequest_FetchPartition
 
 
 def _e_FetchRequest_ReplicaState_0(o, b, out):

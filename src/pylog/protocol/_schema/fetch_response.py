@@ -78,6 +78,11 @@ class FetchResponse_FetchableTopicResponse(Message):
     NAME = 'FetchResponse.FetchableTopicResponse'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('topic', 'string', (0, 12), None, None, None),
+        ('topic_id', 'uuid', (13, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', topic_id=ZERO_UUID, partitions=_D):
         self.topic = topic
@@ -112,6 +117,19 @@ class FetchResponse_PartitionData(Message):
     NAME = 'FetchResponse.PartitionData'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('high_watermark', 'int64', (0, 32767), None, None, None),
+        ('last_stable_offset', 'int64', (4, 32767), None, None, None),
+        ('log_start_offset', 'int64', (5, 32767), None, None, None),
+        ('diverging_epoch', 'EpochEndOffset', (12, 32767), None, (12, 32767), 0),
+        ('current_leader', 'LeaderIdAndEpoch', (12, 32767), None, (12, 32767), 1),
+        ('snapshot_id', 'SnapshotId', (12, 32767), None, (12, 32767), 2),
+        ('aborted_transactions', '[]AbortedTransaction', (4, 32767), (4, 32767), None, None),
+        ('preferred_read_replica', 'int32', (11, 32767), None, None, None),
+        ('records', 'records', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=_D, current_leader=_D, snapshot_id=_D, aborted_transactions=_D, preferred_read_replica=-1, records=None):
         self.partition_index = partition_index
@@ -153,6 +171,10 @@ class FetchResponse_EpochEndOffset(Message):
     NAME = 'FetchResponse.EpochEndOffset'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('epoch', 'int32', (12, 32767), None, None, None),
+        ('end_offset', 'int64', (12, 32767), None, None, None),
+    )
 
     def __init__(self, epoch=-1, end_offset=-1):
         self.epoch = epoch
@@ -176,6 +198,10 @@ class FetchResponse_LeaderIdAndEpoch(Message):
     NAME = 'FetchResponse.LeaderIdAndEpoch'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('leader_id', 'int32', (12, 32767), None, None, None),
+        ('leader_epoch', 'int32', (12, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=-1, leader_epoch=-1):
         self.leader_id = leader_id
@@ -199,6 +225,10 @@ class FetchResponse_SnapshotId(Message):
     NAME = 'FetchResponse.SnapshotId'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('end_offset', 'int64', (0, 32767), None, None, None),
+        ('epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, end_offset=-1, epoch=-1):
         self.end_offset = end_offset
@@ -222,6 +252,10 @@ class FetchResponse_AbortedTransaction(Message):
     NAME = 'FetchResponse.AbortedTransaction'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('producer_id', 'int64', (4, 32767), None, None, None),
+        ('first_offset', 'int64', (4, 32767), None, None, None),
+    )
 
     def __init__(self, producer_id=0, first_offset=0):
         self.producer_id = producer_id
@@ -247,6 +281,12 @@ class FetchResponse_NodeEndpoint(Message):
     NAME = 'FetchResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
+    FIELDS = (
+        ('node_id', 'int32', (16, 32767), None, None, None),
+        ('host', 'string', (16, 32767), None, None, None),
+        ('port', 'int32', (16, 32767), None, None, None),
+        ('rack', 'string', (16, 32767), (16, 32767), None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -280,6 +320,13 @@ class FetchResponse(Message):
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_MIN = 12
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (7, 32767), None, None, None),
+        ('session_id', 'int32', (7, 32767), None, None, None),
+        ('responses', '[]FetchableTopicResponse', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (16, 32767), None, (16, 32767), 0),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, session_id=0, responses=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -310,6 +357,11 @@ FetchResponse.AbortedTransaction = FetchResponse_AbortedTransaction
 FetchResponse_AbortedTransaction.__qualname__ = 'FetchResponse.AbortedTransaction'
 FetchResponse.NodeEndpoint = FetchResponse_NodeEndpoint
 FetchResponse_NodeEndpoint.__qualname__ = 'FetchResponse.NodeEndpoint'
+FetchResponse_FetchableTopicResponse.PartitionData = FetchResponse_PartitionData
+FetchResponse_PartitionData.EpochEndOffset = FetchResponse_EpochEndOffset
+FetchResponse_PartitionData.LeaderIdAndEpoch = FetchResponse_LeaderIdAndEpoch
+FetchResponse_PartitionData.SnapshotId = FetchResponse_SnapshotId
+FetchResponse_PartitionData.AbortedTransaction = FetchResponse_AbortedTransaction
 
 
 def _e_FetchResponse_PartitionData_0(o, b, out):

@@ -49,6 +49,10 @@ class FetchSnapshotRequest_TopicSnapshot(Message):
     NAME = 'FetchSnapshotRequest.TopicSnapshot'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionSnapshot', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -75,6 +79,13 @@ class FetchSnapshotRequest_PartitionSnapshot(Message):
     NAME = 'FetchSnapshotRequest.PartitionSnapshot'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('current_leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('snapshot_id', 'SnapshotId', (0, 32767), None, None, None),
+        ('position', 'int64', (0, 32767), None, None, None),
+        ('replica_directory_id', 'uuid', (1, 32767), None, (1, 32767), 0),
+    )
 
     def __init__(self, partition=0, current_leader_epoch=0, snapshot_id=_D, position=0, replica_directory_id=ZERO_UUID):
         self.partition = partition
@@ -104,6 +115,10 @@ class FetchSnapshotRequest_SnapshotId(Message):
     NAME = 'FetchSnapshotRequest.SnapshotId'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('end_offset', 'int64', (0, 32767), None, None, None),
+        ('epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, end_offset=0, epoch=0):
         self.end_offset = end_offset
@@ -132,6 +147,12 @@ class FetchSnapshotRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), (0, 32767), 0),
+        ('replica_id', 'int32', (0, 32767), None, None, None),
+        ('max_bytes', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]TopicSnapshot', (0, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id=None, replica_id=-1, max_bytes=2147483647, topics=_D):
         self.cluster_id = cluster_id
@@ -152,6 +173,8 @@ FetchSnapshotRequest.PartitionSnapshot = FetchSnapshotRequest_PartitionSnapshot
 FetchSnapshotRequest_PartitionSnapshot.__qualname__ = 'FetchSnapshotRequest.PartitionSnapshot'
 FetchSnapshotRequest.SnapshotId = FetchSnapshotRequest_SnapshotId
 FetchSnapshotRequest_SnapshotId.__qualname__ = 'FetchSnapshotRequest.SnapshotId'
+FetchSnapshotRequest_TopicSnapshot.PartitionSnapshot = FetchSnapshotRequest_PartitionSnapshot
+FetchSnapshotRequest_PartitionSnapshot.SnapshotId = FetchSnapshotRequest_SnapshotId
 
 
 def _e_FetchSnapshotRequest_SnapshotId_0(o, b, out):

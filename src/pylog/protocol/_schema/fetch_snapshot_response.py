@@ -55,6 +55,10 @@ class FetchSnapshotResponse_TopicSnapshot(Message):
     NAME = 'FetchSnapshotResponse.TopicSnapshot'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionSnapshot', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -83,6 +87,15 @@ class FetchSnapshotResponse_PartitionSnapshot(Message):
     NAME = 'FetchSnapshotResponse.PartitionSnapshot'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('snapshot_id', 'SnapshotId', (0, 32767), None, None, None),
+        ('current_leader', 'LeaderIdAndEpoch', (0, 32767), None, (0, 32767), 0),
+        ('size', 'int64', (0, 32767), None, None, None),
+        ('position', 'int64', (0, 32767), None, None, None),
+        ('unaligned_records', 'records', (0, 32767), None, None, None),
+    )
 
     def __init__(self, index=0, error_code=0, snapshot_id=_D, current_leader=_D, size=0, position=0, unaligned_records=None):
         self.index = index
@@ -116,6 +129,10 @@ class FetchSnapshotResponse_SnapshotId(Message):
     NAME = 'FetchSnapshotResponse.SnapshotId'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('end_offset', 'int64', (0, 32767), None, None, None),
+        ('epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, end_offset=0, epoch=0):
         self.end_offset = end_offset
@@ -139,6 +156,10 @@ class FetchSnapshotResponse_LeaderIdAndEpoch(Message):
     NAME = 'FetchSnapshotResponse.LeaderIdAndEpoch'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=0, leader_epoch=0):
         self.leader_id = leader_id
@@ -163,6 +184,11 @@ class FetchSnapshotResponse_NodeEndpoint(Message):
     NAME = 'FetchSnapshotResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('node_id', 'int32', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0):
         self.node_id = node_id
@@ -193,6 +219,12 @@ class FetchSnapshotResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicSnapshot', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (1, 32767), None, (1, 32767), 0),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, topics=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -217,6 +249,9 @@ FetchSnapshotResponse.LeaderIdAndEpoch = FetchSnapshotResponse_LeaderIdAndEpoch
 FetchSnapshotResponse_LeaderIdAndEpoch.__qualname__ = 'FetchSnapshotResponse.LeaderIdAndEpoch'
 FetchSnapshotResponse.NodeEndpoint = FetchSnapshotResponse_NodeEndpoint
 FetchSnapshotResponse_NodeEndpoint.__qualname__ = 'FetchSnapshotResponse.NodeEndpoint'
+FetchSnapshotResponse_TopicSnapshot.PartitionSnapshot = FetchSnapshotResponse_PartitionSnapshot
+FetchSnapshotResponse_PartitionSnapshot.SnapshotId = FetchSnapshotResponse_SnapshotId
+FetchSnapshotResponse_PartitionSnapshot.LeaderIdAndEpoch = FetchSnapshotResponse_LeaderIdAndEpoch
 
 
 def _e_FetchSnapshotResponse_SnapshotId_0(o, b, out):

@@ -40,6 +40,11 @@ class FindCoordinatorRequest(Message):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('key', 'string', (0, 3), None, None, None),
+        ('key_type', 'int8', (1, 32767), None, None, None),
+        ('coordinator_keys', '[]string', (4, 32767), None, None, None),
+    )
 
     def __init__(self, key='', key_type=0, coordinator_keys=_D):
         self.key = key

@@ -50,6 +50,14 @@ class FindCoordinatorResponse_Coordinator(Message):
     NAME = 'FindCoordinatorResponse.Coordinator'
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('key', 'string', (4, 32767), None, None, None),
+        ('node_id', 'int32', (4, 32767), None, None, None),
+        ('host', 'string', (4, 32767), None, None, None),
+        ('port', 'int32', (4, 32767), None, None, None),
+        ('error_code', 'int16', (4, 32767), None, None, None),
+        ('error_message', 'string', (4, 32767), (4, 32767), None, None),
+    )
 
     def __init__(self, key='', node_id=0, host='', port=0, error_code=0, error_message=''):
         self.key = key
@@ -89,6 +97,15 @@ class FindCoordinatorResponse(Message):
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (0, 3), None, None, None),
+        ('error_message', 'string', (1, 3), (1, 3), None, None),
+        ('node_id', 'int32', (0, 3), None, None, None),
+        ('host', 'string', (0, 3), None, None, None),
+        ('port', 'int32', (0, 3), None, None, None),
+        ('coordinators', '[]Coordinator', (4, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', node_id=0, host='', port=0, coordinators=_D):
         self.throttle_time_ms = throttle_time_ms

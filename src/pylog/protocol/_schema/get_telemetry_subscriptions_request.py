@@ -31,6 +31,9 @@ class GetTelemetrySubscriptionsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('client_instance_id', 'uuid', (0, 32767), None, None, None),
+    )
 
     def __init__(self, client_instance_id=ZERO_UUID):
         self.client_instance_id = client_instance_id

@@ -55,6 +55,17 @@ class GetTelemetrySubscriptionsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('client_instance_id', 'uuid', (0, 32767), None, None, None),
+        ('subscription_id', 'int32', (0, 32767), None, None, None),
+        ('accepted_compression_types', '[]int8', (0, 32767), None, None, None),
+        ('push_interval_ms', 'int32', (0, 32767), None, None, None),
+        ('telemetry_max_bytes', 'int32', (0, 32767), None, None, None),
+        ('delta_temporality', 'bool', (0, 32767), None, None, None),
+        ('requested_metrics', '[]string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, client_instance_id=ZERO_UUID, subscription_id=0, accepted_compression_types=_D, push_interval_ms=0, telemetry_max_bytes=0, delta_temporality=False, requested_metrics=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -42,6 +42,12 @@ class HeartbeatRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('generation_id', 'int32', (0, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None),
+    )
 
     def __init__(self, group_id='', generation_id=0, member_id='', group_instance_id=None):
         self.group_id = group_id

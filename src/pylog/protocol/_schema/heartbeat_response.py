@@ -35,6 +35,10 @@ class HeartbeatResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0):
         self.throttle_time_ms = throttle_time_ms

@@ -46,6 +46,11 @@ class IncrementalAlterConfigsRequest_AlterConfigsResource(Message):
     NAME = 'IncrementalAlterConfigsRequest.AlterConfigsResource'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+        ('configs', '[]AlterableConfig', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resource_type=0, resource_name='', configs=_D):
         self.resource_type = resource_type
@@ -72,6 +77,11 @@ class IncrementalAlterConfigsRequest_AlterableConfig(Message):
     NAME = 'IncrementalAlterConfigsRequest.AlterableConfig'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('config_operation', 'int8', (0, 32767), None, None, None),
+        ('value', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, name='', config_operation=0, value=''):
         self.name = name
@@ -100,6 +110,10 @@ class IncrementalAlterConfigsRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('resources', '[]AlterConfigsResource', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, resources=_D, validate_only=False):
         self.resources = [] if resources is _D else resources
@@ -114,6 +128,7 @@ IncrementalAlterConfigsRequest.AlterConfigsResource = IncrementalAlterConfigsReq
 IncrementalAlterConfigsRequest_AlterConfigsResource.__qualname__ = 'IncrementalAlterConfigsRequest.AlterConfigsResource'
 IncrementalAlterConfigsRequest.AlterableConfig = IncrementalAlterConfigsRequest_AlterableConfig
 IncrementalAlterConfigsRequest_AlterableConfig.__qualname__ = 'IncrementalAlterConfigsRequest.AlterableConfig'
+IncrementalAlterConfigsRequest_AlterConfigsResource.AlterableConfig = IncrementalAlterConfigsRequest_AlterableConfig
 
 
 def _e_IncrementalAlterConfigsRequest_AlterableConfig_0(o, b, out):

@@ -50,6 +50,12 @@ class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(Message):
     NAME = 'IncrementalAlterConfigsResponse.AlterConfigsResourceResponse'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('resource_type', 'int8', (0, 32767), None, None, None),
+        ('resource_name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', resource_type=0, resource_name=''):
         self.error_code = error_code
@@ -80,6 +86,10 @@ class IncrementalAlterConfigsResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('responses', '[]AlterConfigsResourceResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, responses=_D):
         self.throttle_time_ms = throttle_time_ms

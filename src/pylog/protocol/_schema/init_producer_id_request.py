@@ -41,6 +41,12 @@ class InitProducerIdRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('transactional_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('transaction_timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (3, 32767), None, None, None),
+        ('producer_epoch', 'int16', (3, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1):
         self.transactional_id = transactional_id

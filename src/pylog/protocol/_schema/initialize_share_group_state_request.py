@@ -37,6 +37,10 @@ class InitializeShareGroupStateRequest_InitializeStateData(Message):
     NAME = 'InitializeShareGroupStateRequest.InitializeStateData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -61,6 +65,11 @@ class InitializeShareGroupStateRequest_PartitionData(Message):
     NAME = 'InitializeShareGroupStateRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('state_epoch', 'int32', (0, 32767), None, None, None),
+        ('start_offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, state_epoch=0, start_offset=0):
         self.partition = partition
@@ -89,6 +98,10 @@ class InitializeShareGroupStateRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]InitializeStateData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -103,6 +116,7 @@ InitializeShareGroupStateRequest.InitializeStateData = InitializeShareGroupState
 InitializeShareGroupStateRequest_InitializeStateData.__qualname__ = 'InitializeShareGroupStateRequest.InitializeStateData'
 InitializeShareGroupStateRequest.PartitionData = InitializeShareGroupStateRequest_PartitionData
 InitializeShareGroupStateRequest_PartitionData.__qualname__ = 'InitializeShareGroupStateRequest.PartitionData'
+InitializeShareGroupStateRequest_InitializeStateData.PartitionData = InitializeShareGroupStateRequest_PartitionData
 
 
 def _e_InitializeShareGroupStateRequest_PartitionData_0(o, b, out):

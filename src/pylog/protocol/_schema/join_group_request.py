@@ -49,6 +49,10 @@ class JoinGroupRequest_JoinGroupRequestProtocol(Message):
     NAME = 'JoinGroupRequest.JoinGroupRequestProtocol'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('metadata', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', metadata=b''):
         self.name = name
@@ -81,6 +85,16 @@ class JoinGroupRequest(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('session_timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('rebalance_timeout_ms', 'int32', (1, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('group_instance_id', 'string', (5, 32767), (5, 32767), None, None),
+        ('protocol_type', 'string', (0, 32767), None, None, None),
+        ('protocols', '[]JoinGroupRequestProtocol', (0, 32767), None, None, None),
+        ('reason', 'string', (8, 32767), (8, 32767), None, None),
+    )
 
     def __init__(self, group_id='', session_timeout_ms=0, rebalance_timeout_ms=-1, member_id='', group_instance_id=None, protocol_type='', protocols=_D, reason=None):
         self.group_id = group_id

@@ -53,6 +53,11 @@ class JoinGroupResponse_JoinGroupResponseMember(Message):
     NAME = 'JoinGroupResponse.JoinGroupResponseMember'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('group_instance_id', 'string', (5, 32767), (5, 32767), None, None),
+        ('metadata', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', group_instance_id=None, metadata=b''):
         self.member_id = member_id
@@ -88,6 +93,17 @@ class JoinGroupResponse(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (2, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('generation_id', 'int32', (0, 32767), None, None, None),
+        ('protocol_type', 'string', (7, 32767), (7, 32767), None, None),
+        ('protocol_name', 'string', (0, 32767), (7, 32767), None, None),
+        ('leader', 'string', (0, 32767), None, None, None),
+        ('skip_assignment', 'bool', (9, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('members', '[]JoinGroupResponseMember', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, generation_id=-1, protocol_type=None, protocol_name='', leader='', skip_assignment=False, member_id='', members=_D):
         self.throttle_time_ms = throttle_time_ms

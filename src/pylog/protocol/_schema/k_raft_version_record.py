@@ -32,6 +32,10 @@ class KRaftVersionRecord(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('version', 'int16', (0, 32767), None, None, None),
+        ('k_raft_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, version=0, k_raft_version=0):
         self.version = version

@@ -65,6 +65,11 @@ class LeaderAndIsrRequest_LeaderAndIsrTopicState(Message):
     NAME = 'LeaderAndIsrRequest.LeaderAndIsrTopicState'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic_name', 'string', (2, 32767), None, None, None),
+        ('topic_id', 'uuid', (5, 32767), None, None, None),
+        ('partition_states', '[]LeaderAndIsrPartitionState', (2, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', topic_id=ZERO_UUID, partition_states=_D):
         self.topic_name = topic_name
@@ -91,6 +96,11 @@ class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Message):
     NAME = 'LeaderAndIsrRequest.LeaderAndIsrLiveLeader'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+        ('host_name', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0, host_name='', port=0):
         self.broker_id = broker_id
@@ -126,6 +136,20 @@ class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Message):
     NAME = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic_name', 'string', (0, 1), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('controller_epoch', 'int32', (0, 32767), None, None, None),
+        ('leader', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('isr', '[]int32', (0, 32767), None, None, None),
+        ('partition_epoch', 'int32', (0, 32767), None, None, None),
+        ('replicas', '[]int32', (0, 32767), None, None, None),
+        ('adding_replicas', '[]int32', (3, 32767), None, None, None),
+        ('removing_replicas', '[]int32', (3, 32767), None, None, None),
+        ('is_new', 'bool', (1, 32767), None, None, None),
+        ('leader_recovery_state', 'int8', (6, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=_D, partition_epoch=0, replicas=_D, adding_replicas=_D, removing_replicas=_D, is_new=False, leader_recovery_state=0):
         self.topic_name = topic_name
@@ -178,6 +202,16 @@ class LeaderAndIsrRequest(Message):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('controller_id', 'int32', (0, 32767), None, None, None),
+        ('is_k_raft_controller', 'bool', (7, 32767), None, None, None),
+        ('controller_epoch', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (2, 32767), None, None, None),
+        ('type', 'int8', (5, 32767), None, None, None),
+        ('ungrouped_partition_states', '[]LeaderAndIsrPartitionState', (0, 1), None, None, None),
+        ('topic_states', '[]LeaderAndIsrTopicState', (2, 32767), None, None, None),
+        ('live_leaders', '[]LeaderAndIsrLiveLeader', (0, 32767), None, None, None),
+    )
 
     def __init__(self, controller_id=0, is_k_raft_controller=False, controller_epoch=0, broker_epoch=-1, type=0, ungrouped_partition_states=_D, topic_states=_D, live_leaders=_D):
         self.controller_id = controller_id
@@ -206,6 +240,7 @@ LeaderAndIsrRequest.LeaderAndIsrLiveLeader = LeaderAndIsrRequest_LeaderAndIsrLiv
 LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__qualname__ = 'LeaderAndIsrRequest.LeaderAndIsrLiveLeader'
 LeaderAndIsrRequest.LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
 LeaderAndIsrRequest_LeaderAndIsrPartitionState.__qualname__ = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'
+LeaderAndIsrRequest_LeaderAndIsrTopicState.LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
 
 
 def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_0(o, b, out):

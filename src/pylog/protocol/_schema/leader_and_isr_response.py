@@ -44,6 +44,10 @@ class LeaderAndIsrResponse_LeaderAndIsrTopicError(Message):
     NAME = 'LeaderAndIsrResponse.LeaderAndIsrTopicError'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic_id', 'uuid', (5, 32767), None, None, None),
+        ('partition_errors', '[]LeaderAndIsrPartitionError', (5, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partition_errors=_D):
         self.topic_id = topic_id
@@ -68,6 +72,11 @@ class LeaderAndIsrResponse_LeaderAndIsrPartitionError(Message):
     NAME = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic_name', 'string', (0, 4), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0, error_code=0):
         self.topic_name = topic_name
@@ -97,6 +106,11 @@ class LeaderAndIsrResponse(Message):
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('partition_errors', '[]LeaderAndIsrPartitionError', (0, 4), None, None, None),
+        ('topics', '[]LeaderAndIsrTopicError', (5, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, partition_errors=_D, topics=_D):
         self.error_code = error_code
@@ -113,6 +127,7 @@ LeaderAndIsrResponse.LeaderAndIsrTopicError = LeaderAndIsrResponse_LeaderAndIsrT
 LeaderAndIsrResponse_LeaderAndIsrTopicError.__qualname__ = 'LeaderAndIsrResponse.LeaderAndIsrTopicError'
 LeaderAndIsrResponse.LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
 LeaderAndIsrResponse_LeaderAndIsrPartitionError.__qualname__ = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'
+LeaderAndIsrResponse_LeaderAndIsrTopicError.LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
 
 
 def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_0(o, b, out):

@@ -38,6 +38,10 @@ class LeaderChangeMessage_Voter(Message):
     NAME = 'LeaderChangeMessage.Voter'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('voter_id', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (1, 32767), None, None, None),
+    )
 
     def __init__(self, voter_id=0, voter_directory_id=ZERO_UUID):
         self.voter_id = voter_id
@@ -66,6 +70,12 @@ class LeaderChangeMessage(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('version', 'int16', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('voters', '[]Voter', (0, 32767), None, None, None),
+        ('granting_voters', '[]Voter', (0, 32767), None, None, None),
+    )
 
     def __init__(self, version=0, leader_id=0, voters=_D, granting_voters=_D):
         self.version = version

@@ -40,6 +40,11 @@ class LeaveGroupRequest_MemberIdentity(Message):
     NAME = 'LeaveGroupRequest.MemberIdentity'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('member_id', 'string', (3, 32767), None, None, None),
+        ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None),
+        ('reason', 'string', (5, 32767), (5, 32767), None, None),
+    )
 
     def __init__(self, member_id='', group_instance_id=None, reason=None):
         self.member_id = member_id
@@ -69,6 +74,11 @@ class LeaveGroupRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('member_id', 'string', (0, 2), None, None, None),
+        ('members', '[]MemberIdentity', (3, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', member_id='', members=_D):
         self.group_id = group_id

@@ -46,6 +46,11 @@ class LeaveGroupResponse_MemberResponse(Message):
     NAME = 'LeaveGroupResponse.MemberResponse'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('member_id', 'string', (3, 32767), None, None, None),
+        ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None),
+        ('error_code', 'int16', (3, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', group_instance_id='', error_code=0):
         self.member_id = member_id
@@ -75,6 +80,11 @@ class LeaveGroupResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('members', '[]MemberResponse', (3, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, members=_D):
         self.throttle_time_ms = throttle_time_ms

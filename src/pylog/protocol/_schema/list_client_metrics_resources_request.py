@@ -27,6 +27,8 @@ class ListClientMetricsResourcesRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+    )
 
     def __init__(self):
         pass

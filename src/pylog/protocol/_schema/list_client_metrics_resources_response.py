@@ -33,6 +33,9 @@ class ListClientMetricsResourcesResponse_ClientMetricsResource(Message):
     NAME = 'ListClientMetricsResourcesResponse.ClientMetricsResource'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name=''):
         self.name = name
@@ -58,6 +61,11 @@ class ListClientMetricsResourcesResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('client_metrics_resources', '[]ClientMetricsResource', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, client_metrics_resources=_D):
         self.throttle_time_ms = throttle_time_ms

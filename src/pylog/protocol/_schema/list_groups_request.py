@@ -34,6 +34,10 @@ class ListGroupsRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('states_filter', '[]string', (4, 32767), None, None, None),
+        ('types_filter', '[]string', (5, 32767), None, None, None),
+    )
 
     def __init__(self, states_filter=_D, types_filter=_D):
         self.states_filter = [] if states_filter is _D else states_filter

@@ -43,6 +43,12 @@ class ListGroupsResponse_ListedGroup(Message):
     NAME = 'ListGroupsResponse.ListedGroup'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('protocol_type', 'string', (0, 32767), None, None, None),
+        ('group_state', 'string', (4, 32767), None, None, None),
+        ('group_type', 'string', (5, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', protocol_type='', group_state='', group_type=''):
         self.group_id = group_id
@@ -74,6 +80,11 @@ class ListGroupsResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('groups', '[]ListedGroup', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, groups=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,10 @@ class ListOffsetsRequest_ListOffsetsTopic(Message):
     NAME = 'ListOffsetsRequest.ListOffsetsTopic'
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]ListOffsetsPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -75,6 +79,12 @@ class ListOffsetsRequest_ListOffsetsPartition(Message):
     NAME = 'ListOffsetsRequest.ListOffsetsPartition'
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('current_leader_epoch', 'int32', (4, 32767), None, None, None),
+        ('timestamp', 'int64', (0, 32767), None, None, None),
+        ('max_num_offsets', 'int32', (0, 0), None, None, None),
+    )
 
     def __init__(self, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1):
         self.partition_index = partition_index
@@ -107,6 +117,12 @@ class ListOffsetsRequest(Message):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('replica_id', 'int32', (0, 32767), None, None, None),
+        ('isolation_level', 'int8', (2, 32767), None, None, None),
+        ('topics', '[]ListOffsetsTopic', (0, 32767), None, None, None),
+        ('timeout_ms', 'int32', (10, 32767), None, None, None),
+    )
 
     def __init__(self, replica_id=0, isolation_level=0, topics=_D, timeout_ms=0):
         self.replica_id = replica_id
@@ -125,6 +141,7 @@ ListOffsetsRequest.ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
 ListOffsetsRequest_ListOffsetsTopic.__qualname__ = 'ListOffsetsRequest.ListOffsetsTopic'
 ListOffsetsRequest.ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
 ListOffsetsRequest_ListOffsetsPartition.__qualname__ = 'ListOffsetsRequest.ListOffsetsPartition'
+ListOffsetsRequest_ListOffsetsTopic.ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
 
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_0(o, b, out):

@@ -49,6 +49,10 @@ class ListOffsetsResponse_ListOffsetsTopicResponse(Message):
     NAME = 'ListOffsetsResponse.ListOffsetsTopicResponse'
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]ListOffsetsPartitionResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -76,6 +80,14 @@ class ListOffsetsResponse_ListOffsetsPartitionResponse(Message):
     NAME = 'ListOffsetsResponse.ListOffsetsPartitionResponse'
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('old_style_offsets', '[]int64', (0, 0), None, None, None),
+        ('timestamp', 'int64', (1, 32767), None, None, None),
+        ('offset', 'int64', (1, 32767), None, None, None),
+        ('leader_epoch', 'int32', (4, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, old_style_offsets=_D, timestamp=-1, offset=-1, leader_epoch=-1):
         self.partition_index = partition_index
@@ -110,6 +122,10 @@ class ListOffsetsResponse(Message):
     VALID_VERSIONS = (0, 10)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (2, 32767), None, None, None),
+        ('topics', '[]ListOffsetsTopicResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -124,6 +140,7 @@ ListOffsetsResponse.ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTo
 ListOffsetsResponse_ListOffsetsTopicResponse.__qualname__ = 'ListOffsetsResponse.ListOffsetsTopicResponse'
 ListOffsetsResponse.ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
 ListOffsetsResponse_ListOffsetsPartitionResponse.__qualname__ = 'ListOffsetsResponse.ListOffsetsPartitionResponse'
+ListOffsetsResponse_ListOffsetsTopicResponse.ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
 
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_0(o, b, out):

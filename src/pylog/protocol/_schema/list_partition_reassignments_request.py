@@ -37,6 +37,10 @@ class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Message
     NAME = 'ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partition_indexes', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -63,6 +67,10 @@ class ListPartitionReassignmentsRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]ListPartitionReassignmentsTopics', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, timeout_ms=60000, topics=None):
         self.timeout_ms = timeout_ms

@@ -41,6 +41,10 @@ class ListPartitionReassignmentsResponse_OngoingTopicReassignment(Message):
     NAME = 'ListPartitionReassignmentsResponse.OngoingTopicReassignment'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OngoingPartitionReassignment', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -66,6 +70,12 @@ class ListPartitionReassignmentsResponse_OngoingPartitionReassignment(Message):
     NAME = 'ListPartitionReassignmentsResponse.OngoingPartitionReassignment'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('replicas', '[]int32', (0, 32767), None, None, None),
+        ('adding_replicas', '[]int32', (0, 32767), None, None, None),
+        ('removing_replicas', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, replicas=_D, adding_replicas=_D, removing_replicas=_D):
         self.partition_index = partition_index
@@ -98,6 +108,12 @@ class ListPartitionReassignmentsResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('topics', '[]OngoingTopicReassignment', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -116,6 +132,7 @@ ListPartitionReassignmentsResponse.OngoingTopicReassignment = ListPartitionReass
 ListPartitionReassignmentsResponse_OngoingTopicReassignment.__qualname__ = 'ListPartitionReassignmentsResponse.OngoingTopicReassignment'
 ListPartitionReassignmentsResponse.OngoingPartitionReassignment = ListPartitionReassignmentsResponse_OngoingPartitionReassignment
 ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__qualname__ = 'ListPartitionReassignmentsResponse.OngoingPartitionReassignment'
+ListPartitionReassignmentsResponse_OngoingTopicReassignment.OngoingPartitionReassignment = ListPartitionReassignmentsResponse_OngoingPartitionReassignment
 
 
 def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_0(o, b, out):

@@ -40,6 +40,11 @@ class ListTransactionsRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('state_filters', '[]string', (0, 32767), None, None, None),
+        ('producer_id_filters', '[]int64', (0, 32767), None, None, None),
+        ('duration_filter', 'int64', (1, 32767), None, None, None),
+    )
 
     def __init__(self, state_filters=_D, producer_id_filters=_D, duration_filter=-1):
         self.state_filters = [] if state_filters is _D else state_filters

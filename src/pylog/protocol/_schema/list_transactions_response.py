@@ -38,6 +38,11 @@ class ListTransactionsResponse_TransactionState(Message):
     NAME = 'ListTransactionsResponse.TransactionState'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('transactional_id', 'string', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('transaction_state', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', producer_id=0, transaction_state=''):
         self.transactional_id = transactional_id
@@ -68,6 +73,12 @@ class ListTransactionsResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('unknown_state_filters', '[]string', (0, 32767), None, None, None),
+        ('transaction_states', '[]TransactionState', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, unknown_state_filters=_D, transaction_states=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,10 @@ class MetadataRequest_MetadataRequestTopic(Message):
     NAME = 'MetadataRequest.MetadataRequestTopic'
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('topic_id', 'uuid', (10, 32767), None, None, None),
+        ('name', 'string', (0, 32767), (10, 32767), None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, name=''):
         self.topic_id = topic_id
@@ -78,6 +82,12 @@ class MetadataRequest(Message):
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('topics', '[]MetadataRequestTopic', (0, 32767), (1, 32767), None, None),
+        ('allow_auto_topic_creation', 'bool', (4, 32767), None, None, None),
+        ('include_cluster_authorized_operations', 'bool', (8, 10), None, None, None),
+        ('include_topic_authorized_operations', 'bool', (8, 32767), None, None, None),
+    )
 
     def __init__(self, topics=_D, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False):
         self.topics = [] if topics is _D else topics

@@ -61,6 +61,12 @@ class MetadataResponse_MetadataResponseBroker(Message):
     NAME = 'MetadataResponse.MetadataResponseBroker'
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('node_id', 'int32', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+        ('rack', 'string', (1, 32767), (1, 32767), None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -92,6 +98,14 @@ class MetadataResponse_MetadataResponseTopic(Message):
     NAME = 'MetadataResponse.MetadataResponseTopic'
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('name', 'string', (0, 32767), (12, 32767), None, None),
+        ('topic_id', 'uuid', (10, 32767), None, None, None),
+        ('is_internal', 'bool', (1, 32767), None, None, None),
+        ('partitions', '[]MetadataResponsePartition', (0, 32767), None, None, None),
+        ('topic_authorized_operations', 'int32', (8, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, name='', topic_id=ZERO_UUID, is_internal=False, partitions=_D, topic_authorized_operations=-2147483648):
         self.error_code = error_code
@@ -128,6 +142,15 @@ class MetadataResponse_MetadataResponsePartition(Message):
     NAME = 'MetadataResponse.MetadataResponsePartition'
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (7, 32767), None, None, None),
+        ('replica_nodes', '[]int32', (0, 32767), None, None, None),
+        ('isr_nodes', '[]int32', (0, 32767), None, None, None),
+        ('offline_replicas', '[]int32', (5, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_D, isr_nodes=_D, offline_replicas=_D):
         self.error_code = error_code
@@ -168,6 +191,14 @@ class MetadataResponse(Message):
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (3, 32767), None, None, None),
+        ('brokers', '[]MetadataResponseBroker', (0, 32767), None, None, None),
+        ('cluster_id', 'string', (2, 32767), (2, 32767), None, None),
+        ('controller_id', 'int32', (1, 32767), None, None, None),
+        ('topics', '[]MetadataResponseTopic', (0, 32767), None, None, None),
+        ('cluster_authorized_operations', 'int32', (8, 10), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, brokers=_D, cluster_id=None, controller_id=-1, topics=_D, cluster_authorized_operations=-2147483648):
         self.throttle_time_ms = throttle_time_ms
@@ -192,6 +223,7 @@ MetadataResponse.MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
 MetadataResponse_MetadataResponseTopic.__qualname__ = 'MetadataResponse.MetadataResponseTopic'
 MetadataResponse.MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
 MetadataResponse_MetadataResponsePartition.__qualname__ = 'MetadataResponse.MetadataResponsePartition'
+MetadataResponse_MetadataResponseTopic.MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
 
 
 def _e_MetadataResponse_MetadataResponseBroker_0(o, b, out):

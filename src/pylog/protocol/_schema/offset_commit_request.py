@@ -54,6 +54,10 @@ class OffsetCommitRequest_OffsetCommitRequestTopic(Message):
     NAME = 'OffsetCommitRequest.OffsetCommitRequestTopic'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OffsetCommitRequestPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -80,6 +84,13 @@ class OffsetCommitRequest_OffsetCommitRequestPartition(Message):
     NAME = 'OffsetCommitRequest.OffsetCommitRequestPartition'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('committed_offset', 'int64', (0, 32767), None, None, None),
+        ('committed_leader_epoch', 'int32', (6, 32767), None, None, None),
+        ('commit_timestamp', 'int64', (1, 1), None, None, None),
+        ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=''):
         self.partition_index = partition_index
@@ -116,6 +127,14 @@ class OffsetCommitRequest(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('generation_id_or_member_epoch', 'int32', (1, 32767), None, None, None),
+        ('member_id', 'string', (1, 32767), None, None, None),
+        ('group_instance_id', 'string', (7, 32767), (7, 32767), None, None),
+        ('retention_time_ms', 'int64', (2, 4), None, None, None),
+        ('topics', '[]OffsetCommitRequestTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None, retention_time_ms=-1, topics=_D):
         self.group_id = group_id
@@ -138,6 +157,7 @@ OffsetCommitRequest.OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitR
 OffsetCommitRequest_OffsetCommitRequestTopic.__qualname__ = 'OffsetCommitRequest.OffsetCommitRequestTopic'
 OffsetCommitRequest.OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
 OffsetCommitRequest_OffsetCommitRequestPartition.__qualname__ = 'OffsetCommitRequest.OffsetCommitRequestPartition'
+OffsetCommitRequest_OffsetCommitRequestTopic.OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
 
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_0(o, b, out):

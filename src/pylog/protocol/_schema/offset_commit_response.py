@@ -41,6 +41,10 @@ class OffsetCommitResponse_OffsetCommitResponseTopic(Message):
     NAME = 'OffsetCommitResponse.OffsetCommitResponseTopic'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OffsetCommitResponsePartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -64,6 +68,10 @@ class OffsetCommitResponse_OffsetCommitResponsePartition(Message):
     NAME = 'OffsetCommitResponse.OffsetCommitResponsePartition'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -90,6 +98,10 @@ class OffsetCommitResponse(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 8
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (3, 32767), None, None, None),
+        ('topics', '[]OffsetCommitResponseTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -104,6 +116,7 @@ OffsetCommitResponse.OffsetCommitResponseTopic = OffsetCommitResponse_OffsetComm
 OffsetCommitResponse_OffsetCommitResponseTopic.__qualname__ = 'OffsetCommitResponse.OffsetCommitResponseTopic'
 OffsetCommitResponse.OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
 OffsetCommitResponse_OffsetCommitResponsePartition.__qualname__ = 'OffsetCommitResponse.OffsetCommitResponsePartition'
+OffsetCommitResponse_OffsetCommitResponseTopic.OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
 
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_0(o, b, out):

@@ -33,6 +33,10 @@ class OffsetDeleteRequest_OffsetDeleteRequestTopic(Message):
     NAME = 'OffsetDeleteRequest.OffsetDeleteRequestTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OffsetDeleteRequestPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -55,6 +59,9 @@ class OffsetDeleteRequest_OffsetDeleteRequestPartition(Message):
     NAME = 'OffsetDeleteRequest.OffsetDeleteRequestPartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0):
         self.partition_index = partition_index
@@ -79,6 +86,10 @@ class OffsetDeleteRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]OffsetDeleteRequestTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -93,6 +104,7 @@ OffsetDeleteRequest.OffsetDeleteRequestTopic = OffsetDeleteRequest_OffsetDeleteR
 OffsetDeleteRequest_OffsetDeleteRequestTopic.__qualname__ = 'OffsetDeleteRequest.OffsetDeleteRequestTopic'
 OffsetDeleteRequest.OffsetDeleteRequestPartition = OffsetDeleteRequest_OffsetDeleteRequestPartition
 OffsetDeleteRequest_OffsetDeleteRequestPartition.__qualname__ = 'OffsetDeleteRequest.OffsetDeleteRequestPartition'
+OffsetDeleteRequest_OffsetDeleteRequestTopic.OffsetDeleteRequestPartition = OffsetDeleteRequest_OffsetDeleteRequestPartition
 
 
 def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_0(o, b, out):

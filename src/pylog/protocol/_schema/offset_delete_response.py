@@ -36,6 +36,10 @@ class OffsetDeleteResponse_OffsetDeleteResponseTopic(Message):
     NAME = 'OffsetDeleteResponse.OffsetDeleteResponseTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OffsetDeleteResponsePartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -59,6 +63,10 @@ class OffsetDeleteResponse_OffsetDeleteResponsePartition(Message):
     NAME = 'OffsetDeleteResponse.OffsetDeleteResponsePartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -86,6 +94,11 @@ class OffsetDeleteResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]OffsetDeleteResponseTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, throttle_time_ms=0, topics=_D):
         self.error_code = error_code
@@ -102,6 +115,7 @@ OffsetDeleteResponse.OffsetDeleteResponseTopic = OffsetDeleteResponse_OffsetDele
 OffsetDeleteResponse_OffsetDeleteResponseTopic.__qualname__ = 'OffsetDeleteResponse.OffsetDeleteResponseTopic'
 OffsetDeleteResponse.OffsetDeleteResponsePartition = OffsetDeleteResponse_OffsetDeleteResponsePartition
 OffsetDeleteResponse_OffsetDeleteResponsePartition.__qualname__ = 'OffsetDeleteResponse.OffsetDeleteResponsePartition'
+OffsetDeleteResponse_OffsetDeleteResponseTopic.OffsetDeleteResponsePartition = OffsetDeleteResponse_OffsetDeleteResponsePartition
 
 
 def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_0(o, b, out):

@@ -47,6 +47,10 @@ class OffsetFetchRequest_OffsetFetchRequestTopic(Message):
     NAME = 'OffsetFetchRequest.OffsetFetchRequestTopic'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (0, 7), None, None, None),
+        ('partition_indexes', '[]int32', (0, 7), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -72,6 +76,12 @@ class OffsetFetchRequest_OffsetFetchRequestGroup(Message):
     NAME = 'OffsetFetchRequest.OffsetFetchRequestGroup'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('group_id', 'string', (8, 32767), None, None, None),
+        ('member_id', 'string', (9, 32767), (9, 32767), None, None),
+        ('member_epoch', 'int32', (9, 32767), None, None, None),
+        ('topics', '[]OffsetFetchRequestTopics', (8, 32767), (8, 32767), None, None),
+    )
 
     def __init__(self, group_id='', member_id=None, member_epoch=-1, topics=_D):
         self.group_id = group_id
@@ -99,6 +109,10 @@ class OffsetFetchRequest_OffsetFetchRequestTopics(Message):
     NAME = 'OffsetFetchRequest.OffsetFetchRequestTopics'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (8, 32767), None, None, None),
+        ('partition_indexes', '[]int32', (8, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -127,6 +141,12 @@ class OffsetFetchRequest(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 7), None, None, None),
+        ('topics', '[]OffsetFetchRequestTopic', (0, 7), (2, 7), None, None),
+        ('groups', '[]OffsetFetchRequestGroup', (8, 32767), None, None, None),
+        ('require_stable', 'bool', (7, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D, groups=_D, require_stable=False):
         self.group_id = group_id
@@ -147,6 +167,7 @@ OffsetFetchRequest.OffsetFetchRequestGroup = OffsetFetchRequest_OffsetFetchReque
 OffsetFetchRequest_OffsetFetchRequestGroup.__qualname__ = 'OffsetFetchRequest.OffsetFetchRequestGroup'
 OffsetFetchRequest.OffsetFetchRequestTopics = OffsetFetchRequest_OffsetFetchRequestTopics
 OffsetFetchRequest_OffsetFetchRequestTopics.__qualname__ = 'OffsetFetchRequest.OffsetFetchRequestTopics'
+OffsetFetchRequest_OffsetFetchRequestGroup.OffsetFetchRequestTopics = OffsetFetchRequest_OffsetFetchRequestTopics
 
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_0(o, b, out):

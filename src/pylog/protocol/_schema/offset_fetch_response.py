@@ -51,6 +51,10 @@ class OffsetFetchResponse_OffsetFetchResponseTopic(Message):
     NAME = 'OffsetFetchResponse.OffsetFetchResponseTopic'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (0, 7), None, None, None),
+        ('partitions', '[]OffsetFetchResponsePartition', (0, 7), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -77,6 +81,13 @@ class OffsetFetchResponse_OffsetFetchResponsePartition(Message):
     NAME = 'OffsetFetchResponse.OffsetFetchResponsePartition'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('partition_index', 'int32', (0, 7), None, None, None),
+        ('committed_offset', 'int64', (0, 7), None, None, None),
+        ('committed_leader_epoch', 'int32', (5, 7), None, None, None),
+        ('metadata', 'string', (0, 7), (0, 7), None, None),
+        ('error_code', 'int16', (0, 7), None, None, None),
+    )
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0):
         self.partition_index = partition_index
@@ -107,6 +118,11 @@ class OffsetFetchResponse_OffsetFetchResponseGroup(Message):
     NAME = 'OffsetFetchResponse.OffsetFetchResponseGroup'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('group_id', 'string', (8, 32767), None, None, None),
+        ('topics', '[]OffsetFetchResponseTopics', (8, 32767), None, None, None),
+        ('error_code', 'int16', (8, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D, error_code=0):
         self.group_id = group_id
@@ -132,6 +148,10 @@ class OffsetFetchResponse_OffsetFetchResponseTopics(Message):
     NAME = 'OffsetFetchResponse.OffsetFetchResponseTopics'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('name', 'string', (8, 32767), None, None, None),
+        ('partitions', '[]OffsetFetchResponsePartitions', (8, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -158,6 +178,13 @@ class OffsetFetchResponse_OffsetFetchResponsePartitions(Message):
     NAME = 'OffsetFetchResponse.OffsetFetchResponsePartitions'
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('partition_index', 'int32', (8, 32767), None, None, None),
+        ('committed_offset', 'int64', (8, 32767), None, None, None),
+        ('committed_leader_epoch', 'int32', (8, 32767), None, None, None),
+        ('metadata', 'string', (8, 32767), (8, 32767), None, None),
+        ('error_code', 'int16', (8, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0):
         self.partition_index = partition_index
@@ -192,6 +219,12 @@ class OffsetFetchResponse(Message):
     VALID_VERSIONS = (0, 9)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (3, 32767), None, None, None),
+        ('topics', '[]OffsetFetchResponseTopic', (0, 7), None, None, None),
+        ('error_code', 'int16', (2, 7), None, None, None),
+        ('groups', '[]OffsetFetchResponseGroup', (8, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D, error_code=0, groups=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -216,6 +249,9 @@ OffsetFetchResponse.OffsetFetchResponseTopics = OffsetFetchResponse_OffsetFetchR
 OffsetFetchResponse_OffsetFetchResponseTopics.__qualname__ = 'OffsetFetchResponse.OffsetFetchResponseTopics'
 OffsetFetchResponse.OffsetFetchResponsePartitions = OffsetFetchResponse_OffsetFetchResponsePartitions
 OffsetFetchResponse_OffsetFetchResponsePartitions.__qualname__ = 'OffsetFetchResponse.OffsetFetchResponsePartitions'
+OffsetFetchResponse_OffsetFetchResponseTopic.OffsetFetchResponsePartition = OffsetFetchResponse_OffsetFetchResponsePartition
+OffsetFetchResponse_OffsetFetchResponseGroup.OffsetFetchResponseTopics = OffsetFetchResponse_OffsetFetchResponseTopics
+OffsetFetchResponse_OffsetFetchResponseTopics.OffsetFetchResponsePartitions = OffsetFetchResponse_OffsetFetchResponsePartitions
 
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_0(o, b, out):

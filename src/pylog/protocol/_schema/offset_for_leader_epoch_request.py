@@ -44,6 +44,10 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderTopic(Message):
     NAME = 'OffsetForLeaderEpochRequest.OffsetForLeaderTopic'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]OffsetForLeaderPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -68,6 +72,11 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Message):
     NAME = 'OffsetForLeaderEpochRequest.OffsetForLeaderPartition'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('current_leader_epoch', 'int32', (2, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, current_leader_epoch=-1, leader_epoch=0):
         self.partition = partition
@@ -96,6 +105,10 @@ class OffsetForLeaderEpochRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('replica_id', 'int32', (3, 32767), None, None, None),
+        ('topics', '[]OffsetForLeaderTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, replica_id=-2, topics=_D):
         self.replica_id = replica_id
@@ -110,6 +123,7 @@ OffsetForLeaderEpochRequest.OffsetForLeaderTopic = OffsetForLeaderEpochRequest_O
 OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__qualname__ = 'OffsetForLeaderEpochRequest.OffsetForLeaderTopic'
 OffsetForLeaderEpochRequest.OffsetForLeaderPartition = OffsetForLeaderEpochRequest_OffsetForLeaderPartition
 OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__qualname__ = 'OffsetForLeaderEpochRequest.OffsetForLeaderPartition'
+OffsetForLeaderEpochRequest_OffsetForLeaderTopic.OffsetForLeaderPartition = OffsetForLeaderEpochRequest_OffsetForLeaderPartition
 
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_0(o, b, out):

@@ -44,6 +44,10 @@ class OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(Message):
     NAME = 'OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('topic', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]EpochEndOffset', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic='', partitions=_D):
         self.topic = topic
@@ -69,6 +73,12 @@ class OffsetForLeaderEpochResponse_EpochEndOffset(Message):
     NAME = 'OffsetForLeaderEpochResponse.EpochEndOffset'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (1, 32767), None, None, None),
+        ('end_offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, partition=0, leader_epoch=-1, end_offset=-1):
         self.error_code = error_code
@@ -99,6 +109,10 @@ class OffsetForLeaderEpochResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (2, 32767), None, None, None),
+        ('topics', '[]OffsetForLeaderTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -113,6 +127,7 @@ OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult = OffsetForLeaderEpochRe
 OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__qualname__ = 'OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult'
 OffsetForLeaderEpochResponse.EpochEndOffset = OffsetForLeaderEpochResponse_EpochEndOffset
 OffsetForLeaderEpochResponse_EpochEndOffset.__qualname__ = 'OffsetForLeaderEpochResponse.EpochEndOffset'
+OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.EpochEndOffset = OffsetForLeaderEpochResponse_EpochEndOffset
 
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_0(o, b, out):

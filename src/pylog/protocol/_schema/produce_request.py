@@ -49,6 +49,10 @@ class ProduceRequest_TopicProduceData(Message):
     NAME = 'ProduceRequest.TopicProduceData'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partition_data', '[]PartitionProduceData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_data=_D):
         self.name = name
@@ -72,6 +76,10 @@ class ProduceRequest_PartitionProduceData(Message):
     NAME = 'ProduceRequest.PartitionProduceData'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('index', 'int32', (0, 32767), None, None, None),
+        ('records', 'records', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, index=0, records=None):
         self.index = index
@@ -100,6 +108,12 @@ class ProduceRequest(Message):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('transactional_id', 'string', (3, 32767), (3, 32767), None, None),
+        ('acks', 'int16', (0, 32767), None, None, None),
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('topic_data', '[]TopicProduceData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id=None, acks=0, timeout_ms=0, topic_data=_D):
         self.transactional_id = transactional_id
@@ -118,6 +132,7 @@ ProduceRequest.TopicProduceData = ProduceRequest_TopicProduceData
 ProduceRequest_TopicProduceData.__qualname__ = 'ProduceRequest.TopicProduceData'
 ProduceRequest.PartitionProduceData = ProduceRequest_PartitionProduceData
 ProduceRequest_PartitionProduceData.__qualname__ = 'ProduceRequest.PartitionProduceData'
+ProduceRequest_TopicProduceData.PartitionProduceData = ProduceRequest_PartitionProduceData
 
 
 def _e_ProduceRequest_PartitionProduceData_0(o, b, out):

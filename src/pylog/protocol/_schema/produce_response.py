@@ -58,6 +58,10 @@ class ProduceResponse_TopicProduceResponse(Message):
     NAME = 'ProduceResponse.TopicProduceResponse'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partition_responses', '[]PartitionProduceResponse', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_responses=_D):
         self.name = name
@@ -87,6 +91,16 @@ class ProduceResponse_PartitionProduceResponse(Message):
     NAME = 'ProduceResponse.PartitionProduceResponse'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('base_offset', 'int64', (0, 32767), None, None, None),
+        ('log_append_time_ms', 'int64', (2, 32767), None, None, None),
+        ('log_start_offset', 'int64', (5, 32767), None, None, None),
+        ('record_errors', '[]BatchIndexAndErrorMessage', (8, 32767), None, None, None),
+        ('error_message', 'string', (8, 32767), (8, 32767), None, None),
+        ('current_leader', 'LeaderIdAndEpoch', (10, 32767), None, (10, 32767), 0),
+    )
 
     def __init__(self, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=_D, error_message=None, current_leader=_D):
         self.index = index
@@ -122,6 +136,10 @@ class ProduceResponse_BatchIndexAndErrorMessage(Message):
     NAME = 'ProduceResponse.BatchIndexAndErrorMessage'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('batch_index', 'int32', (8, 32767), None, None, None),
+        ('batch_index_error_message', 'string', (8, 32767), (8, 32767), None, None),
+    )
 
     def __init__(self, batch_index=0, batch_index_error_message=None):
         self.batch_index = batch_index
@@ -145,6 +163,10 @@ class ProduceResponse_LeaderIdAndEpoch(Message):
     NAME = 'ProduceResponse.LeaderIdAndEpoch'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('leader_id', 'int32', (10, 32767), None, None, None),
+        ('leader_epoch', 'int32', (10, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=-1, leader_epoch=-1):
         self.leader_id = leader_id
@@ -170,6 +192,12 @@ class ProduceResponse_NodeEndpoint(Message):
     NAME = 'ProduceResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
+    FIELDS = (
+        ('node_id', 'int32', (10, 32767), None, None, None),
+        ('host', 'string', (10, 32767), None, None, None),
+        ('port', 'int32', (10, 32767), None, None, None),
+        ('rack', 'string', (10, 32767), (10, 32767), None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -201,6 +229,11 @@ class ProduceResponse(Message):
     VALID_VERSIONS = (0, 11)
     FLEXIBLE_MIN = 9
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('responses', '[]TopicProduceResponse', (0, 32767), None, None, None),
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (10, 32767), None, (10, 32767), 0),
+    )
 
     def __init__(self, responses=_D, throttle_time_ms=0, node_endpoints=_D):
         self.responses = [] if responses is _D else responses
@@ -223,6 +256,9 @@ ProduceResponse.LeaderIdAndEpoch = ProduceResponse_LeaderIdAndEpoch
 ProduceResponse_LeaderIdAndEpoch.__qualname__ = 'ProduceResponse.LeaderIdAndEpoch'
 ProduceResponse.NodeEndpoint = ProduceResponse_NodeEndpoint
 ProduceResponse_NodeEndpoint.__qualname__ = 'ProduceResponse.NodeEndpoint'
+ProduceResponse_TopicProduceResponse.PartitionProduceResponse = ProduceResponse_PartitionProduceResponse
+ProduceResponse_PartitionProduceResponse.BatchIndexAndErrorMessage = ProduceResponse_BatchIndexAndErrorMessage
+ProduceResponse_PartitionProduceResponse.LeaderIdAndEpoch = ProduceResponse_LeaderIdAndEpoch
 
 
 def _e_ProduceResponse_PartitionProduceResponse_0(o, b, out):

@@ -40,6 +40,13 @@ class PushTelemetryRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('client_instance_id', 'uuid', (0, 32767), None, None, None),
+        ('subscription_id', 'int32', (0, 32767), None, None, None),
+        ('terminating', 'bool', (0, 32767), None, None, None),
+        ('compression_type', 'int8', (0, 32767), None, None, None),
+        ('metrics', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, client_instance_id=ZERO_UUID, subscription_id=0, terminating=False, compression_type=0, metrics=b''):
         self.client_instance_id = client_instance_id

@@ -37,6 +37,10 @@ class ReadShareGroupStateRequest_ReadStateData(Message):
     NAME = 'ReadShareGroupStateRequest.ReadStateData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -60,6 +64,10 @@ class ReadShareGroupStateRequest_PartitionData(Message):
     NAME = 'ReadShareGroupStateRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, leader_epoch=0):
         self.partition = partition
@@ -86,6 +94,10 @@ class ReadShareGroupStateRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]ReadStateData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -100,6 +112,7 @@ ReadShareGroupStateRequest.ReadStateData = ReadShareGroupStateRequest_ReadStateD
 ReadShareGroupStateRequest_ReadStateData.__qualname__ = 'ReadShareGroupStateRequest.ReadStateData'
 ReadShareGroupStateRequest.PartitionData = ReadShareGroupStateRequest_PartitionData
 ReadShareGroupStateRequest_PartitionData.__qualname__ = 'ReadShareGroupStateRequest.PartitionData'
+ReadShareGroupStateRequest_ReadStateData.PartitionData = ReadShareGroupStateRequest_PartitionData
 
 
 def _e_ReadShareGroupStateRequest_PartitionData_0(o, b, out):

@@ -43,6 +43,10 @@ class ReadShareGroupStateResponse_ReadStateResult(Message):
     NAME = 'ReadShareGroupStateResponse.ReadStateResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -70,6 +74,14 @@ class ReadShareGroupStateResponse_PartitionResult(Message):
     NAME = 'ReadShareGroupStateResponse.PartitionResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('state_epoch', 'int32', (0, 32767), None, None, None),
+        ('start_offset', 'int64', (0, 32767), None, None, None),
+        ('state_batches', '[]StateBatch', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, start_offset=0, state_batches=_D):
         self.partition = partition
@@ -103,6 +115,12 @@ class ReadShareGroupStateResponse_StateBatch(Message):
     NAME = 'ReadShareGroupStateResponse.StateBatch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('first_offset', 'int64', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+        ('delivery_state', 'int8', (0, 32767), None, None, None),
+        ('delivery_count', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, first_offset=0, last_offset=0, delivery_state=0, delivery_count=0):
         self.first_offset = first_offset
@@ -132,6 +150,9 @@ class ReadShareGroupStateResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('results', '[]ReadStateResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, results=_D):
         self.results = [] if results is _D else results
@@ -146,6 +167,8 @@ ReadShareGroupStateResponse.PartitionResult = ReadShareGroupStateResponse_Partit
 ReadShareGroupStateResponse_PartitionResult.__qualname__ = 'ReadShareGroupStateResponse.PartitionResult'
 ReadShareGroupStateResponse.StateBatch = ReadShareGroupStateResponse_StateBatch
 ReadShareGroupStateResponse_StateBatch.__qualname__ = 'ReadShareGroupStateResponse.StateBatch'
+ReadShareGroupStateResponse_ReadStateResult.PartitionResult = ReadShareGroupStateResponse_PartitionResult
+ReadShareGroupStateResponse_PartitionResult.StateBatch = ReadShareGroupStateResponse_StateBatch
 
 
 def _e_ReadShareGroupStateResponse_StateBatch_0(o, b, out):

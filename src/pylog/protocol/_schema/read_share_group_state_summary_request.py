@@ -37,6 +37,10 @@ class ReadShareGroupStateSummaryRequest_ReadStateSummaryData(Message):
     NAME = 'ReadShareGroupStateSummaryRequest.ReadStateSummaryData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -60,6 +64,10 @@ class ReadShareGroupStateSummaryRequest_PartitionData(Message):
     NAME = 'ReadShareGroupStateSummaryRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, leader_epoch=0):
         self.partition = partition
@@ -86,6 +94,10 @@ class ReadShareGroupStateSummaryRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]ReadStateSummaryData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -100,6 +112,7 @@ ReadShareGroupStateSummaryRequest.ReadStateSummaryData = ReadShareGroupStateSumm
 ReadShareGroupStateSummaryRequest_ReadStateSummaryData.__qualname__ = 'ReadShareGroupStateSummaryRequest.ReadStateSummaryData'
 ReadShareGroupStateSummaryRequest.PartitionData = ReadShareGroupStateSummaryRequest_PartitionData
 ReadShareGroupStateSummaryRequest_PartitionData.__qualname__ = 'ReadShareGroupStateSummaryRequest.PartitionData'
+ReadShareGroupStateSummaryRequest_ReadStateSummaryData.PartitionData = ReadShareGroupStateSummaryRequest_PartitionData
 
 
 def _e_ReadShareGroupStateSummaryRequest_PartitionData_0(o, b, out):

@@ -40,6 +40,10 @@ class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(Message):
     NAME = 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -66,6 +70,13 @@ class ReadShareGroupStateSummaryResponse_PartitionResult(Message):
     NAME = 'ReadShareGroupStateSummaryResponse.PartitionResult'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('state_epoch', 'int32', (0, 32767), None, None, None),
+        ('start_offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, error_code=0, error_message=None, state_epoch=0, start_offset=0):
         self.partition = partition
@@ -97,6 +108,9 @@ class ReadShareGroupStateSummaryResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('results', '[]ReadStateSummaryResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, results=_D):
         self.results = [] if results is _D else results
@@ -109,6 +123,7 @@ ReadShareGroupStateSummaryResponse.ReadStateSummaryResult = ReadShareGroupStateS
 ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.__qualname__ = 'ReadShareGroupStateSummaryResponse.ReadStateSummaryResult'
 ReadShareGroupStateSummaryResponse.PartitionResult = ReadShareGroupStateSummaryResponse_PartitionResult
 ReadShareGroupStateSummaryResponse_PartitionResult.__qualname__ = 'ReadShareGroupStateSummaryResponse.PartitionResult'
+ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.PartitionResult = ReadShareGroupStateSummaryResponse_PartitionResult
 
 
 def _e_ReadShareGroupStateSummaryResponse_PartitionResult_0(o, b, out):

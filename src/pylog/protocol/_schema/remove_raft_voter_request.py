@@ -38,6 +38,11 @@ class RemoveRaftVoterRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('voter_id', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (0, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id='', voter_id=0, voter_directory_id=ZERO_UUID):
         self.cluster_id = cluster_id

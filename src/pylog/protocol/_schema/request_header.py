@@ -36,6 +36,12 @@ class RequestHeader(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('request_api_key', 'int16', (0, 32767), None, None, None),
+        ('request_api_version', 'int16', (0, 32767), None, None, None),
+        ('correlation_id', 'int32', (0, 32767), None, None, None),
+        ('client_id', 'string', (1, 32767), (1, 32767), None, None),
+    )
 
     def __init__(self, request_api_key=0, request_api_version=0, correlation_id=0, client_id=''):
         self.request_api_key = request_api_key

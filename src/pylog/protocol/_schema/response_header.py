@@ -31,6 +31,9 @@ class ResponseHeader(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('correlation_id', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, correlation_id=0):
         self.correlation_id = correlation_id

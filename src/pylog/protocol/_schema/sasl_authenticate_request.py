@@ -32,6 +32,9 @@ class SaslAuthenticateRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('auth_bytes', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, auth_bytes=b''):
         self.auth_bytes = auth_bytes

@@ -45,6 +45,12 @@ class SaslAuthenticateResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('auth_bytes', 'bytes', (0, 32767), None, None, None),
+        ('session_lifetime_ms', 'int64', (1, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message='', auth_bytes=b'', session_lifetime_ms=0):
         self.error_code = error_code

@@ -29,6 +29,9 @@ class SaslHandshakeRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('mechanism', 'string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, mechanism=''):
         self.mechanism = mechanism

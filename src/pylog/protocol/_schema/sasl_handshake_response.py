@@ -36,6 +36,10 @@ class SaslHandshakeResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('mechanisms', '[]string', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, mechanisms=_D):
         self.error_code = error_code

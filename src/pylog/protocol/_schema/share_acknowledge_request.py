@@ -42,6 +42,10 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(Message):
     NAME = 'ShareAcknowledgeRequest.AcknowledgeTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]AcknowledgePartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -65,6 +69,10 @@ class ShareAcknowledgeRequest_AcknowledgePartition(Message):
     NAME = 'ShareAcknowledgeRequest.AcknowledgePartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('acknowledgement_batches', '[]AcknowledgementBatch', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, acknowledgement_batches=_D):
         self.partition_index = partition_index
@@ -89,6 +97,11 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(Message):
     NAME = 'ShareAcknowledgeRequest.AcknowledgementBatch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('first_offset', 'int64', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+        ('acknowledge_types', '[]int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, first_offset=0, last_offset=0, acknowledge_types=_D):
         self.first_offset = first_offset
@@ -119,6 +132,12 @@ class ShareAcknowledgeRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('share_session_epoch', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]AcknowledgeTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id=None, member_id='', share_session_epoch=0, topics=_D):
         self.group_id = group_id
@@ -139,6 +158,8 @@ ShareAcknowledgeRequest.AcknowledgePartition = ShareAcknowledgeRequest_Acknowled
 ShareAcknowledgeRequest_AcknowledgePartition.__qualname__ = 'ShareAcknowledgeRequest.AcknowledgePartition'
 ShareAcknowledgeRequest.AcknowledgementBatch = ShareAcknowledgeRequest_AcknowledgementBatch
 ShareAcknowledgeRequest_AcknowledgementBatch.__qualname__ = 'ShareAcknowledgeRequest.AcknowledgementBatch'
+ShareAcknowledgeRequest_AcknowledgeTopic.AcknowledgePartition = ShareAcknowledgeRequest_AcknowledgePartition
+ShareAcknowledgeRequest_AcknowledgePartition.AcknowledgementBatch = ShareAcknowledgeRequest_AcknowledgementBatch
 
 
 def _e_ShareAcknowledgeRequest_AcknowledgementBatch_0(o, b, out):

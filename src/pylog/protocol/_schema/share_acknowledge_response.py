@@ -45,6 +45,10 @@ class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(Message):
     NAME = 'ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -70,6 +74,12 @@ class ShareAcknowledgeResponse_PartitionData(Message):
     NAME = 'ShareAcknowledgeResponse.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('current_leader', 'LeaderIdAndEpoch', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, current_leader=_D):
         self.partition_index = partition_index
@@ -97,6 +107,10 @@ class ShareAcknowledgeResponse_LeaderIdAndEpoch(Message):
     NAME = 'ShareAcknowledgeResponse.LeaderIdAndEpoch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=0, leader_epoch=0):
         self.leader_id = leader_id
@@ -122,6 +136,12 @@ class ShareAcknowledgeResponse_NodeEndpoint(Message):
     NAME = 'ShareAcknowledgeResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('node_id', 'int32', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+        ('rack', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -155,6 +175,13 @@ class ShareAcknowledgeResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('responses', '[]ShareAcknowledgeTopicResponse', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -179,6 +206,8 @@ ShareAcknowledgeResponse.LeaderIdAndEpoch = ShareAcknowledgeResponse_LeaderIdAnd
 ShareAcknowledgeResponse_LeaderIdAndEpoch.__qualname__ = 'ShareAcknowledgeResponse.LeaderIdAndEpoch'
 ShareAcknowledgeResponse.NodeEndpoint = ShareAcknowledgeResponse_NodeEndpoint
 ShareAcknowledgeResponse_NodeEndpoint.__qualname__ = 'ShareAcknowledgeResponse.NodeEndpoint'
+ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.PartitionData = ShareAcknowledgeResponse_PartitionData
+ShareAcknowledgeResponse_PartitionData.LeaderIdAndEpoch = ShareAcknowledgeResponse_LeaderIdAndEpoch
 
 
 def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(o, b, out):

@@ -45,6 +45,10 @@ class ShareFetchRequest_FetchTopic(Message):
     NAME = 'ShareFetchRequest.FetchTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]FetchPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -69,6 +73,11 @@ class ShareFetchRequest_FetchPartition(Message):
     NAME = 'ShareFetchRequest.FetchPartition'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('partition_max_bytes', 'int32', (0, 32767), None, None, None),
+        ('acknowledgement_batches', '[]AcknowledgementBatch', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, partition_max_bytes=0, acknowledgement_batches=_D):
         self.partition_index = partition_index
@@ -95,6 +104,11 @@ class ShareFetchRequest_AcknowledgementBatch(Message):
     NAME = 'ShareFetchRequest.AcknowledgementBatch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('first_offset', 'int64', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+        ('acknowledge_types', '[]int8', (0, 32767), None, None, None),
+    )
 
     def __init__(self, first_offset=0, last_offset=0, acknowledge_types=_D):
         self.first_offset = first_offset
@@ -120,6 +134,10 @@ class ShareFetchRequest_ForgottenTopic(Message):
     NAME = 'ShareFetchRequest.ForgottenTopic'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -152,6 +170,16 @@ class ShareFetchRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('share_session_epoch', 'int32', (0, 32767), None, None, None),
+        ('max_wait_ms', 'int32', (0, 32767), None, None, None),
+        ('min_bytes', 'int32', (0, 32767), None, None, None),
+        ('max_bytes', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]FetchTopic', (0, 32767), None, None, None),
+        ('forgotten_topics_data', '[]ForgottenTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, topics=_D, forgotten_topics_data=_D):
         self.group_id = group_id
@@ -182,6 +210,8 @@ ShareFetchRequest.AcknowledgementBatch = ShareFetchRequest_AcknowledgementBatch
 ShareFetchRequest_AcknowledgementBatch.__qualname__ = 'ShareFetchRequest.AcknowledgementBatch'
 ShareFetchRequest.ForgottenTopic = ShareFetchRequest_ForgottenTopic
 ShareFetchRequest_ForgottenTopic.__qualname__ = 'ShareFetchRequest.ForgottenTopic'
+ShareFetchRequest_FetchTopic.FetchPartition = ShareFetchRequest_FetchPartition
+ShareFetchRequest_FetchPartition.AcknowledgementBatch = ShareFetchRequest_AcknowledgementBatch
 
 
 def _e_ShareFetchRequest_AcknowledgementBatch_0(o, b, out):

@@ -53,6 +53,10 @@ class ShareFetchResponse_ShareFetchableTopicResponse(Message):
     NAME = 'ShareFetchResponse.ShareFetchableTopicResponse'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -82,6 +86,16 @@ class ShareFetchResponse_PartitionData(Message):
     NAME = 'ShareFetchResponse.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('acknowledge_error_code', 'int16', (0, 32767), None, None, None),
+        ('acknowledge_error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('current_leader', 'LeaderIdAndEpoch', (0, 32767), None, None, None),
+        ('records', 'records', (0, 32767), (0, 32767), None, None),
+        ('acquired_records', '[]AcquiredRecords', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, error_message=None, acknowledge_error_code=0, acknowledge_error_message=None, current_leader=_D, records=None, acquired_records=_D):
         self.partition_index = partition_index
@@ -117,6 +131,10 @@ class ShareFetchResponse_LeaderIdAndEpoch(Message):
     NAME = 'ShareFetchResponse.LeaderIdAndEpoch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=0, leader_epoch=0):
         self.leader_id = leader_id
@@ -141,6 +159,11 @@ class ShareFetchResponse_AcquiredRecords(Message):
     NAME = 'ShareFetchResponse.AcquiredRecords'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('first_offset', 'int64', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+        ('delivery_count', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, first_offset=0, last_offset=0, delivery_count=0):
         self.first_offset = first_offset
@@ -168,6 +191,12 @@ class ShareFetchResponse_NodeEndpoint(Message):
     NAME = 'ShareFetchResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('node_id', 'int32', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+        ('rack', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0, rack=None):
         self.node_id = node_id
@@ -201,6 +230,13 @@ class ShareFetchResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('responses', '[]ShareFetchableTopicResponse', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -227,6 +263,9 @@ ShareFetchResponse.AcquiredRecords = ShareFetchResponse_AcquiredRecords
 ShareFetchResponse_AcquiredRecords.__qualname__ = 'ShareFetchResponse.AcquiredRecords'
 ShareFetchResponse.NodeEndpoint = ShareFetchResponse_NodeEndpoint
 ShareFetchResponse_NodeEndpoint.__qualname__ = 'ShareFetchResponse.NodeEndpoint'
+ShareFetchResponse_ShareFetchableTopicResponse.PartitionData = ShareFetchResponse_PartitionData
+ShareFetchResponse_PartitionData.LeaderIdAndEpoch = ShareFetchResponse_LeaderIdAndEpoch
+ShareFetchResponse_PartitionData.AcquiredRecords = ShareFetchResponse_AcquiredRecords
 
 
 def _e_ShareFetchResponse_LeaderIdAndEpoch_0(o, b, out):

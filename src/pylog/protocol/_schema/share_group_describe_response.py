@@ -54,6 +54,17 @@ class ShareGroupDescribeResponse_DescribedGroup(Message):
     NAME = 'ShareGroupDescribeResponse.DescribedGroup'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('group_state', 'string', (0, 32767), None, None, None),
+        ('group_epoch', 'int32', (0, 32767), None, None, None),
+        ('assignment_epoch', 'int32', (0, 32767), None, None, None),
+        ('assignor_name', 'string', (0, 32767), None, None, None),
+        ('members', '[]Member', (0, 32767), None, None, None),
+        ('authorized_operations', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=_D, authorized_operations=-2147483648):
         self.error_code = error_code
@@ -96,6 +107,15 @@ class ShareGroupDescribeResponse_Member(Message):
     NAME = 'ShareGroupDescribeResponse.Member'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('rack_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('member_epoch', 'int32', (0, 32767), None, None, None),
+        ('client_id', 'string', (0, 32767), None, None, None),
+        ('client_host', 'string', (0, 32767), None, None, None),
+        ('subscribed_topic_names', '[]string', (0, 32767), None, None, None),
+        ('assignment', 'Assignment', (0, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_D, assignment=_D):
         self.member_id = member_id
@@ -128,6 +148,9 @@ class ShareGroupDescribeResponse_Assignment(Message):
     NAME = 'ShareGroupDescribeResponse.Assignment'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_partitions=_D):
         self.topic_partitions = [] if topic_partitions is _D else topic_partitions
@@ -150,6 +173,11 @@ class ShareGroupDescribeResponse_TopicPartitions(Message):
     NAME = 'ShareGroupDescribeResponse.TopicPartitions'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=_D):
         self.topic_id = topic_id
@@ -178,6 +206,10 @@ class ShareGroupDescribeResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('groups', '[]DescribedGroup', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, groups=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -196,6 +228,9 @@ ShareGroupDescribeResponse.Assignment = ShareGroupDescribeResponse_Assignment
 ShareGroupDescribeResponse_Assignment.__qualname__ = 'ShareGroupDescribeResponse.Assignment'
 ShareGroupDescribeResponse.TopicPartitions = ShareGroupDescribeResponse_TopicPartitions
 ShareGroupDescribeResponse_TopicPartitions.__qualname__ = 'ShareGroupDescribeResponse.TopicPartitions'
+ShareGroupDescribeResponse_DescribedGroup.Member = ShareGroupDescribeResponse_Member
+ShareGroupDescribeResponse_Member.Assignment = ShareGroupDescribeResponse_Assignment
+ShareGroupDescribeResponse_Assignment.TopicPartitions = ShareGroupDescribeResponse_TopicPartitions
 
 
 def _e_ShareGroupDescribeResponse_TopicPartitions_0(o, b, out):

@@ -41,6 +41,13 @@ class ShareGroupHeartbeatRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('member_epoch', 'int32', (0, 32767), None, None, None),
+        ('rack_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('subscribed_topic_names', '[]string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=None):
         self.group_id = group_id

@@ -31,6 +31,9 @@ class SnapshotFooterRecord(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, version=0):
         self.version = version

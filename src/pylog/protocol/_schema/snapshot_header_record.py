@@ -32,6 +32,10 @@ class SnapshotHeaderRecord(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('version', 'int16', (0, 32767), None, None, None),
+        ('last_contained_log_timestamp', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, version=0, last_contained_log_timestamp=0):
         self.version = version

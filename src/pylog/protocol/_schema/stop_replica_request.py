@@ -52,6 +52,10 @@ class StopReplicaRequest_StopReplicaPartitionV0(Message):
     NAME = 'StopReplicaRequest.StopReplicaPartitionV0'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic_name', 'string', (0, 0), None, None, None),
+        ('partition_index', 'int32', (0, 0), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0):
         self.topic_name = topic_name
@@ -75,6 +79,10 @@ class StopReplicaRequest_StopReplicaTopicV1(Message):
     NAME = 'StopReplicaRequest.StopReplicaTopicV1'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('name', 'string', (1, 2), None, None, None),
+        ('partition_indexes', '[]int32', (1, 2), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -98,6 +106,10 @@ class StopReplicaRequest_StopReplicaTopicState(Message):
     NAME = 'StopReplicaRequest.StopReplicaTopicState'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic_name', 'string', (3, 32767), None, None, None),
+        ('partition_states', '[]StopReplicaPartitionState', (3, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_states=_D):
         self.topic_name = topic_name
@@ -122,6 +134,11 @@ class StopReplicaRequest_StopReplicaPartitionState(Message):
     NAME = 'StopReplicaRequest.StopReplicaPartitionState'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('partition_index', 'int32', (3, 32767), None, None, None),
+        ('leader_epoch', 'int32', (3, 32767), None, None, None),
+        ('delete_partition', 'bool', (3, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, leader_epoch=-1, delete_partition=False):
         self.partition_index = partition_index
@@ -156,6 +173,16 @@ class StopReplicaRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('controller_id', 'int32', (0, 32767), None, None, None),
+        ('is_k_raft_controller', 'bool', (4, 32767), None, None, None),
+        ('controller_epoch', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (1, 32767), None, None, None),
+        ('delete_partitions', 'bool', (0, 2), None, None, None),
+        ('ungrouped_partitions', '[]StopReplicaPartitionV0', (0, 0), None, None, None),
+        ('topics', '[]StopReplicaTopicV1', (1, 2), None, None, None),
+        ('topic_states', '[]StopReplicaTopicState', (3, 32767), None, None, None),
+    )
 
     def __init__(self, controller_id=0, is_k_raft_controller=False, controller_epoch=0, broker_epoch=-1, delete_partitions=False, ungrouped_partitions=_D, topics=_D, topic_states=_D):
         self.controller_id = controller_id
@@ -186,6 +213,7 @@ StopReplicaRequest.StopReplicaTopicState = StopReplicaRequest_StopReplicaTopicSt
 StopReplicaRequest_StopReplicaTopicState.__qualname__ = 'StopReplicaRequest.StopReplicaTopicState'
 StopReplicaRequest.StopReplicaPartitionState = StopReplicaRequest_StopReplicaPartitionState
 StopReplicaRequest_StopReplicaPartitionState.__qualname__ = 'StopReplicaRequest.StopReplicaPartitionState'
+StopReplicaRequest_StopReplicaTopicState.StopReplicaPartitionState = StopReplicaRequest_StopReplicaPartitionState
 
 
 def _e_StopReplicaRequest_StopReplicaPartitionV0_0(o, b, out):

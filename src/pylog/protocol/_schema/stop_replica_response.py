@@ -42,6 +42,11 @@ class StopReplicaResponse_StopReplicaPartitionError(Message):
     NAME = 'StopReplicaResponse.StopReplicaPartitionError'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0, error_code=0):
         self.topic_name = topic_name
@@ -70,6 +75,10 @@ class StopReplicaResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('partition_errors', '[]StopReplicaPartitionError', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0, partition_errors=_D):
         self.error_code = error_code

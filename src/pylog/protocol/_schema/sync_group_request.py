@@ -46,6 +46,10 @@ class SyncGroupRequest_SyncGroupRequestAssignment(Message):
     NAME = 'SyncGroupRequest.SyncGroupRequestAssignment'
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
+    FIELDS = (
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('assignment', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, member_id='', assignment=b''):
         self.member_id = member_id
@@ -77,6 +81,15 @@ class SyncGroupRequest(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('generation_id', 'int32', (0, 32767), None, None, None),
+        ('member_id', 'string', (0, 32767), None, None, None),
+        ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None),
+        ('protocol_type', 'string', (5, 32767), (5, 32767), None, None),
+        ('protocol_name', 'string', (5, 32767), (5, 32767), None, None),
+        ('assignments', '[]SyncGroupRequestAssignment', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', generation_id=0, member_id='', group_instance_id=None, protocol_type=None, protocol_name=None, assignments=_D):
         self.group_id = group_id

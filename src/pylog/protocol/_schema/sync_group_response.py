@@ -44,6 +44,13 @@ class SyncGroupResponse(Message):
     VALID_VERSIONS = (0, 5)
     FLEXIBLE_MIN = 4
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (1, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('protocol_type', 'string', (5, 32767), (5, 32767), None, None),
+        ('protocol_name', 'string', (5, 32767), (5, 32767), None, None),
+        ('assignment', 'bytes', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b''):
         self.throttle_time_ms = throttle_time_ms

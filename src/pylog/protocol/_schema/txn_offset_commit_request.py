@@ -51,6 +51,10 @@ class TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(Message):
     NAME = 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]TxnOffsetCommitRequestPartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -76,6 +80,12 @@ class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Message):
     NAME = 'TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('committed_offset', 'int64', (0, 32767), None, None, None),
+        ('committed_leader_epoch', 'int32', (2, 32767), None, None, None),
+        ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=''):
         self.partition_index = partition_index
@@ -112,6 +122,16 @@ class TxnOffsetCommitRequest(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('transactional_id', 'string', (0, 32767), None, None, None),
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('producer_epoch', 'int16', (0, 32767), None, None, None),
+        ('generation_id', 'int32', (3, 32767), None, None, None),
+        ('member_id', 'string', (3, 32767), None, None, None),
+        ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None),
+        ('topics', '[]TxnOffsetCommitRequestTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, transactional_id='', group_id='', producer_id=0, producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=_D):
         self.transactional_id = transactional_id
@@ -138,6 +158,7 @@ TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest_TxnO
 TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__qualname__ = 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic'
 TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition
 TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__qualname__ = 'TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition'
+TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition
 
 
 def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0(o, b, out):

@@ -41,6 +41,10 @@ class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(Message):
     NAME = 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]TxnOffsetCommitResponsePartition', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -64,6 +68,10 @@ class TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(Message):
     NAME = 'TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition'
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -90,6 +98,10 @@ class TxnOffsetCommitResponse(Message):
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('topics', '[]TxnOffsetCommitResponseTopic', (0, 32767), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, topics=_D):
         self.throttle_time_ms = throttle_time_ms
@@ -104,6 +116,7 @@ TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse_T
 TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__qualname__ = 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic'
 TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition
 TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__qualname__ = 'TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition'
+TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition
 
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0(o, b, out):

@@ -31,6 +31,9 @@ class UnregisterBrokerRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('broker_id', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, broker_id=0):
         self.broker_id = broker_id

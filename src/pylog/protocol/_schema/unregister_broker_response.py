@@ -35,6 +35,11 @@ class UnregisterBrokerResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message=''):
         self.throttle_time_ms = throttle_time_ms

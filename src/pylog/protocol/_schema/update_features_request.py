@@ -45,6 +45,12 @@ class UpdateFeaturesRequest_FeatureUpdateKey(Message):
     NAME = 'UpdateFeaturesRequest.FeatureUpdateKey'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('feature', 'string', (0, 32767), None, None, None),
+        ('max_version_level', 'int16', (0, 32767), None, None, None),
+        ('allow_downgrade', 'bool', (0, 0), None, None, None),
+        ('upgrade_type', 'int8', (1, 32767), None, None, None),
+    )
 
     def __init__(self, feature='', max_version_level=0, allow_downgrade=False, upgrade_type=1):
         self.feature = feature
@@ -76,6 +82,11 @@ class UpdateFeaturesRequest(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('timeout_ms', 'int32', (0, 32767), None, None, None),
+        ('feature_updates', '[]FeatureUpdateKey', (0, 32767), None, None, None),
+        ('validate_only', 'bool', (1, 32767), None, None, None),
+    )
 
     def __init__(self, timeout_ms=60000, feature_updates=_D, validate_only=False):
         self.timeout_ms = timeout_ms

@@ -40,6 +40,11 @@ class UpdateFeaturesResponse_UpdatableFeatureResult(Message):
     NAME = 'UpdateFeaturesResponse.UpdatableFeatureResult'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('feature', 'string', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, feature='', error_code=0, error_message=''):
         self.feature = feature
@@ -70,6 +75,12 @@ class UpdateFeaturesResponse(Message):
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('results', '[]UpdatableFeatureResult', (0, 1), None, None, None),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, error_message='', results=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -70,6 +70,11 @@ class UpdateMetadataRequest_UpdateMetadataTopicState(Message):
     NAME = 'UpdateMetadataRequest.UpdateMetadataTopicState'
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('topic_name', 'string', (5, 32767), None, None, None),
+        ('topic_id', 'uuid', (7, 32767), None, None, None),
+        ('partition_states', '[]UpdateMetadataPartitionState', (5, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', topic_id=ZERO_UUID, partition_states=_D):
         self.topic_name = topic_name
@@ -98,6 +103,13 @@ class UpdateMetadataRequest_UpdateMetadataBroker(Message):
     NAME = 'UpdateMetadataRequest.UpdateMetadataBroker'
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('id', 'int32', (0, 32767), None, None, None),
+        ('v0_host', 'string', (0, 0), None, None, None),
+        ('v0_port', 'int32', (0, 0), None, None, None),
+        ('endpoints', '[]UpdateMetadataEndpoint', (1, 32767), None, None, None),
+        ('rack', 'string', (2, 32767), (0, 32767), None, None),
+    )
 
     def __init__(self, id=0, v0_host='', v0_port=0, endpoints=_D, rack=''):
         self.id = id
@@ -129,6 +141,12 @@ class UpdateMetadataRequest_UpdateMetadataEndpoint(Message):
     NAME = 'UpdateMetadataRequest.UpdateMetadataEndpoint'
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('port', 'int32', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('listener', 'string', (3, 32767), None, None, None),
+        ('security_protocol', 'int16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, port=0, host='', listener='', security_protocol=0):
         self.port = port
@@ -163,6 +181,17 @@ class UpdateMetadataRequest_UpdateMetadataPartitionState(Message):
     NAME = 'UpdateMetadataRequest.UpdateMetadataPartitionState'
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
+    FIELDS = (
+        ('topic_name', 'string', (0, 4), None, None, None),
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('controller_epoch', 'int32', (0, 32767), None, None, None),
+        ('leader', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('isr', '[]int32', (0, 32767), None, None, None),
+        ('zk_version', 'int32', (0, 32767), None, None, None),
+        ('replicas', '[]int32', (0, 32767), None, None, None),
+        ('offline_replicas', '[]int32', (4, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partition_index=0, controller_epoch=0, leader=0, leader_epoch=0, isr=_D, zk_version=0, replicas=_D, offline_replicas=_D):
         self.topic_name = topic_name
@@ -209,6 +238,16 @@ class UpdateMetadataRequest(Message):
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('controller_id', 'int32', (0, 32767), None, None, None),
+        ('is_k_raft_controller', 'bool', (8, 32767), None, None, None),
+        ('type', 'int8', (8, 32767), None, (8, 32767), 0),
+        ('controller_epoch', 'int32', (0, 32767), None, None, None),
+        ('broker_epoch', 'int64', (5, 32767), None, None, None),
+        ('ungrouped_partition_states', '[]UpdateMetadataPartitionState', (0, 4), None, None, None),
+        ('topic_states', '[]UpdateMetadataTopicState', (5, 32767), None, None, None),
+        ('live_brokers', '[]UpdateMetadataBroker', (0, 32767), None, None, None),
+    )
 
     def __init__(self, controller_id=0, is_k_raft_controller=False, type=0, controller_epoch=0, broker_epoch=-1, ungrouped_partition_states=_D, topic_states=_D, live_brokers=_D):
         self.controller_id = controller_id
@@ -239,6 +278,8 @@ UpdateMetadataRequest.UpdateMetadataEndpoint = UpdateMetadataRequest_UpdateMetad
 UpdateMetadataRequest_UpdateMetadataEndpoint.__qualname__ = 'UpdateMetadataRequest.UpdateMetadataEndpoint'
 UpdateMetadataRequest.UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
 UpdateMetadataRequest_UpdateMetadataPartitionState.__qualname__ = 'UpdateMetadataRequest.UpdateMetadataPartitionState'
+UpdateMetadataRequest_UpdateMetadataTopicState.UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
+UpdateMetadataRequest_UpdateMetadataBroker.UpdateMetadataEndpoint = UpdateMetadataRequest_UpdateMetadataEndpoint
 
 
 def _e_UpdateMetadataRequest_UpdateMetadataTopicState_0(o, b, out):

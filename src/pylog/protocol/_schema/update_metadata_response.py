@@ -31,6 +31,9 @@ class UpdateMetadataResponse(Message):
     VALID_VERSIONS = (0, 8)
     FLEXIBLE_MIN = 6
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, error_code=0):
         self.error_code = error_code

@@ -46,6 +46,11 @@ class UpdateRaftVoterRequest_Listener(Message):
     NAME = 'UpdateRaftVoterRequest.Listener'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'uint16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -71,6 +76,10 @@ class UpdateRaftVoterRequest_KRaftVersionFeature(Message):
     NAME = 'UpdateRaftVoterRequest.KRaftVersionFeature'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('min_supported_version', 'int16', (0, 32767), None, None, None),
+        ('max_supported_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, min_supported_version=0, max_supported_version=0):
         self.min_supported_version = min_supported_version
@@ -101,6 +110,14 @@ class UpdateRaftVoterRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('current_leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('voter_id', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (0, 32767), None, None, None),
+        ('listeners', '[]Listener', (0, 32767), None, None, None),
+        ('k_raft_version_feature', 'KRaftVersionFeature', (0, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id='', current_leader_epoch=0, voter_id=0, voter_directory_id=ZERO_UUID, listeners=_D, k_raft_version_feature=_D):
         self.cluster_id = cluster_id

@@ -44,6 +44,12 @@ class UpdateRaftVoterResponse_CurrentLeader(Message):
     NAME = 'UpdateRaftVoterResponse.CurrentLeader'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, leader_id=-1, leader_epoch=-1, host='', port=0):
         self.leader_id = leader_id
@@ -75,6 +81,11 @@ class UpdateRaftVoterResponse(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('current_leader', 'CurrentLeader', (0, 32767), None, (0, 32767), 0),
+    )
 
     def __init__(self, throttle_time_ms=0, error_code=0, current_leader=_D):
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,10 @@ class VoteRequest_TopicData(Message):
     NAME = 'VoteRequest.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -76,6 +80,15 @@ class VoteRequest_PartitionData(Message):
     NAME = 'VoteRequest.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('candidate_epoch', 'int32', (0, 32767), None, None, None),
+        ('candidate_id', 'int32', (0, 32767), None, None, None),
+        ('candidate_directory_id', 'uuid', (1, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (1, 32767), None, None, None),
+        ('last_offset_epoch', 'int32', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, candidate_epoch=0, candidate_id=0, candidate_directory_id=ZERO_UUID, voter_directory_id=ZERO_UUID, last_offset_epoch=0, last_offset=0):
         self.partition_index = partition_index
@@ -113,6 +126,11 @@ class VoteRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('cluster_id', 'string', (0, 32767), (0, 32767), None, None),
+        ('voter_id', 'int32', (1, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, cluster_id=None, voter_id=-1, topics=_D):
         self.cluster_id = cluster_id
@@ -129,6 +147,7 @@ VoteRequest.TopicData = VoteRequest_TopicData
 VoteRequest_TopicData.__qualname__ = 'VoteRequest.TopicData'
 VoteRequest.PartitionData = VoteRequest_PartitionData
 VoteRequest_PartitionData.__qualname__ = 'VoteRequest.PartitionData'
+VoteRequest_TopicData.PartitionData = VoteRequest_PartitionData
 
 
 def _e_VoteRequest_PartitionData_0(o, b, out):

@@ -47,6 +47,10 @@ class VoteResponse_TopicData(Message):
     NAME = 'VoteResponse.TopicData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_name='', partitions=_D):
         self.topic_name = topic_name
@@ -73,6 +77,13 @@ class VoteResponse_PartitionData(Message):
     NAME = 'VoteResponse.PartitionData'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('leader_id', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('vote_granted', 'bool', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, vote_granted=False):
         self.partition_index = partition_index
@@ -103,6 +114,11 @@ class VoteResponse_NodeEndpoint(Message):
     NAME = 'VoteResponse.NodeEndpoint'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('node_id', 'int32', (1, 32767), None, None, None),
+        ('host', 'string', (1, 32767), None, None, None),
+        ('port', 'uint16', (1, 32767), None, None, None),
+    )
 
     def __init__(self, node_id=0, host='', port=0):
         self.node_id = node_id
@@ -132,6 +148,11 @@ class VoteResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('error_code', 'int16', (0, 32767), None, None, None),
+        ('topics', '[]TopicData', (0, 32767), None, None, None),
+        ('node_endpoints', '[]NodeEndpoint', (1, 32767), None, (1, 32767), 0),
+    )
 
     def __init__(self, error_code=0, topics=_D, node_endpoints=_D):
         self.error_code = error_code
@@ -150,6 +171,7 @@ VoteResponse.PartitionData = VoteResponse_PartitionData
 VoteResponse_PartitionData.__qualname__ = 'VoteResponse.PartitionData'
 VoteResponse.NodeEndpoint = VoteResponse_NodeEndpoint
 VoteResponse_NodeEndpoint.__qualname__ = 'VoteResponse.NodeEndpoint'
+VoteResponse_TopicData.PartitionData = VoteResponse_PartitionData
 
 
 def _e_VoteResponse_PartitionData_0(o, b, out):

@@ -48,6 +48,12 @@ class VotersRecord_Voter(Message):
     NAME = 'VotersRecord.Voter'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('voter_id', 'int32', (0, 32767), None, None, None),
+        ('voter_directory_id', 'uuid', (0, 32767), None, None, None),
+        ('endpoints', '[]Endpoint', (0, 32767), None, None, None),
+        ('k_raft_version_feature', 'KRaftVersionFeature', (0, 32767), None, None, None),
+    )
 
     def __init__(self, voter_id=0, voter_directory_id=ZERO_UUID, endpoints=_D, k_raft_version_feature=_D):
         self.voter_id = voter_id
@@ -76,6 +82,11 @@ class VotersRecord_Endpoint(Message):
     NAME = 'VotersRecord.Endpoint'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('host', 'string', (0, 32767), None, None, None),
+        ('port', 'uint16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', host='', port=0):
         self.name = name
@@ -101,6 +112,10 @@ class VotersRecord_KRaftVersionFeature(Message):
     NAME = 'VotersRecord.KRaftVersionFeature'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('min_supported_version', 'int16', (0, 32767), None, None, None),
+        ('max_supported_version', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, min_supported_version=0, max_supported_version=0):
         self.min_supported_version = min_supported_version
@@ -127,6 +142,10 @@ class VotersRecord(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('version', 'int16', (0, 32767), None, None, None),
+        ('voters', '[]Voter', (0, 32767), None, None, None),
+    )
 
     def __init__(self, version=0, voters=_D):
         self.version = version
@@ -143,6 +162,8 @@ VotersRecord.Endpoint = VotersRecord_Endpoint
 VotersRecord_Endpoint.__qualname__ = 'VotersRecord.Endpoint'
 VotersRecord.KRaftVersionFeature = VotersRecord_KRaftVersionFeature
 VotersRecord_KRaftVersionFeature.__qualname__ = 'VotersRecord.KRaftVersionFeature'
+VotersRecord_Voter.Endpoint = VotersRecord_Endpoint
+VotersRecord_Voter.KRaftVersionFeature = VotersRecord_KRaftVersionFeature
 
 
 def _e_VotersRecord_Endpoint_0(o, b, out):

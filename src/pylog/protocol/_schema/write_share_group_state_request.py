@@ -40,6 +40,10 @@ class WriteShareGroupStateRequest_WriteStateData(Message):
     NAME = 'WriteShareGroupStateRequest.WriteStateData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('topic_id', 'uuid', (0, 32767), None, None, None),
+        ('partitions', '[]PartitionData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, topic_id=ZERO_UUID, partitions=_D):
         self.topic_id = topic_id
@@ -66,6 +70,13 @@ class WriteShareGroupStateRequest_PartitionData(Message):
     NAME = 'WriteShareGroupStateRequest.PartitionData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('partition', 'int32', (0, 32767), None, None, None),
+        ('state_epoch', 'int32', (0, 32767), None, None, None),
+        ('leader_epoch', 'int32', (0, 32767), None, None, None),
+        ('start_offset', 'int64', (0, 32767), None, None, None),
+        ('state_batches', '[]StateBatch', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=_D):
         self.partition = partition
@@ -97,6 +108,12 @@ class WriteShareGroupStateRequest_StateBatch(Message):
     NAME = 'WriteShareGroupStateRequest.StateBatch'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
+    FIELDS = (
+        ('first_offset', 'int64', (0, 32767), None, None, None),
+        ('last_offset', 'int64', (0, 32767), None, None, None),
+        ('delivery_state', 'int8', (0, 32767), None, None, None),
+        ('delivery_count', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, first_offset=0, last_offset=0, delivery_state=0, delivery_count=0):
         self.first_offset = first_offset
@@ -127,6 +144,10 @@ class WriteShareGroupStateRequest(Message):
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = True
+    FIELDS = (
+        ('group_id', 'string', (0, 32767), None, None, None),
+        ('topics', '[]WriteStateData', (0, 32767), None, None, None),
+    )
 
     def __init__(self, group_id='', topics=_D):
         self.group_id = group_id
@@ -143,6 +164,8 @@ WriteShareGroupStateRequest.PartitionData = WriteShareGroupStateRequest_Partitio
 WriteShareGroupStateRequest_PartitionData.__qualname__ = 'WriteShareGroupStateRequest.PartitionData'
 WriteShareGroupStateRequest.StateBatch = WriteShareGroupStateRequest_StateBatch
 WriteShareGroupStateRequest_StateBatch.__qualname__ = 'WriteShareGroupStateRequest.StateBatch'
+WriteShareGroupStateRequest_WriteStateData.PartitionData = WriteShareGroupStateRequest_PartitionData
+WriteShareGroupStateRequest_PartitionData.StateBatch = WriteShareGroupStateRequest_StateBatch
 
 
 def _e_WriteShareGroupStateRequest_StateBatch_0(o, b, out):

@@ -46,6 +46,13 @@ class WriteTxnMarkersRequest_WritableTxnMarker(Message):
     NAME = 'WriteTxnMarkersRequest.WritableTxnMarker'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('producer_epoch', 'int16', (0, 32767), None, None, None),
+        ('transaction_result', 'bool', (0, 32767), None, None, None),
+        ('topics', '[]WritableTxnMarkerTopic', (0, 32767), None, None, None),
+        ('coordinator_epoch', 'int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, producer_id=0, producer_epoch=0, transaction_result=False, topics=_D, coordinator_epoch=0):
         self.producer_id = producer_id
@@ -75,6 +82,10 @@ class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Message):
     NAME = 'WriteTxnMarkersRequest.WritableTxnMarkerTopic'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partition_indexes', '[]int32', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partition_indexes=_D):
         self.name = name
@@ -100,6 +111,9 @@ class WriteTxnMarkersRequest(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('markers', '[]WritableTxnMarker', (0, 32767), None, None, None),
+    )
 
     def __init__(self, markers=_D):
         self.markers = [] if markers is _D else markers
@@ -112,6 +126,7 @@ WriteTxnMarkersRequest.WritableTxnMarker = WriteTxnMarkersRequest_WritableTxnMar
 WriteTxnMarkersRequest_WritableTxnMarker.__qualname__ = 'WriteTxnMarkersRequest.WritableTxnMarker'
 WriteTxnMarkersRequest.WritableTxnMarkerTopic = WriteTxnMarkersRequest_WritableTxnMarkerTopic
 WriteTxnMarkersRequest_WritableTxnMarkerTopic.__qualname__ = 'WriteTxnMarkersRequest.WritableTxnMarkerTopic'
+WriteTxnMarkersRequest_WritableTxnMarker.WritableTxnMarkerTopic = WriteTxnMarkersRequest_WritableTxnMarkerTopic
 
 
 def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_0(o, b, out):

@@ -41,6 +41,10 @@ class WriteTxnMarkersResponse_WritableTxnMarkerResult(Message):
     NAME = 'WriteTxnMarkersResponse.WritableTxnMarkerResult'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('producer_id', 'int64', (0, 32767), None, None, None),
+        ('topics', '[]WritableTxnMarkerTopicResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, producer_id=0, topics=_D):
         self.producer_id = producer_id
@@ -64,6 +68,10 @@ class WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(Message):
     NAME = 'WriteTxnMarkersResponse.WritableTxnMarkerTopicResult'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('name', 'string', (0, 32767), None, None, None),
+        ('partitions', '[]WritableTxnMarkerPartitionResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, name='', partitions=_D):
         self.name = name
@@ -87,6 +95,10 @@ class WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(Message):
     NAME = 'WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
+    FIELDS = (
+        ('partition_index', 'int32', (0, 32767), None, None, None),
+        ('error_code', 'int16', (0, 32767), None, None, None),
+    )
 
     def __init__(self, partition_index=0, error_code=0):
         self.partition_index = partition_index
@@ -112,6 +124,9 @@ class WriteTxnMarkersResponse(Message):
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 1
     LATEST_VERSION_UNSTABLE = False
+    FIELDS = (
+        ('markers', '[]WritableTxnMarkerResult', (0, 32767), None, None, None),
+    )
 
     def __init__(self, markers=_D):
         self.markers = [] if markers is _D else markers
@@ -126,6 +141,8 @@ WriteTxnMarkersResponse.WritableTxnMarkerTopicResult = WriteTxnMarkersResponse_W
 WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__qualname__ = 'WriteTxnMarkersResponse.WritableTxnMarkerTopicResult'
 WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult
 WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__qualname__ = 'WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult'
+WriteTxnMarkersResponse_WritableTxnMarkerResult.WritableTxnMarkerTopicResult = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult
+WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult
 
 
 def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_0(o, b, out):
