@@ -407,14 +407,10 @@ class ServerConnection(_Connection):
             return RequestError(api_key, version, correlation_id, client_id,
                                 UNSUPPORTED_VERSION, f"unknown API key {api_key}",
                                 can_respond=False, size=size)
-        hv = _request_header_version(cls, api_key, version)
-        try:
-            header, pos = _RequestHeader.decode_from(frame, 0, hv)
-        except RemoteProtocolError as exc:
-            raise self._fail(f"undecodable request header: {exc}") from None
-        client_id = header.client_id
         lo, hi = cls.VALID_VERSIONS
         if not lo <= version <= hi:
+            # The body will not be decoded: only the client id (header v1 part) is needed.
+            client_id = self._client_id_v1(frame)
             if api_key == ApiKey.API_VERSIONS:
                 # KIP-511: answer in the v0 layout, listing what we support.
                 return RequestError(api_key, version, correlation_id, client_id,
@@ -425,6 +421,12 @@ class ServerConnection(_Connection):
                                 UNSUPPORTED_VERSION,
                                 f"{api_name(api_key)} v{version} is outside the schema ({lo}-{hi})",
                                 can_respond=False, size=size)
+        hv = _request_header_version(cls, api_key, version)
+        try:
+            header, pos = _RequestHeader.decode_from(frame, 0, hv)
+        except RemoteProtocolError as exc:
+            raise self._fail(f"undecodable request header: {exc}") from None
+        client_id = header.client_id
         try:
             body, end = cls.decode_from(frame, pos, version)
             if end != size:

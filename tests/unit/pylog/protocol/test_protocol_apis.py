@@ -1,0 +1,46 @@
+"""pylog.protocol.apis: the advertised table (issue 4) and API keys."""
+
+from __future__ import annotations
+
+from pylog.protocol import _schema, apis
+from pylog.protocol.apis import ADVERTISED, SUPPORTED, ApiKey
+
+
+def test_api_key_names_match_the_specs() -> None:
+    assert len(ApiKey) == len(_schema.REQUESTS)
+    for key in ApiKey:
+        spec = _schema.REQUESTS[int(key)]
+        assert spec.endswith("Request")
+        assert key.name.replace("_", "") == spec[: -len("Request")].upper()
+
+
+def test_advertised_table_is_issue_4() -> None:
+    assert ADVERTISED == {
+        0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
+        21: (0, 2), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+    }
+
+
+def test_produce_0_to_2_advertised_but_not_served() -> None:
+    assert SUPPORTED[ApiKey.PRODUCE] == (3, 11)
+    assert {k: v for k, v in SUPPORTED.items() if k != ApiKey.PRODUCE} == {
+        k: v for k, v in ADVERTISED.items() if k != ApiKey.PRODUCE
+    }
+    assert not apis.is_supported(0, 2) and apis.is_supported(0, 3)
+    assert apis.is_supported(0, 2, ADVERTISED)
+    assert not apis.is_supported(8, 0)  # OffsetCommit: groups come later
+
+
+def test_advertised_versions_exist_in_the_schemas() -> None:
+    for key, (lo, hi) in ADVERTISED.items():
+        for name in (_schema.REQUESTS[key], _schema.RESPONSES[key]):
+            slo, shi = _schema.MESSAGES[name][3]
+            assert slo <= lo <= hi <= shi, name
+
+
+def test_api_versions_keys_and_names() -> None:
+    rows = apis.api_versions_keys()
+    assert [(r.api_key, r.min_version, r.max_version) for r in rows] == sorted(
+        (int(k), lo, hi) for k, (lo, hi) in ADVERTISED.items()
+    )
+    assert apis.api_name(1) == "Fetch" and apis.api_name(9999) == "Unknown(9999)"
