@@ -143,7 +143,7 @@ def scan_region(int fd, int64_t start, int64_t end, int64_t max_bytes, int64_t m
         last_offset = last
         pos += size
     if pos > start and last_offset < 0:
-        raise AssertionError("scan_region: walk_from past the end of the region")
+        raise CorruptRecordError(f"walk from position {walk_from} (an index entry) skipped past the region that starts at {start}", position=walk_from)
     return pos - start, last_offset
 
 

@@ -718,7 +718,7 @@ class Log:
             seg = self._view.segments[-1]
             rolled = False
             if seg.should_roll(size, info.max_timestamp, info.last_offset, now):
-                seg = self._roll(now)
+                seg = self._roll(now, info.first_offset)
                 rolled = True
             seg.append(buf, size, info)
             self._log_end_offset = info.last_offset + 1
@@ -786,9 +786,11 @@ class Log:
             if self._view.segments[-1].size:
                 self._roll(self.clock.time_ms())
 
-    def _roll(self, now: int) -> LogSegment:
+    def _roll(self, now: int, first_offset: int = -1) -> LogSegment:
         old = self._view.segments[-1]
-        base = self._log_end_offset
+        # A replica's append may start past the log end (a compacted leader, or an
+        # offset that no longer fits the old segment): the new segment starts there.
+        base = max(self._log_end_offset, first_offset)
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             stale = os.path.join(self.directory, filename_prefix(base) + suffix)
             if os.path.exists(stale):
@@ -853,7 +855,14 @@ class Log:
             end = seg.size
             fd = seg.file.fd
             _o, start = seg.offset_index.lookup(offset)
-            found = scan.search_for_offset(fd, start, end, offset)
+            try:
+                found = scan.search_for_offset(fd, start, end, offset)
+            except CorruptRecordError:
+                if start == 0:
+                    raise
+                # An index entry that does not point at a batch (a scribbled index that
+                # passed the open-time checks): walk the segment from its start instead.
+                found = scan.search_for_offset(fd, 0, end, offset)
             if found is None:
                 i += 1
                 continue
@@ -861,8 +870,14 @@ class Log:
             if last >= max_offset:
                 return FileRegion(None, 0, 0, offset, offset - 1)
             walk = seg.offset_index.walk_start(pos + max_bytes, max_offset)
-            rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
-                                            min_one_batch, walk)
+            try:
+                rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
+                                                min_one_batch, walk)
+            except CorruptRecordError:
+                if walk <= pos:
+                    raise
+                rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
+                                                min_one_batch, -1)
             if rsize == 0:
                 return FileRegion(None, 0, 0, offset, offset - 1)
             return FileRegion(seg.file, pos, rsize, base, rlast)

@@ -305,25 +305,37 @@ class OffsetIndex(_Index):
                 self._entries = slot + 1
 
     def sanity_check(self, log_size: int | None = None) -> None:
-        """Cheap checks that the file is a trimmed, well-formed index (Kafka's sanityCheck).
+        """Check that the file is a trimmed, well-formed index (Kafka's sanityCheck and more).
+
+        Relative offsets >= 0 and strictly increasing, positions strictly increasing and
+        before ``log_size``. Catches an untrimmed preallocated tail, a torn write and most
+        scribbles.
 
         Raises:
-            CorruptRecordError: length not a multiple of 8, last offset before the base,
-                a trailing zero entry (an untrimmed preallocated file), or a position past
-                ``log_size``.
+            CorruptRecordError: the first problem found, with the entry number.
         """
         with self._lock:
             size = os.path.getsize(self.path)
             if size % 8:
                 raise self._corrupt(f"length {size} is not a multiple of 8")
-            if self._entries:
-                rel, pos = _OFFSET_ENTRY.unpack_from(self._mm, (self._entries - 1) * 8)  # type: ignore[arg-type]
-                if rel < 0:
-                    raise self._corrupt(f"last entry offset {rel} is before the base offset")
-                if self._entries > 1 and rel == 0:
-                    raise self._corrupt("trailing zero entries (untrimmed or torn index)")
-                if log_size is not None and pos > log_size:
-                    raise self._corrupt(f"last entry position {pos} is past the log end {log_size}")
+            prev_rel = prev_pos = -1
+            if not self._entries:
+                return
+            assert self._mm is not None
+            view = memoryview(self._mm)[: self._entries * 8]
+            try:
+                for i, (rel, pos) in enumerate(_OFFSET_ENTRY.iter_unpack(view)):
+                    if rel <= prev_rel or pos <= prev_pos:
+                        raise self._corrupt(
+                            f"entry {i} ({rel}, {pos}) does not increase after "
+                            f"({prev_rel}, {prev_pos})"
+                            + (" (untrimmed or torn index)" if rel == 0 else "")
+                        )
+                    if log_size is not None and pos >= log_size:
+                        raise self._corrupt(f"entry {i} position {pos} is past the log end {log_size}")
+                    prev_rel, prev_pos = rel, pos
+            finally:
+                view.release()
 
 
 class TimeIndex(_Index):
@@ -409,18 +421,31 @@ class TimeIndex(_Index):
             self._entries = lo
 
     def sanity_check(self, log_size: int | None = None) -> None:
-        """Raises CorruptRecordError if the length is not a multiple of 12, the last
-        entry's offset is before the base, or the last timestamp is below the first."""
+        """Check that the file is a trimmed, well-formed time index.
+
+        Timestamps strictly increase (entries are added only when the largest timestamp
+        grows), relative offsets are >= 0 and never decrease.
+
+        Raises:
+            CorruptRecordError: the first problem found, with the entry number.
+        """
         with self._lock:
             size = os.path.getsize(self.path)
             if size % 12:
                 raise self._corrupt(f"length {size} is not a multiple of 12")
-            if self._entries:
-                first_ts, _o = _TIME_ENTRY.unpack_from(self._mm, 0)  # type: ignore[arg-type]
-                last_ts, rel = _TIME_ENTRY.unpack_from(self._mm, (self._entries - 1) * 12)  # type: ignore[arg-type]
-                if rel < 0:
-                    raise self._corrupt(f"last entry offset {rel} is before the base offset")
-                if last_ts < first_ts:
-                    raise self._corrupt(f"last timestamp {last_ts} below first {first_ts}")
-                if self._entries > 1 and rel == 0 and last_ts == 0:
-                    raise self._corrupt("trailing zero entries (untrimmed or torn index)")
+            if not self._entries:
+                return
+            prev_ts, prev_rel = -1, 0
+            assert self._mm is not None
+            view = memoryview(self._mm)[: self._entries * 12]
+            try:
+                for i, (ts, rel) in enumerate(_TIME_ENTRY.iter_unpack(view)):
+                    if ts <= prev_ts or rel < prev_rel:
+                        raise self._corrupt(
+                            f"entry {i} ({ts}, {rel}) does not increase after "
+                            f"({prev_ts}, {prev_rel})"
+                            + (" (untrimmed or torn index)" if ts == 0 else "")
+                        )
+                    prev_ts, prev_rel = ts, rel
+            finally:
+                view.release()

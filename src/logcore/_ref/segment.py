@@ -145,8 +145,8 @@ def scan_region(
         pos += size
     if pos > start and last_offset < 0:
         # walk_from skipped every batch we took and the first one it saw did not qualify:
-        # cannot happen when walk_from comes from the index entry before the bound.
-        raise AssertionError("scan_region: walk_from past the end of the region")
+        # only a wrong index entry can do that.
+        raise CorruptRecordError(f"walk from position {walk_from} (an index entry) skipped past the region that starts at {start}", position=walk_from)
     return pos - start, last_offset
 
 

@@ -143,7 +143,7 @@ def test_sanity_check_detects_untrimmed_and_torn_files(tmp_path) -> None:
     with open(path, "ab") as f:
         f.write(b"\0" * 16)  # as if the preallocated tail survived a crash
     bad = OffsetIndex(path, 0, 800)
-    with pytest.raises(CorruptRecordError, match="trailing zero") as ei:
+    with pytest.raises(CorruptRecordError, match="untrimmed") as ei:
         bad.sanity_check()
     assert ei.value.path == path
     bad.close()
