@@ -43,6 +43,9 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
+_LZ4_STEP = 1 << 20  # output slice asked of python-lz4 per call
+_ZSTD_MAX_RATIO = 1 << 16  # bound on zstd output bytes per input byte (RLE blocks)
+
 _zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
 _zstd_decompressor = zstandard.ZstdDecompressor()
 
@@ -183,23 +186,33 @@ def _snappy_raw_block(view, limit: int) -> bytes:
 
 
 def _unlz4(data, limit: int) -> bytes:
+    # python-lz4 allocates max_length up front, so ask for bounded slices and keep
+    # draining the decompressor's internal buffer until the frame ends.
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=limit + 1)
-    if len(out) > limit or not d.needs_input and not d.eof:
+    step = min(limit + 1, _LZ4_STEP)
+    out = bytearray(d.decompress(data, max_length=step))
+    while not d.eof and not d.needs_input:
+        out += d.decompress(b"", max_length=step)
+        if len(out) > limit:
+            raise _too_big("lz4", limit)
+    if len(out) > limit:
         raise _too_big("lz4", limit)
     if not d.eof:
         raise CorruptRecordError("truncated lz4 frame")
-    return out
+    return bytes(out)
 
 
 def _unzstd(data, limit: int) -> bytes:
+    # A zstd decompression object emits everything a slice of input yields, so the
+    # input slice is sized from the remaining budget: one input byte can yield at most
+    # _ZSTD_MAX_RATIO output bytes (an RLE block: 4 bytes for up to 128 KiB), which
+    # keeps a bomb from inflating far past the limit before the check sees it.
     d = _zstd_decompressor.decompressobj()
     out = bytearray()
     view = memoryview(data).cast("B")
-    step = 1 << 16
-    pos = 0
-    # Feed in slices so that output is checked against the limit as it grows.
-    while pos < len(view) and not d.eof:
+    pos, n = 0, len(view)
+    while pos < n and not d.eof:
+        step = max(1, (limit + 1 - len(out)) // _ZSTD_MAX_RATIO)
         out += d.decompress(view[pos : pos + step])
         pos += step
         if len(out) > limit:
