@@ -21,10 +21,19 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 
 import pytest
 
 import logcore
+
+# The clients are imported once here, outside any test: kafka-python's import-time use of
+# importlib.resources.read_text warns (DeprecationWarning), and warnings are errors.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import aiokafka  # noqa: F401
+    import confluent_kafka  # noqa: F401
+    import kafka  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
