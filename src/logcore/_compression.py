@@ -43,6 +43,7 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
+_LZ4_MAX_RATIO = 256  # LZ4 expands at most ~255x (a match length byte of 255 per byte)
 _LZ4_STEP = 1 << 20  # output slice asked of python-lz4 per call
 _ZSTD_MAX_RATIO = 1 << 16  # bound on zstd output bytes per input byte (RLE blocks)
 
@@ -186,9 +187,16 @@ def _snappy_raw_block(view, limit: int) -> bytes:
 
 
 def _unlz4(data, limit: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    if len(data) * _LZ4_MAX_RATIO + _LZ4_STEP <= limit:
+        # LZ4 cannot expand more than ~255x, so this frame cannot pass the limit:
+        # decompress it in one call at the library's own speed.
+        out = d.decompress(data)
+        if not d.eof:
+            raise CorruptRecordError("truncated lz4 frame")
+        return out
     # python-lz4 allocates max_length up front, so ask for bounded slices and keep
     # draining the decompressor's internal buffer until the frame ends.
-    d = lz4.frame.LZ4FrameDecompressor()
     step = min(limit + 1, _LZ4_STEP)
     out = bytearray(d.decompress(data, max_length=step))
     while not d.eof and not d.needs_input:
@@ -207,9 +215,19 @@ def _unzstd(data, limit: int) -> bytes:
     # input slice is sized from the remaining budget: one input byte can yield at most
     # _ZSTD_MAX_RATIO output bytes (an RLE block: 4 bytes for up to 128 KiB), which
     # keeps a bomb from inflating far past the limit before the check sees it.
+    view = memoryview(data).cast("B")
+    bound = _zstd_output_bound(view)
+    if bound is not None and bound <= limit:
+        # The block headers promise no more than the limit: one call, library speed.
+        d = _zstd_decompressor.decompressobj()
+        out = d.decompress(view)
+        if not d.eof:
+            raise CorruptRecordError("truncated zstd frame")
+        if len(out) > limit:  # only if the headers lied; the library checks blocks too
+            raise _too_big("zstd", limit)
+        return out
     d = _zstd_decompressor.decompressobj()
     out = bytearray()
-    view = memoryview(data).cast("B")
     pos, n = 0, len(view)
     while pos < n and not d.eof:
         step = max(1, (limit + 1 - len(out)) // _ZSTD_MAX_RATIO)
@@ -220,3 +238,56 @@ def _unzstd(data, limit: int) -> bytes:
     if not d.eof:
         raise CorruptRecordError("truncated zstd frame")
     return bytes(out)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_BLOCK_MAX = 128 * 1024
+
+
+def _zstd_output_bound(view) -> int | None:
+    """Upper bound on what zstd frames in `view` decompress to, from headers alone.
+
+    Walks frame and block headers (RFC 8878 sections 3.1.1-3.1.1.2): raw and RLE blocks
+    state their regenerated size; a compressed block regenerates at most 128 KiB.
+    Returns None when the headers cannot be walked (the library then reports the error
+    on the bounded slow path).
+    """
+    n, pos, total = len(view), 0, 0
+    try:
+        while pos < n:
+            magic = int.from_bytes(view[pos : pos + 4], "little")
+            if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
+                pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+                continue
+            if magic != _ZSTD_MAGIC:
+                return None
+            fhd = view[pos + 4]
+            pos += 5
+            single_segment = (fhd >> 5) & 1
+            pos += 0 if single_segment else 1  # window descriptor
+            pos += (0, 1, 2, 4)[fhd & 3]  # dictionary id
+            pos += ((1 if single_segment else 0), 2, 4, 8)[fhd >> 6]  # content size
+            while True:
+                if pos + 3 > n:
+                    return None
+                hdr = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+                pos += 3
+                btype, bsize = (hdr >> 1) & 3, hdr >> 3
+                if btype == 0:  # raw
+                    total += bsize
+                    pos += bsize
+                elif btype == 1:  # RLE: one byte repeated bsize times
+                    total += bsize
+                    pos += 1
+                elif btype == 2:  # compressed
+                    total += _ZSTD_BLOCK_MAX
+                    pos += bsize
+                else:
+                    return None
+                if hdr & 1:  # last block
+                    break
+            if fhd & 4:  # content checksum
+                pos += 4
+    except IndexError:
+        return None
+    return total if pos == n else None
