@@ -54,6 +54,7 @@ import numpy as np
 
 from .. import _compression
 from ..errors import CorruptRecordError, RecordTooLargeError
+from .crc32c import byte_view as _byte_view
 from .crc32c import crc32c
 from .varint import INT64_MAX, INT64_MIN, encode_varint
 
@@ -121,14 +122,6 @@ def _wrap64(n: int) -> int:
     return ((n - INT64_MIN) & 0xFFFFFFFFFFFFFFFF) + INT64_MIN
 
 
-def _byte_view(buffer) -> memoryview:
-    """A flat unsigned-byte memoryview of any buffer (TypeError if it is not one)."""
-    view = memoryview(buffer)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    return view
-
-
 # ---------------------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------------------
@@ -187,9 +180,10 @@ class _Reader:
             raise self.error("varlong overflows int64", start)
         return (raw >> 1) ^ -(raw & 1)
 
-    def take(self, n: int, what: str) -> memoryview:
+    def take(self, n: int, what: str, at: int | None = None) -> memoryview:
+        """n bytes; ``at`` is where the field (its length prefix) began, for errors."""
         if n > self.end - self.pos:
-            raise self.error(f"{what} of {n} bytes runs past the end of its record")
+            raise self.error(f"{what} of {n} bytes runs past the end of its record", at)
         out = self.view[self.pos : self.pos + n]
         self.pos += n
         return out
@@ -229,32 +223,38 @@ def _read_record(r: _Reader) -> _RawRecord:
     outer_end = r.end
     r.end = r.pos + length  # every field must stay inside the declared record
     try:
+        # Errors point at the first byte of the offending field (`at` before each read).
         r.skip(1, "record attributes")
         timestamp_delta = r.varlong()
         offset_delta = r.varint()
+        at = r.pos
         key_length = r.varint()
         if key_length < -1:
-            raise r.error(f"invalid key length {key_length}")
-        key = None if key_length == -1 else r.take(key_length, "key")
+            raise r.error(f"invalid key length {key_length}", at)
+        key = None if key_length == -1 else r.take(key_length, "key", at)
+        at = r.pos
         value_length = r.varint()
         if value_length < -1:
-            raise r.error(f"invalid value length {value_length}")
-        value = None if value_length == -1 else r.take(value_length, "value")
+            raise r.error(f"invalid value length {value_length}", at)
+        value = None if value_length == -1 else r.take(value_length, "value", at)
+        at = r.pos
         header_count = r.varint()
         if header_count < 0:
-            raise r.error(f"invalid header count {header_count}")
+            raise r.error(f"invalid header count {header_count}", at)
         headers = []
         # No preallocation from header_count: each header needs at least 2 bytes, so the
         # loop ends at the record's end long before an absurd count matters.
         for _ in range(header_count):
+            at = r.pos
             hk_length = r.varint()
             if hk_length < 0:
-                raise r.error(f"invalid header key length {hk_length}")
-            hk = r.take(hk_length, "header key")
+                raise r.error(f"invalid header key length {hk_length}", at)
+            hk = r.take(hk_length, "header key", at)
+            at = r.pos
             hv_length = r.varint()
             if hv_length < -1:
-                raise r.error(f"invalid header value length {hv_length}")
-            hv = None if hv_length == -1 else r.take(hv_length, "header value")
+                raise r.error(f"invalid header value length {hv_length}", at)
+            hv = None if hv_length == -1 else r.take(hv_length, "header value", at)
             headers.append((hk, hv))
         if r.pos != r.end:
             raise r.error(f"record has {r.end - r.pos} bytes after its last header")
@@ -270,7 +270,7 @@ class Record:
     Record outlives the buffer it came from.
     """
 
-    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+    __slots__ = ("_offset", "_timestamp", "_timestamp_type", "_key", "_value", "_headers")
 
     def __init__(
         self,
@@ -281,12 +281,20 @@ class Record:
         value: bytes | None,
         headers: list[tuple[str, bytes | None]],
     ) -> None:
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
+        self._offset = offset
+        self._timestamp = timestamp
+        self._timestamp_type = timestamp_type
+        self._key = key
+        self._value = value
+        self._headers = headers
+
+    # Read-only, like the compiled Record.
+    offset = property(lambda self: self._offset)
+    timestamp = property(lambda self: self._timestamp)
+    timestamp_type = property(lambda self: self._timestamp_type)
+    key = property(lambda self: self._key)
+    value = property(lambda self: self._value)
+    headers = property(lambda self: self._headers)
 
     def __repr__(self) -> str:
         return (
@@ -358,19 +366,19 @@ class RecordBatch:
         "_view",
         "_position",
         "_batch_index",
-        "base_offset",
-        "batch_length",
-        "partition_leader_epoch",
-        "magic",
-        "crc",
-        "attributes",
-        "last_offset_delta",
-        "base_timestamp",
-        "max_timestamp",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "records_count",
+        "_base_offset",
+        "_batch_length",
+        "_partition_leader_epoch",
+        "_magic",
+        "_crc",
+        "_attributes",
+        "_last_offset_delta",
+        "_base_timestamp",
+        "_max_timestamp",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_records_count",
     )
 
     def __init__(self, buffer) -> None:
@@ -390,20 +398,36 @@ class RecordBatch:
         self._position = position
         self._batch_index = batch_index
         (
-            self.base_offset,
-            self.batch_length,
-            self.partition_leader_epoch,
-            self.magic,
-            self.crc,
-            self.attributes,
-            self.last_offset_delta,
-            self.base_timestamp,
-            self.max_timestamp,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            self.records_count,
+            self._base_offset,
+            self._batch_length,
+            self._partition_leader_epoch,
+            self._magic,
+            self._crc,
+            self._attributes,
+            self._last_offset_delta,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            self._records_count,
         ) = HEADER.unpack_from(view, 0)
+
+    # -- header fields (read-only) -------------------------------------------------------
+
+    base_offset = property(lambda self: self._base_offset)
+    batch_length = property(lambda self: self._batch_length)
+    partition_leader_epoch = property(lambda self: self._partition_leader_epoch)
+    magic = property(lambda self: self._magic)
+    crc = property(lambda self: self._crc)
+    attributes = property(lambda self: self._attributes)
+    last_offset_delta = property(lambda self: self._last_offset_delta)
+    base_timestamp = property(lambda self: self._base_timestamp)
+    max_timestamp = property(lambda self: self._max_timestamp)
+    producer_id = property(lambda self: self._producer_id)
+    producer_epoch = property(lambda self: self._producer_epoch)
+    base_sequence = property(lambda self: self._base_sequence)
+    records_count = property(lambda self: self._records_count)
 
     # -- header-derived properties -------------------------------------------------------
 
@@ -602,17 +626,17 @@ class Columns:
     """
 
     __slots__ = (
-        "offsets",
-        "timestamps",
-        "timestamp_types",
-        "key_offsets",
-        "value_offsets",
-        "key_data",
-        "value_data",
-        "key_valid",
-        "value_valid",
-        "header_counts",
-        "num_records",
+        "_offsets",
+        "_timestamps",
+        "_timestamp_types",
+        "_key_offsets",
+        "_value_offsets",
+        "_key_data",
+        "_value_data",
+        "_key_valid",
+        "_value_valid",
+        "_header_counts",
+        "_num_records",
     )
 
     def __init__(
@@ -628,17 +652,29 @@ class Columns:
         value_valid,
         header_counts,
     ) -> None:
-        self.offsets = offsets
-        self.timestamps = timestamps
-        self.timestamp_types = timestamp_types
-        self.key_offsets = key_offsets
-        self.value_offsets = value_offsets
-        self.key_data = key_data
-        self.value_data = value_data
-        self.key_valid = key_valid
-        self.value_valid = value_valid
-        self.header_counts = header_counts
-        self.num_records = len(offsets)
+        self._offsets = offsets
+        self._timestamps = timestamps
+        self._timestamp_types = timestamp_types
+        self._key_offsets = key_offsets
+        self._value_offsets = value_offsets
+        self._key_data = key_data
+        self._value_data = value_data
+        self._key_valid = key_valid
+        self._value_valid = value_valid
+        self._header_counts = header_counts
+        self._num_records = len(offsets)
+
+    offsets = property(lambda self: self._offsets)
+    timestamps = property(lambda self: self._timestamps)
+    timestamp_types = property(lambda self: self._timestamp_types)
+    key_offsets = property(lambda self: self._key_offsets)
+    value_offsets = property(lambda self: self._value_offsets)
+    key_data = property(lambda self: self._key_data)
+    value_data = property(lambda self: self._value_data)
+    key_valid = property(lambda self: self._key_valid)
+    value_valid = property(lambda self: self._value_valid)
+    header_counts = property(lambda self: self._header_counts)
+    num_records = property(lambda self: self._num_records)
 
     def __len__(self) -> int:
         return self.num_records
@@ -877,7 +913,12 @@ def validate_for_append(
         RecordTooLargeError: a batch larger than max_message_bytes.
         ValueError: next_offset or the stamps are out of their field's range.
     """
-    view = _byte_view(buffer)
+    try:
+        view = _byte_view(buffer)
+    except (ValueError, BufferError) as exc:
+        raise TypeError(
+            f"validate_for_append needs a writable byte buffer (bytearray, mmap, ...): {exc}"
+        ) from None
     if view.readonly:
         raise TypeError("validate_for_append needs a writable buffer (bytearray, mmap, ...)")
     if not 0 <= next_offset <= INT64_MAX:

@@ -43,6 +43,26 @@ _T = _make_tables()
 _T0, _T1, _T2, _T3, _T4, _T5, _T6, _T7 = _T
 
 
+def byte_view(buffer) -> memoryview:
+    """A flat memoryview of a 1-D, C-contiguous byte buffer (the compiled codec's
+    ``const unsigned char[::1]``), raising what Cython raises for anything else.
+
+    Raises:
+        TypeError: not a buffer. ValueError: not one-dimensional, or items that are not
+            unsigned bytes (e.g. array("I")). BufferError: not C-contiguous.
+    """
+    view = memoryview(buffer)
+    if view.ndim != 1:
+        raise ValueError(f"Buffer has wrong number of dimensions (expected 1, got {view.ndim})")
+    if view.format not in ("B", "c"):
+        raise ValueError(
+            f"Buffer dtype mismatch, expected unsigned bytes but got format {view.format!r}"
+        )
+    if not view.c_contiguous:
+        raise BufferError("memoryview: underlying buffer is not C-contiguous")
+    return view if view.format == "B" else view.cast("B")
+
+
 def crc32c(data, crc: int = 0) -> int:
     """CRC-32C of ``data`` (any buffer), continuing from a previous result ``crc``.
 
@@ -54,12 +74,13 @@ def crc32c(data, crc: int = 0) -> int:
         The CRC as an unsigned 32-bit integer.
 
     Raises:
-        ValueError: crc is outside [0, 2**32 - 1].
+        OverflowError: crc is outside [0, 2**32 - 1] (as the compiled uint32 argument).
         TypeError: data does not support the buffer protocol.
+        ValueError, BufferError: see byte_view.
     """
     if not 0 <= crc <= 0xFFFFFFFF:
-        raise ValueError(f"crc {crc} is outside the unsigned 32-bit range")
-    view = memoryview(data).cast("B")
+        raise OverflowError(f"crc {crc} is outside the unsigned 32-bit range")
+    view = byte_view(data)
     c = crc ^ 0xFFFFFFFF
     n = len(view)
     i = 0

@@ -22,6 +22,7 @@ than 64 bits. Encoders raise ValueError for values outside the 64-bit range.
 from __future__ import annotations
 
 from ..errors import CorruptRecordError
+from .crc32c import byte_view
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -94,7 +95,7 @@ def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
             10 bytes, or its value does not fit in 64 bits.
         ValueError: pos is negative.
     """
-    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    view = buf if isinstance(buf, (bytes, bytearray)) else byte_view(buf)
     if pos < 0:
         raise ValueError(f"negative position {pos}")
     end = len(view)
