@@ -442,8 +442,9 @@ class BrokerConfig:
                 value, source = overrides[name], SOURCE_DYNAMIC_TOPIC_CONFIG
             else:
                 value, source, _k = self._topic_defaults[name]
+            doc = d.doc or BROKER_CONFIG_DEFS[d.synonyms[-1]].doc
             entries.append(
-                ConfigEntry(name, format_value(d.type, value), source, False, False, d.type, d.doc,
+                ConfigEntry(name, format_value(d.type, value), source, False, False, d.type, doc,
                             tuple(synonyms))
             )
         return entries
