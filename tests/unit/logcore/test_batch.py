@@ -678,3 +678,53 @@ def test_iter_batches_over_mmap(tmp_path) -> None:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         offsets = [r.offset for b in logcore.iter_batches(m) for r in b]
     assert offsets == [0, 1, 2, 3, 4, 5]
+
+
+# --------------------------------------------------------------------------- API surface
+
+
+def test_views_and_records_are_read_only() -> None:
+    batch = logcore.RecordBatch(simple_batch(2))
+    for name in ("base_offset", "records_count", "crc", "compression"):
+        with pytest.raises(AttributeError):
+            setattr(batch, name, 5)
+    rec = next(iter(batch))
+    for name in ("offset", "timestamp", "key", "value", "headers"):
+        with pytest.raises(AttributeError):
+            setattr(rec, name, 5)
+    cols = logcore.decode_columns(simple_batch(2))
+    for name in ("offsets", "num_records"):
+        with pytest.raises(AttributeError):
+            setattr(cols, name, 5)
+
+
+def test_non_byte_buffers_are_refused() -> None:
+    import array
+
+    data = simple_batch(1)
+    for fn in (
+        logcore.RecordBatch,
+        logcore.decode_columns,
+        lambda b: list(logcore.iter_batches(b)),
+    ):
+        with pytest.raises(TypeError):
+            fn("not a buffer" * 10)
+        with pytest.raises(ValueError):  # 4-byte items, not bytes
+            fn(array.array("I", data[: len(data) // 4 * 4]))
+        with pytest.raises(ValueError):  # two-dimensional
+            fn(memoryview(bytes(64)).cast("B", (8, 8)))
+
+
+def test_iterating_twice_gives_the_same_records() -> None:
+    batch = logcore.RecordBatch(simple_batch(3, compression="zstd"))
+    first = [(r.offset, r.key, r.value) for r in batch]
+    assert [(r.offset, r.key, r.value) for r in batch] == first
+    assert len(first) == 3
+
+
+def test_build_is_repeatable_and_sees_later_appends() -> None:
+    b = logcore.BatchBuilder()
+    b.append(b"a", timestamp_ms=1)
+    assert b.build() == b.build()
+    b.append(b"b", timestamp_ms=2)
+    assert [r.value for r in logcore.RecordBatch(b.build())] == [b"a", b"b"]
