@@ -1,0 +1,223 @@
+"""Fetch semantics: long poll woken by appends, max_wait_ms=0, KIP-74, byte limits,
+seeks and offsets for times through real clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import logcore
+from pylog.cli._kafka import BrokerConnection
+from pylog.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
+
+
+def _conn(broker) -> BrokerConnection:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return BrokerConnection(host, int(port), timeout=20)
+
+
+def _create(conn, name, partitions=1, configs=None) -> None:
+    R = CreateTopicsRequest
+    resp = conn.request(R(topics=[R.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+        configs=[R.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
+        timeout_ms=5000))
+    assert resp.topics[0].error_code == 0
+
+
+def _produce(conn, topic, records, partition=0) -> int:
+    R = ProduceRequest
+    resp = conn.request(R(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=topic, partition_data=[R.PartitionProduceData(index=partition, records=records)])]))
+    p = resp.responses[0].partition_responses[0]
+    assert p.error_code == 0
+    return p.base_offset
+
+
+def _batch(n: int, size: int = 10, ts: int | None = None) -> bytes:
+    b = logcore.BatchBuilder()
+    for i in range(n):
+        b.append(bytes([65 + i % 26]) * size, timestamp_ms=ts)
+    return b.build()
+
+
+def _fetch(conn, parts, *, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20):
+    """parts: [(topic, partition, offset, partition_max_bytes)]"""
+    R = FetchRequest
+    topics: dict[str, list] = {}
+    for topic, p, offset, pmax in parts:
+        topics.setdefault(topic, []).append(R.FetchPartition(
+            partition=p, fetch_offset=offset, partition_max_bytes=pmax, log_start_offset=-1,
+            current_leader_epoch=-1))
+    resp = conn.request(R(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                          isolation_level=0, session_id=0, session_epoch=-1,
+                          topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                          forgotten_topics_data=[], rack_id=""))
+    return [p for t in resp.responses for p in t.partitions]
+
+
+def test_long_poll_is_woken_by_append_not_timeout(broker, topic_name) -> None:
+    consumer, producer = _conn(broker), _conn(broker)
+    try:
+        _create(consumer, topic_name, partitions=2)
+        result = {}
+
+        def poll() -> None:
+            t0 = time.monotonic()
+            result["parts"] = _fetch(consumer, [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)],
+                                     max_wait_ms=10_000, min_bytes=1)
+            result["elapsed"] = time.monotonic() - t0
+
+        th = threading.Thread(target=poll)
+        th.start()
+        time.sleep(0.3)
+        t_append = time.monotonic()
+        _produce(producer, topic_name, _batch(3), partition=1)
+        th.join(15)
+        woke = time.monotonic() - t_append
+        assert not th.is_alive()
+        assert result["elapsed"] >= 0.25  # it did wait
+        assert woke < 1.0, f"fetch answered {woke:.3f}s after the append"
+        data = [p for p in result["parts"] if p.partition_index == 1][0]
+        assert data.high_watermark == 3 and len(data.records) > 0
+    finally:
+        consumer.close()
+        producer.close()
+
+
+def test_max_wait_zero_and_min_bytes_timeout(broker, topic_name) -> None:
+    conn = _conn(broker)
+    try:
+        _create(conn, topic_name)
+        t0 = time.monotonic()
+        (p,) = _fetch(conn, [(topic_name, 0, 0, 1 << 20)], max_wait_ms=0, min_bytes=1)
+        assert time.monotonic() - t0 < 0.5 and p.error_code == 0 and len(p.records) == 0
+        _produce(conn, topic_name, _batch(2))
+        t0 = time.monotonic()
+        (p,) = _fetch(conn, [(topic_name, 0, 0, 1 << 20)], max_wait_ms=400, min_bytes=1_000_000)
+        elapsed = time.monotonic() - t0
+        assert 0.35 <= elapsed < 3.0  # waited for min_bytes until max_wait_ms, then answered
+        assert len(p.records) > 0
+    finally:
+        conn.close()
+
+
+def test_kip74_byte_limits_and_whole_batches(broker, topic_name) -> None:
+    conn = _conn(broker)
+    try:
+        _create(conn, topic_name, partitions=2)
+        big = _batch(10, size=1000)  # ~10 KB in one batch
+        for _ in range(3):
+            _produce(conn, topic_name, big, partition=0)
+            _produce(conn, topic_name, big, partition=1)
+        size = len(big)
+        # partition_max_bytes smaller than one batch: the first partition still gets one batch.
+        p0, p1 = _fetch(conn, [(topic_name, 0, 0, 100), (topic_name, 1, 0, 100)])
+        assert len(p0.records) == size and len(p1.records) == 0
+        assert p1.high_watermark == 30
+        # partition_max_bytes of two batches: two whole batches, never a cut one.
+        (p0,) = _fetch(conn, [(topic_name, 0, 0, 2 * size + 10)])
+        assert len(p0.records) == 2 * size
+        # response max_bytes: shared by the partitions, in order.
+        p0, p1 = _fetch(conn, [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)],
+                        max_bytes=size + size // 2)
+        assert len(p0.records) == size and len(p1.records) == 0
+        # A fetch offset inside a batch returns that whole batch.
+        (p0,) = _fetch(conn, [(topic_name, 0, 15, 1 << 20)])
+        first = next(iter(logcore.iter_batches(bytes(p0.records))))
+        assert first.base_offset == 10
+    finally:
+        conn.close()
+
+
+def test_seeks_and_offsets_for_times_kafka_python(broker, topic_name) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    base = 1_700_000_000_000
+    now = int(time.time() * 1000)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks=1)
+    for i in range(30):
+        p.send(topic_name, value=b"%d" % i, partition=0, timestamp_ms=now - 30_000 + i * 1000)
+    p.flush(10)
+    p.close(5)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
+    tp = TopicPartition(topic_name, 0)
+    try:
+        c.assign([tp])
+        c.seek_to_end(tp)
+        assert c.position(tp) == 30
+        c.seek_to_beginning(tp)
+        assert c.position(tp) == 0
+        c.seek(tp, 17)
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 13 and time.monotonic() < deadline:
+            for rs in c.poll(300).values():
+                got += [r.offset for r in rs]
+        assert got == list(range(17, 30))
+        found = c.offsets_for_times({tp: now - 30_000 + 12_500})[tp]
+        assert (found.offset, found.timestamp) == (13, now - 30_000 + 13_000)
+        assert c.offsets_for_times({tp: now + 60_000})[tp] is None
+        assert c.beginning_offsets([tp])[tp] == 0 and c.end_offsets([tp])[tp] == 30
+        del base
+    finally:
+        c.close()
+
+
+def test_offsets_for_times_and_max_timestamp_confluent(broker, topic_name) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    now = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    stamps = [now - 50_000, now - 10_000, now - 40_000, now - 20_000]
+    for i, ts in enumerate(stamps):
+        p.produce(topic_name, value=b"%d" % i, partition=0, timestamp=ts)
+        p.flush(5)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "enable.auto.commit": False})
+    try:
+        (tp,) = c.offsets_for_times([TopicPartition(topic_name, 0, now - 30_000)], timeout=10)
+        assert tp.offset == 1
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
+        assert (lo, hi) == (0, 4)
+    finally:
+        c.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    fut = admin.list_offsets({TopicPartition(topic_name, 0): OffsetSpec.max_timestamp()})
+    (info,) = [f.result(10) for f in fut.values()]
+    assert (info.offset, info.timestamp) == (1, now - 10_000)
+
+
+@pytest.mark.timeout(60)
+def test_aiokafka_long_poll_consumer_sees_new_records_quickly(broker, topic_name) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    async def go() -> float:
+        prod = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await prod.start()
+        await prod.send_and_wait(topic_name, b"first", partition=0)
+        cons = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                fetch_max_wait_ms=5000)
+        await cons.start()
+        try:
+            tp = TopicPartition(topic_name, 0)
+            cons.assign([tp])
+            cons.seek(tp, 1)
+            getter = asyncio.ensure_future(cons.getone())
+            await asyncio.sleep(0.5)
+            t0 = time.monotonic()
+            await prod.send_and_wait(topic_name, b"second", partition=0)
+            msg = await asyncio.wait_for(getter, 10)
+            assert msg.value == b"second"
+            return time.monotonic() - t0
+        finally:
+            await cons.stop()
+            await prod.stop()
+
+    latency = asyncio.run(asyncio.wait_for(go(), 30))
+    assert latency < 2.0  # far below fetch_max_wait_ms: the append woke the fetch
