@@ -44,8 +44,8 @@ cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t 
 
 
 cdef class Record:
-    cdef readonly int64_t offset
-    cdef readonly int64_t timestamp
+    cdef readonly object offset      # exposed as slot descriptors, see _batch.pyx
+    cdef readonly object timestamp
     cdef readonly object key
     cdef readonly object value
     cdef object _headers

@@ -26,3 +26,26 @@ cdef extern from "lc_endian.h" nogil:
 
 cdef extern from "lc_utf8.h" nogil:
     int lc_utf8_valid(const unsigned char *s, size_t n)
+
+
+# CPython API that Cython's own cimports do not declare (these need the GIL).
+cdef extern from "Python.h":
+    # A str's UTF-8 form without a temporary bytes object (cached on the str).
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    # Slot descriptors for Record (see _batch.pyx, _install_record_slots).
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+        const char *doc
+    object PyDescr_NewMember(type t, PyMemberDef *m)
+    void PyType_Modified(type t)
+    ctypedef struct PyTypeObjectDict "PyTypeObject":
+        void *tp_dict
+
+
+cdef extern from "structmember.h":
+    enum:
+        T_OBJECT_EX
+        READONLY
