@@ -1166,7 +1166,7 @@ class BatchBuilder:
         """
         if self._count == 0:
             raise ValueError("cannot build an empty batch")
-        records = self._records
+        records: bytes | bytearray = self._records
         if self._codec != _compression.NONE:
             records = _compression.compress(self._codec, bytes(records), self._level)
         out = bytearray(HEADER_SIZE)
