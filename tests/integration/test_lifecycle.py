@@ -1,0 +1,156 @@
+"""Start, stop, crash and restart: SIGTERM clean shutdown then a quick restart with data
+intact, kill -9 then recovery and serving, retention on its interval, topic deletion in the
+background, start-up refusals (bad config, pure-Python logcore)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pylog.cli._kafka import BrokerConnection
+from pylog.protocol.messages import ListOffsetsRequest
+
+
+def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1, ts: int | None = None) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                  "compression.type": "lz4"})
+    failed = []
+    for i in range(n):
+        kwargs = {"timestamp": ts} if ts is not None else {}
+        p.produce(topic, key=b"%d" % i, value=b"value-%d" % i, partition=i % partitions,
+                  on_delivery=lambda err, msg: failed.append(err) if err else None, **kwargs)
+    assert p.flush(20) == 0 and not failed
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, n: int) -> dict[int, list[tuple[int, bytes, bytes]]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    got: dict[int, list] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 20
+    try:
+        while sum(map(len, got.values())) < n and time.monotonic() < deadline:
+            for tp, rs in c.poll(300).items():
+                got[tp.partition] += [(r.offset, r.key, r.value) for r in rs]
+    finally:
+        c.close()
+    return got
+
+
+def _earliest(bootstrap: str, topic: str) -> int:
+    host, port = bootstrap.rsplit(":", 1)
+    with BrokerConnection(host, int(port), timeout=10) as conn:
+        L = ListOffsetsRequest
+        resp = conn.request(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+            name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-2)])]))
+        return resp.topics[0].partitions[0].offset
+
+
+def _check(got, partitions: int, n: int) -> None:
+    for p in range(partitions):
+        rows = got[p]
+        assert [o for o, _k, _v in rows] == list(range(len(rows)))
+        for o, k, v in rows:
+            i = int(k)
+            assert i % partitions == p and v == b"value-%d" % i
+    assert sum(map(len, got.values())) == n
+
+
+def test_sigterm_clean_shutdown_then_fast_restart(new_broker, topic_name) -> None:
+    b = new_broker().start()
+    _produce(b.bootstrap, topic_name, 600, partitions=1)
+    assert b.stop(signal.SIGTERM) == 0
+    log = b.read_log()
+    assert "shut down cleanly" in log and "Traceback" not in log
+    t0 = time.monotonic()
+    b.start()
+    assert time.monotonic() - t0 < 10
+    _check(_consume_all(b.bootstrap, topic_name, 1, 600), 1, 600)
+    _produce(b.bootstrap, topic_name, 10)
+    assert b.stop(signal.SIGINT) == 0
+
+
+def test_kill9_then_recovery_and_serving(new_broker, topic_name) -> None:
+    b = new_broker({"num.partitions": "2"}).start()
+    _produce(b.bootstrap, topic_name, 400, partitions=2)
+    b.stop(signal.SIGKILL)
+    # A torn write at the tail of one partition: recovery must cut it off.
+    seg = os.path.join(b.data_dir, f"{topic_name}-0", "00000000000000000000.log")
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09\x00\x00\x01\x00garbage")
+    b.start()
+    got = _consume_all(b.bootstrap, topic_name, 2, 400)
+    _check(got, 2, 400)
+    _produce(b.bootstrap, topic_name, 100, partitions=2)
+    assert b.stop(signal.SIGTERM) == 0
+
+
+def test_retention_runs_on_its_interval(new_broker, topic_name) -> None:
+    b = new_broker({"log.retention.check.interval.ms": "200"}).start()
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    futs = admin.create_topics([NewTopic(topic_name, 1, 1, config={
+        "retention.ms": "60000", "segment.bytes": "2000", "file.delete.delay.ms": "0"})])
+    futs[topic_name].result(10)
+    old = int(time.time() * 1000) - 3_600_000
+    for _ in range(5):
+        _produce(b.bootstrap, topic_name, 30, ts=old)
+    _produce(b.bootstrap, topic_name, 5)  # recent records in the active segment
+    deadline = time.monotonic() + 10
+    while _earliest(b.bootstrap, topic_name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    start = _earliest(b.bootstrap, topic_name)
+    assert 0 < start <= 150
+    assert b.stop() == 0
+
+
+def test_deleted_topic_directories_are_removed_in_background(new_broker, topic_name) -> None:
+    b = new_broker({"log.segment.delete.delay.ms": "100", "num.partitions": "3"}).start()
+    _produce(b.bootstrap, topic_name, 30, partitions=3)
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.delete_topics([topic_name])[topic_name].result(10)
+    names = os.listdir(b.data_dir)
+    assert not any(n.startswith(topic_name + "-") and not n.endswith("-delete") for n in names)
+    deadline = time.monotonic() + 10
+    while any(n.startswith(topic_name) for n in os.listdir(b.data_dir)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(n.startswith(topic_name) for n in os.listdir(b.data_dir))
+    # The name can be used again at once.
+    _produce(b.bootstrap, topic_name, 3)
+    assert b.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [("no.such.setting=1", "no.such.setting"), ("num.partitions=many", "num.partitions"),
+     ("listeners=SASL_SSL://127.0.0.1:0", "listeners")],
+)
+def test_invalid_settings_fail_at_start_naming_the_key(tmp_path, override, fragment) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pylog", "broker", "--override", override,
+                           "--override", f"log.dirs={tmp_path}", "--allow-pure-python"],
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 2
+    assert fragment in proc.stderr.decode()
+
+
+def test_pure_python_refused_without_flag(tmp_path) -> None:
+    env = dict(os.environ, LOGCORE_PUREPYTHON="1")
+    proc = subprocess.run([sys.executable, "-m", "pylog", "broker", "--override",
+                           "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
+                          capture_output=True, timeout=30, env=env)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert "logcore implementation: python" in err and "--allow-pure-python" in err
