@@ -267,11 +267,11 @@ def test_configs_describe_alter_incremental(conn, topic_name) -> None:
     assert cfg["segment.bytes"].value == "1073741824" and cfg["segment.bytes"].config_source == 5
     assert [s.name for s in cfg["retention.ms"].synonyms][:2] == ["retention.ms", "log.retention.hours"]
     assert cfg["max.message.bytes"].config_type == 3 and cfg["max.message.bytes"].documentation
-    I = IncrementalAlterConfigsRequest
-    resp = conn.request(I(resources=[I.AlterConfigsResource(resource_type=2, resource_name=topic_name, configs=[
-        I.AlterableConfig(name="retention.ms", config_operation=1, value=None),
-        I.AlterableConfig(name="max.message.bytes", config_operation=0, value="2000"),
-        I.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])], validate_only=False))
+    IA = IncrementalAlterConfigsRequest
+    resp = conn.request(IA(resources=[IA.AlterConfigsResource(resource_type=2, resource_name=topic_name, configs=[
+        IA.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+        IA.AlterableConfig(name="max.message.bytes", config_operation=0, value="2000"),
+        IA.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])], validate_only=False))
     assert resp.responses[0].error_code == 0
     cfg = describe()
     assert cfg["retention.ms"].config_source == 5

@@ -60,7 +60,7 @@ def _check(got, partitions: int, n: int) -> None:
     for p in range(partitions):
         rows = got[p]
         assert [o for o, _k, _v in rows] == list(range(len(rows)))
-        for o, k, v in rows:
+        for _o, k, v in rows:
             i = int(k)
             assert i % partitions == p and v == b"value-%d" % i
     assert sum(map(len, got.values())) == n

@@ -28,7 +28,7 @@ def _closed_by_peer(s: socket.socket, timeout: float = 5.0) -> bool:
                 return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

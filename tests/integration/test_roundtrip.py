@@ -174,7 +174,7 @@ def test_kcat_produce_confluent_consume_and_back(broker, topic_name, codec) -> N
                    input=("\n".join(lines) + "\n").encode(), check=True, timeout=30)
     got = consume_confluent(broker.bootstrap, topic_name, len(lines))
     assert [o for o, *_ in got] == list(range(len(lines)))
-    for (offset, key, value, headers), line in zip(got, lines):
+    for (_offset, key, value, headers), line in zip(got, lines, strict=True):
         k, v = line.split("|", 1)
         assert (key, value, headers) == (k.encode(), v.encode(), [("origin", b"kcat")])
     # And kcat reads what confluent-kafka wrote, with headers and null values.
@@ -185,7 +185,7 @@ def test_kcat_produce_confluent_consume_and_back(broker, topic_name, codec) -> N
                           "-e", "-f", "%o|%k|%S|%h\\n"], capture_output=True, check=True, timeout=30).stdout
     rows = out.decode("latin-1").splitlines()
     assert len(rows) == len(records)
-    for i, (row, (key, value, headers)) in enumerate(zip(rows, records)):
+    for i, (row, (key, value, _headers)) in enumerate(zip(rows, records, strict=True)):
         offset, k, size, _h = row.split("|", 3)
         assert int(offset) == i
         assert k == (key.decode() if key is not None else "")

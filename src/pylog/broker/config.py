@@ -352,10 +352,10 @@ class BrokerConfig:
             raise ConfigError("default.replication.factor", "a single-node broker needs 1")
         # The topic-level defaults, computed once (validates the broker synonyms too).
         self._topic_defaults = {name: self._topic_default(d) for name, d in TOPIC_CONFIG_DEFS.items()}
-        for name, (value, _s, _k) in self._topic_defaults.items():
-            d = TOPIC_CONFIG_DEFS[name]
-            if d.validator is not None and value is not None:
-                d.validator(_k, value)
+        for name, (value, _s, key) in self._topic_defaults.items():
+            tdef = TOPIC_CONFIG_DEFS[name]
+            if tdef.validator is not None and value is not None:
+                tdef.validator(key, value)
 
     @classmethod
     def from_sources(cls, path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

@@ -18,7 +18,6 @@ import signal
 from typing import Any
 
 import logcore
-
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.broker.config import BrokerConfig
 from pylog.broker.waiters import PartitionWaiters

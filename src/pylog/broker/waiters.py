@@ -11,8 +11,7 @@ Event-loop affinity: all methods run on the broker's loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Hashable
+from collections.abc import Hashable, Iterable
 
 
 class PartitionWaiters:

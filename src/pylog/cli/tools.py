@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import logcore
-
 from pylog.cli._kafka import ClientError, Cluster, check, partition_for_key
 from pylog.protocol.messages import (
     CreateTopicsRequest,

@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import logcore
-
 from pylog import errors
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.broker.config import (
@@ -141,7 +140,7 @@ class LogManager:
             except _topics.TopicNameError:
                 log.warning("ignoring directory of illegal topic name %r", name)
                 continue
-            ids = {_topics.read_partition_metadata(p) for p in parts.values()} - {None}
+            ids = {i for i in (_topics.read_partition_metadata(p) for p in parts.values()) if i is not None}
             topic_id = ids.pop() if len(ids) == 1 else _topics.new_topic_id()
             if sorted(parts) != list(range(len(parts))):
                 log.warning("topic %r has partition directories %s; adopting 0..%d", name,
@@ -152,14 +151,14 @@ class LogManager:
                 "configs": {},
             }
             changed = True
-        for name, entry in sorted(stored.items()):
-            topic_id = _topics.topic_id_from_str(entry["topic_id"])
+        for name, spec in sorted(stored.items()):
+            topic_id = _topics.topic_id_from_str(spec["topic_id"])
             try:
-                overrides = parse_topic_configs(entry.get("configs", {}))
+                overrides = parse_topic_configs(spec.get("configs", {}))
             except ConfigError as exc:
                 raise ConfigError(exc.key, f"stored config of topic {name!r}: {exc}") from None
             topic = Topic(name, topic_id, [], overrides)
-            for index in range(int(entry["partitions"])):
+            for index in range(int(spec["partitions"])):
                 topic.partitions.append(self._open_partition(topic, index))
             self._add(topic)
         if changed:
@@ -334,7 +333,7 @@ class LogManager:
     def _effective(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
         effective = self.broker_config.topic_defaults()
         effective.update(overrides)
-        props = {k: format_value(TOPIC_CONFIG_DEFS[k].type, effective[k]) for k in _LOGCORE_KEYS}
+        props = {k: str(format_value(TOPIC_CONFIG_DEFS[k].type, effective[k])) for k in _LOGCORE_KEYS}
         if effective["retention.ms"] is not None and effective["retention.ms"] < -1:
             raise ConfigError("retention.ms", "must be at least -1")
         return effective, logcore.LogConfig.from_properties(props)

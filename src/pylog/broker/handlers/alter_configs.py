@@ -11,7 +11,12 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.config import ConfigError, parse_topic_configs
-from pylog.broker.handlers._configs import RESOURCE_BROKER, RESOURCE_TOPIC, refuse_broker_change, topic_of
+from pylog.broker.handlers._configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    refuse_broker_change,
+    topic_of,
+)
 from pylog.protocol._schema import AlterConfigsResponse
 
 API_KEY = 33

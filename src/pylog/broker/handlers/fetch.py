@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import logcore
-
 from pylog import errors
 from pylog.protocol._schema import FetchResponse
 

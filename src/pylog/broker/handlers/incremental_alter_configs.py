@@ -10,7 +10,12 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
-from pylog.broker.handlers._configs import RESOURCE_BROKER, RESOURCE_TOPIC, refuse_broker_change, topic_of
+from pylog.broker.handlers._configs import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    refuse_broker_change,
+    topic_of,
+)
 from pylog.protocol._schema import IncrementalAlterConfigsResponse
 
 API_KEY = 44

@@ -26,7 +26,6 @@ import struct
 from typing import Any
 
 import logcore
-
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
 from pylog.protocol._schema import ProduceResponse
