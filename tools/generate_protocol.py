@@ -394,17 +394,23 @@ class ModuleWriter:
             if not tagged:
                 lines.append("b += b'\\x00'")
             else:
+                # Tagged fields are written only when they differ from their default
+                # (Kafka does the same; old librdkafka cannot parse unexpected ones). The
+                # common case, none set, costs one combined test and one byte.
                 tagged.sort(key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
-                lines.append("tg = []")
+                conds = []
                 for f in tagged:
                     x = self.fresh("x")
                     lines.append(f"{x} = o.{f.py}")
-                    lines.append(f"if {self.non_default_cond(f, x)}:")
+                    conds.append((f, x, self.non_default_cond(f, x)))
+                lines.append("if " + " or ".join(f"({c})" for _, _, c in conds) + ":")
+                lines.append("    tg = []")
+                for f, x, cond in conds:
+                    lines.append(f"    if {cond}:")
                     inner = ["tb = bytearray()"]
                     inner += self.enc_value(f, v, flex, x, "tb")
                     inner.append(f"tg.append(({f.tag}, tb))")
-                    lines += ["    " + line for line in inner]
-                lines.append("if tg:")
+                    lines += ["        " + line for line in inner]
                 lines.append("    write_tagged(b, tg)")
                 lines.append("else:")
                 lines.append("    b += b'\\x00'")
@@ -418,7 +424,19 @@ class ModuleWriter:
         if k == "array":
             return f"{x} is not None" if lit == "None" else f"{x}"
         if k == "struct":
-            return f"{x} is not None" if lit == "None" else f"{x} is not None and not {x}._is_default()"
+            if lit == "None":
+                return f"{x} is not None"
+            assert f.struct is not None
+            fields = f.struct.fields
+            if fields and all(g.kind not in ("array", "struct") for g in fields):
+                # Inline comparison with the literal defaults: no method call per struct.
+                diffs = " or ".join(
+                    f"{x}.{g.py} is not None" if g.default_literal() == "None"
+                    else f"{x}.{g.py} != {g.default_literal()}"
+                    for g in fields
+                )
+                return f"{x} is not None and ({diffs})"
+            return f"{x} is not None and not {x}._is_default()"
         if lit == "None":
             return f"{x} is not None"
         return f"{x} != {lit}"
@@ -536,7 +554,11 @@ class ModuleWriter:
         flush()
         if flex:
             if not tagged:
-                lines.append("p = skip_tags(b, p)")
+                # Fast path: an empty tagged-fields section is one zero byte.
+                lines.append("if b[p]:")
+                lines.append("    p = skip_tags(b, p)")
+                lines.append("else:")
+                lines.append("    p += 1")
             else:
                 tagged.sort(key=lambda t: t[0].tag)  # type: ignore[arg-type,return-value]
                 for f, var in tagged:

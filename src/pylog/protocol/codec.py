@@ -79,9 +79,12 @@ def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:
         return b, pos + 1
-    value = b & 0x7F
-    shift = 7
-    pos += 1
+    b2 = buf[pos + 1]  # unrolled: lengths of 128 B to 16 KiB (record sets) take 2 bytes
+    if b2 < 0x80:
+        return (b & 0x7F) | (b2 << 7), pos + 2
+    value = (b & 0x7F) | ((b2 & 0x7F) << 7)
+    shift = 14
+    pos += 2
     while True:
         b = buf[pos]  # IndexError past the end -> RemoteProtocolError at message level
         pos += 1
@@ -97,6 +100,10 @@ def uvarint_bytes(value: int) -> bytes:
     """Encode an unsigned varint (0 <= value < 2**32)."""
     if 0 <= value < 128:
         return _UV1[value]
+    if 0 <= value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 <= value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0 or value > 0xFFFFFFFF:
         raise LocalProtocolError(f"unsigned varint out of range: {value}")
     out = bytearray()
@@ -385,6 +392,11 @@ def write_records(buf: bytearray, out: list, value: Any) -> None:
     if value is None:
         buf += b"\xff\xff\xff\xff"
         return
+    t = type(value)
+    if (t is bytes or t is bytearray) and len(value) <= RECORDS_INLINE_MAX:
+        buf += _p_i32(len(value))
+        buf += value
+        return
     n = records_size(value)
     buf += _p_i32(n)
     if n:
@@ -395,6 +407,13 @@ def write_crecords(buf: bytearray, out: list, value: Any) -> None:
     """COMPACT_RECORDS: uvarint length+1 (0 null) then the value, inline or as its own chunk."""
     if value is None:
         buf += b"\x00"
+        return
+    t = type(value)
+    if (t is bytes or t is bytearray) and len(value) <= RECORDS_INLINE_MAX:
+        # Fast path: small bytes records, inline (one call less per partition).
+        n = len(value) + 1
+        buf += _UV1[n] if n < 128 else uvarint_bytes(n)
+        buf += value
         return
     n = records_size(value)
     write_uvarint(buf, n + 1)

@@ -86,7 +86,10 @@ def _d_AddOffsetsToTxnRequest_3(b, p):
     v1, v2 = _U0(b, p)
     p += 10
     v3, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddOffsetsToTxnRequest(v0, v1, v2, v3), p
 
 

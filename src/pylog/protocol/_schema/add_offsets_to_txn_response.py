@@ -66,7 +66,10 @@ def _d_AddOffsetsToTxnResponse_0(b, p):
 def _d_AddOffsetsToTxnResponse_3(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddOffsetsToTxnResponse(v0, v1), p
 
 

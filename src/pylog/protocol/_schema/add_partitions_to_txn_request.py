@@ -174,7 +174,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_0(b, p):
 
 
 def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_3(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction('', 0, 0, False, []), p
 
 
@@ -182,7 +185,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_4(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(v0, v1), p
 
 
@@ -195,7 +201,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_4(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(v0, v1, v2, v3, v4), p
 
 
@@ -257,7 +266,10 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_4(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest([], v1, v2, v3, v4), p
 
 
@@ -267,7 +279,10 @@ def _d_AddPartitionsToTxnRequest_4(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_4(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnRequest(v0, '', 0, 0, []), p
 
 

@@ -191,14 +191,20 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_0(b, p):
 
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_3(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse_AddPartitionsToTxnResult('', []), p
 
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_4(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(v0, v1), p
 
 
@@ -209,7 +215,10 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(v0, v1), p
 
 
@@ -220,7 +229,10 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse_AddPartitionsToTxnResult(v0, v1), p
 
 
@@ -293,7 +305,10 @@ def _d_AddPartitionsToTxnResponse_3(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse(v0, 0, [], v3), p
 
 
@@ -305,7 +320,10 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddPartitionsToTxnResponse(v0, v1, v2, []), p
 
 

@@ -118,7 +118,10 @@ def _d_AddRaftVoterRequest_Listener_0(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddRaftVoterRequest_Listener(v0, v1, v2), p
 
 
@@ -142,7 +145,10 @@ def _d_AddRaftVoterRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_AddRaftVoterRequest_Listener_0(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddRaftVoterRequest(v0, v1, v2, v3, v4), p
 
 

@@ -64,7 +64,10 @@ def _d_AddRaftVoterResponse_0(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AddRaftVoterResponse(v0, v1, v2), p
 
 

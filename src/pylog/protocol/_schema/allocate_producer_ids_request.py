@@ -56,7 +56,10 @@ def _e_AllocateProducerIdsRequest_0(o, b, out):
 def _d_AllocateProducerIdsRequest_0(b, p):
     v0, v1 = _U0(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AllocateProducerIdsRequest(v0, v1), p
 
 

@@ -64,7 +64,10 @@ def _e_AllocateProducerIdsResponse_0(o, b, out):
 def _d_AllocateProducerIdsResponse_0(b, p):
     v0, v1, v2, v3 = _U0(b, p)
     p += 18
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AllocateProducerIdsResponse(v0, v1, v2, v3), p
 
 

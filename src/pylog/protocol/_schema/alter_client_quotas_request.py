@@ -228,7 +228,10 @@ def _d_AlterClientQuotasRequest_EntryData_0(b, p):
 def _d_AlterClientQuotasRequest_EntityData_1(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest_EntityData(v0, v1), p
 
 
@@ -236,7 +239,10 @@ def _d_AlterClientQuotasRequest_OpData_1(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U0(b, p)
     p += 9
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest_OpData(v0, v1, v2), p
 
 
@@ -251,7 +257,10 @@ def _d_AlterClientQuotasRequest_EntryData_1(b, p):
     for _ in range(n3):
         e4, p = _d_AlterClientQuotasRequest_OpData_1(b, p)
         v1.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest_EntryData(v0, v1), p
 
 
@@ -289,7 +298,10 @@ def _d_AlterClientQuotasRequest_1(b, p):
         v0.append(e2)
     v1, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasRequest(v0, v1), p
 
 

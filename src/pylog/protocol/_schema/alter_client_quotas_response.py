@@ -176,7 +176,10 @@ def _d_AlterClientQuotasResponse_EntryData_0(b, p):
 def _d_AlterClientQuotasResponse_EntityData_1(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse_EntityData(v0, v1), p
 
 
@@ -189,7 +192,10 @@ def _d_AlterClientQuotasResponse_EntryData_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterClientQuotasResponse_EntityData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse_EntryData(v0, v1, v2), p
 
 
@@ -227,7 +233,10 @@ def _d_AlterClientQuotasResponse_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterClientQuotasResponse_EntryData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterClientQuotasResponse(v0, v1), p
 
 

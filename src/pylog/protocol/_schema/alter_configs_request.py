@@ -176,7 +176,10 @@ def _d_AlterConfigsRequest_AlterConfigsResource_0(b, p):
 def _d_AlterConfigsRequest_AlterableConfig_2(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest_AlterableConfig(v0, v1), p
 
 
@@ -189,7 +192,10 @@ def _d_AlterConfigsRequest_AlterConfigsResource_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterConfigsRequest_AlterableConfig_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest_AlterConfigsResource(v0, v1, v2), p
 
 
@@ -227,7 +233,10 @@ def _d_AlterConfigsRequest_2(b, p):
         v0.append(e2)
     v1, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterConfigsRequest(v0, v1), p
 
 

@@ -136,7 +136,10 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_2(b, p):
     v2, = _U1(b, p)
     p += 1
     v3, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterConfigsResponse_AlterConfigsResourceResponse(v0, v1, v2, v3), p
 
 
@@ -174,7 +177,10 @@ def _d_AlterConfigsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterConfigsResponse_AlterConfigsResourceResponse_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterConfigsResponse(v0, v1), p
 
 

@@ -141,7 +141,10 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_0(b, p):
         v1 = None
     else:
         v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest_ReassignablePartition(v0, v1), p
 
 
@@ -152,7 +155,10 @@ def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionReassignmentsRequest_ReassignablePartition_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest_ReassignableTopic(v0, v1), p
 
 
@@ -172,7 +178,10 @@ def _d_AlterPartitionReassignmentsRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionReassignmentsRequest_ReassignableTopic_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsRequest(v0, v1), p
 
 

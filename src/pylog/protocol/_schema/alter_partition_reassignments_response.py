@@ -144,7 +144,10 @@ def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_0(b, p)
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(v0, v1, v2), p
 
 
@@ -155,7 +158,10 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse_ReassignableTopicResponse(v0, v1), p
 
 
@@ -177,7 +183,10 @@ def _d_AlterPartitionReassignmentsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionReassignmentsResponse(v0, v1, v2, v3), p
 
 

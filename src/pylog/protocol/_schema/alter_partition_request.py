@@ -249,7 +249,10 @@ def _d_AlterPartitionRequest_PartitionData_0(b, p):
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
     v5, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_PartitionData(v0, v1, v2, [], 0, v5), p
 
 
@@ -260,7 +263,10 @@ def _d_AlterPartitionRequest_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_PartitionData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_TopicData(v0, ZERO_UUID, v2), p
 
 
@@ -271,7 +277,10 @@ def _d_AlterPartitionRequest_PartitionData_1(b, p):
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
     v4, v5 = _U2(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_PartitionData(v0, v1, v2, [], v4, v5), p
 
 
@@ -282,7 +291,10 @@ def _d_AlterPartitionRequest_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_PartitionData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_TopicData(v0, ZERO_UUID, v2), p
 
 
@@ -293,14 +305,20 @@ def _d_AlterPartitionRequest_TopicData_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_PartitionData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_TopicData('', v1, v2), p
 
 
 def _d_AlterPartitionRequest_BrokerState_3(b, p):
     v0, v1 = _U3(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_BrokerState(v0, v1), p
 
 
@@ -314,7 +332,10 @@ def _d_AlterPartitionRequest_PartitionData_3(b, p):
         v3.append(e2)
     v4, v5 = _U2(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_PartitionData(v0, v1, [], v3, v4, v5), p
 
 
@@ -325,7 +346,10 @@ def _d_AlterPartitionRequest_TopicData_3(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_PartitionData_3(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_TopicData('', v1, v2), p
 
 
@@ -334,7 +358,10 @@ def _e_AlterPartitionRequest_BrokerState_0(o, b, out):
 
 
 def _d_AlterPartitionRequest_BrokerState_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest_BrokerState(0, -1), p
 
 
@@ -378,7 +405,10 @@ def _d_AlterPartitionRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_TopicData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(v0, v1, v2), p
 
 
@@ -390,7 +420,10 @@ def _d_AlterPartitionRequest_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_TopicData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(v0, v1, v2), p
 
 
@@ -402,7 +435,10 @@ def _d_AlterPartitionRequest_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_TopicData_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(v0, v1, v2), p
 
 
@@ -414,7 +450,10 @@ def _d_AlterPartitionRequest_3(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionRequest_TopicData_3(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionRequest(v0, v1, v2), p
 
 

@@ -201,7 +201,10 @@ def _d_AlterPartitionResponse_PartitionData_0(b, p):
     v4, p = read_fixed_array(b, p, n1, 'i', 4)
     v6, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse_PartitionData(v0, v1, v2, v3, v4, 0, v6), p
 
 
@@ -212,7 +215,10 @@ def _d_AlterPartitionResponse_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_PartitionData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse_TopicData(v0, ZERO_UUID, v2), p
 
 
@@ -223,7 +229,10 @@ def _d_AlterPartitionResponse_PartitionData_1(b, p):
     v4, p = read_fixed_array(b, p, n1, 'i', 4)
     v5, v6 = _U2(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse_PartitionData(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -234,7 +243,10 @@ def _d_AlterPartitionResponse_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_PartitionData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse_TopicData(v0, ZERO_UUID, v2), p
 
 
@@ -245,7 +257,10 @@ def _d_AlterPartitionResponse_TopicData_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_PartitionData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse_TopicData('', v1, v2), p
 
 
@@ -281,7 +296,10 @@ def _d_AlterPartitionResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_TopicData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(v0, v1, v2), p
 
 
@@ -293,7 +311,10 @@ def _d_AlterPartitionResponse_1(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_TopicData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(v0, v1, v2), p
 
 
@@ -305,7 +326,10 @@ def _d_AlterPartitionResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterPartitionResponse_TopicData_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterPartitionResponse(v0, v1, v2), p
 
 

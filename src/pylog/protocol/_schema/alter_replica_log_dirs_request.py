@@ -160,7 +160,10 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_2(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(v0, v1), p
 
 
@@ -171,7 +174,10 @@ def _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest_AlterReplicaLogDir(v0, v1), p
 
 
@@ -203,7 +209,10 @@ def _d_AlterReplicaLogDirsRequest_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterReplicaLogDirsRequest_AlterReplicaLogDir_2(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsRequest(v0), p
 
 

@@ -162,7 +162,10 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_0(b, p):
 def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_2(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(v0, v1), p
 
 
@@ -173,7 +176,10 @@ def _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(v0, v1), p
 
 
@@ -211,7 +217,10 @@ def _d_AlterReplicaLogDirsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterReplicaLogDirsResponse(v0, v1), p
 
 

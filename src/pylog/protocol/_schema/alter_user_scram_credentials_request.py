@@ -138,7 +138,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialDeletion_0(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest_ScramCredentialDeletion(v0, v1), p
 
 
@@ -156,7 +159,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_0(b, p):
     p += 5
     v3, p = read_cbytes(b, p)
     v4, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest_ScramCredentialUpsertion(v0, v1, v2, v3, v4), p
 
 
@@ -181,7 +187,10 @@ def _d_AlterUserScramCredentialsRequest_0(b, p):
     for _ in range(n3):
         e4, p = _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_0(b, p)
         v1.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsRequest(v0, v1), p
 
 

@@ -103,7 +103,10 @@ def _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_0(b, p)
     v1, = _U0(b, p)
     p += 2
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(v0, v1, v2), p
 
 
@@ -123,7 +126,10 @@ def _d_AlterUserScramCredentialsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AlterUserScramCredentialsResponse(v0, v1), p
 
 

@@ -64,7 +64,10 @@ def _d_ApiVersionsRequest_0(b, p):
 def _d_ApiVersionsRequest_3(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ApiVersionsRequest(v0, v1), p
 
 

@@ -211,7 +211,10 @@ def _d_ApiVersionsResponse_ApiVersion_0(b, p):
 def _d_ApiVersionsResponse_ApiVersion_3(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse_ApiVersion(v0, v1, v2), p
 
 
@@ -233,7 +236,10 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_3(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse_SupportedFeatureKey(v0, v1, v2), p
 
 
@@ -255,7 +261,10 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_3(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ApiVersionsResponse_FinalizedFeatureKey(v0, v1, v2), p
 
 
@@ -280,32 +289,32 @@ def _e_ApiVersionsResponse_3(o, b, out):
     for e1 in o.api_keys:
         _e_ApiVersionsResponse_ApiVersion_3(e1, b, out)
     b += _P3(o.throttle_time_ms)
-    tg = []
     x2 = o.supported_features
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_ApiVersionsResponse_SupportedFeatureKey_3(e3, tb, out)
-        tg.append((0, tb))
-    x4 = o.finalized_features_epoch
-    if x4 != -1:
-        tb = bytearray()
-        tb += _P4(x4)
-        tg.append((1, tb))
-    x5 = o.finalized_features
-    if x5:
-        tb = bytearray()
-        write_uvarint(tb, len(x5) + 1)
-        for e6 in x5:
-            _e_ApiVersionsResponse_FinalizedFeatureKey_3(e6, tb, out)
-        tg.append((2, tb))
-    x7 = o.zk_migration_ready
-    if x7 != False:
-        tb = bytearray()
-        tb += _P5(x7)
-        tg.append((3, tb))
-    if tg:
+    x3 = o.finalized_features_epoch
+    x4 = o.finalized_features
+    x5 = o.zk_migration_ready
+    if (x2) or (x3 != -1) or (x4) or (x5 != False):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e6 in x2:
+                _e_ApiVersionsResponse_SupportedFeatureKey_3(e6, tb, out)
+            tg.append((0, tb))
+        if x3 != -1:
+            tb = bytearray()
+            tb += _P4(x3)
+            tg.append((1, tb))
+        if x4:
+            tb = bytearray()
+            write_uvarint(tb, len(x4) + 1)
+            for e7 in x4:
+                _e_ApiVersionsResponse_FinalizedFeatureKey_3(e7, tb, out)
+            tg.append((2, tb))
+        if x5 != False:
+            tb = bytearray()
+            tb += _P5(x5)
+            tg.append((3, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'

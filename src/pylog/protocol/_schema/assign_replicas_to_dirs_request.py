@@ -170,7 +170,10 @@ def _e_AssignReplicasToDirsRequest_DirectoryData_0(o, b, out):
 def _d_AssignReplicasToDirsRequest_PartitionData_0(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest_PartitionData(v0), p
 
 
@@ -181,7 +184,10 @@ def _d_AssignReplicasToDirsRequest_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest_TopicData(v0, v1), p
 
 
@@ -192,7 +198,10 @@ def _d_AssignReplicasToDirsRequest_DirectoryData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsRequest_TopicData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest_DirectoryData(v0, v1), p
 
 
@@ -212,7 +221,10 @@ def _d_AssignReplicasToDirsRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsRequest_DirectoryData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsRequest(v0, v1, v2), p
 
 

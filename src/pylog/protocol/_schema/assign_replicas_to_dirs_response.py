@@ -171,7 +171,10 @@ def _e_AssignReplicasToDirsResponse_DirectoryData_0(o, b, out):
 def _d_AssignReplicasToDirsResponse_PartitionData_0(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse_PartitionData(v0, v1), p
 
 
@@ -182,7 +185,10 @@ def _d_AssignReplicasToDirsResponse_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsResponse_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse_TopicData(v0, v1), p
 
 
@@ -193,7 +199,10 @@ def _d_AssignReplicasToDirsResponse_DirectoryData_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsResponse_TopicData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse_DirectoryData(v0, v1), p
 
 
@@ -213,7 +222,10 @@ def _d_AssignReplicasToDirsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_AssignReplicasToDirsResponse_DirectoryData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return AssignReplicasToDirsResponse(v0, v1, v2), p
 
 

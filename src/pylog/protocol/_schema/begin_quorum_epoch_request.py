@@ -229,7 +229,10 @@ def _d_BeginQuorumEpochRequest_PartitionData_1(b, p):
     v1, p = read_uuid(b, p)
     v2, v3 = _U2(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest_PartitionData(v0, v1, v2, v3), p
 
 
@@ -240,7 +243,10 @@ def _d_BeginQuorumEpochRequest_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_BeginQuorumEpochRequest_PartitionData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest_TopicData(v0, v1), p
 
 
@@ -264,7 +270,10 @@ def _d_BeginQuorumEpochRequest_LeaderEndpoint_1(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U3(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest_LeaderEndpoint(v0, v1, v2), p
 
 
@@ -311,7 +320,10 @@ def _d_BeginQuorumEpochRequest_1(b, p):
     for _ in range(n3):
         e4, p = _d_BeginQuorumEpochRequest_LeaderEndpoint_1(b, p)
         v3.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BeginQuorumEpochRequest(v0, v1, v2, v3), p
 
 

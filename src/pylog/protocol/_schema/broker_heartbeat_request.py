@@ -80,15 +80,15 @@ def _e_BrokerHeartbeatRequest_0(o, b, out):
 
 def _e_BrokerHeartbeatRequest_1(o, b, out):
     b += _P0(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
-    tg = []
     x1 = o.offline_log_dirs
-    if x1:
-        tb = bytearray()
-        write_uvarint(tb, len(x1) + 1)
-        for e2 in x1:
-            tb += uuid_bytes(e2)
-        tg.append((0, tb))
-    if tg:
+    if (x1):
+        tg = []
+        if x1:
+            tb = bytearray()
+            write_uvarint(tb, len(x1) + 1)
+            for e2 in x1:
+                tb += uuid_bytes(e2)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -97,7 +97,10 @@ def _e_BrokerHeartbeatRequest_1(o, b, out):
 def _d_BrokerHeartbeatRequest_0(b, p):
     v0, v1, v2, v3, v4 = _U0(b, p)
     p += 22
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerHeartbeatRequest(v0, v1, v2, v3, v4, []), p
 
 

@@ -68,7 +68,10 @@ def _e_BrokerHeartbeatResponse_0(o, b, out):
 def _d_BrokerHeartbeatResponse_0(b, p):
     v0, v1, v2, v3, v4 = _U0(b, p)
     p += 9
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerHeartbeatResponse(v0, v1, v2, v3, v4), p
 
 

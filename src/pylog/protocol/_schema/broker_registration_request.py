@@ -180,7 +180,10 @@ def _d_BrokerRegistrationRequest_Listener_0(b, p):
     v1, p = read_cstring(b, p)
     v2, v3 = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest_Listener(v0, v1, v2, v3), p
 
 
@@ -194,7 +197,10 @@ def _d_BrokerRegistrationRequest_Feature_0(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest_Feature(v0, v1, v2), p
 
 
@@ -280,7 +286,10 @@ def _d_BrokerRegistrationRequest_0(b, p):
         e4, p = _d_BrokerRegistrationRequest_Feature_0(b, p)
         v4.append(e4)
     v5, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(v0, v1, v2, v3, v4, v5, False, [], -1), p
 
 
@@ -302,7 +311,10 @@ def _d_BrokerRegistrationRequest_1(b, p):
     v5, p = read_ncstring(b, p)
     v6, = _U3(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(v0, v1, v2, v3, v4, v5, v6, [], -1), p
 
 
@@ -329,7 +341,10 @@ def _d_BrokerRegistrationRequest_2(b, p):
     for _ in range(n5):
         e6, p = read_uuid(b, p)
         v7.append(e6)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(v0, v1, v2, v3, v4, v5, v6, v7, -1), p
 
 
@@ -358,7 +373,10 @@ def _d_BrokerRegistrationRequest_3(b, p):
         v7.append(e6)
     v8, = _U4(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationRequest(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 

@@ -60,7 +60,10 @@ def _e_BrokerRegistrationResponse_0(o, b, out):
 def _d_BrokerRegistrationResponse_0(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 14
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return BrokerRegistrationResponse(v0, v1, v2), p
 
 

@@ -69,7 +69,10 @@ def _d_ConsumerGroupDescribeRequest_0(b, p):
         v0.append(e2)
     v1, = _U0(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeRequest(v0, v1), p
 
 

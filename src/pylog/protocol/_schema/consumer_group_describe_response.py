@@ -295,7 +295,10 @@ def _d_ConsumerGroupDescribeResponse_TopicPartitions_0(b, p):
     v1, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse_TopicPartitions(v0, v1, v2), p
 
 
@@ -305,7 +308,10 @@ def _d_ConsumerGroupDescribeResponse_Assignment_0(b, p):
     for _ in range(n1):
         e2, p = _d_ConsumerGroupDescribeResponse_TopicPartitions_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse_Assignment(v0), p
 
 
@@ -325,7 +331,10 @@ def _d_ConsumerGroupDescribeResponse_Member_0(b, p):
     v7, p = read_ncstring(b, p)
     v8, p = _d_ConsumerGroupDescribeResponse_Assignment_0(b, p)
     v9, p = _d_ConsumerGroupDescribeResponse_Assignment_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9), p
 
 
@@ -345,7 +354,10 @@ def _d_ConsumerGroupDescribeResponse_DescribedGroup_0(b, p):
         v7.append(e2)
     v8, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
@@ -365,7 +377,10 @@ def _d_ConsumerGroupDescribeResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ConsumerGroupDescribeResponse_DescribedGroup_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupDescribeResponse(v0, v1), p
 
 

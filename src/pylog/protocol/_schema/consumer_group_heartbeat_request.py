@@ -133,7 +133,10 @@ def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_0(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatRequest_TopicPartitions(v0, v1), p
 
 
@@ -210,7 +213,10 @@ def _d_ConsumerGroupHeartbeatRequest_0(b, p):
         for _ in range(n3):
             e4, p = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_0(b, p)
             v9.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatRequest(v0, v1, v2, v3, v4, v5, v6, None, v8, v9), p
 
 
@@ -241,7 +247,10 @@ def _d_ConsumerGroupHeartbeatRequest_1(b, p):
         for _ in range(n3):
             e4, p = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_0(b, p)
             v9.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatRequest(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9), p
 
 

@@ -157,7 +157,10 @@ def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_0(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse_TopicPartitions(v0, v1), p
 
 
@@ -167,7 +170,10 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_0(b, p):
     for _ in range(n1):
         e2, p = _d_ConsumerGroupHeartbeatResponse_TopicPartitions_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse_Assignment(v0), p
 
 
@@ -197,7 +203,10 @@ def _d_ConsumerGroupHeartbeatResponse_0(b, p):
         v6 = None
     else:
         v6, p = _d_ConsumerGroupHeartbeatResponse_Assignment_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ConsumerGroupHeartbeatResponse(v0, v1, v2, v3, v4, v5, v6), p
 
 

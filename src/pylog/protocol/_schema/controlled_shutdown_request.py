@@ -79,7 +79,10 @@ def _d_ControlledShutdownRequest_2(b, p):
 def _d_ControlledShutdownRequest_3(b, p):
     v0, v1 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControlledShutdownRequest(v0, v1), p
 
 

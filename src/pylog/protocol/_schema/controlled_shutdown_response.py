@@ -111,7 +111,10 @@ def _d_ControlledShutdownResponse_RemainingPartition_3(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControlledShutdownResponse_RemainingPartition(v0, v1), p
 
 
@@ -149,7 +152,10 @@ def _d_ControlledShutdownResponse_3(b, p):
     for _ in range(n1):
         e2, p = _d_ControlledShutdownResponse_RemainingPartition_3(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControlledShutdownResponse(v0, v1), p
 
 

@@ -159,7 +159,10 @@ def _d_ControllerRegistrationRequest_Listener_0(b, p):
     v1, p = read_cstring(b, p)
     v2, v3 = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest_Listener(v0, v1, v2, v3), p
 
 
@@ -173,7 +176,10 @@ def _d_ControllerRegistrationRequest_Feature_0(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest_Feature(v0, v1, v2), p
 
 
@@ -206,7 +212,10 @@ def _d_ControllerRegistrationRequest_0(b, p):
     for _ in range(n3):
         e4, p = _d_ControllerRegistrationRequest_Feature_0(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ControllerRegistrationRequest(v0, v1, v2, v3, v4), p
 
 

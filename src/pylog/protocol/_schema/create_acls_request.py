@@ -166,7 +166,10 @@ def _d_CreateAclsRequest_AclCreation_2(b, p):
     v4, p = read_cstring(b, p)
     v5, v6 = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateAclsRequest_AclCreation(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -213,7 +216,10 @@ def _d_CreateAclsRequest_2(b, p):
     for _ in range(n1):
         e2, p = _d_CreateAclsRequest_AclCreation_2(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateAclsRequest(v0), p
 
 

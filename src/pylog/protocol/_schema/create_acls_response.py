@@ -111,7 +111,10 @@ def _d_CreateAclsResponse_AclCreationResult_2(b, p):
     v0, = _U0(b, p)
     p += 2
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateAclsResponse_AclCreationResult(v0, v1), p
 
 
@@ -149,7 +152,10 @@ def _d_CreateAclsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_CreateAclsResponse_AclCreationResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateAclsResponse(v0, v1), p
 
 

@@ -116,7 +116,10 @@ def _d_CreateDelegationTokenRequest_CreatableRenewers_0(b, p):
 def _d_CreateDelegationTokenRequest_CreatableRenewers_2(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest_CreatableRenewers(v0, v1), p
 
 
@@ -164,7 +167,10 @@ def _d_CreateDelegationTokenRequest_2(b, p):
         v2.append(e2)
     v3, = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest('', '', v2, v3), p
 
 
@@ -178,7 +184,10 @@ def _d_CreateDelegationTokenRequest_3(b, p):
         v2.append(e2)
     v3, = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenRequest(v0, v1, v2, v3), p
 
 

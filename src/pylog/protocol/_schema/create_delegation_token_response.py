@@ -157,7 +157,10 @@ def _d_CreateDelegationTokenResponse_2(b, p):
     v9, p = read_cbytes(b, p)
     v10, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenResponse(v0, v1, v2, '', '', v5, v6, v7, v8, v9, v10), p
 
 
@@ -174,7 +177,10 @@ def _d_CreateDelegationTokenResponse_3(b, p):
     v9, p = read_cbytes(b, p)
     v10, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateDelegationTokenResponse(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10), p
 
 

@@ -185,7 +185,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_0(b, p):
 def _d_CreatePartitionsRequest_CreatePartitionsAssignment_2(b, p):
     n1, p = read_ccount(b, p, 4)
     v0, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest_CreatePartitionsAssignment(v0), p
 
 
@@ -201,7 +204,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_2(b, p):
         for _ in range(n1):
             e2, p = _d_CreatePartitionsRequest_CreatePartitionsAssignment_2(b, p)
             v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest_CreatePartitionsTopic(v0, v1, v2), p
 
 
@@ -239,7 +245,10 @@ def _d_CreatePartitionsRequest_2(b, p):
         v0.append(e2)
     v1, v2 = _U1(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreatePartitionsRequest(v0, v1, v2), p
 
 

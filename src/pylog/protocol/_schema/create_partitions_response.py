@@ -123,7 +123,10 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_2(b, p):
     v1, = _U0(b, p)
     p += 2
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreatePartitionsResponse_CreatePartitionsTopicResult(v0, v1, v2), p
 
 
@@ -161,7 +164,10 @@ def _d_CreatePartitionsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreatePartitionsResponse(v0, v1), p
 
 

@@ -257,14 +257,20 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_5(b, p):
     p += 4
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest_CreatableReplicaAssignment(v0, v1), p
 
 
 def _d_CreateTopicsRequest_CreatableTopicConfig_5(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest_CreatableTopicConfig(v0, v1), p
 
 
@@ -282,7 +288,10 @@ def _d_CreateTopicsRequest_CreatableTopic_5(b, p):
     for _ in range(n3):
         e4, p = _d_CreateTopicsRequest_CreatableTopicConfig_5(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest_CreatableTopic(v0, v1, v2, v3, v4), p
 
 
@@ -338,7 +347,10 @@ def _d_CreateTopicsRequest_5(b, p):
         v0.append(e2)
     v1, v2 = _U2(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsRequest(v0, v1, v2), p
 
 

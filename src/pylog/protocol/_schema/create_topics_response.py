@@ -202,13 +202,13 @@ def _e_CreateTopicsResponse_CreatableTopicResult_5(o, b, out):
         write_uvarint(b, len(o.configs) + 1)
         for e1 in o.configs:
             _e_CreateTopicsResponse_CreatableTopicConfigs_5(e1, b, out)
-    tg = []
     x2 = o.topic_config_error_code
-    if x2 != 0:
-        tb = bytearray()
-        tb += _P0(x2)
-        tg.append((0, tb))
-    if tg:
+    if (x2 != 0):
+        tg = []
+        if x2 != 0:
+            tb = bytearray()
+            tb += _P0(x2)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -226,13 +226,13 @@ def _e_CreateTopicsResponse_CreatableTopicResult_7(o, b, out):
         write_uvarint(b, len(o.configs) + 1)
         for e1 in o.configs:
             _e_CreateTopicsResponse_CreatableTopicConfigs_5(e1, b, out)
-    tg = []
     x2 = o.topic_config_error_code
-    if x2 != 0:
-        tb = bytearray()
-        tb += _P0(x2)
-        tg.append((0, tb))
-    if tg:
+    if (x2 != 0):
+        tg = []
+        if x2 != 0:
+            tb = bytearray()
+            tb += _P0(x2)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -258,7 +258,10 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_5(b, p):
     v1, p = read_ncstring(b, p)
     v2, v3, v4 = _U2(b, p)
     p += 3
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse_CreatableTopicConfigs(v0, v1, v2, v3, v4), p
 
 
@@ -399,7 +402,10 @@ def _d_CreateTopicsResponse_5(b, p):
     for _ in range(n1):
         e2, p = _d_CreateTopicsResponse_CreatableTopicResult_5(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse(v0, v1), p
 
 
@@ -411,7 +417,10 @@ def _d_CreateTopicsResponse_7(b, p):
     for _ in range(n1):
         e2, p = _d_CreateTopicsResponse_CreatableTopicResult_7(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return CreateTopicsResponse(v0, v1), p
 
 

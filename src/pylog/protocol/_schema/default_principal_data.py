@@ -66,7 +66,10 @@ def _d_DefaultPrincipalData_0(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U0(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DefaultPrincipalData(v0, v1, v2), p
 
 

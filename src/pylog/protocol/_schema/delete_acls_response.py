@@ -286,7 +286,10 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_2(b, p):
     v6, p = read_cstring(b, p)
     v7, v8 = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse_DeleteAclsMatchingAcl(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
@@ -299,7 +302,10 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse_DeleteAclsFilterResult(v0, v1, v2), p
 
 
@@ -355,7 +361,10 @@ def _d_DeleteAclsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteAclsResponse_DeleteAclsFilterResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteAclsResponse(v0, v1), p
 
 

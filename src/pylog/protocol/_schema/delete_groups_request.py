@@ -78,7 +78,10 @@ def _d_DeleteGroupsRequest_2(b, p):
     for _ in range(n1):
         e2, p = read_cstring(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteGroupsRequest(v0), p
 
 

@@ -111,7 +111,10 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_2(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteGroupsResponse_DeletableGroupResult(v0, v1), p
 
 
@@ -149,7 +152,10 @@ def _d_DeleteGroupsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteGroupsResponse_DeletableGroupResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteGroupsResponse(v0, v1), p
 
 

@@ -162,7 +162,10 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_0(b, p):
 def _d_DeleteRecordsRequest_DeleteRecordsPartition_2(b, p):
     v0, v1 = _U0(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest_DeleteRecordsPartition(v0, v1), p
 
 
@@ -173,7 +176,10 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteRecordsRequest_DeleteRecordsPartition_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest_DeleteRecordsTopic(v0, v1), p
 
 
@@ -211,7 +217,10 @@ def _d_DeleteRecordsRequest_2(b, p):
         v0.append(e2)
     v1, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsRequest(v0, v1), p
 
 

@@ -166,7 +166,10 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_0(b, p):
 def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 14
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse_DeleteRecordsPartitionResult(v0, v1, v2), p
 
 
@@ -177,7 +180,10 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse_DeleteRecordsTopicResult(v0, v1), p
 
 
@@ -215,7 +221,10 @@ def _d_DeleteRecordsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteRecordsResponse(v0, v1), p
 
 

@@ -127,7 +127,10 @@ def _e_DeleteShareGroupStateRequest_DeleteStateData_0(o, b, out):
 def _d_DeleteShareGroupStateRequest_PartitionData_0(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest_PartitionData(v0), p
 
 
@@ -138,7 +141,10 @@ def _d_DeleteShareGroupStateRequest_DeleteStateData_0(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteShareGroupStateRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest_DeleteStateData(v0, v1), p
 
 
@@ -157,7 +163,10 @@ def _d_DeleteShareGroupStateRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteShareGroupStateRequest_DeleteStateData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateRequest(v0, v1), p
 
 

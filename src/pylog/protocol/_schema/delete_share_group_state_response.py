@@ -133,7 +133,10 @@ def _d_DeleteShareGroupStateResponse_PartitionResult_0(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse_PartitionResult(v0, v1, v2), p
 
 
@@ -144,7 +147,10 @@ def _d_DeleteShareGroupStateResponse_DeleteStateResult_0(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteShareGroupStateResponse_PartitionResult_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse_DeleteStateResult(v0, v1), p
 
 
@@ -161,7 +167,10 @@ def _d_DeleteShareGroupStateResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteShareGroupStateResponse_DeleteStateResult_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteShareGroupStateResponse(v0), p
 
 

@@ -114,14 +114,20 @@ def _d_DeleteTopicsRequest_DeleteTopicState_0(b, p):
 
 
 def _d_DeleteTopicsRequest_DeleteTopicState_4(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest_DeleteTopicState(None, ZERO_UUID), p
 
 
 def _d_DeleteTopicsRequest_DeleteTopicState_6(b, p):
     v0, p = read_ncstring(b, p)
     v1, p = read_uuid(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest_DeleteTopicState(v0, v1), p
 
 
@@ -167,7 +173,10 @@ def _d_DeleteTopicsRequest_4(b, p):
         v1.append(e2)
     v2, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest([], v1, v2), p
 
 
@@ -179,7 +188,10 @@ def _d_DeleteTopicsRequest_6(b, p):
         v0.append(e2)
     v2, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsRequest(v0, [], v2), p
 
 

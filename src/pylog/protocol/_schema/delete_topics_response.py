@@ -139,7 +139,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_4(b, p):
     v0, p = read_cstring(b, p)
     v2, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse_DeletableTopicResult(v0, ZERO_UUID, v2, None), p
 
 
@@ -148,7 +151,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_5(b, p):
     v2, = _U0(b, p)
     p += 2
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse_DeletableTopicResult(v0, ZERO_UUID, v2, v3), p
 
 
@@ -158,7 +164,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_6(b, p):
     v2, = _U0(b, p)
     p += 2
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse_DeletableTopicResult(v0, v1, v2, v3), p
 
 
@@ -227,7 +236,10 @@ def _d_DeleteTopicsResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteTopicsResponse_DeletableTopicResult_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(v0, v1), p
 
 
@@ -239,7 +251,10 @@ def _d_DeleteTopicsResponse_5(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteTopicsResponse_DeletableTopicResult_5(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(v0, v1), p
 
 
@@ -251,7 +266,10 @@ def _d_DeleteTopicsResponse_6(b, p):
     for _ in range(n1):
         e2, p = _d_DeleteTopicsResponse_DeletableTopicResult_6(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DeleteTopicsResponse(v0, v1), p
 
 

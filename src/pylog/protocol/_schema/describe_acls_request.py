@@ -136,7 +136,10 @@ def _d_DescribeAclsRequest_2(b, p):
     v4, p = read_ncstring(b, p)
     v5, v6 = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeAclsRequest(v0, v1, v2, v3, v4, v5, v6), p
 
 

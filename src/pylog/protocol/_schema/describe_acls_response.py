@@ -229,7 +229,10 @@ def _d_DescribeAclsResponse_AclDescription_2(b, p):
     v1, p = read_cstring(b, p)
     v2, v3 = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse_AclDescription(v0, v1, v2, v3), p
 
 
@@ -244,7 +247,10 @@ def _d_DescribeAclsResponse_DescribeAclsResource_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeAclsResponse_AclDescription_2(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse_DescribeAclsResource(v0, v1, v2, v3), p
 
 
@@ -306,7 +312,10 @@ def _d_DescribeAclsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeAclsResponse_DescribeAclsResource_2(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeAclsResponse(v0, v1, v2, v3), p
 
 

@@ -123,7 +123,10 @@ def _d_DescribeClientQuotasRequest_ComponentData_1(b, p):
     v1, = _U0(b, p)
     p += 1
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasRequest_ComponentData(v0, v1, v2), p
 
 
@@ -161,7 +164,10 @@ def _d_DescribeClientQuotasRequest_1(b, p):
         v0.append(e2)
     v1, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasRequest(v0, v1), p
 
 

@@ -234,7 +234,10 @@ def _d_DescribeClientQuotasResponse_EntryData_0(b, p):
 def _d_DescribeClientQuotasResponse_EntityData_1(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse_EntityData(v0, v1), p
 
 
@@ -242,7 +245,10 @@ def _d_DescribeClientQuotasResponse_ValueData_1(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse_ValueData(v0, v1), p
 
 
@@ -257,7 +263,10 @@ def _d_DescribeClientQuotasResponse_EntryData_1(b, p):
     for _ in range(n3):
         e4, p = _d_DescribeClientQuotasResponse_ValueData_1(b, p)
         v1.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse_EntryData(v0, v1), p
 
 
@@ -311,7 +320,10 @@ def _d_DescribeClientQuotasResponse_1(b, p):
         for _ in range(n1):
             e2, p = _d_DescribeClientQuotasResponse_EntryData_1(b, p)
             v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClientQuotasResponse(v0, v1, v2, v3), p
 
 

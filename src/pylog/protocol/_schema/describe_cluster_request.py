@@ -64,14 +64,20 @@ def _e_DescribeClusterRequest_1(o, b, out):
 def _d_DescribeClusterRequest_0(b, p):
     v0, = _U0(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClusterRequest(v0, 1), p
 
 
 def _d_DescribeClusterRequest_1(b, p):
     v0, v1 = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClusterRequest(v0, v1), p
 
 

@@ -137,7 +137,10 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_0(b, p):
     v2, = _U0(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse_DescribeClusterBroker(v0, v1, v2, v3), p
 
 
@@ -180,7 +183,10 @@ def _d_DescribeClusterResponse_0(b, p):
         v6.append(e2)
     v7, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse(v0, v1, v2, 1, v4, v5, v6, v7), p
 
 
@@ -200,7 +206,10 @@ def _d_DescribeClusterResponse_1(b, p):
         v6.append(e2)
     v7, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeClusterResponse(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 

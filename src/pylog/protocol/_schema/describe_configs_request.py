@@ -152,7 +152,10 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_4(b, p):
         for _ in range(n1):
             e2, p = read_cstring(b, p)
             v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsRequest_DescribeConfigsResource(v0, v1, v2), p
 
 
@@ -223,7 +226,10 @@ def _d_DescribeConfigsRequest_4(b, p):
         v0.append(e2)
     v1, v2 = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsRequest(v0, v1, v2), p
 
 

@@ -393,7 +393,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_4(b, p):
     v1, p = read_ncstring(b, p)
     v2, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse_DescribeConfigsSynonym(v0, v1, v2), p
 
 
@@ -410,7 +413,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_4(b, p):
     v7, = _U1(b, p)
     p += 1
     v8, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse_DescribeConfigsResourceResult(v0, v1, v2, False, v4, v5, v6, v7, v8), p
 
 
@@ -426,7 +432,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_4(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_4(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse_DescribeConfigsResult(v0, v1, v2, v3, v4), p
 
 
@@ -508,7 +517,10 @@ def _d_DescribeConfigsResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeConfigsResponse_DescribeConfigsResult_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeConfigsResponse(v0, v1), p
 
 

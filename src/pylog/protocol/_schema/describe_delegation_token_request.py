@@ -99,7 +99,10 @@ def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0(b, p):
 def _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_2(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(v0, v1), p
 
 
@@ -143,7 +146,10 @@ def _d_DescribeDelegationTokenRequest_2(b, p):
         for _ in range(n1):
             e2, p = _d_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_2(b, p)
             v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenRequest(v0), p
 
 

@@ -234,7 +234,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_0(b, p):
 def _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_2(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(v0, v1), p
 
 
@@ -250,7 +253,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_2(b, p)
         v9.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse_DescribedDelegationToken(v0, v1, '', '', v4, v5, v6, v7, v8, v9), p
 
 
@@ -268,7 +274,10 @@ def _d_DescribeDelegationTokenResponse_DescribedDelegationToken_3(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_2(b, p)
         v9.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse_DescribedDelegationToken(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9), p
 
 
@@ -321,7 +330,10 @@ def _d_DescribeDelegationTokenResponse_2(b, p):
         v1.append(e2)
     v2, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse(v0, v1, v2), p
 
 
@@ -335,7 +347,10 @@ def _d_DescribeDelegationTokenResponse_3(b, p):
         v1.append(e2)
     v2, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeDelegationTokenResponse(v0, v1, v2), p
 
 

@@ -313,7 +313,10 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_5(b, p):
     v3, p = read_cstring(b, p)
     v4, p = read_cbytes(b, p)
     v5, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse_DescribedGroupMember(v0, v1, v2, v3, v4, v5), p
 
 
@@ -331,7 +334,10 @@ def _d_DescribeGroupsResponse_DescribedGroup_5(b, p):
         v5.append(e2)
     v6, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -420,7 +426,10 @@ def _d_DescribeGroupsResponse_5(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeGroupsResponse_DescribedGroup_5(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeGroupsResponse(v0, v1), p
 
 

@@ -107,7 +107,10 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_2(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsRequest_DescribableLogDirTopic(v0, v1), p
 
 
@@ -151,7 +154,10 @@ def _d_DescribeLogDirsRequest_2(b, p):
         for _ in range(n1):
             e2, p = _d_DescribeLogDirsRequest_DescribableLogDirTopic_2(b, p)
             v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsRequest(v0), p
 
 

@@ -264,7 +264,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_0(b, p):
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_2(b, p):
     v0, v1, v2, v3 = _U1(b, p)
     p += 21
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse_DescribeLogDirsPartition(v0, v1, v2, v3), p
 
 
@@ -275,7 +278,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse_DescribeLogDirsTopic(v0, v1), p
 
 
@@ -288,7 +294,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse_DescribeLogDirsResult(v0, v1, v2, -1, -1), p
 
 
@@ -303,7 +312,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_4(b, p):
         v2.append(e2)
     v3, v4 = _U2(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse_DescribeLogDirsResult(v0, v1, v2, v3, v4), p
 
 
@@ -357,7 +369,10 @@ def _d_DescribeLogDirsResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(v0, 0, v2), p
 
 
@@ -369,7 +384,10 @@ def _d_DescribeLogDirsResponse_3(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(v0, v1, v2), p
 
 
@@ -381,7 +399,10 @@ def _d_DescribeLogDirsResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeLogDirsResponse_DescribeLogDirsResult_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeLogDirsResponse(v0, v1, v2), p
 
 

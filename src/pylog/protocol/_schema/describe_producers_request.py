@@ -88,7 +88,10 @@ def _d_DescribeProducersRequest_TopicRequest_0(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersRequest_TopicRequest(v0, v1), p
 
 
@@ -105,7 +108,10 @@ def _d_DescribeProducersRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeProducersRequest_TopicRequest_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersRequest(v0), p
 
 

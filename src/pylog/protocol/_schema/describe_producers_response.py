@@ -199,7 +199,10 @@ def _e_DescribeProducersResponse_TopicResponse_0(o, b, out):
 def _d_DescribeProducersResponse_ProducerState_0(b, p):
     v0, v1, v2, v3, v4, v5 = _U1(b, p)
     p += 36
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse_ProducerState(v0, v1, v2, v3, v4, v5), p
 
 
@@ -212,7 +215,10 @@ def _d_DescribeProducersResponse_PartitionResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeProducersResponse_ProducerState_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse_PartitionResponse(v0, v1, v2, v3), p
 
 
@@ -223,7 +229,10 @@ def _d_DescribeProducersResponse_TopicResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeProducersResponse_PartitionResponse_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse_TopicResponse(v0, v1), p
 
 
@@ -243,7 +252,10 @@ def _d_DescribeProducersResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeProducersResponse_TopicResponse_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeProducersResponse(v0, v1), p
 
 

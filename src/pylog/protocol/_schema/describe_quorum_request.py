@@ -120,7 +120,10 @@ def _e_DescribeQuorumRequest_TopicData_0(o, b, out):
 def _d_DescribeQuorumRequest_PartitionData_0(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest_PartitionData(v0), p
 
 
@@ -131,7 +134,10 @@ def _d_DescribeQuorumRequest_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest_TopicData(v0, v1), p
 
 
@@ -148,7 +154,10 @@ def _d_DescribeQuorumRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumRequest_TopicData_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumRequest(v0), p
 
 

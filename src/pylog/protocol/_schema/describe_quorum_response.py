@@ -357,7 +357,10 @@ def _e_DescribeQuorumResponse_TopicData_2(o, b, out):
 def _d_DescribeQuorumResponse_ReplicaState_0(b, p):
     v0, v2 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_ReplicaState(v0, ZERO_UUID, v2, -1, -1), p
 
 
@@ -374,7 +377,10 @@ def _d_DescribeQuorumResponse_PartitionData_0(b, p):
     for _ in range(n3):
         e4, p = _d_DescribeQuorumResponse_ReplicaState_0(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_PartitionData(v0, v1, '', v3, v4, v5, v6, v7), p
 
 
@@ -385,14 +391,20 @@ def _d_DescribeQuorumResponse_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_TopicData(v0, v1), p
 
 
 def _d_DescribeQuorumResponse_ReplicaState_1(b, p):
     v0, v2, v3, v4 = _U2(b, p)
     p += 28
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_ReplicaState(v0, ZERO_UUID, v2, v3, v4), p
 
 
@@ -409,7 +421,10 @@ def _d_DescribeQuorumResponse_PartitionData_1(b, p):
     for _ in range(n3):
         e4, p = _d_DescribeQuorumResponse_ReplicaState_1(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_PartitionData(v0, v1, '', v3, v4, v5, v6, v7), p
 
 
@@ -420,7 +435,10 @@ def _d_DescribeQuorumResponse_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_PartitionData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_TopicData(v0, v1), p
 
 
@@ -430,7 +448,10 @@ def _d_DescribeQuorumResponse_ReplicaState_2(b, p):
     v1, p = read_uuid(b, p)
     v2, v3, v4 = _U6(b, p)
     p += 24
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_ReplicaState(v0, v1, v2, v3, v4), p
 
 
@@ -450,7 +471,10 @@ def _d_DescribeQuorumResponse_PartitionData_2(b, p):
     for _ in range(n3):
         e4, p = _d_DescribeQuorumResponse_ReplicaState_2(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_PartitionData(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 
@@ -461,7 +485,10 @@ def _d_DescribeQuorumResponse_TopicData_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_PartitionData_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_TopicData(v0, v1), p
 
 
@@ -485,7 +512,10 @@ def _e_DescribeQuorumResponse_Node_2(o, b, out):
 
 
 def _d_DescribeQuorumResponse_Node_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_Node(0, []), p
 
 
@@ -494,7 +524,10 @@ def _d_DescribeQuorumResponse_Listener_2(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U7(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_Listener(v0, v1, v2), p
 
 
@@ -506,7 +539,10 @@ def _d_DescribeQuorumResponse_Node_2(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_Listener_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_Node(v0, v1), p
 
 
@@ -515,7 +551,10 @@ def _e_DescribeQuorumResponse_Listener_0(o, b, out):
 
 
 def _d_DescribeQuorumResponse_Listener_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse_Listener('', '', 0), p
 
 
@@ -555,7 +594,10 @@ def _d_DescribeQuorumResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_TopicData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(v0, '', v2, []), p
 
 
@@ -567,7 +609,10 @@ def _d_DescribeQuorumResponse_1(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeQuorumResponse_TopicData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(v0, '', v2, []), p
 
 
@@ -585,7 +630,10 @@ def _d_DescribeQuorumResponse_2(b, p):
     for _ in range(n3):
         e4, p = _d_DescribeQuorumResponse_Node_2(b, p)
         v3.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeQuorumResponse(v0, v1, v2, v3), p
 
 

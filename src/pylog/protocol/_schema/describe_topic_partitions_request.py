@@ -121,7 +121,10 @@ def _e_DescribeTopicPartitionsRequest_TopicRequest_0(o, b, out):
 
 def _d_DescribeTopicPartitionsRequest_TopicRequest_0(b, p):
     v0, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest_TopicRequest(v0), p
 
 
@@ -135,7 +138,10 @@ def _d_DescribeTopicPartitionsRequest_Cursor_0(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest_Cursor(v0, v1), p
 
 
@@ -166,7 +172,10 @@ def _d_DescribeTopicPartitionsRequest_0(b, p):
         v2 = None
     else:
         v2, p = _d_DescribeTopicPartitionsRequest_Cursor_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsRequest(v0, v1, v2), p
 
 

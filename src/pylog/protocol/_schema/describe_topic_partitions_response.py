@@ -261,7 +261,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
         v7, p = read_fixed_array(b, p, n4, 'i', 4)
     n5, p = read_ccount(b, p, 4)
     v8, p = read_fixed_array(b, p, n5, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
@@ -279,7 +282,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_0(b,
         v4.append(e2)
     v5, = _U3(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(v0, v1, v2, v3, v4, v5), p
 
 
@@ -293,7 +299,10 @@ def _d_DescribeTopicPartitionsResponse_Cursor_0(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U3(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse_Cursor(v0, v1), p
 
 
@@ -324,7 +333,10 @@ def _d_DescribeTopicPartitionsResponse_0(b, p):
         v2 = None
     else:
         v2, p = _d_DescribeTopicPartitionsResponse_Cursor_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTopicPartitionsResponse(v0, v1, v2), p
 
 

@@ -166,7 +166,10 @@ def _d_DescribeTransactionsResponse_TopicData_0(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse_TopicData(v0, v1), p
 
 
@@ -182,7 +185,10 @@ def _d_DescribeTransactionsResponse_TransactionState_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeTransactionsResponse_TopicData_0(b, p)
         v7.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse_TransactionState(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 
@@ -202,7 +208,10 @@ def _d_DescribeTransactionsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeTransactionsResponse_TransactionState_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeTransactionsResponse(v0, v1), p
 
 

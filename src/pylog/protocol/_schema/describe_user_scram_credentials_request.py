@@ -78,7 +78,10 @@ def _e_DescribeUserScramCredentialsRequest_UserName_0(o, b, out):
 
 def _d_DescribeUserScramCredentialsRequest_UserName_0(b, p):
     v0, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsRequest_UserName(v0), p
 
 
@@ -101,7 +104,10 @@ def _d_DescribeUserScramCredentialsRequest_0(b, p):
         for _ in range(n1):
             e2, p = _d_DescribeUserScramCredentialsRequest_UserName_0(b, p)
             v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsRequest(v0), p
 
 

@@ -154,7 +154,10 @@ def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_0
 def _d_DescribeUserScramCredentialsResponse_CredentialInfo_0(b, p):
     v0, v1 = _U1(b, p)
     p += 5
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse_CredentialInfo(v0, v1), p
 
 
@@ -168,7 +171,10 @@ def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_0
     for _ in range(n1):
         e2, p = _d_DescribeUserScramCredentialsResponse_CredentialInfo_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(v0, v1, v2, v3), p
 
 
@@ -190,7 +196,10 @@ def _d_DescribeUserScramCredentialsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return DescribeUserScramCredentialsResponse(v0, v1, v2, v3), p
 
 

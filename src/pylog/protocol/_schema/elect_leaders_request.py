@@ -121,7 +121,10 @@ def _d_ElectLeadersRequest_TopicPartitions_2(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ElectLeadersRequest_TopicPartitions(v0, v1), p
 
 
@@ -201,7 +204,10 @@ def _d_ElectLeadersRequest_2(b, p):
             v1.append(e2)
     v2, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ElectLeadersRequest(v0, v1, v2), p
 
 

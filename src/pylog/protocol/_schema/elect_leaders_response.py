@@ -178,7 +178,10 @@ def _d_ElectLeadersResponse_PartitionResult_2(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse_PartitionResult(v0, v1, v2), p
 
 
@@ -189,7 +192,10 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_2(b, p):
     for _ in range(n1):
         e2, p = _d_ElectLeadersResponse_PartitionResult_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse_ReplicaElectionResult(v0, v1), p
 
 
@@ -245,7 +251,10 @@ def _d_ElectLeadersResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_ElectLeadersResponse_ReplicaElectionResult_2(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ElectLeadersResponse(v0, v1, v2), p
 
 

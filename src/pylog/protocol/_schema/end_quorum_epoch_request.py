@@ -267,7 +267,10 @@ def _d_EndQuorumEpochRequest_ReplicaInfo_1(b, p):
     v0, = _U1(b, p)
     p += 4
     v1, p = read_uuid(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest_ReplicaInfo(v0, v1), p
 
 
@@ -279,7 +282,10 @@ def _d_EndQuorumEpochRequest_PartitionData_1(b, p):
     for _ in range(n1):
         e2, p = _d_EndQuorumEpochRequest_ReplicaInfo_1(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest_PartitionData(v0, v1, v2, [], v4), p
 
 
@@ -290,7 +296,10 @@ def _d_EndQuorumEpochRequest_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_EndQuorumEpochRequest_PartitionData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest_TopicData(v0, v1), p
 
 
@@ -322,7 +331,10 @@ def _d_EndQuorumEpochRequest_LeaderEndpoint_1(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest_LeaderEndpoint(v0, v1, v2), p
 
 
@@ -366,7 +378,10 @@ def _d_EndQuorumEpochRequest_1(b, p):
     for _ in range(n3):
         e4, p = _d_EndQuorumEpochRequest_LeaderEndpoint_1(b, p)
         v2.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochRequest(v0, v1, v2), p
 
 

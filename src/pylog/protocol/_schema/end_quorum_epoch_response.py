@@ -217,7 +217,10 @@ def _d_EndQuorumEpochResponse_TopicData_0(b, p):
 def _d_EndQuorumEpochResponse_PartitionData_1(b, p):
     v0, v1, v2, v3 = _U0(b, p)
     p += 14
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse_PartitionData(v0, v1, v2, v3), p
 
 
@@ -228,7 +231,10 @@ def _d_EndQuorumEpochResponse_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_EndQuorumEpochResponse_PartitionData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse_TopicData(v0, v1), p
 
 
@@ -253,7 +259,10 @@ def _d_EndQuorumEpochResponse_NodeEndpoint_1(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndQuorumEpochResponse_NodeEndpoint(v0, v1, v2), p
 
 
@@ -269,15 +278,15 @@ def _e_EndQuorumEpochResponse_1(o, b, out):
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
         _e_EndQuorumEpochResponse_TopicData_1(e1, b, out)
-    tg = []
     x2 = o.node_endpoints
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_EndQuorumEpochResponse_NodeEndpoint_1(e3, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e3 in x2:
+                _e_EndQuorumEpochResponse_NodeEndpoint_1(e3, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'

@@ -82,7 +82,10 @@ def _d_EndTxnRequest_3(b, p):
     v0, p = read_cstring(b, p)
     v1, v2, v3 = _U0(b, p)
     p += 11
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndTxnRequest(v0, v1, v2, v3), p
 
 

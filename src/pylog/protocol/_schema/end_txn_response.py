@@ -82,14 +82,20 @@ def _d_EndTxnResponse_0(b, p):
 def _d_EndTxnResponse_3(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndTxnResponse(v0, v1, -1, -1), p
 
 
 def _d_EndTxnResponse_5(b, p):
     v0, v1, v2, v3 = _U1(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EndTxnResponse(v0, v1, v2, v3), p
 
 

@@ -64,7 +64,10 @@ def _d_EnvelopeRequest_0(b, p):
     v0, p = read_cbytes(b, p)
     v1, p = read_ncbytes(b, p)
     v2, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EnvelopeRequest(v0, v1, v2), p
 
 

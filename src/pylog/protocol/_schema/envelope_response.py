@@ -60,7 +60,10 @@ def _d_EnvelopeResponse_0(b, p):
     v0, p = read_ncbytes(b, p)
     v1, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return EnvelopeResponse(v0, v1), p
 
 

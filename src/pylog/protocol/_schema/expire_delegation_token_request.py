@@ -74,7 +74,10 @@ def _d_ExpireDelegationTokenRequest_2(b, p):
     v0, p = read_cbytes(b, p)
     v1, = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ExpireDelegationTokenRequest(v0, v1), p
 
 

@@ -70,7 +70,10 @@ def _d_ExpireDelegationTokenResponse_0(b, p):
 def _d_ExpireDelegationTokenResponse_2(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 14
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ExpireDelegationTokenResponse(v0, v1, v2), p
 
 

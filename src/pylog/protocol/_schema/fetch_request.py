@@ -298,14 +298,20 @@ def _d_FetchRequest_ReplicaState_0(b, p):
 
 
 def _d_FetchRequest_ReplicaState_12(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_ReplicaState(-1, -1), p
 
 
 def _d_FetchRequest_ReplicaState_15(b, p):
     v0, v1 = _U0(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_ReplicaState(v0, v1), p
 
 
@@ -365,13 +371,13 @@ def _e_FetchRequest_FetchTopic_13(o, b, out):
 
 def _e_FetchRequest_FetchPartition_17(o, b, out):
     b += _P4(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
-    tg = []
     x1 = o.replica_directory_id
-    if x1 != ZERO_UUID:
-        tb = bytearray()
-        tb += uuid_bytes(x1)
-        tg.append((0, tb))
-    if tg:
+    if (x1 != ZERO_UUID):
+        tg = []
+        if x1 != ZERO_UUID:
+            tb = bytearray()
+            tb += uuid_bytes(x1)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -436,7 +442,10 @@ def _d_FetchRequest_FetchTopic_9(b, p):
 def _d_FetchRequest_FetchPartition_12(b, p):
     v0, v1, v2, v3, v4, v5 = _U4(b, p)
     p += 32
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_FetchPartition(v0, v1, v2, v3, v4, v5, ZERO_UUID), p
 
 
@@ -447,7 +456,10 @@ def _d_FetchRequest_FetchTopic_12(b, p):
     for _ in range(n1):
         e2, p = _d_FetchRequest_FetchPartition_12(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_FetchTopic(v0, ZERO_UUID, v2), p
 
 
@@ -458,7 +470,10 @@ def _d_FetchRequest_FetchTopic_13(b, p):
     for _ in range(n1):
         e2, p = _d_FetchRequest_FetchPartition_12(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_FetchTopic('', v1, v2), p
 
 
@@ -484,7 +499,10 @@ def _d_FetchRequest_FetchTopic_17(b, p):
     for _ in range(n1):
         e2, p = _d_FetchRequest_FetchPartition_17(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_FetchTopic('', v1, v2), p
 
 
@@ -527,7 +545,10 @@ def _d_FetchRequest_ForgottenTopic_12(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_ForgottenTopic(v0, ZERO_UUID, v2), p
 
 
@@ -535,7 +556,10 @@ def _d_FetchRequest_ForgottenTopic_13(b, p):
     v1, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchRequest_ForgottenTopic('', v1, v2), p
 
 
@@ -607,13 +631,13 @@ def _e_FetchRequest_12(o, b, out):
     for e2 in o.forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_12(e2, b, out)
     write_cstring(b, o.rack_id)
-    tg = []
     x3 = o.cluster_id
-    if x3 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x3)
-        tg.append((0, tb))
-    if tg:
+    if (x3 is not None):
+        tg = []
+        if x3 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x3)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -628,13 +652,13 @@ def _e_FetchRequest_13(o, b, out):
     for e2 in o.forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_13(e2, b, out)
     write_cstring(b, o.rack_id)
-    tg = []
     x3 = o.cluster_id
-    if x3 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x3)
-        tg.append((0, tb))
-    if tg:
+    if (x3 is not None):
+        tg = []
+        if x3 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x3)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -649,18 +673,18 @@ def _e_FetchRequest_15(o, b, out):
     for e2 in o.forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_13(e2, b, out)
     write_cstring(b, o.rack_id)
-    tg = []
     x3 = o.cluster_id
-    if x3 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x3)
-        tg.append((0, tb))
     x4 = o.replica_state
-    if x4 is not None and not x4._is_default():
-        tb = bytearray()
-        _e_FetchRequest_ReplicaState_15(x4, tb, out)
-        tg.append((1, tb))
-    if tg:
+    if (x3 is not None) or (x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1)):
+        tg = []
+        if x3 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x3)
+            tg.append((0, tb))
+        if x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1):
+            tb = bytearray()
+            _e_FetchRequest_ReplicaState_15(x4, tb, out)
+            tg.append((1, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -675,18 +699,18 @@ def _e_FetchRequest_17(o, b, out):
     for e2 in o.forgotten_topics_data:
         _e_FetchRequest_ForgottenTopic_13(e2, b, out)
     write_cstring(b, o.rack_id)
-    tg = []
     x3 = o.cluster_id
-    if x3 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x3)
-        tg.append((0, tb))
     x4 = o.replica_state
-    if x4 is not None and not x4._is_default():
-        tb = bytearray()
-        _e_FetchRequest_ReplicaState_15(x4, tb, out)
-        tg.append((1, tb))
-    if tg:
+    if (x3 is not None) or (x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1)):
+        tg = []
+        if x3 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x3)
+            tg.append((0, tb))
+        if x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1):
+            tb = bytearray()
+            _e_FetchRequest_ReplicaState_15(x4, tb, out)
+            tg.append((1, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'

@@ -465,23 +465,23 @@ def _e_FetchResponse_PartitionData_12(o, b, out):
             _e_FetchResponse_AbortedTransaction_12(e1, b, out)
     b += _P4(o.preferred_read_replica)
     write_crecords(b, out, o.records)
-    tg = []
     x2 = o.diverging_epoch
-    if x2 is not None and not x2._is_default():
-        tb = bytearray()
-        _e_FetchResponse_EpochEndOffset_12(x2, tb, out)
-        tg.append((0, tb))
     x3 = o.current_leader
-    if x3 is not None and not x3._is_default():
-        tb = bytearray()
-        _e_FetchResponse_LeaderIdAndEpoch_12(x3, tb, out)
-        tg.append((1, tb))
     x4 = o.snapshot_id
-    if x4 is not None and not x4._is_default():
-        tb = bytearray()
-        _e_FetchResponse_SnapshotId_12(x4, tb, out)
-        tg.append((2, tb))
-    if tg:
+    if (x2 is not None and (x2.epoch != -1 or x2.end_offset != -1)) or (x3 is not None and (x3.leader_id != -1 or x3.leader_epoch != -1)) or (x4 is not None and (x4.end_offset != -1 or x4.epoch != -1)):
+        tg = []
+        if x2 is not None and (x2.epoch != -1 or x2.end_offset != -1):
+            tb = bytearray()
+            _e_FetchResponse_EpochEndOffset_12(x2, tb, out)
+            tg.append((0, tb))
+        if x3 is not None and (x3.leader_id != -1 or x3.leader_epoch != -1):
+            tb = bytearray()
+            _e_FetchResponse_LeaderIdAndEpoch_12(x3, tb, out)
+            tg.append((1, tb))
+        if x4 is not None and (x4.end_offset != -1 or x4.epoch != -1):
+            tb = bytearray()
+            _e_FetchResponse_SnapshotId_12(x4, tb, out)
+            tg.append((2, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -606,28 +606,40 @@ def _d_FetchResponse_FetchableTopicResponse_11(b, p):
 def _d_FetchResponse_AbortedTransaction_12(b, p):
     v0, v1 = _U2(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_AbortedTransaction(v0, v1), p
 
 
 def _d_FetchResponse_EpochEndOffset_12(b, p):
     v0, v1 = _U5(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_EpochEndOffset(v0, v1), p
 
 
 def _d_FetchResponse_LeaderIdAndEpoch_12(b, p):
     v0, v1 = _U6(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_LeaderIdAndEpoch(v0, v1), p
 
 
 def _d_FetchResponse_SnapshotId_12(b, p):
     v0, v1 = _U7(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_SnapshotId(v0, v1), p
 
 
@@ -672,7 +684,10 @@ def _d_FetchResponse_FetchableTopicResponse_12(b, p):
     for _ in range(n1):
         e2, p = _d_FetchResponse_PartitionData_12(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_FetchableTopicResponse(v0, ZERO_UUID, v2), p
 
 
@@ -683,7 +698,10 @@ def _d_FetchResponse_FetchableTopicResponse_13(b, p):
     for _ in range(n1):
         e2, p = _d_FetchResponse_PartitionData_12(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_FetchableTopicResponse('', v1, v2), p
 
 
@@ -742,7 +760,10 @@ def _d_FetchResponse_NodeEndpoint_0(b, p):
 
 
 def _d_FetchResponse_NodeEndpoint_12(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_NodeEndpoint(0, '', 0, None), p
 
 
@@ -753,7 +774,10 @@ def _d_FetchResponse_NodeEndpoint_16(b, p):
     v2, = _U4(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
@@ -819,15 +843,15 @@ def _e_FetchResponse_16(o, b, out):
     write_uvarint(b, len(o.responses) + 1)
     for e1 in o.responses:
         _e_FetchResponse_FetchableTopicResponse_13(e1, b, out)
-    tg = []
     x2 = o.node_endpoints
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_FetchResponse_NodeEndpoint_16(e3, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e3 in x2:
+                _e_FetchResponse_NodeEndpoint_16(e3, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -905,7 +929,10 @@ def _d_FetchResponse_12(b, p):
     for _ in range(n1):
         e2, p = _d_FetchResponse_FetchableTopicResponse_12(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse(v0, v1, v2, v3, []), p
 
 
@@ -917,7 +944,10 @@ def _d_FetchResponse_13(b, p):
     for _ in range(n1):
         e2, p = _d_FetchResponse_FetchableTopicResponse_13(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchResponse(v0, v1, v2, v3, []), p
 
 

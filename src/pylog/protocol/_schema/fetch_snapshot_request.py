@@ -201,13 +201,13 @@ def _e_FetchSnapshotRequest_PartitionSnapshot_1(o, b, out):
     b += _P0(o.partition, o.current_leader_epoch)
     _e_FetchSnapshotRequest_SnapshotId_0(o.snapshot_id, b, out)
     b += _P2(o.position)
-    tg = []
     x1 = o.replica_directory_id
-    if x1 != ZERO_UUID:
-        tb = bytearray()
-        tb += uuid_bytes(x1)
-        tg.append((0, tb))
-    if tg:
+    if (x1 != ZERO_UUID):
+        tg = []
+        if x1 != ZERO_UUID:
+            tb = bytearray()
+            tb += uuid_bytes(x1)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -224,7 +224,10 @@ def _e_FetchSnapshotRequest_TopicSnapshot_1(o, b, out):
 def _d_FetchSnapshotRequest_SnapshotId_0(b, p):
     v0, v1 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest_SnapshotId(v0, v1), p
 
 
@@ -234,7 +237,10 @@ def _d_FetchSnapshotRequest_PartitionSnapshot_0(b, p):
     v2, p = _d_FetchSnapshotRequest_SnapshotId_0(b, p)
     v3, = _U2(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest_PartitionSnapshot(v0, v1, v2, v3, ZERO_UUID), p
 
 
@@ -245,7 +251,10 @@ def _d_FetchSnapshotRequest_TopicSnapshot_0(b, p):
     for _ in range(n1):
         e2, p = _d_FetchSnapshotRequest_PartitionSnapshot_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest_TopicSnapshot(v0, v1), p
 
 
@@ -274,7 +283,10 @@ def _d_FetchSnapshotRequest_TopicSnapshot_1(b, p):
     for _ in range(n1):
         e2, p = _d_FetchSnapshotRequest_PartitionSnapshot_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotRequest_TopicSnapshot(v0, v1), p
 
 
@@ -283,13 +295,13 @@ def _e_FetchSnapshotRequest_0(o, b, out):
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
         _e_FetchSnapshotRequest_TopicSnapshot_0(e1, b, out)
-    tg = []
     x2 = o.cluster_id
-    if x2 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x2)
-        tg.append((0, tb))
-    if tg:
+    if (x2 is not None):
+        tg = []
+        if x2 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x2)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -300,13 +312,13 @@ def _e_FetchSnapshotRequest_1(o, b, out):
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
         _e_FetchSnapshotRequest_TopicSnapshot_1(e1, b, out)
-    tg = []
     x2 = o.cluster_id
-    if x2 is not None:
-        tb = bytearray()
-        write_ncstring(tb, x2)
-        tg.append((0, tb))
-    if tg:
+    if (x2 is not None):
+        tg = []
+        if x2 is not None:
+            tb = bytearray()
+            write_ncstring(tb, x2)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'

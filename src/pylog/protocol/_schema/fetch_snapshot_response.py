@@ -269,13 +269,13 @@ def _e_FetchSnapshotResponse_PartitionSnapshot_0(o, b, out):
     _e_FetchSnapshotResponse_SnapshotId_0(o.snapshot_id, b, out)
     b += _P2(o.size, o.position)
     write_crecords(b, out, o.unaligned_records)
-    tg = []
     x1 = o.current_leader
-    if x1 is not None and not x1._is_default():
-        tb = bytearray()
-        _e_FetchSnapshotResponse_LeaderIdAndEpoch_0(x1, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x1 is not None and (x1.leader_id != 0 or x1.leader_epoch != 0)):
+        tg = []
+        if x1 is not None and (x1.leader_id != 0 or x1.leader_epoch != 0):
+            tb = bytearray()
+            _e_FetchSnapshotResponse_LeaderIdAndEpoch_0(x1, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -292,14 +292,20 @@ def _e_FetchSnapshotResponse_TopicSnapshot_0(o, b, out):
 def _d_FetchSnapshotResponse_SnapshotId_0(b, p):
     v0, v1 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse_SnapshotId(v0, v1), p
 
 
 def _d_FetchSnapshotResponse_LeaderIdAndEpoch_0(b, p):
     v0, v1 = _U3(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse_LeaderIdAndEpoch(v0, v1), p
 
 
@@ -329,7 +335,10 @@ def _d_FetchSnapshotResponse_TopicSnapshot_0(b, p):
     for _ in range(n1):
         e2, p = _d_FetchSnapshotResponse_PartitionSnapshot_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse_TopicSnapshot(v0, v1), p
 
 
@@ -345,7 +354,10 @@ def _e_FetchSnapshotResponse_NodeEndpoint_1(o, b, out):
 
 
 def _d_FetchSnapshotResponse_NodeEndpoint_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse_NodeEndpoint(0, '', 0), p
 
 
@@ -355,7 +367,10 @@ def _d_FetchSnapshotResponse_NodeEndpoint_1(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U5(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse_NodeEndpoint(v0, v1, v2), p
 
 
@@ -372,15 +387,15 @@ def _e_FetchSnapshotResponse_1(o, b, out):
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
         _e_FetchSnapshotResponse_TopicSnapshot_0(e1, b, out)
-    tg = []
     x2 = o.node_endpoints
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_FetchSnapshotResponse_NodeEndpoint_1(e3, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e3 in x2:
+                _e_FetchSnapshotResponse_NodeEndpoint_1(e3, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -394,7 +409,10 @@ def _d_FetchSnapshotResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_FetchSnapshotResponse_TopicSnapshot_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FetchSnapshotResponse(v0, v1, v2, []), p
 
 

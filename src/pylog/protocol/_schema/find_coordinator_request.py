@@ -98,7 +98,10 @@ def _d_FindCoordinatorRequest_3(b, p):
     v0, p = read_cstring(b, p)
     v1, = _U0(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorRequest(v0, v1, []), p
 
 
@@ -110,7 +113,10 @@ def _d_FindCoordinatorRequest_4(b, p):
     for _ in range(n1):
         e2, p = read_cstring(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorRequest('', v1, v2), p
 
 

@@ -152,7 +152,10 @@ def _d_FindCoordinatorResponse_Coordinator_0(b, p):
 
 
 def _d_FindCoordinatorResponse_Coordinator_3(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse_Coordinator('', 0, '', 0, 0, ''), p
 
 
@@ -164,7 +167,10 @@ def _d_FindCoordinatorResponse_Coordinator_4(b, p):
     v3, v4 = _U1(b, p)
     p += 6
     v5, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse_Coordinator(v0, v1, v2, v3, v4, v5), p
 
 
@@ -229,7 +235,10 @@ def _d_FindCoordinatorResponse_3(b, p):
     v4, p = read_cstring(b, p)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse(v0, v1, v2, v3, v4, v5, []), p
 
 
@@ -241,7 +250,10 @@ def _d_FindCoordinatorResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_FindCoordinatorResponse_Coordinator_4(b, p)
         v6.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return FindCoordinatorResponse(v0, 0, '', 0, '', 0, v6), p
 
 

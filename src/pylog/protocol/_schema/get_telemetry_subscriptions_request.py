@@ -51,7 +51,10 @@ def _e_GetTelemetrySubscriptionsRequest_0(o, b, out):
 
 def _d_GetTelemetrySubscriptionsRequest_0(b, p):
     v0, p = read_uuid(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return GetTelemetrySubscriptionsRequest(v0), p
 
 

@@ -120,7 +120,10 @@ def _d_GetTelemetrySubscriptionsResponse_0(b, p):
     for _ in range(n2):
         e3, p = read_cstring(b, p)
         v8.append(e3)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return GetTelemetrySubscriptionsResponse(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 

@@ -108,7 +108,10 @@ def _d_HeartbeatRequest_4(b, p):
     p += 4
     v2, p = read_cstring(b, p)
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return HeartbeatRequest(v0, v1, v2, v3), p
 
 

@@ -79,7 +79,10 @@ def _d_HeartbeatResponse_1(b, p):
 def _d_HeartbeatResponse_4(b, p):
     v0, v1 = _U1(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return HeartbeatResponse(v0, v1), p
 
 

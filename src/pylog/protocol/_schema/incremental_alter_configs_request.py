@@ -186,7 +186,10 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_1(b, p):
     v1, = _U0(b, p)
     p += 1
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest_AlterableConfig(v0, v1, v2), p
 
 
@@ -199,7 +202,10 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_1(b, p):
     for _ in range(n1):
         e2, p = _d_IncrementalAlterConfigsRequest_AlterableConfig_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest_AlterConfigsResource(v0, v1, v2), p
 
 
@@ -237,7 +243,10 @@ def _d_IncrementalAlterConfigsRequest_1(b, p):
         v0.append(e2)
     v1, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return IncrementalAlterConfigsRequest(v0, v1), p
 
 

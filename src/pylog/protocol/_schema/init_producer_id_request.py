@@ -91,7 +91,10 @@ def _d_InitProducerIdRequest_2(b, p):
     v0, p = read_ncstring(b, p)
     v1, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitProducerIdRequest(v0, v1, -1, -1), p
 
 
@@ -99,7 +102,10 @@ def _d_InitProducerIdRequest_3(b, p):
     v0, p = read_ncstring(b, p)
     v1, v2, v3 = _U1(b, p)
     p += 14
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitProducerIdRequest(v0, v1, v2, v3), p
 
 

@@ -74,7 +74,10 @@ def _d_InitProducerIdResponse_0(b, p):
 def _d_InitProducerIdResponse_2(b, p):
     v0, v1, v2, v3 = _U0(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitProducerIdResponse(v0, v1, v2, v3), p
 
 

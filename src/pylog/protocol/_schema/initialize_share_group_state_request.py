@@ -135,7 +135,10 @@ def _e_InitializeShareGroupStateRequest_InitializeStateData_0(o, b, out):
 def _d_InitializeShareGroupStateRequest_PartitionData_0(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest_PartitionData(v0, v1, v2), p
 
 
@@ -146,7 +149,10 @@ def _d_InitializeShareGroupStateRequest_InitializeStateData_0(b, p):
     for _ in range(n1):
         e2, p = _d_InitializeShareGroupStateRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest_InitializeStateData(v0, v1), p
 
 
@@ -165,7 +171,10 @@ def _d_InitializeShareGroupStateRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_InitializeShareGroupStateRequest_InitializeStateData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return InitializeShareGroupStateRequest(v0, v1), p
 
 

@@ -141,7 +141,10 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_0(b, p):
 def _d_JoinGroupRequest_JoinGroupRequestProtocol_6(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupRequest_JoinGroupRequestProtocol(v0, v1), p
 
 
@@ -256,7 +259,10 @@ def _d_JoinGroupRequest_6(b, p):
     for _ in range(n1):
         e2, p = _d_JoinGroupRequest_JoinGroupRequestProtocol_6(b, p)
         v6.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupRequest(v0, v1, v2, v3, v4, v5, v6, None), p
 
 
@@ -273,7 +279,10 @@ def _d_JoinGroupRequest_8(b, p):
         e2, p = _d_JoinGroupRequest_JoinGroupRequestProtocol_6(b, p)
         v6.append(e2)
     v7, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupRequest(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 

@@ -167,7 +167,10 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_6(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
     v2, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupResponse_JoinGroupResponseMember(v0, v1, v2), p
 
 
@@ -290,7 +293,10 @@ def _d_JoinGroupResponse_6(b, p):
     for _ in range(n1):
         e2, p = _d_JoinGroupResponse_JoinGroupResponseMember_6(b, p)
         v8.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(v0, v1, v2, None, v4, v5, False, v7, v8), p
 
 
@@ -306,7 +312,10 @@ def _d_JoinGroupResponse_7(b, p):
     for _ in range(n1):
         e2, p = _d_JoinGroupResponse_JoinGroupResponseMember_6(b, p)
         v8.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(v0, v1, v2, v3, v4, v5, False, v7, v8), p
 
 
@@ -324,7 +333,10 @@ def _d_JoinGroupResponse_9(b, p):
     for _ in range(n1):
         e2, p = _d_JoinGroupResponse_JoinGroupResponseMember_6(b, p)
         v8.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return JoinGroupResponse(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 

@@ -412,7 +412,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(b, p):
     v9, p = read_fixed_array(b, p, n4, 'i', 4)
     v10, = _U2(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrPartitionState('', v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, 0), p
 
 
@@ -423,7 +426,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_4(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrTopicState(v0, ZERO_UUID, v2), p
 
 
@@ -435,7 +441,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_5(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrTopicState(v0, v1, v2), p
 
 
@@ -454,7 +463,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_6(b, p):
     v9, p = read_fixed_array(b, p, n4, 'i', 4)
     v10, v11 = _U3(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrPartitionState('', v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11), p
 
 
@@ -466,7 +478,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrTopicState_6(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrRequest_LeaderAndIsrPartitionState_6(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrTopicState(v0, v1, v2), p
 
 
@@ -498,7 +513,10 @@ def _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_4(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest_LeaderAndIsrLiveLeader(v0, v1, v2), p
 
 
@@ -712,7 +730,10 @@ def _d_LeaderAndIsrRequest_4(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_4(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(v0, False, v2, v3, 0, [], v6, v7), p
 
 
@@ -729,7 +750,10 @@ def _d_LeaderAndIsrRequest_5(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_4(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(v0, False, v2, v3, v4, [], v6, v7), p
 
 
@@ -746,7 +770,10 @@ def _d_LeaderAndIsrRequest_6(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_4(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(v0, False, v2, v3, v4, [], v6, v7), p
 
 
@@ -763,7 +790,10 @@ def _d_LeaderAndIsrRequest_7(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_4(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrRequest(v0, v1, v2, v3, v4, [], v6, v7), p
 
 

@@ -156,14 +156,20 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_0(b, p):
 
 
 def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_4(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse_LeaderAndIsrTopicError(ZERO_UUID, []), p
 
 
 def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_5(b, p):
     v1, v2 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse_LeaderAndIsrPartitionError('', v1, v2), p
 
 
@@ -174,7 +180,10 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_5(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_5(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse_LeaderAndIsrTopicError(v0, v1), p
 
 
@@ -200,7 +209,10 @@ def _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_4(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse_LeaderAndIsrPartitionError(v0, v1, v2), p
 
 
@@ -246,7 +258,10 @@ def _d_LeaderAndIsrResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrResponse_LeaderAndIsrPartitionError_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse(v0, v1, []), p
 
 
@@ -258,7 +273,10 @@ def _d_LeaderAndIsrResponse_5(b, p):
     for _ in range(n1):
         e2, p = _d_LeaderAndIsrResponse_LeaderAndIsrTopicError_5(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderAndIsrResponse(v0, [], v2), p
 
 

@@ -108,7 +108,10 @@ def _e_LeaderChangeMessage_Voter_1(o, b, out):
 def _d_LeaderChangeMessage_Voter_0(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage_Voter(v0, ZERO_UUID), p
 
 
@@ -116,7 +119,10 @@ def _d_LeaderChangeMessage_Voter_1(b, p):
     v0, = _U0(b, p)
     p += 4
     v1, p = read_uuid(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage_Voter(v0, v1), p
 
 
@@ -155,7 +161,10 @@ def _d_LeaderChangeMessage_0(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderChangeMessage_Voter_0(b, p)
         v3.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage(v0, v1, v2, v3), p
 
 
@@ -172,7 +181,10 @@ def _d_LeaderChangeMessage_1(b, p):
     for _ in range(n3):
         e4, p = _d_LeaderChangeMessage_Voter_1(b, p)
         v3.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaderChangeMessage(v0, v1, v2, v3), p
 
 

@@ -130,7 +130,10 @@ def _d_LeaveGroupRequest_MemberIdentity_3(b, p):
 def _d_LeaveGroupRequest_MemberIdentity_4(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest_MemberIdentity(v0, v1, None), p
 
 
@@ -138,7 +141,10 @@ def _d_LeaveGroupRequest_MemberIdentity_5(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest_MemberIdentity(v0, v1, v2), p
 
 
@@ -193,7 +199,10 @@ def _d_LeaveGroupRequest_4(b, p):
     for _ in range(n1):
         e2, p = _d_LeaveGroupRequest_MemberIdentity_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest(v0, '', v2), p
 
 
@@ -204,7 +213,10 @@ def _d_LeaveGroupRequest_5(b, p):
     for _ in range(n1):
         e2, p = _d_LeaveGroupRequest_MemberIdentity_5(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupRequest(v0, '', v2), p
 
 

@@ -135,7 +135,10 @@ def _d_LeaveGroupResponse_MemberResponse_4(b, p):
     v1, p = read_ncstring(b, p)
     v2, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupResponse_MemberResponse(v0, v1, v2), p
 
 
@@ -193,7 +196,10 @@ def _d_LeaveGroupResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_LeaveGroupResponse_MemberResponse_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return LeaveGroupResponse(v0, v1, v2), p
 
 

@@ -44,7 +44,10 @@ def _e_ListClientMetricsResourcesRequest_0(o, b, out):
 
 
 def _d_ListClientMetricsResourcesRequest_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesRequest(), p
 
 

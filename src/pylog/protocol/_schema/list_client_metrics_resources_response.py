@@ -89,7 +89,10 @@ def _e_ListClientMetricsResourcesResponse_ClientMetricsResource_0(o, b, out):
 
 def _d_ListClientMetricsResourcesResponse_ClientMetricsResource_0(b, p):
     v0, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesResponse_ClientMetricsResource(v0), p
 
 
@@ -109,7 +112,10 @@ def _d_ListClientMetricsResourcesResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ListClientMetricsResourcesResponse_ClientMetricsResource_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListClientMetricsResourcesResponse(v0, v1, v2), p
 
 

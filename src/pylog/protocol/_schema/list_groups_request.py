@@ -80,7 +80,10 @@ def _d_ListGroupsRequest_0(b, p):
 
 
 def _d_ListGroupsRequest_3(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsRequest([], []), p
 
 
@@ -90,7 +93,10 @@ def _d_ListGroupsRequest_4(b, p):
     for _ in range(n1):
         e2, p = read_cstring(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsRequest(v0, []), p
 
 
@@ -105,7 +111,10 @@ def _d_ListGroupsRequest_5(b, p):
     for _ in range(n3):
         e4, p = read_cstring(b, p)
         v1.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsRequest(v0, v1), p
 
 

@@ -136,7 +136,10 @@ def _d_ListGroupsResponse_ListedGroup_0(b, p):
 def _d_ListGroupsResponse_ListedGroup_3(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse_ListedGroup(v0, v1, '', ''), p
 
 
@@ -144,7 +147,10 @@ def _d_ListGroupsResponse_ListedGroup_4(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
     v2, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse_ListedGroup(v0, v1, v2, ''), p
 
 
@@ -153,7 +159,10 @@ def _d_ListGroupsResponse_ListedGroup_5(b, p):
     v1, p = read_cstring(b, p)
     v2, p = read_cstring(b, p)
     v3, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse_ListedGroup(v0, v1, v2, v3), p
 
 
@@ -225,7 +234,10 @@ def _d_ListGroupsResponse_3(b, p):
     for _ in range(n1):
         e2, p = _d_ListGroupsResponse_ListedGroup_3(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(v0, v1, v2), p
 
 
@@ -237,7 +249,10 @@ def _d_ListGroupsResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_ListGroupsResponse_ListedGroup_4(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(v0, v1, v2), p
 
 
@@ -249,7 +264,10 @@ def _d_ListGroupsResponse_5(b, p):
     for _ in range(n1):
         e2, p = _d_ListGroupsResponse_ListedGroup_5(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListGroupsResponse(v0, v1, v2), p
 
 

@@ -241,7 +241,10 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_4(b, p):
 def _d_ListOffsetsRequest_ListOffsetsPartition_6(b, p):
     v0, v1, v2 = _U2(b, p)
     p += 16
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest_ListOffsetsPartition(v0, v1, v2, 1), p
 
 
@@ -252,7 +255,10 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_6(b, p):
     for _ in range(n1):
         e2, p = _d_ListOffsetsRequest_ListOffsetsPartition_6(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest_ListOffsetsTopic(v0, v1), p
 
 
@@ -353,7 +359,10 @@ def _d_ListOffsetsRequest_6(b, p):
     for _ in range(n1):
         e2, p = _d_ListOffsetsRequest_ListOffsetsTopic_6(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest(v0, v1, v2, 0), p
 
 
@@ -367,7 +376,10 @@ def _d_ListOffsetsRequest_10(b, p):
         v2.append(e2)
     v3, = _U3(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsRequest(v0, v1, v2, v3), p
 
 

@@ -244,7 +244,10 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_4(b, p):
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_6(b, p):
     v0, v1, v3, v4, v5 = _U2(b, p)
     p += 26
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse_ListOffsetsPartitionResponse(v0, v1, [], v3, v4, v5), p
 
 
@@ -255,7 +258,10 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_6(b, p):
     for _ in range(n1):
         e2, p = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_6(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse_ListOffsetsTopicResponse(v0, v1), p
 
 
@@ -341,7 +347,10 @@ def _d_ListOffsetsResponse_6(b, p):
     for _ in range(n1):
         e2, p = _d_ListOffsetsResponse_ListOffsetsTopicResponse_6(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListOffsetsResponse(v0, v1), p
 
 

@@ -96,7 +96,10 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_0(b, p
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(v0, v1), p
 
 
@@ -122,7 +125,10 @@ def _d_ListPartitionReassignmentsRequest_0(b, p):
         for _ in range(n1):
             e2, p = _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_0(b, p)
             v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsRequest(v0, v1), p
 
 

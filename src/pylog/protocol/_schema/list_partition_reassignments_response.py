@@ -163,7 +163,10 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_0(b, p):
     v2, p = read_fixed_array(b, p, n2, 'i', 4)
     n3, p = read_ccount(b, p, 4)
     v3, p = read_fixed_array(b, p, n3, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse_OngoingPartitionReassignment(v0, v1, v2, v3), p
 
 
@@ -174,7 +177,10 @@ def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_0(b, p):
     for _ in range(n1):
         e2, p = _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse_OngoingTopicReassignment(v0, v1), p
 
 
@@ -196,7 +202,10 @@ def _d_ListPartitionReassignmentsResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListPartitionReassignmentsResponse(v0, v1, v2, v3), p
 
 

@@ -86,7 +86,10 @@ def _d_ListTransactionsRequest_0(b, p):
         v0.append(e2)
     n3, p = read_ccount(b, p, 8)
     v1, p = read_fixed_array(b, p, n3, 'q', 8)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListTransactionsRequest(v0, v1, -1), p
 
 
@@ -100,7 +103,10 @@ def _d_ListTransactionsRequest_1(b, p):
     v1, p = read_fixed_array(b, p, n3, 'q', 8)
     v2, = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListTransactionsRequest(v0, v1, v2), p
 
 

@@ -109,7 +109,10 @@ def _d_ListTransactionsResponse_TransactionState_0(b, p):
     v1, = _U0(b, p)
     p += 8
     v2, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListTransactionsResponse_TransactionState(v0, v1, v2), p
 
 
@@ -137,7 +140,10 @@ def _d_ListTransactionsResponse_0(b, p):
     for _ in range(n3):
         e4, p = _d_ListTransactionsResponse_TransactionState_0(b, p)
         v3.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ListTransactionsResponse(v0, v1, v2, v3), p
 
 

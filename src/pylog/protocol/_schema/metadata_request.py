@@ -128,14 +128,20 @@ def _d_MetadataRequest_MetadataRequestTopic_0(b, p):
 
 def _d_MetadataRequest_MetadataRequestTopic_9(b, p):
     v1, p = read_cstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataRequest_MetadataRequestTopic(ZERO_UUID, v1), p
 
 
 def _d_MetadataRequest_MetadataRequestTopic_10(b, p):
     v0, p = read_uuid(b, p)
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataRequest_MetadataRequestTopic(v0, v1), p
 
 
@@ -267,7 +273,10 @@ def _d_MetadataRequest_9(b, p):
             v0.append(e2)
     v1, v2, v3 = _U1(b, p)
     p += 3
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataRequest(v0, v1, v2, v3), p
 
 
@@ -282,7 +291,10 @@ def _d_MetadataRequest_10(b, p):
             v0.append(e2)
     v1, v2, v3 = _U1(b, p)
     p += 3
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataRequest(v0, v1, v2, v3), p
 
 
@@ -297,7 +309,10 @@ def _d_MetadataRequest_11(b, p):
             v0.append(e2)
     v1, v3 = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataRequest(v0, v1, False, v3), p
 
 

@@ -273,7 +273,10 @@ def _d_MetadataResponse_MetadataResponseBroker_9(b, p):
     v2, = _U0(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse_MetadataResponseBroker(v0, v1, v2, v3), p
 
 
@@ -509,7 +512,10 @@ def _d_MetadataResponse_MetadataResponsePartition_9(b, p):
     v5, p = read_fixed_array(b, p, n2, 'i', 4)
     n3, p = read_ccount(b, p, 4)
     v6, p = read_fixed_array(b, p, n3, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse_MetadataResponsePartition(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -526,7 +532,10 @@ def _d_MetadataResponse_MetadataResponseTopic_9(b, p):
         v4.append(e2)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse_MetadataResponseTopic(v0, v1, ZERO_UUID, v3, v4, v5), p
 
 
@@ -544,7 +553,10 @@ def _d_MetadataResponse_MetadataResponseTopic_10(b, p):
         v4.append(e2)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse_MetadataResponseTopic(v0, v1, v2, v3, v4, v5), p
 
 
@@ -562,7 +574,10 @@ def _d_MetadataResponse_MetadataResponseTopic_12(b, p):
         v4.append(e2)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse_MetadataResponseTopic(v0, v1, v2, v3, v4, v5), p
 
 
@@ -842,7 +857,10 @@ def _d_MetadataResponse_9(b, p):
         v4.append(e4)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse(v0, v1, v2, v3, v4, v5), p
 
 
@@ -864,7 +882,10 @@ def _d_MetadataResponse_10(b, p):
         v4.append(e4)
     v5, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse(v0, v1, v2, v3, v4, v5), p
 
 
@@ -884,7 +905,10 @@ def _d_MetadataResponse_11(b, p):
     for _ in range(n3):
         e4, p = _d_MetadataResponse_MetadataResponseTopic_10(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse(v0, v1, v2, v3, v4, -2147483648), p
 
 
@@ -904,7 +928,10 @@ def _d_MetadataResponse_12(b, p):
     for _ in range(n3):
         e4, p = _d_MetadataResponse_MetadataResponseTopic_12(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return MetadataResponse(v0, v1, v2, v3, v4, -2147483648), p
 
 

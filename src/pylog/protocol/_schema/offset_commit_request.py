@@ -265,7 +265,10 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_8(b, p):
     v0, v1, v2 = _U2(b, p)
     p += 16
     v4, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest_OffsetCommitRequestPartition(v0, v1, v2, -1, v4), p
 
 
@@ -276,7 +279,10 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetCommitRequest_OffsetCommitRequestPartition_8(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest_OffsetCommitRequestTopic(v0, v1), p
 
 
@@ -434,7 +440,10 @@ def _d_OffsetCommitRequest_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetCommitRequest_OffsetCommitRequestTopic_8(b, p)
         v5.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitRequest(v0, v1, v2, v3, -1, v5), p
 
 

@@ -162,7 +162,10 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_0(b, p):
 def _d_OffsetCommitResponse_OffsetCommitResponsePartition_8(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse_OffsetCommitResponsePartition(v0, v1), p
 
 
@@ -173,7 +176,10 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetCommitResponse_OffsetCommitResponsePartition_8(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse_OffsetCommitResponseTopic(v0, v1), p
 
 
@@ -226,7 +232,10 @@ def _d_OffsetCommitResponse_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetCommitResponse_OffsetCommitResponseTopic_8(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetCommitResponse(v0, v1), p
 
 

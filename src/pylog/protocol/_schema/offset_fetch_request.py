@@ -198,12 +198,18 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_6(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestTopic(v0, v1), p
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopic_8(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestTopic('', []), p
 
 
@@ -251,7 +257,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_0(b, p):
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_6(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestGroup('', None, -1, []), p
 
 
@@ -259,7 +268,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestTopics(v0, v1), p
 
 
@@ -273,7 +285,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_8(b, p):
         for _ in range(n1):
             e2, p = _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(b, p)
             v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestGroup(v0, None, -1, v3), p
 
 
@@ -290,7 +305,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_9(b, p):
         for _ in range(n1):
             e2, p = _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(b, p)
             v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestGroup(v0, v1, v2, v3), p
 
 
@@ -307,7 +325,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_0(b, p):
 
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopics_6(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest_OffsetFetchRequestTopics('', []), p
 
 
@@ -400,7 +421,10 @@ def _d_OffsetFetchRequest_6(b, p):
         for _ in range(n1):
             e2, p = _d_OffsetFetchRequest_OffsetFetchRequestTopic_6(b, p)
             v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest(v0, v1, [], False), p
 
 
@@ -416,7 +440,10 @@ def _d_OffsetFetchRequest_7(b, p):
             v1.append(e2)
     v3, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest(v0, v1, [], v3), p
 
 
@@ -428,7 +455,10 @@ def _d_OffsetFetchRequest_8(b, p):
         v2.append(e2)
     v3, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest('', [], v2, v3), p
 
 
@@ -440,7 +470,10 @@ def _d_OffsetFetchRequest_9(b, p):
         v2.append(e2)
     v3, = _U1(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchRequest('', [], v2, v3), p
 
 

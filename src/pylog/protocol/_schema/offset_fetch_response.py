@@ -343,7 +343,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_6(b, p):
     v3, p = read_ncstring(b, p)
     v4, = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponsePartition(v0, v1, v2, v3, v4), p
 
 
@@ -354,12 +357,18 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_6(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetFetchResponse_OffsetFetchResponsePartition_6(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseTopic(v0, v1), p
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopic_8(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseTopic('', []), p
 
 
@@ -368,7 +377,10 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_8(o, b, out):
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartition_8(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponsePartition(0, 0, -1, '', 0), p
 
 
@@ -409,7 +421,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_0(b, p):
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseGroup_6(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseGroup('', [], 0), p
 
 
@@ -419,7 +434,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_8(b, p):
     v3, p = read_ncstring(b, p)
     v4, = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponsePartitions(v0, v1, v2, v3, v4), p
 
 
@@ -430,7 +448,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_8(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseTopics(v0, v1), p
 
 
@@ -443,7 +464,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_8(b, p):
         v1.append(e2)
     v2, = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseGroup(v0, v1, v2), p
 
 
@@ -460,7 +484,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_0(b, p):
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopics_6(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponseTopics('', []), p
 
 
@@ -477,7 +504,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_0(b, p):
 
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_6(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse_OffsetFetchResponsePartitions(0, 0, -1, '', 0), p
 
 
@@ -583,7 +613,10 @@ def _d_OffsetFetchResponse_6(b, p):
         v1.append(e2)
     v2, = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse(v0, v1, v2, []), p
 
 
@@ -595,7 +628,10 @@ def _d_OffsetFetchResponse_8(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetFetchResponse_OffsetFetchResponseGroup_8(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetFetchResponse(v0, [], 0, v3), p
 
 

@@ -196,7 +196,10 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_2(b, p):
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(b, p):
     v0, v1, v2 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest_OffsetForLeaderPartition(v0, v1, v2), p
 
 
@@ -207,7 +210,10 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest_OffsetForLeaderTopic(v0, v1), p
 
 
@@ -275,7 +281,10 @@ def _d_OffsetForLeaderEpochRequest_4(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochRequest(v0, v1), p
 
 

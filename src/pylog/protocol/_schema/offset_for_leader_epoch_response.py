@@ -200,7 +200,10 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_1(b, p):
 def _d_OffsetForLeaderEpochResponse_EpochEndOffset_4(b, p):
     v0, v1, v2, v3 = _U1(b, p)
     p += 18
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse_EpochEndOffset(v0, v1, v2, v3), p
 
 
@@ -211,7 +214,10 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetForLeaderEpochResponse_EpochEndOffset_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(v0, v1), p
 
 
@@ -279,7 +285,10 @@ def _d_OffsetForLeaderEpochResponse_4(b, p):
     for _ in range(n1):
         e2, p = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_4(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return OffsetForLeaderEpochResponse(v0, v1), p
 
 

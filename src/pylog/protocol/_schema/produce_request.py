@@ -182,7 +182,10 @@ def _d_ProduceRequest_PartitionProduceData_9(b, p):
     v0, = _U0(b, p)
     p += 4
     v1, p = read_crecords(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceRequest_PartitionProduceData(v0, v1), p
 
 
@@ -193,7 +196,10 @@ def _d_ProduceRequest_TopicProduceData_9(b, p):
     for _ in range(n1):
         e2, p = _d_ProduceRequest_PartitionProduceData_9(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceRequest_TopicProduceData(v0, v1), p
 
 
@@ -253,7 +259,10 @@ def _d_ProduceRequest_9(b, p):
     for _ in range(n1):
         e2, p = _d_ProduceRequest_TopicProduceData_9(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceRequest(v0, v1, v2, v3), p
 
 

@@ -348,13 +348,13 @@ def _e_ProduceResponse_PartitionProduceResponse_10(o, b, out):
     for e1 in o.record_errors:
         _e_ProduceResponse_BatchIndexAndErrorMessage_9(e1, b, out)
     write_ncstring(b, o.error_message)
-    tg = []
     x2 = o.current_leader
-    if x2 is not None and not x2._is_default():
-        tb = bytearray()
-        _e_ProduceResponse_LeaderIdAndEpoch_10(x2, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2 is not None and (x2.leader_id != -1 or x2.leader_epoch != -1)):
+        tg = []
+        if x2 is not None and (x2.leader_id != -1 or x2.leader_epoch != -1):
+            tb = bytearray()
+            _e_ProduceResponse_LeaderIdAndEpoch_10(x2, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -449,7 +449,10 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_9(b, p):
     v0, = _U3(b, p)
     p += 4
     v1, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_BatchIndexAndErrorMessage(v0, v1), p
 
 
@@ -462,7 +465,10 @@ def _d_ProduceResponse_PartitionProduceResponse_9(b, p):
         e2, p = _d_ProduceResponse_BatchIndexAndErrorMessage_9(b, p)
         v5.append(e2)
     v6, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_PartitionProduceResponse(v0, v1, v2, v3, v4, v5, v6, ProduceResponse_LeaderIdAndEpoch()), p
 
 
@@ -473,14 +479,20 @@ def _d_ProduceResponse_TopicProduceResponse_9(b, p):
     for _ in range(n1):
         e2, p = _d_ProduceResponse_PartitionProduceResponse_9(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_TopicProduceResponse(v0, v1), p
 
 
 def _d_ProduceResponse_LeaderIdAndEpoch_10(b, p):
     v0, v1 = _U4(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_LeaderIdAndEpoch(v0, v1), p
 
 
@@ -512,7 +524,10 @@ def _d_ProduceResponse_TopicProduceResponse_10(b, p):
     for _ in range(n1):
         e2, p = _d_ProduceResponse_PartitionProduceResponse_10(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_TopicProduceResponse(v0, v1), p
 
 
@@ -537,7 +552,10 @@ def _d_ProduceResponse_LeaderIdAndEpoch_0(b, p):
 
 
 def _d_ProduceResponse_LeaderIdAndEpoch_9(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_LeaderIdAndEpoch(-1, -1), p
 
 
@@ -562,7 +580,10 @@ def _d_ProduceResponse_NodeEndpoint_0(b, p):
 
 
 def _d_ProduceResponse_NodeEndpoint_9(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_NodeEndpoint(0, '', 0, None), p
 
 
@@ -573,7 +594,10 @@ def _d_ProduceResponse_NodeEndpoint_10(b, p):
     v2, = _U3(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
@@ -624,15 +648,15 @@ def _e_ProduceResponse_10(o, b, out):
     for e1 in o.responses:
         _e_ProduceResponse_TopicProduceResponse_10(e1, b, out)
     b += _P3(o.throttle_time_ms)
-    tg = []
     x2 = o.node_endpoints
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_ProduceResponse_NodeEndpoint_10(e3, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e3 in x2:
+                _e_ProduceResponse_NodeEndpoint_10(e3, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -699,7 +723,10 @@ def _d_ProduceResponse_9(b, p):
         v0.append(e2)
     v1, = _U3(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ProduceResponse(v0, v1, []), p
 
 

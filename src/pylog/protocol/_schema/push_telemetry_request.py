@@ -77,7 +77,10 @@ def _d_PushTelemetryRequest_0(b, p):
     v1, v2, v3 = _U0(b, p)
     p += 6
     v4, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return PushTelemetryRequest(v0, v1, v2, v3, v4), p
 
 

@@ -131,7 +131,10 @@ def _e_ReadShareGroupStateRequest_ReadStateData_0(o, b, out):
 def _d_ReadShareGroupStateRequest_PartitionData_0(b, p):
     v0, v1 = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest_PartitionData(v0, v1), p
 
 
@@ -142,7 +145,10 @@ def _d_ReadShareGroupStateRequest_ReadStateData_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest_ReadStateData(v0, v1), p
 
 
@@ -161,7 +167,10 @@ def _d_ReadShareGroupStateRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateRequest_ReadStateData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateRequest(v0, v1), p
 
 

@@ -197,7 +197,10 @@ def _e_ReadShareGroupStateResponse_ReadStateResult_0(o, b, out):
 def _d_ReadShareGroupStateResponse_StateBatch_0(b, p):
     v0, v1, v2, v3 = _U2(b, p)
     p += 19
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse_StateBatch(v0, v1, v2, v3), p
 
 
@@ -212,7 +215,10 @@ def _d_ReadShareGroupStateResponse_PartitionResult_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateResponse_StateBatch_0(b, p)
         v5.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse_PartitionResult(v0, v1, v2, v3, v4, v5), p
 
 
@@ -223,7 +229,10 @@ def _d_ReadShareGroupStateResponse_ReadStateResult_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateResponse_PartitionResult_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse_ReadStateResult(v0, v1), p
 
 
@@ -240,7 +249,10 @@ def _d_ReadShareGroupStateResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateResponse_ReadStateResult_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateResponse(v0), p
 
 

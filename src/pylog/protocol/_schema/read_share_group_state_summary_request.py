@@ -131,7 +131,10 @@ def _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0(o, b, out):
 def _d_ReadShareGroupStateSummaryRequest_PartitionData_0(b, p):
     v0, v1 = _U0(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest_PartitionData(v0, v1), p
 
 
@@ -142,7 +145,10 @@ def _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateSummaryRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest_ReadStateSummaryData(v0, v1), p
 
 
@@ -161,7 +167,10 @@ def _d_ReadShareGroupStateSummaryRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryRequest(v0, v1), p
 
 

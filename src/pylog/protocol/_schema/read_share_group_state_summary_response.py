@@ -147,7 +147,10 @@ def _d_ReadShareGroupStateSummaryResponse_PartitionResult_0(b, p):
     v2, p = read_ncstring(b, p)
     v3, v4 = _U1(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse_PartitionResult(v0, v1, v2, v3, v4), p
 
 
@@ -158,7 +161,10 @@ def _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateSummaryResponse_PartitionResult_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(v0, v1), p
 
 
@@ -175,7 +181,10 @@ def _d_ReadShareGroupStateSummaryResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ReadShareGroupStateSummaryResponse(v0), p
 
 

@@ -69,7 +69,10 @@ def _d_RemoveRaftVoterRequest_0(b, p):
     v1, = _U0(b, p)
     p += 4
     v2, p = read_uuid(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return RemoveRaftVoterRequest(v0, v1, v2), p
 
 

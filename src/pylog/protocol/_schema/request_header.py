@@ -90,7 +90,10 @@ def _d_RequestHeader_2(b, p):
     v0, v1, v2 = _U0(b, p)
     p += 8
     v3, p = read_nstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return RequestHeader(v0, v1, v2, v3), p
 
 

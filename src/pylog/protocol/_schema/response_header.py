@@ -62,7 +62,10 @@ def _d_ResponseHeader_0(b, p):
 def _d_ResponseHeader_1(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ResponseHeader(v0), p
 
 

@@ -61,7 +61,10 @@ def _d_SaslAuthenticateRequest_0(b, p):
 
 def _d_SaslAuthenticateRequest_2(b, p):
     v0, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SaslAuthenticateRequest(v0), p
 
 

@@ -113,7 +113,10 @@ def _d_SaslAuthenticateResponse_2(b, p):
     v2, p = read_cbytes(b, p)
     v3, = _U1(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SaslAuthenticateResponse(v0, v1, v2, v3), p
 
 

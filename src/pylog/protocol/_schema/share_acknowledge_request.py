@@ -190,7 +190,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_0(b, p):
     p += 16
     n1, p = read_ccount(b, p, 1)
     v2, p = read_fixed_array(b, p, n1, 'b', 1)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest_AcknowledgementBatch(v0, v1, v2), p
 
 
@@ -202,7 +205,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest_AcknowledgePartition(v0, v1), p
 
 
@@ -213,7 +219,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest_AcknowledgeTopic(v0, v1), p
 
 
@@ -237,7 +246,10 @@ def _d_ShareAcknowledgeRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeRequest(v0, v1, v2, v3), p
 
 

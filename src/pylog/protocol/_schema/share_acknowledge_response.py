@@ -233,7 +233,10 @@ def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(o, b, out):
 def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(b, p):
     v0, v1 = _U1(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse_LeaderIdAndEpoch(v0, v1), p
 
 
@@ -242,7 +245,10 @@ def _d_ShareAcknowledgeResponse_PartitionData_0(b, p):
     p += 6
     v2, p = read_ncstring(b, p)
     v3, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse_PartitionData(v0, v1, v2, v3), p
 
 
@@ -253,7 +259,10 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareAcknowledgeResponse_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(v0, v1), p
 
 
@@ -272,7 +281,10 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_0(b, p):
     v2, = _U2(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
@@ -302,7 +314,10 @@ def _d_ShareAcknowledgeResponse_0(b, p):
     for _ in range(n3):
         e4, p = _d_ShareAcknowledgeResponse_NodeEndpoint_0(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareAcknowledgeResponse(v0, v1, v2, v3, v4), p
 
 

@@ -242,7 +242,10 @@ def _d_ShareFetchRequest_AcknowledgementBatch_0(b, p):
     p += 16
     n1, p = read_ccount(b, p, 1)
     v2, p = read_fixed_array(b, p, n1, 'b', 1)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchRequest_AcknowledgementBatch(v0, v1, v2), p
 
 
@@ -254,7 +257,10 @@ def _d_ShareFetchRequest_FetchPartition_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareFetchRequest_AcknowledgementBatch_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchRequest_FetchPartition(v0, v1, v2), p
 
 
@@ -265,7 +271,10 @@ def _d_ShareFetchRequest_FetchTopic_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareFetchRequest_FetchPartition_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchRequest_FetchTopic(v0, v1), p
 
 
@@ -280,7 +289,10 @@ def _d_ShareFetchRequest_ForgottenTopic_0(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchRequest_ForgottenTopic(v0, v1), p
 
 
@@ -312,7 +324,10 @@ def _d_ShareFetchRequest_0(b, p):
     for _ in range(n3):
         e4, p = _d_ShareFetchRequest_ForgottenTopic_0(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchRequest(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 

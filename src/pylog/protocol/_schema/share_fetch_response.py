@@ -302,14 +302,20 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_0(o, b, out):
 def _d_ShareFetchResponse_LeaderIdAndEpoch_0(b, p):
     v0, v1 = _U2(b, p)
     p += 8
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse_LeaderIdAndEpoch(v0, v1), p
 
 
 def _d_ShareFetchResponse_AcquiredRecords_0(b, p):
     v0, v1, v2 = _U3(b, p)
     p += 18
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse_AcquiredRecords(v0, v1, v2), p
 
 
@@ -327,7 +333,10 @@ def _d_ShareFetchResponse_PartitionData_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareFetchResponse_AcquiredRecords_0(b, p)
         v7.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse_PartitionData(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 
@@ -338,7 +347,10 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareFetchResponse_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse_ShareFetchableTopicResponse(v0, v1), p
 
 
@@ -357,7 +369,10 @@ def _d_ShareFetchResponse_NodeEndpoint_0(b, p):
     v2, = _U4(b, p)
     p += 4
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
@@ -387,7 +402,10 @@ def _d_ShareFetchResponse_0(b, p):
     for _ in range(n3):
         e4, p = _d_ShareFetchResponse_NodeEndpoint_0(b, p)
         v4.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareFetchResponse(v0, v1, v2, v3, v4), p
 
 

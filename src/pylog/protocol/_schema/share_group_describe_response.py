@@ -280,7 +280,10 @@ def _d_ShareGroupDescribeResponse_TopicPartitions_0(b, p):
     v1, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse_TopicPartitions(v0, v1, v2), p
 
 
@@ -290,7 +293,10 @@ def _d_ShareGroupDescribeResponse_Assignment_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareGroupDescribeResponse_TopicPartitions_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse_Assignment(v0), p
 
 
@@ -307,7 +313,10 @@ def _d_ShareGroupDescribeResponse_Member_0(b, p):
         e2, p = read_cstring(b, p)
         v5.append(e2)
     v6, p = _d_ShareGroupDescribeResponse_Assignment_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -327,7 +336,10 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p):
         v7.append(e2)
     v8, = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
@@ -347,7 +359,10 @@ def _d_ShareGroupDescribeResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupDescribeResponse(v0, v1), p
 
 

@@ -94,7 +94,10 @@ def _d_ShareGroupHeartbeatRequest_0(b, p):
         for _ in range(n1):
             e2, p = read_cstring(b, p)
             v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return ShareGroupHeartbeatRequest(v0, v1, v2, v3, v4), p
 
 

@@ -241,7 +241,10 @@ def _d_StopReplicaRequest_StopReplicaPartitionV0_1(b, p):
 
 
 def _d_StopReplicaRequest_StopReplicaPartitionV0_2(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaPartitionV0('', 0), p
 
 
@@ -281,12 +284,18 @@ def _d_StopReplicaRequest_StopReplicaTopicV1_2(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaTopicV1(v0, v1), p
 
 
 def _d_StopReplicaRequest_StopReplicaTopicV1_3(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaTopicV1('', []), p
 
 
@@ -316,14 +325,20 @@ def _d_StopReplicaRequest_StopReplicaTopicState_0(b, p):
 
 
 def _d_StopReplicaRequest_StopReplicaTopicState_2(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaTopicState('', []), p
 
 
 def _d_StopReplicaRequest_StopReplicaPartitionState_3(b, p):
     v0, v1, v2 = _U1(b, p)
     p += 9
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaPartitionState(v0, v1, v2), p
 
 
@@ -334,7 +349,10 @@ def _d_StopReplicaRequest_StopReplicaTopicState_3(b, p):
     for _ in range(n1):
         e2, p = _d_StopReplicaRequest_StopReplicaPartitionState_3(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaTopicState(v0, v1), p
 
 
@@ -351,7 +369,10 @@ def _d_StopReplicaRequest_StopReplicaPartitionState_0(b, p):
 
 
 def _d_StopReplicaRequest_StopReplicaPartitionState_2(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest_StopReplicaPartitionState(0, -1, False), p
 
 
@@ -423,7 +444,10 @@ def _d_StopReplicaRequest_2(b, p):
     for _ in range(n1):
         e2, p = _d_StopReplicaRequest_StopReplicaTopicV1_2(b, p)
         v6.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(v0, False, v2, v3, v4, [], v6, []), p
 
 
@@ -435,7 +459,10 @@ def _d_StopReplicaRequest_3(b, p):
     for _ in range(n1):
         e2, p = _d_StopReplicaRequest_StopReplicaTopicState_3(b, p)
         v7.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(v0, False, v2, v3, False, [], [], v7), p
 
 
@@ -447,7 +474,10 @@ def _d_StopReplicaRequest_4(b, p):
     for _ in range(n1):
         e2, p = _d_StopReplicaRequest_StopReplicaTopicState_3(b, p)
         v7.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaRequest(v0, v1, v2, v3, False, [], [], v7), p
 
 

@@ -115,7 +115,10 @@ def _d_StopReplicaResponse_StopReplicaPartitionError_2(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaResponse_StopReplicaPartitionError(v0, v1, v2), p
 
 
@@ -153,7 +156,10 @@ def _d_StopReplicaResponse_2(b, p):
     for _ in range(n1):
         e2, p = _d_StopReplicaResponse_StopReplicaPartitionError_2(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return StopReplicaResponse(v0, v1), p
 
 

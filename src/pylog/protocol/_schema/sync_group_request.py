@@ -134,7 +134,10 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_0(b, p):
 def _d_SyncGroupRequest_SyncGroupRequestAssignment_4(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SyncGroupRequest_SyncGroupRequestAssignment(v0, v1), p
 
 
@@ -219,7 +222,10 @@ def _d_SyncGroupRequest_4(b, p):
     for _ in range(n1):
         e2, p = _d_SyncGroupRequest_SyncGroupRequestAssignment_4(b, p)
         v6.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SyncGroupRequest(v0, v1, v2, v3, None, None, v6), p
 
 
@@ -236,7 +242,10 @@ def _d_SyncGroupRequest_5(b, p):
     for _ in range(n1):
         e2, p = _d_SyncGroupRequest_SyncGroupRequestAssignment_4(b, p)
         v6.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SyncGroupRequest(v0, v1, v2, v3, v4, v5, v6), p
 
 

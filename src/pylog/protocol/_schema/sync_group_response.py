@@ -111,7 +111,10 @@ def _d_SyncGroupResponse_4(b, p):
     v0, v1 = _U1(b, p)
     p += 6
     v4, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SyncGroupResponse(v0, v1, None, None, v4), p
 
 
@@ -121,7 +124,10 @@ def _d_SyncGroupResponse_5(b, p):
     v2, p = read_ncstring(b, p)
     v3, p = read_ncstring(b, p)
     v4, p = read_cbytes(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return SyncGroupResponse(v0, v1, v2, v3, v4), p
 
 

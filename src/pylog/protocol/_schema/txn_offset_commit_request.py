@@ -237,7 +237,10 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_3(b, p):
     v0, v1, v2 = _U1(b, p)
     p += 16
     v3, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(v0, v1, v2, v3), p
 
 
@@ -248,7 +251,10 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(b, p):
     for _ in range(n1):
         e2, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_3(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(v0, v1), p
 
 
@@ -320,7 +326,10 @@ def _d_TxnOffsetCommitRequest_3(b, p):
     for _ in range(n1):
         e2, p = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(b, p)
         v7.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitRequest(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 

@@ -162,7 +162,10 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0(b, p):
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_3(b, p):
     v0, v1 = _U0(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(v0, v1), p
 
 
@@ -173,7 +176,10 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(b, p):
     for _ in range(n1):
         e2, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_3(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(v0, v1), p
 
 
@@ -211,7 +217,10 @@ def _d_TxnOffsetCommitResponse_3(b, p):
     for _ in range(n1):
         e2, p = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_3(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return TxnOffsetCommitResponse(v0, v1), p
 
 

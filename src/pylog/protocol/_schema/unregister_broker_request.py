@@ -52,7 +52,10 @@ def _e_UnregisterBrokerRequest_0(o, b, out):
 def _d_UnregisterBrokerRequest_0(b, p):
     v0, = _U0(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UnregisterBrokerRequest(v0), p
 
 

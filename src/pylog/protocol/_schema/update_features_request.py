@@ -119,7 +119,10 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_0(b, p):
     v0, p = read_cstring(b, p)
     v1, v2 = _U0(b, p)
     p += 3
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest_FeatureUpdateKey(v0, v1, v2, 1), p
 
 
@@ -127,7 +130,10 @@ def _d_UpdateFeaturesRequest_FeatureUpdateKey_1(b, p):
     v0, p = read_cstring(b, p)
     v1, v3 = _U1(b, p)
     p += 3
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest_FeatureUpdateKey(v0, v1, False, v3), p
 
 
@@ -156,7 +162,10 @@ def _d_UpdateFeaturesRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_UpdateFeaturesRequest_FeatureUpdateKey_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest(v0, v1, False), p
 
 
@@ -170,7 +179,10 @@ def _d_UpdateFeaturesRequest_1(b, p):
         v1.append(e2)
     v2, = _U3(b, p)
     p += 1
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesRequest(v0, v1, v2), p
 
 

@@ -111,7 +111,10 @@ def _d_UpdateFeaturesResponse_UpdatableFeatureResult_0(b, p):
     v1, = _U0(b, p)
     p += 2
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesResponse_UpdatableFeatureResult(v0, v1, v2), p
 
 
@@ -139,7 +142,10 @@ def _d_UpdateFeaturesResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_UpdateFeaturesResponse_UpdatableFeatureResult_0(b, p)
         v3.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesResponse(v0, v1, v2, v3), p
 
 
@@ -147,7 +153,10 @@ def _d_UpdateFeaturesResponse_2(b, p):
     v0, v1 = _U1(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateFeaturesResponse(v0, v1, v2, []), p
 
 

@@ -372,7 +372,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataPartitionState_6(b, p):
     v7, p = read_fixed_array(b, p, n2, 'i', 4)
     n3, p = read_ccount(b, p, 4)
     v8, p = read_fixed_array(b, p, n3, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest_UpdateMetadataPartitionState('', v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
@@ -383,7 +386,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_6(b, p):
     for _ in range(n1):
         e2, p = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_6(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest_UpdateMetadataTopicState(v0, ZERO_UUID, v2), p
 
 
@@ -395,7 +401,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataTopicState_7(b, p):
     for _ in range(n1):
         e2, p = _d_UpdateMetadataRequest_UpdateMetadataPartitionState_6(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest_UpdateMetadataTopicState(v0, v1, v2), p
 
 
@@ -528,7 +537,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataEndpoint_6(b, p):
     v2, p = read_cstring(b, p)
     v3, = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest_UpdateMetadataEndpoint(v0, v1, v2, v3), p
 
 
@@ -541,7 +553,10 @@ def _d_UpdateMetadataRequest_UpdateMetadataBroker_6(b, p):
         e2, p = _d_UpdateMetadataRequest_UpdateMetadataEndpoint_6(b, p)
         v3.append(e2)
     v4, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest_UpdateMetadataBroker(v0, '', 0, v3, v4), p
 
 
@@ -693,13 +708,13 @@ def _e_UpdateMetadataRequest_8(o, b, out):
     write_uvarint(b, len(o.live_brokers) + 1)
     for e2 in o.live_brokers:
         _e_UpdateMetadataRequest_UpdateMetadataBroker_6(e2, b, out)
-    tg = []
     x3 = o.type
-    if x3 != 0:
-        tb = bytearray()
-        tb += _P6(x3)
-        tg.append((0, tb))
-    if tg:
+    if (x3 != 0):
+        tg = []
+        if x3 != 0:
+            tb = bytearray()
+            tb += _P6(x3)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -814,7 +829,10 @@ def _d_UpdateMetadataRequest_6(b, p):
     for _ in range(n3):
         e4, p = _d_UpdateMetadataRequest_UpdateMetadataBroker_6(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest(v0, False, 0, v3, v4, [], v6, v7), p
 
 
@@ -831,7 +849,10 @@ def _d_UpdateMetadataRequest_7(b, p):
     for _ in range(n3):
         e4, p = _d_UpdateMetadataRequest_UpdateMetadataBroker_6(b, p)
         v7.append(e4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataRequest(v0, False, 0, v3, v4, [], v6, v7), p
 
 

@@ -62,7 +62,10 @@ def _d_UpdateMetadataResponse_0(b, p):
 def _d_UpdateMetadataResponse_6(b, p):
     v0, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateMetadataResponse(v0), p
 
 

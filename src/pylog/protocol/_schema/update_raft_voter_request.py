@@ -154,7 +154,10 @@ def _d_UpdateRaftVoterRequest_Listener_0(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U0(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest_Listener(v0, v1, v2), p
 
 
@@ -166,7 +169,10 @@ def _e_UpdateRaftVoterRequest_KRaftVersionFeature_0(o, b, out):
 def _d_UpdateRaftVoterRequest_KRaftVersionFeature_0(b, p):
     v0, v1 = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest_KRaftVersionFeature(v0, v1), p
 
 
@@ -192,7 +198,10 @@ def _d_UpdateRaftVoterRequest_0(b, p):
         e2, p = _d_UpdateRaftVoterRequest_Listener_0(b, p)
         v4.append(e2)
     v5, p = _d_UpdateRaftVoterRequest_KRaftVersionFeature_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterRequest(v0, v1, v2, v3, v4, v5), p
 
 

@@ -115,19 +115,22 @@ def _d_UpdateRaftVoterResponse_CurrentLeader_0(b, p):
     v2, p = read_cstring(b, p)
     v3, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return UpdateRaftVoterResponse_CurrentLeader(v0, v1, v2, v3), p
 
 
 def _e_UpdateRaftVoterResponse_0(o, b, out):
     b += _P2(o.throttle_time_ms, o.error_code)
-    tg = []
     x1 = o.current_leader
-    if x1 is not None and not x1._is_default():
-        tb = bytearray()
-        _e_UpdateRaftVoterResponse_CurrentLeader_0(x1, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x1 is not None and (x1.leader_id != -1 or x1.leader_epoch != -1 or x1.host != '' or x1.port != 0)):
+        tg = []
+        if x1 is not None and (x1.leader_id != -1 or x1.leader_epoch != -1 or x1.host != '' or x1.port != 0):
+            tb = bytearray()
+            _e_UpdateRaftVoterResponse_CurrentLeader_0(x1, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'

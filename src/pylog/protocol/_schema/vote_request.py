@@ -182,7 +182,10 @@ def _e_VoteRequest_TopicData_1(o, b, out):
 def _d_VoteRequest_PartitionData_0(b, p):
     v0, v1, v2, v5, v6 = _U0(b, p)
     p += 24
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest_PartitionData(v0, v1, v2, ZERO_UUID, ZERO_UUID, v5, v6), p
 
 
@@ -193,7 +196,10 @@ def _d_VoteRequest_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_VoteRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest_TopicData(v0, v1), p
 
 
@@ -204,7 +210,10 @@ def _d_VoteRequest_PartitionData_1(b, p):
     v4, p = read_uuid(b, p)
     v5, v6 = _U2(b, p)
     p += 12
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest_PartitionData(v0, v1, v2, v3, v4, v5, v6), p
 
 
@@ -215,7 +224,10 @@ def _d_VoteRequest_TopicData_1(b, p):
     for _ in range(n1):
         e2, p = _d_VoteRequest_PartitionData_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest_TopicData(v0, v1), p
 
 
@@ -243,7 +255,10 @@ def _d_VoteRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_VoteRequest_TopicData_0(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest(v0, -1, v2), p
 
 
@@ -256,7 +271,10 @@ def _d_VoteRequest_1(b, p):
     for _ in range(n1):
         e2, p = _d_VoteRequest_TopicData_1(b, p)
         v2.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteRequest(v0, v1, v2), p
 
 

@@ -190,7 +190,10 @@ def _e_VoteResponse_TopicData_0(o, b, out):
 def _d_VoteResponse_PartitionData_0(b, p):
     v0, v1, v2, v3, v4 = _U0(b, p)
     p += 15
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteResponse_PartitionData(v0, v1, v2, v3, v4), p
 
 
@@ -201,7 +204,10 @@ def _d_VoteResponse_TopicData_0(b, p):
     for _ in range(n1):
         e2, p = _d_VoteResponse_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteResponse_TopicData(v0, v1), p
 
 
@@ -217,7 +223,10 @@ def _e_VoteResponse_NodeEndpoint_1(o, b, out):
 
 
 def _d_VoteResponse_NodeEndpoint_0(b, p):
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteResponse_NodeEndpoint(0, '', 0), p
 
 
@@ -227,7 +236,10 @@ def _d_VoteResponse_NodeEndpoint_1(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U2(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteResponse_NodeEndpoint(v0, v1, v2), p
 
 
@@ -244,15 +256,15 @@ def _e_VoteResponse_1(o, b, out):
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
         _e_VoteResponse_TopicData_0(e1, b, out)
-    tg = []
     x2 = o.node_endpoints
-    if x2:
-        tb = bytearray()
-        write_uvarint(tb, len(x2) + 1)
-        for e3 in x2:
-            _e_VoteResponse_NodeEndpoint_1(e3, tb, out)
-        tg.append((0, tb))
-    if tg:
+    if (x2):
+        tg = []
+        if x2:
+            tb = bytearray()
+            write_uvarint(tb, len(x2) + 1)
+            for e3 in x2:
+                _e_VoteResponse_NodeEndpoint_1(e3, tb, out)
+            tg.append((0, tb))
         write_tagged(b, tg)
     else:
         b += b'\x00'
@@ -266,7 +278,10 @@ def _d_VoteResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_VoteResponse_TopicData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VoteResponse(v0, v1, []), p
 
 

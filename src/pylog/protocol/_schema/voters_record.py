@@ -193,14 +193,20 @@ def _d_VotersRecord_Endpoint_0(b, p):
     v1, p = read_cstring(b, p)
     v2, = _U1(b, p)
     p += 2
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VotersRecord_Endpoint(v0, v1, v2), p
 
 
 def _d_VotersRecord_KRaftVersionFeature_0(b, p):
     v0, v1 = _U2(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VotersRecord_KRaftVersionFeature(v0, v1), p
 
 
@@ -214,7 +220,10 @@ def _d_VotersRecord_Voter_0(b, p):
         e2, p = _d_VotersRecord_Endpoint_0(b, p)
         v2.append(e2)
     v3, p = _d_VotersRecord_KRaftVersionFeature_0(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VotersRecord_Voter(v0, v1, v2, v3), p
 
 
@@ -234,7 +243,10 @@ def _d_VotersRecord_0(b, p):
     for _ in range(n1):
         e2, p = _d_VotersRecord_Voter_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return VotersRecord(v0, v1), p
 
 

@@ -192,7 +192,10 @@ def _e_WriteShareGroupStateRequest_WriteStateData_0(o, b, out):
 def _d_WriteShareGroupStateRequest_StateBatch_0(b, p):
     v0, v1, v2, v3 = _U1(b, p)
     p += 19
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest_StateBatch(v0, v1, v2, v3), p
 
 
@@ -204,7 +207,10 @@ def _d_WriteShareGroupStateRequest_PartitionData_0(b, p):
     for _ in range(n1):
         e2, p = _d_WriteShareGroupStateRequest_StateBatch_0(b, p)
         v4.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest_PartitionData(v0, v1, v2, v3, v4), p
 
 
@@ -215,7 +221,10 @@ def _d_WriteShareGroupStateRequest_WriteStateData_0(b, p):
     for _ in range(n1):
         e2, p = _d_WriteShareGroupStateRequest_PartitionData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest_WriteStateData(v0, v1), p
 
 
@@ -234,7 +243,10 @@ def _d_WriteShareGroupStateRequest_0(b, p):
     for _ in range(n1):
         e2, p = _d_WriteShareGroupStateRequest_WriteStateData_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateRequest(v0, v1), p
 
 

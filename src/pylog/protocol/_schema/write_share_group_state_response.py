@@ -133,7 +133,10 @@ def _d_WriteShareGroupStateResponse_PartitionResult_0(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse_PartitionResult(v0, v1, v2), p
 
 
@@ -144,7 +147,10 @@ def _d_WriteShareGroupStateResponse_WriteStateResult_0(b, p):
     for _ in range(n1):
         e2, p = _d_WriteShareGroupStateResponse_PartitionResult_0(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse_WriteStateResult(v0, v1), p
 
 
@@ -161,7 +167,10 @@ def _d_WriteShareGroupStateResponse_0(b, p):
     for _ in range(n1):
         e2, p = _d_WriteShareGroupStateResponse_WriteStateResult_0(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteShareGroupStateResponse(v0), p
 
 

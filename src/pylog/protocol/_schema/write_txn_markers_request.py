@@ -183,7 +183,10 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarkerTopic_1(b, p):
     v0, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest_WritableTxnMarkerTopic(v0, v1), p
 
 
@@ -197,7 +200,10 @@ def _d_WriteTxnMarkersRequest_WritableTxnMarker_1(b, p):
         v3.append(e2)
     v4, = _U1(b, p)
     p += 4
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest_WritableTxnMarker(v0, v1, v2, v3, v4), p
 
 
@@ -229,7 +235,10 @@ def _d_WriteTxnMarkersRequest_1(b, p):
     for _ in range(n1):
         e2, p = _d_WriteTxnMarkersRequest_WritableTxnMarker_1(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersRequest(v0), p
 
 

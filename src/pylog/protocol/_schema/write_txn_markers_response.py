@@ -214,7 +214,10 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_0(b, p):
 def _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_1(b, p):
     v0, v1 = _U1(b, p)
     p += 6
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(v0, v1), p
 
 
@@ -225,7 +228,10 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(b, p):
     for _ in range(n1):
         e2, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(v0, v1), p
 
 
@@ -237,7 +243,10 @@ def _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(b, p):
     for _ in range(n1):
         e2, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_1(b, p)
         v1.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse_WritableTxnMarkerResult(v0, v1), p
 
 
@@ -269,7 +278,10 @@ def _d_WriteTxnMarkersResponse_1(b, p):
     for _ in range(n1):
         e2, p = _d_WriteTxnMarkersResponse_WritableTxnMarkerResult_1(b, p)
         v0.append(e2)
-    p = skip_tags(b, p)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
     return WriteTxnMarkersResponse(v0), p
 
 
