@@ -728,3 +728,18 @@ def test_build_is_repeatable_and_sees_later_appends() -> None:
     assert b.build() == b.build()
     b.append(b"b", timestamp_ms=2)
     assert [r.value for r in logcore.RecordBatch(b.build())] == [b"a", b"b"]
+
+
+def test_offset_and_timestamp_arithmetic_wraps_as_java_longs() -> None:
+    # base + delta past int64 wraps (Java long arithmetic), in iteration and columns alike.
+    int64_max = 2**63 - 1
+    recs = record_bytes(offset_delta=0, timestamp_delta=0) + record_bytes(
+        offset_delta=1, timestamp_delta=2
+    )
+    data = batch_bytes(recs, count=2, base_offset=int64_max, base_timestamp=int64_max - 1)
+    got = [(r.offset, r.timestamp) for r in logcore.RecordBatch(data)]
+    assert got == [(int64_max, int64_max - 1), (-(2**63), -(2**63))]
+    assert logcore.RecordBatch(data).last_offset == -(2**63)
+    cols = logcore.decode_columns(data)
+    assert cols.offsets.tolist() == [int64_max, -(2**63)]
+    assert cols.timestamps.tolist() == [int64_max - 1, -(2**63)]
