@@ -168,11 +168,11 @@ def test_list_offsets_and_leader_epoch(broker) -> None:
     assert lookup(-3, version=6).error_code == errors.UnsupportedVersionError.code
     assert (lookup(T0 + 15).offset, lookup(T0 + 15).timestamp) == (1, T0 + 30)
     assert lookup(T0 + 99).offset == -1
-    O = OffsetForLeaderEpochRequest
-    resp = call(broker, 23, 4, O(topics=[O.OffsetForLeaderTopic(topic="lo", partitions=[
-        O.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0),
-        O.OffsetForLeaderPartition(partition=1, current_leader_epoch=5, leader_epoch=0),
-        O.OffsetForLeaderPartition(partition=9, current_leader_epoch=-1, leader_epoch=0)])]))
+    OE = OffsetForLeaderEpochRequest
+    resp = call(broker, 23, 4, OE(topics=[OE.OffsetForLeaderTopic(topic="lo", partitions=[
+        OE.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0),
+        OE.OffsetForLeaderPartition(partition=1, current_leader_epoch=5, leader_epoch=0),
+        OE.OffsetForLeaderPartition(partition=9, current_leader_epoch=-1, leader_epoch=0)])]))
     parts = resp.topics[0].partitions
     assert (parts[0].error_code, parts[0].leader_epoch, parts[0].end_offset) == (0, 0, 3)
     assert parts[1].error_code == errors.UnknownLeaderEpochError.code
