@@ -143,7 +143,7 @@ def test_any_split_of_the_stream_yields_the_same_events(stream, cuts) -> None:
     whole.receive_data(data)
     expected = [summary(e) for e in drain(whole)]
     assert [(k, v) for k, v, _ in sent] == [(e[1], e[2]) for e in expected]
-    for (_, _, body), ev in zip(sent, expected):
+    for (_, _, body), ev in zip(sent, expected, strict=True):
         assert ev[0] == "req" and ev[5] == body
     points = sorted({c % (len(data) + 1) for c in cuts})
     split = ServerConnection(serve_all=True)

@@ -620,7 +620,8 @@ class Message:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+        slots: tuple[str, ...] = self.__slots__
+        return all(getattr(self, s) == getattr(other, s) for s in slots)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -629,7 +630,8 @@ class Message:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{s}={getattr(self, s)!r}" for s in self.__slots__)
+        slots: tuple[str, ...] = self.__slots__
+        fields = ", ".join(f"{s}={getattr(self, s)!r}" for s in slots)
         return f"{type(self).__qualname__}({fields})"
 
     def to_dict(self) -> dict:
@@ -642,7 +644,8 @@ class Message:
                 return [conv(x) for x in v]
             return v
 
-        return {s: conv(getattr(self, s)) for s in self.__slots__}
+        slots: tuple[str, ...] = self.__slots__
+        return {s: conv(getattr(self, s)) for s in slots}
 
 
 def encode_frame(parts: list, buf: bytearray) -> list:

@@ -428,9 +428,10 @@ class ServerConnection(_Connection):
             raise self._fail(f"undecodable request header: {exc}") from None
         client_id = header.client_id
         try:
-            body, end = cls.decode_from(frame, pos, version)
-            if end != size:
-                raise RemoteProtocolError(f"{size - end} trailing bytes after the body")
+            # Bytes after the body are ignored, as Kafka's broker ignores them: librdkafka
+            # 2.x sends Metadata v12 "all topics" requests with 3 stray bytes (its reserved
+            # array-count space is not erased for a null array), and Kafka serves them.
+            body, _end = cls.decode_from(frame, pos, version)
         except RemoteProtocolError as exc:
             return RequestError(api_key, version, correlation_id, client_id, INVALID_REQUEST,
                                 f"malformed {api_name(api_key)} v{version} request: {exc}",

@@ -128,7 +128,7 @@ def assert_same(ours: Message, theirs, version: int, path: str = "") -> None:
             assert_same(a, b, version, where)
         elif isinstance(a, list) and a and isinstance(a[0], Message):
             assert len(a) == len(b), where
-            for i, (x, y) in enumerate(zip(a, b)):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
                 assert_same(x, y, version, f"{where}[{i}]")
         elif isinstance(a, memoryview):
             assert bytes(a) == bytes(b), where
