@@ -220,12 +220,12 @@ def _unzstd(data, limit: int) -> bytes:
     if bound is not None and bound <= limit:
         # The block headers promise no more than the limit: one call, library speed.
         d = _zstd_decompressor.decompressobj()
-        out = d.decompress(view)
+        whole = d.decompress(view)
         if not d.eof:
             raise CorruptRecordError("truncated zstd frame")
-        if len(out) > limit:  # only if the headers lied; the library checks blocks too
+        if len(whole) > limit:  # only if the headers lied; the library checks blocks too
             raise _too_big("zstd", limit)
-        return out
+        return whole
     d = _zstd_decompressor.decompressobj()
     out = bytearray()
     pos, n = 0, len(view)
