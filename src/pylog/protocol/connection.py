@@ -596,9 +596,20 @@ class ClientConnection(_Connection):
             if (api_key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2
                     and _i16.unpack_from(frame, pos)[0] == UNSUPPORTED_VERSION):
                 version = 0  # KIP-511: the broker answered in the v0 layout
-            body, end = cls.decode_from(frame, pos, version)
-            if end != len(frame):
-                raise RemoteProtocolError(f"{len(frame) - end} trailing bytes after the body")
+            try:
+                body, end = cls.decode_from(frame, pos, version)
+                if end != len(frame):
+                    raise RemoteProtocolError(f"{len(frame) - end} trailing bytes after the body")
+            except RemoteProtocolError:
+                if api_key != ApiKey.API_VERSIONS or version == 0:
+                    raise
+                # As Kafka's ApiVersionsResponse.parse: an older broker may answer any
+                # ApiVersions version in the v0 layout; retry with it before giving up.
+                version = 0
+                body, end = cls.decode_from(frame, pos, 0)
+                if end != len(frame):
+                    raise RemoteProtocolError(
+                        f"{len(frame) - end} trailing bytes after the body") from None
         except RemoteProtocolError as exc:
             raise self._fail(f"malformed {cls.NAME} v{version}: {exc}") from None
         except Exception as exc:  # struct.error etc. from the header

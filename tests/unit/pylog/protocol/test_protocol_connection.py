@@ -312,3 +312,14 @@ def test_request_repr_names_the_api() -> None:
     pair = ConnectionPair()
     ev = pair.request(FetchRequest(), 12)
     assert "Fetch v12" in repr(ev)
+
+
+def test_client_falls_back_to_v0_for_an_api_versions_answer_it_cannot_parse() -> None:
+    # An old broker answering ApiVersions v3 in the v0 layout with another error code.
+    body = ApiVersionsResponse(error_code=42, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]).encode(0)
+    client = ClientConnection()
+    client.send(ApiVersionsRequest(), 3, correlation_id=0)
+    client.receive_data(struct.pack(">ii", 4 + len(body), 0) + body)
+    ev = client.next_event()
+    assert ev.api_version == 0 and ev.body.error_code == 42 and ev.body.api_keys[0].max_version == 2
