@@ -37,7 +37,11 @@ cdef enum:
     SEG_MIN_BATCH_LENGTH = 49
     SEG_LOG_OVERHEAD = 12
     SEG_PEEK = 27          # bytes of header a walk needs (through last_offset_delta)
-    SEG_CHUNK = 4096       # pread size of a header walk
+    SEG_CHUNK = 4096       # largest pread of a header walk
+    # First pread of a walk: most walks start at an index entry right at (or one batch
+    # before) the batch they want, and copying 4 KiB of cold page cache costs more than
+    # the syscall; later preads double up to SEG_CHUNK for walks over many small batches.
+    SEG_FIRST_CHUNK = 256
     # CRC of a batch at least this big runs without the GIL (a GIL round trip costs about
     # as much as the CRC of 4 KiB with SSE4.2; 16 KiB leaves a clear margin).
     RECOVER_NOGIL_BYTES = 16384
@@ -47,6 +51,7 @@ cdef int64_t I32_MAX = 2147483647
 
 cdef struct _Walker:
     int fd
+    Py_ssize_t chunk
     int64_t end
     int64_t buf_pos
     Py_ssize_t buf_len
@@ -63,7 +68,9 @@ cdef int _header(_Walker *w, int64_t pos, int64_t *base, int64_t *size, int64_t 
     if pos + SEG_PEEK > w.end:
         return 0
     if rel < 0 or rel + SEG_PEEK > w.buf_len:
-        want = SEG_CHUNK if w.end - pos > SEG_CHUNK else <Py_ssize_t>(w.end - pos)
+        want = w.chunk if w.end - pos > w.chunk else <Py_ssize_t>(w.end - pos)
+        if w.chunk < SEG_CHUNK:
+            w.chunk *= 2
         got = pread(w.fd, w.buf, <size_t>want, pos)
         if got < 0:
             raise OSError(f"pread failed at position {pos}")
@@ -104,6 +111,7 @@ def search_for_offset(int fd, int64_t start, int64_t end, int64_t target):
     w.end = end
     w.buf_pos = -1
     w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
     while True:
         if not _header(&w, pos, &base, &size, &last):
             return None
@@ -133,6 +141,7 @@ def scan_region(int fd, int64_t start, int64_t end, int64_t max_bytes, int64_t m
     w.end = end
     w.buf_pos = -1
     w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
     while True:
         if not _header(&w, pos, &base, &size, &last):
             break
@@ -145,6 +154,81 @@ def scan_region(int fd, int64_t start, int64_t end, int64_t max_bytes, int64_t m
     if pos > start and last_offset < 0:
         raise CorruptRecordError(f"walk from position {walk_from} (an index entry) skipped past the region that starts at {start}", position=walk_from)
     return pos - start, last_offset
+
+
+def locate(int fd, int64_t end, OffsetIndex index, int64_t target, int64_t max_bytes,
+           int64_t max_offset, bint min_one_batch, bint use_index=True):
+    """The whole read path of one segment in one call (Log.read's hot path).
+
+    Offset-index lookup for ``target``, header walk to the first batch whose last offset
+    >= target, then the region's extent (whole batches within ``max_bytes``, each below
+    the exclusive ``max_offset``, at least one with ``min_one_batch``) using
+    ``index.walk_start`` to skip batches known to qualify. One ``pread`` serves both walks
+    when they fall in the same 4 KiB.
+
+    Args:
+        use_index: False walks from position 0 (the fallback when an index entry turns out
+            not to point at a batch).
+
+    Returns:
+        None if no batch in the segment reaches ``target``; else (position, size,
+        first_base_offset, last_offset): size 0 (last_offset = -1) when the first batch
+        is already at or past ``max_offset``, or does not fit and min_one_batch is off.
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    cdef _Walker w
+    cdef int64_t pos = 0, base, size, last, first_base, walk, start, last_offset = -1
+    cdef Py_ssize_t slot
+    cdef int64_t rel
+    w.fd = fd
+    w.end = end
+    w.buf_pos = -1
+    w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
+    if use_index:
+        rel = target - index.base_offset
+        if rel > I32_MAX:
+            rel = I32_MAX
+        if rel >= 0:
+            slot = index._search(rel)
+            if slot >= 0:
+                pos = index._pos(slot)
+    # 1. the batch holding target
+    while True:
+        if not _header(&w, pos, &base, &size, &last):
+            return None
+        if pos + size > end:
+            return None
+        if last >= target:
+            break
+        pos += size
+    start = pos
+    first_base = base
+    if last >= max_offset or (size > max_bytes and not min_one_batch):
+        return start, 0, first_base, -1
+    # 2. the extent: the first batch is in; skip ahead with the index, then walk
+    last_offset = last
+    pos += size
+    if pos - start + SEG_MIN_BATCH_LENGTH + SEG_LOG_OVERHEAD > max_bytes:
+        return start, pos - start, first_base, last_offset
+    walk = index.walk_start(start + max_bytes, max_offset) if use_index else 0
+    if walk > pos:
+        pos = walk
+        last_offset = -2  # set by the walk (it always takes the batch at walk)
+    while True:
+        if not _header(&w, pos, &base, &size, &last):
+            break
+        if pos + size > end or last >= max_offset or pos + size - start > max_bytes:
+            break
+        last_offset = last
+        pos += size
+    if last_offset == -2:
+        raise CorruptRecordError(
+            f"walk from position {walk} (an index entry) skipped past the region that starts "
+            f"at {start}", position=walk)
+    return start, pos - start, first_base, last_offset
 
 
 def recover_scan(const unsigned char[::1] buf, Py_ssize_t end, int64_t base_offset,

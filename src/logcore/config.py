@@ -45,7 +45,14 @@ _INT_FIELDS: dict[str, tuple[str, int, int, int]] = {
 _STR_FIELDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "message_timestamp_type": ("message.timestamp.type", "CreateTime", _TIMESTAMP_TYPES),
 }
-_DOTTED = {v[0]: k for k, v in _INT_FIELDS.items()} | {v[0]: k for k, v in _STR_FIELDS.items()}
+_BOOL_FIELDS: dict[str, tuple[str, bool]] = {
+    "preallocate": ("preallocate", False),
+}
+_DOTTED = (
+    {v[0]: k for k, v in _INT_FIELDS.items()}
+    | {v[0]: k for k, v in _STR_FIELDS.items()}
+    | {v[0]: k for k, v in _BOOL_FIELDS.items()}
+)
 
 
 class LogConfig:
@@ -66,12 +73,15 @@ class LogConfig:
         file_delete_delay_ms: keep ``.deleted`` files this long before unlinking (60 s).
         max_message_bytes: largest batch accepted by ``append`` (1 MiB + 12).
         message_timestamp_type: "CreateTime" or "LogAppendTime".
+        preallocate: reserve ``segment_bytes`` on disk (fallocate) when a segment is
+            created, trimmed when it rolls or closes (False). Saves the filesystem's
+            block allocation on every append.
 
     Raises:
         InvalidConfigError: an unknown name, a value of the wrong type or out of range.
     """
 
-    __slots__ = tuple(_INT_FIELDS) + tuple(_STR_FIELDS)
+    __slots__ = tuple(_INT_FIELDS) + tuple(_STR_FIELDS) + tuple(_BOOL_FIELDS)
 
     segment_bytes: int
     segment_ms: int
@@ -85,6 +95,7 @@ class LogConfig:
     file_delete_delay_ms: int
     max_message_bytes: int
     message_timestamp_type: str
+    preallocate: bool
 
     def __init__(self, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(self.__slots__))
@@ -103,6 +114,11 @@ class LogConfig:
             value = kwargs.get(name, default)
             if value not in allowed:
                 raise InvalidConfigError(f"{name} ({dotted}) must be one of {allowed}, got {value!r}")
+            object.__setattr__(self, name, value)
+        for name, (dotted, default) in _BOOL_FIELDS.items():
+            value = kwargs.get(name, default)
+            if not isinstance(value, bool):
+                raise InvalidConfigError(f"{name} ({dotted}) must be a boolean, got {value!r}")
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -125,7 +141,15 @@ class LogConfig:
             field = _DOTTED.get(key)
             if field is None:
                 raise InvalidConfigError(f"unknown log config {key!r}")
-            if field in _INT_FIELDS:
+            if field in _BOOL_FIELDS:
+                if isinstance(raw, bool):
+                    kwargs[field] = raw
+                    continue
+                text = str(raw).strip().lower()
+                if text not in ("true", "false"):
+                    raise InvalidConfigError(f"{key} must be true or false, got {raw!r}")
+                kwargs[field] = text == "true"
+            elif field in _INT_FIELDS:
                 if isinstance(raw, int) and not isinstance(raw, bool):
                     kwargs[field] = raw
                     continue
@@ -144,6 +168,7 @@ class LogConfig:
         """The config as Kafka's dotted names and string values (round-trips from_properties)."""
         out = {dotted: str(getattr(self, f)) for f, (dotted, *_r) in _INT_FIELDS.items()}
         out.update({dotted: getattr(self, f) for f, (dotted, *_r) in _STR_FIELDS.items()})
+        out.update({dotted: str(getattr(self, f)).lower() for f, (dotted, _d) in _BOOL_FIELDS.items()})
         return out
 
     def replace(self, **changes: Any) -> LogConfig:
@@ -164,6 +189,6 @@ class LogConfig:
         changed = [
             f"{n}={getattr(self, n)!r}"
             for n in self.__slots__
-            if getattr(self, n) != (_INT_FIELDS.get(n) or _STR_FIELDS[n])[1]
+            if getattr(self, n) != (_INT_FIELDS.get(n) or _STR_FIELDS.get(n) or _BOOL_FIELDS[n])[1]
         ]
         return f"LogConfig({', '.join(changed)})"

@@ -208,6 +208,12 @@ class LogSegment:
             raise LogDirError(exc.errno, f"cannot open segment {path}: {exc.strerror}") from exc
         self.file = SharedFd(fd, path)
         self.size = os.fstat(fd).st_size
+        if create and config.preallocate:
+            # Kafka's `preallocate`: reserve the whole segment now; seal()/close() trim it.
+            try:
+                os.posix_fallocate(fd, 0, config.segment_bytes)
+            except OSError as exc:
+                raise LogDirError(exc.errno, f"cannot preallocate {path}: {exc.strerror}") from exc
         self._offset_index: Any = None
         self._time_index: Any = None
         self.max_timestamp = -1
@@ -305,7 +311,14 @@ class LogSegment:
         return last_offset - self.base_offset > _I32_MAX
 
     def seal(self) -> None:
-        """The segment stops being active: final time-index entry, trim both indexes."""
+        """The segment stops being active: final time-index entry, trim both indexes
+        (and the file itself when it was preallocated)."""
+        if self.config.preallocate:
+            try:
+                if os.fstat(self.file.fd).st_size != self.size:
+                    os.ftruncate(self.file.fd, self.size)
+            except OSError as exc:
+                raise LogDirError(exc.errno, f"cannot trim {self.file.path}") from exc
         ti = self.time_index
         if self.max_timestamp >= 0:
             ti.append(self.max_timestamp, self.offset_of_max_timestamp, True)
@@ -849,35 +862,24 @@ class Log:
         i = bisect.bisect_right(view.bases, offset) - 1
         if i < 0:
             i = 0
-        scan = _scan
+        locate = _scan.locate
         while i < len(segments):
             seg = segments[i]
-            end = seg.size
-            fd = seg.file.fd
-            _o, start = seg.offset_index.lookup(offset)
+            idx = seg._offset_index
+            if idx is None:
+                idx = seg.offset_index
             try:
-                found = scan.search_for_offset(fd, start, end, offset)
+                found = locate(seg.file.fd, seg.size, idx, offset, max_bytes,
+                               max_offset, min_one_batch)
             except CorruptRecordError:
-                if start == 0:
-                    raise
                 # An index entry that does not point at a batch (a scribbled index that
                 # passed the open-time checks): walk the segment from its start instead.
-                found = scan.search_for_offset(fd, 0, end, offset)
+                found = locate(seg.file.fd, seg.size, seg.offset_index, offset, max_bytes,
+                               max_offset, min_one_batch, False)
             if found is None:
                 i += 1
                 continue
-            pos, _size, base, last = found
-            if last >= max_offset:
-                return FileRegion(None, 0, 0, offset, offset - 1)
-            walk = seg.offset_index.walk_start(pos + max_bytes, max_offset)
-            try:
-                rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
-                                                min_one_batch, walk)
-            except CorruptRecordError:
-                if walk <= pos:
-                    raise
-                rsize, rlast = scan.scan_region(fd, pos, end, max_bytes, max_offset,
-                                                min_one_batch, -1)
+            pos, rsize, base, rlast = found
             if rsize == 0:
                 return FileRegion(None, 0, 0, offset, offset - 1)
             return FileRegion(seg.file, pos, rsize, base, rlast)

@@ -150,6 +150,69 @@ def scan_region(
     return pos - start, last_offset
 
 
+def locate(
+    fd: int, end: int, index: Any, target: int, max_bytes: int, max_offset: int,
+    min_one_batch: bool, use_index: bool = True,
+) -> tuple[int, int, int, int] | None:
+    """The whole read path of one segment in one call (Log.read's hot path).
+
+    Offset-index lookup for ``target``, header walk to the first batch whose last offset
+    >= target, then the region's extent (whole batches within ``max_bytes``, each below
+    the exclusive ``max_offset``, at least one with ``min_one_batch``) using
+    ``index.walk_start`` to skip batches known to qualify.
+
+    Args:
+        use_index: False walks from position 0 (the fallback when an index entry turns out
+            not to point at a batch).
+
+    Returns:
+        None if no batch in the segment reaches ``target``; else (position, size,
+        first_base_offset, last_offset): size 0 (last_offset = -1) when the first batch
+        is already at or past ``max_offset``, or does not fit and min_one_batch is off.
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    pos = index.lookup(target)[1] if use_index else 0
+    reader = _Reader(fd, end)
+    while True:
+        h = reader.header(pos)
+        if h is None:
+            return None
+        base, size, last = h
+        if pos + size > end:
+            return None
+        if last >= target:
+            break
+        pos += size
+    start, first_base = pos, base
+    if last >= max_offset or (size > max_bytes and not min_one_batch):
+        return start, 0, first_base, -1
+    last_offset = last
+    pos += size
+    if pos - start + MIN_BATCH_LENGTH + LOG_OVERHEAD > max_bytes:
+        return start, pos - start, first_base, last_offset
+    walk = index.walk_start(start + max_bytes, max_offset) if use_index else 0
+    if walk > pos:
+        pos = walk
+        last_offset = -2  # set by the walk (it always takes the batch at walk)
+    while True:
+        h = reader.header(pos)
+        if h is None:
+            break
+        _b, size, last = h
+        if pos + size > end or last >= max_offset or pos + size - start > max_bytes:
+            break
+        last_offset = last
+        pos += size
+    if last_offset == -2:
+        raise CorruptRecordError(
+            f"walk from position {walk} (an index entry) skipped past the region that starts "
+            f"at {start}", position=walk,
+        )
+    return start, pos - start, first_base, last_offset
+
+
 def recover_scan(
     buf: Any,
     end: int,

@@ -22,13 +22,15 @@ def test_defaults_are_kafkas() -> None:
     assert c.file_delete_delay_ms == 60000
     assert c.max_message_bytes == 1048588
     assert c.message_timestamp_type == "CreateTime"
+    assert c.preallocate is False
 
 
 def test_from_properties_dotted_names() -> None:
     c = LogConfig.from_properties(
         {"segment.bytes": "1048576", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime",
-         "index.interval.bytes": 100}
+         "index.interval.bytes": 100, "preallocate": "true"}
     )
+    assert c.preallocate is True
     assert c.segment_bytes == 1048576
     assert c.retention_ms == -1
     assert c.message_timestamp_type == "LogAppendTime"
@@ -47,6 +49,7 @@ def test_from_properties_dotted_names() -> None:
         ({"message.timestamp.type": "WallTime"}, "message_timestamp_type"),
         ({"segment.index.bytes": "4"}, "segment_index_bytes"),
         ({"max.message.bytes": str(2**31)}, "max_message_bytes"),
+        ({"preallocate": "yes"}, "true or false"),
     ],
 )
 def test_from_properties_rejects(props: dict, match: str) -> None:
@@ -61,6 +64,8 @@ def test_kwargs_rejected() -> None:
         LogConfig(segment_bytes="100")
     with pytest.raises(InvalidConfigError, match="must be an integer"):
         LogConfig(segment_bytes=True)
+    with pytest.raises(InvalidConfigError, match="boolean"):
+        LogConfig(preallocate=1)
     assert isinstance(InvalidConfigError("x"), ValueError)
 
 

@@ -700,3 +700,24 @@ def test_one_writer_many_readers(logdir, clock) -> None:
             t.join(10)
     log.close()
     assert not errors, errors[0]
+
+
+def test_preallocate(logdir, clock) -> None:
+    cfg = small(segment_bytes=3000, preallocate=True)
+    log = Log(logdir, cfg, clock=clock)
+    fill(log, 5)
+    active = segment_path(logdir, 0, ".log")
+    assert os.path.getsize(active) == 3000  # reserved up front
+    assert log.active_segment.size < 3000
+    fill(log, 60)
+    bases = log.segment_base_offsets
+    assert len(bases) >= 3
+    for b in bases[:-1]:  # rolled segments are trimmed to their data
+        assert os.path.getsize(segment_path(logdir, b, ".log")) == log.read(b, 10**6).size
+    assert os.path.getsize(segment_path(logdir, bases[-1], ".log")) == 3000
+    # a crash leaves the zero tail: recovery cuts it off and keeps every batch
+    leo = log.log_end_offset
+    del log
+    with Log(logdir, cfg, clock=clock) as log:
+        assert log.recovered and log.log_end_offset == leo
+    check_partition(logdir)  # closed: the active file is trimmed too

@@ -1,0 +1,303 @@
+"""Storage throughput against this machine's physical limits, measured in the same run.
+
+Issue 3's targets, each next to the limit it is judged against:
+
+- append 1 MiB pre-built batches through ``Log.append`` vs a raw ``os.write`` loop of the
+  same 1 MiB blocks to the same filesystem (target >= 60%); 16 KiB batches (>= 1.5 GB/s);
+- read the log with ``Log.read`` + ``FileRegion.transfer_to`` into a loopback TCP socket
+  vs raw ``os.sendfile`` of the same segment files (target >= 80%);
+- random-offset ``Log.read`` lookups per second (>= 300,000);
+- recovery scan after an unclean stop (>= 2 GB/s), clean open of 100 segments (< 0.2 s);
+- append and read throughput flat (within 10%) as the log grows (1 GiB -> --grow-gib).
+
+Usage::
+
+    .venv/bin/python benchmarks/storage.py [--dir /tmp] [--gib 1] [--grow-gib 16] [--quick]
+
+Prints one JSON object (figures, ratios, implementation, commit). Everything runs with
+the page cache warm, as the issue's physical figures do; nothing here measures disks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import logcore
+from logcore import BatchBuilder, Log, LogConfig
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def make_batch(target_bytes: int, record_size: int) -> bytearray:
+    """One batch of ~target_bytes made of record_size values (incompressible enough)."""
+    rnd = random.Random(target_bytes)
+    b = BatchBuilder()
+    value = bytes(rnd.getrandbits(8) for _ in range(record_size))
+    per = record_size + 12
+    for i in range((target_bytes - 61) // per):
+        b.append(value, key=None, timestamp_ms=1_700_000_000_000 + i)
+    return bytearray(b.build())
+
+
+def drop(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+def raw_write(directory: str, block: bytes, total: int) -> float:
+    path = os.path.join(directory, "raw.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    n = total // len(block)
+    try:
+        t = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, block)
+        dt = time.perf_counter() - t
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return n * len(block) / dt
+
+
+def log_append(directory: str, batch: bytearray, total: int, cfg: LogConfig) -> tuple[float, Log]:
+    log = Log(directory, cfg)
+    n = total // len(batch)
+    append = log.append
+    t = time.perf_counter()
+    for _ in range(n):
+        append(batch)  # validated and rewritten in place (new offsets) each time
+    dt = time.perf_counter() - t
+    return n * len(batch) / dt, log
+
+
+# ----------------------------------------------------------------------------- sendfile
+
+
+class Sink:
+    """A loopback TCP connection whose far end drains everything in a thread."""
+
+    def __init__(self) -> None:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        self.send = socket.create_connection(srv.getsockname())
+        self.recv, _ = srv.accept()
+        srv.close()
+        self.received = 0
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        buf = bytearray(4 * MiB)
+        view = memoryview(buf)
+        while True:
+            n = self.recv.recv_into(view)
+            if n == 0:
+                return
+            self.received += n
+
+    def close(self) -> None:
+        self.send.shutdown(socket.SHUT_WR)
+        self._thread.join(60)
+        self.send.close()
+        self.recv.close()
+
+
+def raw_sendfile(files: list[str], sink: Sink) -> float:
+    fds = [os.open(p, os.O_RDONLY) for p in files]
+    sizes = [os.fstat(fd).st_size for fd in fds]
+    out = sink.send.fileno()
+    start = sink.received
+    t = time.perf_counter()
+    for fd, size in zip(fds, sizes):
+        pos = 0
+        while pos < size:
+            pos += os.sendfile(out, fd, pos, size - pos)
+    while sink.received - start < sum(sizes):
+        time.sleep(0.0005)
+    dt = time.perf_counter() - t
+    for fd in fds:
+        os.close(fd)
+    return sum(sizes) / dt
+
+
+def log_sendfile(log: Log, sink: Sink, max_bytes: int, start: int | None = None,
+                 end: int | None = None) -> float:
+    out = sink.send.fileno()
+    pos = log.log_start_offset if start is None else start
+    end = log.log_end_offset if end is None else end
+    first = sink.received
+    sent = 0
+    t = time.perf_counter()
+    while pos < end:
+        r = log.read(pos, max_bytes)
+        sent += r.transfer_to(out)
+        pos = r.last_offset + 1
+    while sink.received - first < sent:
+        time.sleep(0.0005)
+    dt = time.perf_counter() - t
+    return sent / dt
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"],
+                                       cwd=os.path.dirname(__file__), text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def best(fn, repeat: int) -> float:
+    return max(fn() for _ in range(repeat))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--gib", type=float, default=1.0, help="log size for the main runs")
+    ap.add_argument("--grow-gib", type=int, default=16, help="flatness run size (0 = skip)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = ap.parse_args()
+    if args.quick:
+        args.gib, args.grow_gib, args.repeat = 0.125, 0, 1
+    total = int(args.gib * GiB)
+    root = tempfile.mkdtemp(prefix="pylog-storage-bench-", dir=args.dir)
+    res: dict[str, object] = {
+        "implementation": logcore.IMPLEMENTATION, "commit": commit(), "log_bytes": total,
+    }
+    big = LogConfig(max_message_bytes=2 * MiB)
+    try:
+        b1m = make_batch(MiB, 1024)
+        b16k = make_batch(16 * 1024, 1024)
+        # --- writes (best of N; each run writes `total` bytes into a fresh file/log)
+        res["raw_write_1MiB_GBps"] = best(lambda: raw_write(root, bytes(b1m), total), args.repeat) / 1e9
+
+        def app(batch: bytearray) -> float:
+            d = os.path.join(root, "app")
+            rate, log = log_append(d, batch, total, big)
+            log.close()
+            drop(d)
+            return rate
+
+        res["append_1MiB_GBps"] = best(lambda: app(b1m), args.repeat) / 1e9
+        res["append_16KiB_GBps"] = best(lambda: app(b16k), args.repeat) / 1e9
+        res["append_1MiB_vs_raw_write"] = res["append_1MiB_GBps"] / res["raw_write_1MiB_GBps"]
+
+        # --- reads: one log of 16 KiB batches (the common producer batch size)
+        d = os.path.join(root, "read")
+        _rate, log = log_append(d, b16k, total, LogConfig(segment_bytes=GiB))
+        files = [os.path.join(d, "%020d.log" % b) for b in log.segment_base_offsets]
+        sink = Sink()
+        try:
+            raw_sendfile(files, sink)  # warm up socket buffers and the page cache
+            res["raw_sendfile_GBps"] = best(lambda: raw_sendfile(files, sink), args.repeat) / 1e9
+            for mb in (1, 8):
+                key = f"read_transfer_{mb}MiB_fetch_GBps"
+                res[key] = best(lambda: log_sendfile(log, sink, mb * MiB), args.repeat) / 1e9
+                res[key.replace("_GBps", "_vs_raw_sendfile")] = res[key] / res["raw_sendfile_GBps"]
+        finally:
+            sink.close()
+
+        # --- random-offset lookups
+        rnd = random.Random(1)
+        leo = log.log_end_offset
+        offs = [rnd.randrange(leo) for _ in range(200_000)]
+        read = log.read
+        for o in offs[:10_000]:
+            read(o, 1)
+        t = time.perf_counter()
+        for o in offs:
+            read(o, 1)
+        res["random_read_lookups_per_s"] = len(offs) / (time.perf_counter() - t)
+
+        # --- recovery scan (unclean open, whole log from offset 0)
+        log.close()
+        del log
+        gc.collect()
+
+        def recover() -> float:
+            for name in (".kafka_cleanshutdown", "recovery-point-offset-checkpoint"):
+                p = os.path.join(d, name)
+                if os.path.exists(p):
+                    os.unlink(p)
+            t = time.perf_counter()
+            lg = Log(d, LogConfig(segment_bytes=GiB))
+            dt = time.perf_counter() - t
+            assert lg.recovered and lg.log_end_offset == leo
+            size = lg.size_in_bytes
+            lg.close()
+            return size / dt
+
+        res["recovery_scan_GBps"] = best(recover, args.repeat) / 1e9
+        drop(d)
+
+        # --- clean open of a 100-segment log
+        d = os.path.join(root, "open100")
+        cfg = LogConfig(segment_bytes=MiB)
+        lg = Log(d, cfg)
+        while lg.num_segments < 100:
+            lg.append(b16k)
+        lg.close()
+
+        def open_clean() -> float:
+            t = time.perf_counter()
+            x = Log(d, cfg)
+            dt = time.perf_counter() - t
+            assert not x.recovered and x.num_segments == 100
+            x.close()
+            return -dt
+
+        res["clean_open_100_segments_s"] = -best(open_clean, args.repeat)
+        drop(d)
+
+        # --- flatness: append throughput per GiB as the log grows, then read first/last GiB
+        if args.grow_gib:
+            d = os.path.join(root, "grow")
+            lg = Log(d, big)
+            per_gib = []
+            n = GiB // len(b1m)
+            for _g in range(args.grow_gib):
+                t = time.perf_counter()
+                for _ in range(n):
+                    lg.append(b1m)
+                per_gib.append(n * len(b1m) / (time.perf_counter() - t) / 1e9)
+            res["grow_append_GBps_per_GiB"] = [round(x, 3) for x in per_gib]
+            res["grow_append_last_vs_first"] = per_gib[-1] / per_gib[0]
+            sink = Sink()
+            try:
+                per = lg.log_end_offset // args.grow_gib
+                first_gib = best(lambda: log_sendfile(lg, sink, 8 * MiB, 0, per), 2)
+                last_gib = best(lambda: log_sendfile(lg, sink, 8 * MiB, lg.log_end_offset - per,
+                                                    lg.log_end_offset), 2)
+            finally:
+                sink.close()
+            res["grow_read_first_GiB_GBps"] = first_gib / 1e9
+            res["grow_read_last_GiB_GBps"] = last_gib / 1e9
+            res["grow_read_last_vs_first"] = last_gib / first_gib
+            lg.close()
+            drop(d)
+    finally:
+        drop(root)
+    print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()},
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()
