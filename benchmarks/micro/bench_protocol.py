@@ -79,3 +79,27 @@ def test_produce_request_decode(benchmark, partitions: int, record_size: int, ve
     event = benchmark(run)
     assert isinstance(event, Request)
     assert len(event.body.topic_data[0].partition_data) == partitions
+
+
+def fetch_request_frame(partitions: int, version: int) -> bytes:
+    T = FetchRequest.FetchTopic
+    body = FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=52428800, topics=[T(topic="bench-topic", partitions=[
+        T.FetchPartition(partition=i, fetch_offset=1000 * i, partition_max_bytes=1048576)
+        for i in range(partitions)])])
+    return b"".join(bytes(c) for c in ClientConnection().send(body, version))
+
+
+@pytest.mark.benchmark(group="fetch-request-decode")
+@pytest.mark.parametrize("version", [11, 12])
+@pytest.mark.parametrize("partitions", [1, 10, 100])
+def test_fetch_request_decode(benchmark, partitions: int, version: int) -> None:
+    frame = fetch_request_frame(partitions, version)
+    server = ServerConnection()
+
+    def run():
+        server.receive_data(frame)
+        return server.next_event()
+
+    event = benchmark(run)
+    assert isinstance(event, Request)
+    assert len(event.body.topics[0].partitions) == partitions
