@@ -52,6 +52,10 @@ Broker side (``ServerConnection``, h11 style)::
                                                # layout listing apis.ADVERTISED (KIP-511)
     conn.close()
 
+    Bytes after a request body are ignored, as Kafka ignores them (librdkafka 2.x pads its
+    all-topics Metadata v12 request). A RequestError with ``can_respond`` False (unknown
+    API key, version outside the schema) should close the connection, as Kafka does.
+
     Write the chunks in order; the first carries the int32 size prefix. For a chunk that is
     not bytes-like (a placeholder), send ``chunk.size`` bytes from it (``os.sendfile``).
     Responses must be written in request order (Kafka clients match by order).
