@@ -188,6 +188,8 @@ class LogSegment:
         "created_ms",
         "rolling_based_timestamp",
         "roll_jitter_ms",
+        "roll_after_ms",
+        "index_full",
         "deleted",
     )
 
@@ -223,6 +225,9 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         jitter = config.segment_jitter_ms
         self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
+        self.roll_after_ms = config.segment_ms - self.roll_jitter_ms
+        # Set when either index has no room left for another entry pair (a roll is due).
+        self.index_full = False
 
     def path(self, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(self.base_offset) + suffix)
@@ -264,7 +269,11 @@ class LogSegment:
 
     # --- writer side ---
     def append(self, buf: Any, size: int, info: Any) -> None:
-        """Write ``buf`` at the end of the file (one pwrite) and maybe add index entries."""
+        """Write ``buf`` at the end of the file (one pwrite) and maybe add index entries.
+
+        The active segment always has both indexes open (``Log`` makes sure), so this
+        uses them directly; ``size`` is published only once the bytes are in the file.
+        """
         pos = self.size
         fd = self.file.fd
         try:
@@ -281,32 +290,35 @@ class LogSegment:
                 exc.errno, f"cannot append to {self.file.path}: {exc.strerror}"
             ) from exc
         self.size = pos + size
+        max_ts = info.max_timestamp
         if self.rolling_based_timestamp is None:
-            self.rolling_based_timestamp = info.max_timestamp
-        if info.max_timestamp > self.max_timestamp:
-            self.max_timestamp = info.max_timestamp
+            self.rolling_based_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
             self.offset_of_max_timestamp = info.offset_of_max_timestamp
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(info.last_offset, pos)
-            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += size
+            oi, ti = self._offset_index, self._time_index
+            oi.append(info.last_offset, pos)
+            ti.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = size
+            # Keep one time-index slot for the final entry written when the segment seals.
+            self.index_full = oi.is_full() or ti.entries + 1 >= ti.max_entries
+        else:
+            self.bytes_since_last_index_entry += size
 
-    def should_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
-        """Kafka's ``LogSegment.shouldRoll`` (KAFKA-FACTS A8)."""
+    def should_roll(self, size: int, max_timestamp: int, last_offset: int, clock: Clock) -> bool:
+        """Kafka's ``LogSegment.shouldRoll`` (KAFKA-FACTS A8): full by size, too old
+        (by the first batch's timestamp, or the wall clock when it has none), an index
+        full, or ``last_offset`` not expressible relative to the base offset."""
         if self.size == 0:
             return False
-        cfg = self.config
-        if self.size > cfg.segment_bytes - size:
+        if self.size > self.config.segment_bytes - size or self.index_full:
             return True
-        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
-            waited = max_timestamp - self.rolling_based_timestamp
-        else:
-            waited = now_ms - self.created_ms
-        if waited > cfg.segment_ms - self.roll_jitter_ms:
-            return True
-        oi, ti = self.offset_index, self.time_index
-        if oi.is_full() or ti.entries + 1 >= ti.max_entries:
+        rolling = self.rolling_based_timestamp
+        if rolling is not None and rolling >= 0:
+            if max_timestamp - rolling > self.roll_after_ms:
+                return True
+        elif clock.time_ms() - self.created_ms > self.roll_after_ms:
             return True
         return last_offset - self.base_offset > _I32_MAX
 
@@ -329,8 +341,10 @@ class LogSegment:
     def unseal(self) -> None:
         """Become active again (after a truncation or at load): regrow the indexes."""
         self.writable = True
-        self.offset_index.resize(self.config.segment_index_bytes)
-        self.time_index.resize(self.config.segment_index_bytes)
+        oi, ti = self.offset_index, self.time_index
+        oi.resize(self.config.segment_index_bytes)
+        ti.resize(self.config.segment_index_bytes)
+        self.index_full = oi.is_full() or ti.entries + 1 >= ti.max_entries
 
     def read_next_offset(self) -> int:
         """Offset after the last batch: last index entry, then walk headers to the end."""
@@ -487,8 +501,22 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
         )
+        self._log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        # Flush by count or age only when configured (Kafka's default is never).
+        self._flush_policy = (self.config.flush_messages != 2**63 - 1
+                              or self.config.flush_ms != 2**63 - 1)
         with self._lock:
             self._load()
+
+    @property
+    def _view(self) -> _View:
+        return self.__view
+
+    @_view.setter
+    def _view(self, view: _View) -> None:
+        # The writer's shortcut to the active segment changes with every new snapshot.
+        self.__view = view
+        self._active = view.segments[-1]
 
     # ------------------------------------------------------------------ properties
     @property
@@ -707,13 +735,14 @@ class Log:
             LogcoreError: the log is closed.
         """
         buf = records
-        if isinstance(buf, bytes) or (isinstance(buf, memoryview) and buf.readonly):
+        if type(buf) is bytes or (isinstance(buf, memoryview) and buf.readonly):
             buf = bytearray(buf)
         cfg = self.config
+        clock = self.clock
         with self._lock:
-            self._check_open()
-            now = self.clock.time_ms()
-            lat = now if cfg.message_timestamp_type == "LogAppendTime" else None
+            if self._closed:
+                raise LogcoreError(f"log {self.directory} is closed")
+            lat = clock.time_ms() if self._log_append_time else None
             if assign_offsets:
                 info = validate_for_append(
                     buf, next_offset=self._log_end_offset,
@@ -728,21 +757,23 @@ class Log:
                     f"record set of {size} bytes exceeds segment_bytes {cfg.segment_bytes}",
                     size=size, limit=cfg.segment_bytes,
                 )
-            seg = self._view.segments[-1]
+            seg = self._active
             rolled = False
-            if seg.should_roll(size, info.max_timestamp, info.last_offset, now):
-                seg = self._roll(now, info.first_offset)
+            if seg.should_roll(size, info.max_timestamp, info.last_offset, clock):
+                seg = self._roll(clock.time_ms(), info.first_offset)
                 rolled = True
             seg.append(buf, size, info)
             self._log_end_offset = info.last_offset + 1
-            if assign_offsets and leader_epoch is not None:
+            if leader_epoch is not None and assign_offsets:
                 if leader_epoch != self.leader_epoch_cache.latest_epoch:
                     self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
-            self._unflushed_messages += info.record_count
-            if (self._unflushed_messages >= cfg.flush_messages
-                    or now - self._last_flush_ms >= cfg.flush_ms):
-                self._flush_locked(now)
-            return LogAppendInfo(info, lat if lat is not None else -1, self._log_start_offset,
+            if self._flush_policy:
+                self._unflushed_messages += info.record_count
+                now = clock.time_ms()
+                if (self._unflushed_messages >= cfg.flush_messages
+                        or now - self._last_flush_ms >= cfg.flush_ms):
+                    self._flush_locked(now)
+            return LogAppendInfo(info, -1 if lat is None else lat, self._log_start_offset,
                                  rolled)
 
     def _validate_replica(self, buf: Any, lat: int | None) -> Any:
@@ -846,7 +877,7 @@ class Log:
         """
         if self._closed:
             raise LogcoreError(f"log {self.directory} is closed")
-        view = self._view
+        view = self.__view
         leo = self._log_end_offset
         lso = self._log_start_offset
         if offset < lso or offset > leo:
@@ -895,7 +926,7 @@ class Log:
         Returns:
             (offset, timestamp) or None if every record is older.
         """
-        view = self._view
+        view = self.__view
         lso = self._log_start_offset
         if timestamp_ms == -2:
             return TimestampOffset(lso, -1)
