@@ -551,7 +551,9 @@ class Message:
         except LocalProtocolError:
             raise
         except _ENCODE_ERRORS as exc:
-            raise LocalProtocolError(f"cannot encode {self.NAME} v{version}: {exc}") from exc
+            # Error path only: walk the fields to name the one that does not fit.
+            detail = find_bad_field(self, version) or str(exc)
+            raise LocalProtocolError(f"cannot encode {self.NAME} v{version}: {detail}") from exc
 
     def encode(self, version: int) -> bytes:
         """This message at ``version`` as bytes (placeholders are not allowed here)."""
@@ -677,3 +679,72 @@ def skip_tags(buf: Any, pos: int) -> int:
     for _ in range(n):
         _tag, _start, pos = read_tag(buf, pos)
     return pos
+
+
+_INT_RANGES = {
+    "int8": (-(1 << 7), (1 << 7) - 1),
+    "int16": (-(1 << 15), (1 << 15) - 1),
+    "uint16": (0, (1 << 16) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "uint32": (0, (1 << 32) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+}
+
+
+def find_bad_field(obj: Message, version: int, path: str = "") -> str | None:
+    """The first field of ``obj`` (recursively) whose value cannot be encoded at ``version``.
+
+    Used on the error path of ``encode_into`` to turn a bare ``struct.error`` into a message
+    naming the field, e.g. ``responses[0].partitions[2].error_code: 70000 is out of the
+    int16 range``. Returns None when every field looks encodable.
+    """
+    for name, typ, versions, nullable, tagged, _tag in type(obj).FIELDS:
+        if not versions[0] <= version <= versions[1]:
+            continue
+        value = getattr(obj, name, None)
+        where = f"{path}.{name}" if path else name
+        ok_none = bool(nullable and nullable[0] <= version <= nullable[1]) or bool(
+            tagged and tagged[0] <= version  # a tagged None is written as its default
+        )
+        problem = _check_value(type(obj), typ, value, ok_none, version, where)
+        if problem:
+            return problem
+    return None
+
+
+def _check_value(owner: type, typ: str, value: Any, ok_none: bool, version: int, where: str) -> str | None:
+    if value is None:
+        return None if ok_none else f"{where}: None in a non-nullable {typ} field"
+    if typ.startswith("[]"):
+        if not isinstance(value, (list, tuple)):
+            return f"{where}: {typ} needs a list, got {type(value).__name__}"
+        for i, elem in enumerate(value):
+            problem = _check_value(owner, typ[2:], elem, False, version, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    if typ in _INT_RANGES:
+        lo, hi = _INT_RANGES[typ]
+        if not isinstance(value, int):
+            return f"{where}: {typ} needs an int, got {type(value).__name__}"
+        if not lo <= value <= hi:
+            return f"{where}: {value} is out of the {typ} range"
+        return None
+    if typ == "bool" or typ == "float64":
+        return None if isinstance(value, (bool, int, float)) else f"{where}: {typ} got {type(value).__name__}"
+    if typ == "string":
+        if not isinstance(value, str):
+            return f"{where}: string needs a str, got {type(value).__name__}"
+        if len(value.encode("utf-8")) > 0x7FFF:
+            return f"{where}: string longer than 32767 bytes"
+        return None
+    if typ == "uuid":
+        ok = type(value) is uuid.UUID or (isinstance(value, (bytes, bytearray)) and len(value) == 16)
+        return None if ok else f"{where}: uuid needs a uuid.UUID, got {value!r}"
+    if typ == "bytes" or typ == "records":
+        return None  # anything bytes-like or sized; write_* reports the rest
+    struct_cls = getattr(owner, typ, None)
+    if struct_cls is None or type(value) is not struct_cls:
+        want = struct_cls.__qualname__ if struct_cls is not None else typ
+        return f"{where}: needs a {want}, got {type(value).__name__}"
+    return find_bad_field(value, version, where)

@@ -19,7 +19,7 @@ import pytest
 
 from pylog.errors import LocalProtocolError, RemoteProtocolError, UnsupportedVersionProtocolError
 from pylog.protocol import _schema
-from pylog.protocol.codec import ZERO_UUID, Message
+from pylog.protocol.codec import ZERO_UUID, Message, find_bad_field
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 GENERATED = ROOT / "src" / "pylog" / "protocol" / "_schema"
@@ -370,13 +370,19 @@ def test_version_errors() -> None:
         FetchResponse.decode(b"", 18)
 
 
-def test_encode_rejects_values_that_do_not_fit() -> None:
-    with pytest.raises(LocalProtocolError, match="ProduceRequest v3"):
+def test_encode_rejects_values_that_do_not_fit_and_names_the_field() -> None:
+    with pytest.raises(LocalProtocolError, match=r"ProduceRequest v3: acks: 1048576 is out of the int16 range"):
         ProduceRequest(acks=1 << 20).encode(3)
-    with pytest.raises(LocalProtocolError):
+    with pytest.raises(LocalProtocolError, match=r"topic_data\[0\]\.name: None in a non-nullable string"):
         ProduceRequest(topic_data=[ProduceRequest.TopicProduceData(name=None)]).encode(3)
-    with pytest.raises(LocalProtocolError):
+    with pytest.raises(LocalProtocolError, match="topics: None in a non-nullable"):
         MetadataRequest(topics=None).encode(0)  # null topics only from v1
+    P = FetchResponse.PartitionData
+    bad = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(partitions=[P(), P(error_code=70000)])])
+    with pytest.raises(LocalProtocolError, match=r"responses\[0\]\.partitions\[1\]\.error_code: 70000"):
+        bad.encode(12)
+    with pytest.raises(LocalProtocolError, match="needs a FetchResponse.FetchableTopicResponse"):
+        FetchResponse(responses=[P()]).encode(12)
 
 
 def test_decode_rejects_trailing_and_truncated_bytes() -> None:
@@ -485,6 +491,7 @@ def test_seeded_random_values_round_trip_at_every_version(name: str) -> None:
     for version in range(lo, hi + 1):
         for _ in range(3):
             obj = _random_message(rnd, cls, cls, version)
+            assert find_bad_field(obj, version) is None  # no false alarms on valid values
             data = obj.encode(version)
             back = cls.decode(memoryview(data), version)
             assert back == obj, f"{name} v{version}"
