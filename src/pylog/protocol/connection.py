@@ -292,10 +292,11 @@ class _Connection:
         """Feed bytes read from the peer; ``b""`` means the peer closed (EOF).
 
         Raises:
-            LocalProtocolError: data after EOF, or on a CLOSED connection.
+            LocalProtocolError: data after EOF, or on a connection in ERROR or CLOSED
+                (after a protocol error only ``close()`` is legal).
         """
-        if self._state is CLOSED:
-            raise LocalProtocolError("receive_data on a CLOSED connection")
+        if self._state is not OPEN:
+            raise LocalProtocolError(f"receive_data on a connection in state {self._state.name}")
         if self._eof:
             raise LocalProtocolError("receive_data after EOF")
         if data:

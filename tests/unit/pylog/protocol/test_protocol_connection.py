@@ -252,6 +252,8 @@ def test_broken_framing_puts_the_connection_in_error(data: bytes, match: str) ->
         server.next_event()
     with pytest.raises(LocalProtocolError):
         server.send(Request(18, 0, 0, None, ApiVersionsRequest(), 0), ApiVersionsResponse())
+    with pytest.raises(LocalProtocolError, match="ERROR"):
+        server.receive_data(b"\x00")
     server.close()
     assert server.state is ConnectionState.CLOSED
 
