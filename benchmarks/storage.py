@@ -122,7 +122,7 @@ def raw_sendfile(files: list[str], sink: Sink, chunk: int = 1 << 62) -> float:
     out = sink.send.fileno()
     start = sink.received
     t = time.perf_counter()
-    for fd, size in zip(fds, sizes):
+    for fd, size in zip(fds, sizes, strict=False):
         pos = 0
         while pos < size:
             pos += os.sendfile(out, fd, pos, min(chunk, size - pos))
@@ -218,7 +218,7 @@ def main() -> None:
         # --- reads: one log of 16 KiB batches (the common producer batch size)
         d = os.path.join(root, "read")
         _rate, log = log_append(d, b16k, total, LogConfig())
-        files = [os.path.join(d, "%020d.log" % b) for b in log.segment_base_offsets]
+        files = [os.path.join(d, f"{b:020d}.log") for b in log.segment_base_offsets]
         sink = Sink()
         try:
             raw_sendfile(files, sink)  # warm up socket buffers and the page cache
@@ -228,7 +228,7 @@ def main() -> None:
                 for c in (1 << 62, MiB, 8 * MiB)) / 1e9
             for mb in (1, 8):
                 key = f"read_transfer_{mb}MiB_fetch_GBps"
-                res[key] = best(lambda: log_sendfile(log, sink, mb * MiB), args.repeat) / 1e9
+                res[key] = best(lambda lg=log, m=mb: log_sendfile(lg, sink, m * MiB), args.repeat) / 1e9
                 res[key.replace("_GBps", "_vs_raw_sendfile")] = res[key] / res["raw_sendfile_GBps"]
         finally:
             sink.close()

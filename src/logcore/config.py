@@ -110,16 +110,17 @@ class LogConfig:
             if not lo <= value <= hi:
                 raise InvalidConfigError(f"{name} ({dotted}) must be in [{lo}, {hi}], got {value}")
             object.__setattr__(self, name, value)
-        for name, (dotted, default, allowed) in _STR_FIELDS.items():
-            value = kwargs.get(name, default)
-            if value not in allowed:
-                raise InvalidConfigError(f"{name} ({dotted}) must be one of {allowed}, got {value!r}")
-            object.__setattr__(self, name, value)
-        for name, (dotted, default) in _BOOL_FIELDS.items():
-            value = kwargs.get(name, default)
-            if not isinstance(value, bool):
-                raise InvalidConfigError(f"{name} ({dotted}) must be a boolean, got {value!r}")
-            object.__setattr__(self, name, value)
+        for name, (dotted, sdefault, allowed) in _STR_FIELDS.items():
+            svalue = kwargs.get(name, sdefault)
+            if svalue not in allowed:
+                raise InvalidConfigError(
+                    f"{name} ({dotted}) must be one of {allowed}, got {svalue!r}")
+            object.__setattr__(self, name, svalue)
+        for name, (dotted, bdefault) in _BOOL_FIELDS.items():
+            bvalue = kwargs.get(name, bdefault)
+            if not isinstance(bvalue, bool):
+                raise InvalidConfigError(f"{name} ({dotted}) must be a boolean, got {bvalue!r}")
+            object.__setattr__(self, name, bvalue)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("LogConfig is immutable; use replace(**changes)")

@@ -581,8 +581,18 @@ class Log:
         recovery_point = next(iter(rp_file.values())) if rp_file else 0
         log_start = next(iter(lso_file.values())) if lso_file else None
 
-        # Corrupt or missing indexes are rebuilt (Kafka's loadSegmentFiles + sanityCheck).
-        for i, seg in enumerate(segments):
+        # After an unclean stop every segment from the one holding the recovery point on
+        # is scanned; the ones wholly below it were flushed before the crash.
+        first_unflushed = len(segments)
+        if not clean:
+            first_unflushed = 0
+            while (first_unflushed + 1 < len(segments)
+                   and segments[first_unflushed + 1].base_offset <= recovery_point):
+                first_unflushed += 1
+
+        # Corrupt or missing indexes are rebuilt (Kafka's loadSegmentFiles + sanityCheck);
+        # segments about to be scanned get new indexes anyway.
+        for seg in segments[:first_unflushed]:
             if not self._indexes_sane(seg):
                 truncated, _n, _e = seg.recover(crc32c)
                 seg.seal()
@@ -592,9 +602,8 @@ class Log:
         if not clean and segments:
             self.recovered = True
             for i, seg in enumerate(segments):
-                upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-                if upper is not None and upper <= recovery_point:
-                    continue  # wholly below the recovery point: flushed before the crash
+                if i < first_unflushed:
+                    continue
                 truncated, nxt, _error = seg.recover(crc32c)
                 next_offset = nxt
                 self.recovery_truncated_bytes += truncated
@@ -782,7 +791,7 @@ class Log:
         try:
             if view.readonly:
                 raise TypeError("append needs a writable buffer")
-            infos = []
+            infos: list[Any] = []
             pos = 0
             expected = self._log_end_offset
             n = len(view)

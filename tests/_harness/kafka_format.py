@@ -43,7 +43,7 @@ def segment_base_offsets(directory: str) -> list[int]:
 
 
 def segment_path(directory: str, base_offset: int, suffix: str) -> str:
-    return os.path.join(directory, "%020d%s" % (base_offset, suffix))
+    return os.path.join(directory, f"{base_offset:020d}{suffix}")
 
 
 def read_batches(path: str, *, stop_at_invalid: bool = True) -> tuple[list[BatchHeader], int]:

@@ -93,7 +93,7 @@ def reopen_and_check(directory: str, expected: list[BatchHeader]) -> None:
     ]
     assert after[-1].base_offset == (expected[-1].last_offset + 1 if expected else 0)
     # dense offsets
-    for a, b in zip(after, after[1:]):
+    for a, b in zip(after, after[1:], strict=False):
         assert b.base_offset == a.last_offset + 1
 
 
@@ -283,6 +283,6 @@ def test_sigkill_mid_append(tmp_path) -> None:
         r = log.read(log.log_end_offset - 1, 1)
         assert r.last_offset == log.log_end_offset - 1
     allb = check_partition(d)
-    for a, b in zip(allb, allb[1:]):
+    for a, b in zip(allb, allb[1:], strict=False):
         assert b.base_offset == a.last_offset + 1
     assert allb[-1].last_offset + 1 == log.log_end_offset

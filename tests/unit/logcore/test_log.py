@@ -26,8 +26,8 @@ from logcore import (
     CorruptRecordError,
     FileRegion,
     Log,
-    LogcoreError,
     LogConfig,
+    LogcoreError,
     ManualClock,
     OffsetOutOfRangeError,
     RecordBatch,
@@ -231,7 +231,7 @@ def test_read_across_segments_and_after_reopen(logdir, clock) -> None:
         for seg_base in log.segment_base_offsets:
             r = log.read(seg_base, 10**6)
             assert r.first_offset == seg_base
-            assert r.path.endswith("%020d.log" % seg_base)
+            assert r.path.endswith(f"{seg_base:020d}.log")
         before = [offsets_in(log.read(o, 300)) for o in range(0, 180, 7)]
     with Log(logdir, small(), clock=clock) as log:
         assert not log.recovered and log.log_end_offset == 180
