@@ -143,3 +143,34 @@ cdef inline int varint_decode_i64(const unsigned char **pp, const unsigned char 
     if st == ST_OK:
         out[0] = zigzag_decode64(u)
     return st
+
+
+# Pointer-returning forms for the record parser's fast path: they return the position
+# after the varint, or NULL on any failure (the caller then re-parses with the
+# status-returning forms above to say what failed). Returning the cursor by value keeps
+# it in a register; the status forms write it back through a pointer after every field.
+
+cdef inline const unsigned char *varint_read_i32(const unsigned char *p,
+                                                 const unsigned char *end,
+                                                 int32_t *out) noexcept nogil:
+    cdef uint32_t u
+    if p < end and p[0] < 0x80:
+        out[0] = zigzag_decode32(p[0])
+        return p + 1
+    if varint_decode_u32(&p, end, &u) != ST_OK:
+        return NULL
+    out[0] = zigzag_decode32(u)
+    return p
+
+
+cdef inline const unsigned char *varint_read_i64(const unsigned char *p,
+                                                 const unsigned char *end,
+                                                 int64_t *out) noexcept nogil:
+    cdef uint64_t u
+    if p < end and p[0] < 0x80:
+        out[0] = zigzag_decode64(p[0])
+        return p + 1
+    if varint_decode_u64(&p, end, &u) != ST_OK:
+        return NULL
+    out[0] = zigzag_decode64(u)
+    return p
