@@ -400,6 +400,8 @@ class ModuleWriter:
                 tagged.sort(key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
                 conds = []
                 for f in tagged:
+                    if contains_records(f):
+                        raise SystemExit(f"{self.msg.file}: tagged field {f.name} holds records")
                     x = self.fresh("x")
                     lines.append(f"{x} = o.{f.py}")
                     conds.append((f, x, self.non_default_cond(f, x)))
@@ -407,8 +409,10 @@ class ModuleWriter:
                 lines.append("    tg = []")
                 for f, x, cond in conds:
                     lines.append(f"    if {cond}:")
+                    # out=None: records never sit in tagged fields (checked when generating),
+                    # and cut positions in ``tb`` would not be positions in ``b``.
                     inner = ["tb = bytearray()"]
-                    inner += self.enc_value(f, v, flex, x, "tb")
+                    inner += [ln.replace(", out)", ", None)") for ln in self.enc_value(f, v, flex, x, "tb")]
                     inner.append(f"tg.append(({f.tag}, tb))")
                     lines += ["        " + line for line in inner]
                 lines.append("    write_tagged(b, tg)")
@@ -797,6 +801,19 @@ class ModuleWriter:
             out.append(f"{s.cls}._DEC = ({', '.join(pad + dec_tables[s.cls])},)")
         out.append("")
         return "\n".join(out)
+
+
+def contains_records(f: Field, seen: set[str] | None = None) -> bool:
+    """Whether a field's type tree holds a ``records`` field (passed through as a chunk)."""
+    if f.type == "records":
+        return True
+    if f.struct is None:
+        return False
+    seen = set() if seen is None else seen
+    if f.struct.cls in seen:
+        return False
+    seen.add(f.struct.cls)
+    return any(contains_records(g, seen) for g in f.struct.fields)
 
 
 def rng(r: tuple[int, int] | None) -> str:

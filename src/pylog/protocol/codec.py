@@ -22,10 +22,11 @@ remain *before* slicing or allocating, so a hostile length costs nothing. Fixed-
 go through ``struct.unpack_from``, whose ``struct.error`` on a short buffer the message-level
 ``decode`` turns into a ``RemoteProtocolError``.
 
-Encoders append to one ``bytearray`` (``buf``) and, for record sets, to a chunk list
-(``out``): a large ``records`` value or an opaque placeholder (any object with a ``size``
-attribute, e.g. logcore's ``FileRegion``) ends the current chunk and is appended to ``out``
-untouched, so the network layer can ``sendfile`` it. See ``write_records``.
+Encoders append to one ``bytearray`` (``buf``) and, for record sets, note in ``out``
+where a large ``records`` value or an opaque placeholder (any object with a ``size``
+attribute, e.g. logcore's ``FileRegion``) goes: ``encode_frame`` / ``split_chunks`` then cut
+``buf`` into memoryview slices around those values, which pass through untouched, so the
+network layer can ``sendfile`` them. See ``write_records``.
 
 This module is sans-IO: no sockets, no asyncio, no clocks, no logcore.
 """
@@ -380,10 +381,10 @@ def _write_records_body(buf: bytearray, out: list, value: Any, n: int) -> None:
     if (t is bytes or t is bytearray or t is memoryview) and n <= RECORDS_INLINE_MAX:
         buf += value
         return
-    # End the current chunk (a copy of the small header bytes written so far) and pass
-    # the value through as a chunk of its own: never copied, sendfile-able if a region.
-    out.append(buf[:])
-    del buf[:]
+    # Pass the value through untouched as a chunk of its own (never copied; sendfile-able
+    # if it is a region). Only the cut position is noted now: the chunks are memoryview
+    # slices of ``buf`` made once at the end (``split_chunks``), so nothing is copied here.
+    out.append(len(buf))
     out.append(value)
 
 
@@ -561,14 +562,14 @@ class Message:
         out: list = []
         self.encode_into(version, buf, out)
         if out:
-            for chunk in out:
+            chunks = split_chunks(buf, out)
+            for chunk in chunks:
                 if not isinstance(chunk, (bytes, bytearray, memoryview)):
                     raise LocalProtocolError(
                         f"{self.NAME}.encode() cannot join a {type(chunk).__name__} placeholder;"
                         " use encode_into() or a connection's send()"
                     )
-            out.append(buf)
-            return b"".join(out)
+            return b"".join(chunks)
         return bytes(buf)
 
     # ------------------------------------------------------------------ decode
@@ -650,23 +651,41 @@ class Message:
         return {s: conv(getattr(self, s)) for s in slots}
 
 
-def encode_frame(parts: list, buf: bytearray) -> list:
-    """Finish a frame whose first 4 bytes of ``buf`` (or of ``parts[0]``) were reserved.
+def split_chunks(buf: bytearray, out: list) -> list:
+    """The chunk list of an encoding: ``buf`` cut at the positions ``write_records`` noted.
 
-    ``parts`` holds the chunks already flushed by ``write_records`` (bytearray copies and
-    pass-through values), ``buf`` the bytes written since. Patches the int32 size prefix
-    and returns the chunk list (bytes-like chunks and untouched placeholders).
+    ``out`` alternates cut positions in ``buf`` and pass-through values. The bytes parts
+    are memoryview slices of ``buf`` (no copy): do not resize ``buf`` while they live.
     """
-    if not parts:
+    view = memoryview(buf)
+    chunks: list = []
+    prev = 0
+    for i in range(0, len(out), 2):
+        pos = out[i]
+        if pos > prev:
+            chunks.append(view[prev:pos])
+        chunks.append(out[i + 1])
+        prev = pos
+    if prev < len(buf):
+        chunks.append(view[prev:])
+    return chunks
+
+
+def encode_frame(out: list, buf: bytearray) -> list:
+    """Finish a frame whose first 4 bytes of ``buf`` were reserved for the size prefix.
+
+    ``out`` holds what ``write_records`` noted (cut positions and pass-through values).
+    Patches the int32 size prefix and returns the chunk list: bytes-like chunks and the
+    untouched placeholders, in wire order.
+    """
+    if not out:
         struct.pack_into(">i", buf, 0, len(buf) - 4)
         return [buf]
     total = len(buf) - 4
-    for chunk in parts:
-        total += records_size(chunk)
-    struct.pack_into(">i", parts[0], 0, total)
-    if buf:
-        parts.append(buf)
-    return parts
+    for i in range(1, len(out), 2):
+        total += records_size(out[i])
+    struct.pack_into(">i", buf, 0, total)
+    return split_chunks(buf, out)
 
 
 def skip_tags(buf: Any, pos: int) -> int:

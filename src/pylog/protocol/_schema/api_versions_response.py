@@ -299,7 +299,7 @@ def _e_ApiVersionsResponse_3(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x2) + 1)
             for e6 in x2:
-                _e_ApiVersionsResponse_SupportedFeatureKey_3(e6, tb, out)
+                _e_ApiVersionsResponse_SupportedFeatureKey_3(e6, tb, None)
             tg.append((0, tb))
         if x3 != -1:
             tb = bytearray()
@@ -309,7 +309,7 @@ def _e_ApiVersionsResponse_3(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x4) + 1)
             for e7 in x4:
-                _e_ApiVersionsResponse_FinalizedFeatureKey_3(e7, tb, out)
+                _e_ApiVersionsResponse_FinalizedFeatureKey_3(e7, tb, None)
             tg.append((2, tb))
         if x5 != False:
             tb = bytearray()

@@ -683,7 +683,7 @@ def _e_FetchRequest_15(o, b, out):
             tg.append((0, tb))
         if x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1):
             tb = bytearray()
-            _e_FetchRequest_ReplicaState_15(x4, tb, out)
+            _e_FetchRequest_ReplicaState_15(x4, tb, None)
             tg.append((1, tb))
         write_tagged(b, tg)
     else:
@@ -709,7 +709,7 @@ def _e_FetchRequest_17(o, b, out):
             tg.append((0, tb))
         if x4 is not None and (x4.replica_id != -1 or x4.replica_epoch != -1):
             tb = bytearray()
-            _e_FetchRequest_ReplicaState_15(x4, tb, out)
+            _e_FetchRequest_ReplicaState_15(x4, tb, None)
             tg.append((1, tb))
         write_tagged(b, tg)
     else:

@@ -472,15 +472,15 @@ def _e_FetchResponse_PartitionData_12(o, b, out):
         tg = []
         if x2 is not None and (x2.epoch != -1 or x2.end_offset != -1):
             tb = bytearray()
-            _e_FetchResponse_EpochEndOffset_12(x2, tb, out)
+            _e_FetchResponse_EpochEndOffset_12(x2, tb, None)
             tg.append((0, tb))
         if x3 is not None and (x3.leader_id != -1 or x3.leader_epoch != -1):
             tb = bytearray()
-            _e_FetchResponse_LeaderIdAndEpoch_12(x3, tb, out)
+            _e_FetchResponse_LeaderIdAndEpoch_12(x3, tb, None)
             tg.append((1, tb))
         if x4 is not None and (x4.end_offset != -1 or x4.epoch != -1):
             tb = bytearray()
-            _e_FetchResponse_SnapshotId_12(x4, tb, out)
+            _e_FetchResponse_SnapshotId_12(x4, tb, None)
             tg.append((2, tb))
         write_tagged(b, tg)
     else:
@@ -850,7 +850,7 @@ def _e_FetchResponse_16(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x2) + 1)
             for e3 in x2:
-                _e_FetchResponse_NodeEndpoint_16(e3, tb, out)
+                _e_FetchResponse_NodeEndpoint_16(e3, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:

@@ -274,7 +274,7 @@ def _e_FetchSnapshotResponse_PartitionSnapshot_0(o, b, out):
         tg = []
         if x1 is not None and (x1.leader_id != 0 or x1.leader_epoch != 0):
             tb = bytearray()
-            _e_FetchSnapshotResponse_LeaderIdAndEpoch_0(x1, tb, out)
+            _e_FetchSnapshotResponse_LeaderIdAndEpoch_0(x1, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:
@@ -394,7 +394,7 @@ def _e_FetchSnapshotResponse_1(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x2) + 1)
             for e3 in x2:
-                _e_FetchSnapshotResponse_NodeEndpoint_1(e3, tb, out)
+                _e_FetchSnapshotResponse_NodeEndpoint_1(e3, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:

@@ -353,7 +353,7 @@ def _e_ProduceResponse_PartitionProduceResponse_10(o, b, out):
         tg = []
         if x2 is not None and (x2.leader_id != -1 or x2.leader_epoch != -1):
             tb = bytearray()
-            _e_ProduceResponse_LeaderIdAndEpoch_10(x2, tb, out)
+            _e_ProduceResponse_LeaderIdAndEpoch_10(x2, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:
@@ -655,7 +655,7 @@ def _e_ProduceResponse_10(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x2) + 1)
             for e3 in x2:
-                _e_ProduceResponse_NodeEndpoint_10(e3, tb, out)
+                _e_ProduceResponse_NodeEndpoint_10(e3, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:

@@ -129,7 +129,7 @@ def _e_UpdateRaftVoterResponse_0(o, b, out):
         tg = []
         if x1 is not None and (x1.leader_id != -1 or x1.leader_epoch != -1 or x1.host != '' or x1.port != 0):
             tb = bytearray()
-            _e_UpdateRaftVoterResponse_CurrentLeader_0(x1, tb, out)
+            _e_UpdateRaftVoterResponse_CurrentLeader_0(x1, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:

@@ -263,7 +263,7 @@ def _e_VoteResponse_1(o, b, out):
             tb = bytearray()
             write_uvarint(tb, len(x2) + 1)
             for e3 in x2:
-                _e_VoteResponse_NodeEndpoint_1(e3, tb, out)
+                _e_VoteResponse_NodeEndpoint_1(e3, tb, None)
             tg.append((0, tb))
         write_tagged(b, tg)
     else:

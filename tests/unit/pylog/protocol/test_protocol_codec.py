@@ -147,9 +147,12 @@ def test_records_placeholder_passes_through_as_its_own_chunk() -> None:
     region = Region(1000)
     codec.write_records(buf, out, region)
     codec.write_crecords(buf, out, b"small")
-    assert out[0] == b"head" + struct.pack(">i", 1000)
-    assert out[1] is region
-    assert bytes(buf) == b"\x06small"
+    assert out == [8, region]  # cut after "head" + int32 length; the region untouched
+    chunks = codec.split_chunks(buf, out)
+    assert bytes(chunks[0]) == b"head" + struct.pack(">i", 1000)
+    assert chunks[1] is region
+    assert bytes(chunks[2]) == b"\x06small"
+    assert all(type(c) is memoryview and c.obj is buf for c in (chunks[0], chunks[2]))
 
 
 def test_large_bytes_records_are_not_copied() -> None:
@@ -157,7 +160,8 @@ def test_large_bytes_records_are_not_copied() -> None:
     buf = bytearray()
     out: list = []
     codec.write_records(buf, out, big)
-    assert out[1] is big and not buf
+    assert out[1] is big and len(buf) == 4
+    assert codec.split_chunks(buf, out)[1] is big
     small = b"y" * codec.RECORDS_INLINE_MAX
     out2: list = []
     buf2 = bytearray()
@@ -184,8 +188,17 @@ def test_encode_frame_patches_the_size_prefix() -> None:
     buf += b"tail"
     chunks = codec.encode_frame(out, buf)
     assert chunks[1] is region
-    assert struct.unpack(">i", chunks[0][:4])[0] == 2 + 4 + 10 + 4
+    assert struct.unpack(">i", bytes(chunks[0][:4]))[0] == 2 + 4 + 10 + 4
     assert bytes(chunks[2]) == b"tail"
+    # Two regions back to back: no empty chunk between them.
+    buf = bytearray(4)
+    out = []
+    r1, r2 = Region(3), Region(5)
+    codec.write_records(buf, out, r1)
+    codec.write_records(buf, out, r2)
+    chunks = codec.encode_frame(out, buf)
+    assert [type(c) for c in chunks] == [memoryview, Region, memoryview, Region]
+    assert struct.unpack(">i", bytes(chunks[0][:4]))[0] == 4 + 3 + 4 + 5
 
 
 def test_uuid() -> None:
