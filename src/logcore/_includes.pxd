@@ -4,6 +4,7 @@
 #   include/crc32c.h     CRC-32C: SSE4.2 / ARMv8 CRC instructions, slice-by-8 fallback
 #   include/lc_endian.h  big-endian unaligned loads and stores (Kafka's fixed-width fields)
 #   include/lc_utf8.h    strict UTF-8 validation (record header keys)
+#   include/lc_copy.h    inline small copies (keys in decode_columns)
 
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 
@@ -49,3 +50,7 @@ cdef extern from "structmember.h":
     enum:
         T_OBJECT_EX
         READONLY
+
+
+cdef extern from "lc_copy.h" nogil:
+    void lc_copy(unsigned char *dst, const unsigned char *src, size_t n)
