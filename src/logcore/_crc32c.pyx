@@ -10,6 +10,8 @@ slice-by-8 fallback. Buffers of CRC32C_NOGIL_THRESHOLD bytes or more are checksu
 with the GIL released (pure arithmetic on memory the caller's buffer keeps alive).
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint32_t
 
 from logcore._consts cimport CRC32C_NOGIL_THRESHOLD
@@ -24,19 +26,35 @@ IMPLEMENTATION = lc_crc32c_impl_name().decode("ascii")
 NOGIL_THRESHOLD = CRC32C_NOGIL_THRESHOLD
 
 
-def crc32c(const unsigned char[::1] data, uint32_t crc=0):
+def crc32c(data, uint32_t crc=0):
     """CRC-32C of `data` (any buffer), continuing from `crc` (a finished CRC, 0 to start).
 
     `crc32c(b, crc32c(a)) == crc32c(a + b)`, like the `crc32c` package's crc32c(data, value).
 
     Returns:
         The CRC as an int in [0, 2**32).
+
+    Raises:
+        TypeError: data does not support the buffer protocol (or is not contiguous).
     """
-    cdef size_t n = <size_t>data.shape[0]
-    cdef const unsigned char *p
-    if n == 0:
-        return crc
-    p = &data[0]
+    cdef Py_buffer view
+    cdef size_t n
+    # bytes is read in place; other buffers through PyObject_GetBuffer, not a typed
+    # memoryview: acquiring one costs ~0.15 us, twice the CRC of 1 KiB.
+    if type(data) is bytes:
+        return _crc_of(crc, <const unsigned char *>PyBytes_AS_STRING(data),
+                       <size_t>PyBytes_GET_SIZE(data))
+    try:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    except BufferError as exc:
+        raise TypeError(f"crc32c needs a contiguous buffer: {exc}") from None
+    try:
+        return _crc_of(crc, <const unsigned char *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline uint32_t _crc_of(uint32_t crc, const unsigned char *p, size_t n) noexcept:
     if n >= CRC32C_NOGIL_THRESHOLD:
         with nogil:
             crc = crc32c_update(crc, p, n)
