@@ -65,7 +65,7 @@ static inline uint64_t lc_load_le64(const unsigned char *p) {
 }
 
 /* Portable slice-by-8 on a raw (non-inverted) register. */
-static uint32_t lc_crc32c_sw(uint32_t crc, const unsigned char *p, size_t n) {
+static inline uint32_t lc_crc32c_sw(uint32_t crc, const unsigned char *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) {
         crc = lc_crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
         n--;
@@ -84,12 +84,12 @@ static uint32_t lc_crc32c_sw(uint32_t crc, const unsigned char *p, size_t n) {
 }
 
 /* Feed n zero bytes through register crc (software, used only to build tables). */
-static uint32_t lc_crc_zeros_slow(uint32_t crc, size_t n) {
+static inline uint32_t lc_crc_zeros_slow(uint32_t crc, size_t n) {
     while (n--) crc = lc_crc_table[0][crc & 0xff] ^ (crc >> 8);
     return crc;
 }
 
-static void lc_crc_build_shift(uint32_t table[4][256], size_t nzeros) {
+static inline void lc_crc_build_shift(uint32_t table[4][256], size_t nzeros) {
     uint32_t basis[32];
     for (int i = 0; i < 32; i++) basis[i] = lc_crc_zeros_slow(1u << i, nzeros);
     for (int k = 0; k < 4; k++) {
@@ -151,20 +151,20 @@ static inline uint32_t lc_crc_shift(uint32_t table[4][256], uint32_t crc) {
 #  define LC_X86_STEP64(c, v) _mm_crc32_u64((c), (v))
 #  define LC_X86_STEP8(c, b) _mm_crc32_u8((c), (b))
 __attribute__((target("sse4.2")))
-static uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+static inline uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
     LC_CRC_HW_BODY(LC_X86_STEP64, LC_X86_STEP8)
 }
-static int lc_crc_have_hw(void) {
+static inline int lc_crc_have_hw(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("sse4.2");
 }
 #elif defined(LC_CRC_ARM)
 #  define LC_ARM_STEP64(c, v) __crc32cd((uint32_t)(c), (v))
 #  define LC_ARM_STEP8(c, b) __crc32cb((c), (b))
-static uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+static inline uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
     LC_CRC_HW_BODY(LC_ARM_STEP64, LC_ARM_STEP8)
 }
-static int lc_crc_have_hw(void) {
+static inline int lc_crc_have_hw(void) {
 #  if defined(__linux__) && defined(HWCAP_CRC32)
     return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
 #  else
@@ -172,15 +172,15 @@ static int lc_crc_have_hw(void) {
 #  endif
 }
 #else
-static uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+static inline uint32_t lc_crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
     return lc_crc32c_sw(crc, p, n);
 }
-static int lc_crc_have_hw(void) { return 0; }
+static inline int lc_crc_have_hw(void) { return 0; }
 #endif
 
 /* Build the tables and pick the implementation; idempotent. Called at module import
  * (under the GIL), so the lazily built tables are never raced. */
-static void lc_crc32c_init(void) {
+static inline void lc_crc32c_init(void) {
     if (lc_crc_mode) return;
     for (uint32_t b = 0; b < 256; b++) {
         uint32_t c = b;
