@@ -31,6 +31,10 @@ debug: $(STAMP)
 sysdeps:
 	bash tools/install-sysdeps.sh
 
+# A single-node broker on 127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly).
+run: compile
+	$(PY) -m pylog broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./pylog-data
+
 test: sysdeps compile test-c test-pure
 
 test-c:
