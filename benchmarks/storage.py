@@ -27,9 +27,10 @@ import os
 import random
 import shutil
 import socket
+import struct
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 
 import logcore
@@ -112,69 +113,94 @@ def log_append(directory: str, batch: bytearray, total: int, cfg: LogConfig,
 # ----------------------------------------------------------------------------- sendfile
 
 
+_DRAIN = r"""
+import socket, struct
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(4)
+print(srv.getsockname()[1], flush=True)
+buf = bytearray(4 << 20)
+while True:
+    c, _ = srv.accept()
+    n = 0
+    while True:
+        k = c.recv_into(buf)
+        if not k:
+            break
+        n += k
+    c.sendall(struct.pack(">q", n))
+    c.close()
+    if n == 0:
+        break
+"""
+
+
 class Sink:
-    """A loopback TCP connection whose far end drains everything in a thread."""
+    """A consumer in its own process (as a real one is: no GIL shared with the sender)
+    that drains loopback TCP connections and acknowledges the byte count at EOF."""
 
     def __init__(self) -> None:
-        srv = socket.socket()
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(1)
-        self.send = socket.create_connection(srv.getsockname())
-        self.recv, _ = srv.accept()
-        srv.close()
-        self.received = 0
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
+        self.proc = subprocess.Popen([sys.executable, "-c", _DRAIN], stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
 
-    def _drain(self) -> None:
-        buf = bytearray(4 * MiB)
-        view = memoryview(buf)
-        while True:
-            n = self.recv.recv_into(view)
-            if n == 0:
-                return
-            self.received += n
+    def connect(self) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", self.port))
+
+    @staticmethod
+    def finish(sock: socket.socket) -> int:
+        """Half-close and wait until the consumer has everything; returns its count."""
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while len(data) < 8:
+            more = sock.recv(8 - len(data))
+            if not more:
+                break
+            data += more
+        sock.close()
+        return struct.unpack(">q", data)[0]
 
     def close(self) -> None:
-        self.send.shutdown(socket.SHUT_WR)
-        self._thread.join(60)
-        self.send.close()
-        self.recv.close()
+        self.finish(self.connect())
+        self.proc.wait(30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def raw_sendfile(files: list[str], sink: Sink, chunk: int = 1 << 62) -> float:
     fds = [os.open(p, os.O_RDONLY) for p in files]
     sizes = [os.fstat(fd).st_size for fd in fds]
-    out = sink.send.fileno()
-    start = sink.received
+    sock = sink.connect()
+    out = sock.fileno()
     t = time.perf_counter()
-    for fd, size in zip(fds, sizes, strict=False):
+    for fd, size in zip(fds, sizes, strict=True):
         pos = 0
         while pos < size:
             pos += os.sendfile(out, fd, pos, min(chunk, size - pos))
-    while sink.received - start < sum(sizes):
-        time.sleep(0.0005)
+    got = sink.finish(sock)
     dt = time.perf_counter() - t
     for fd in fds:
         os.close(fd)
+    assert got == sum(sizes)
     return sum(sizes) / dt
 
 
 def log_sendfile(log: Log, sink: Sink, max_bytes: int, start: int | None = None,
                  end: int | None = None) -> float:
-    out = sink.send.fileno()
     pos = log.log_start_offset if start is None else start
     end = log.log_end_offset if end is None else end
-    first = sink.received
+    sock = sink.connect()
+    out = sock.fileno()
     sent = 0
     t = time.perf_counter()
     while pos < end:
         r = log.read(pos, max_bytes)
         sent += r.transfer_to(out)
         pos = r.last_offset + 1
-    while sink.received - first < sent:
-        time.sleep(0.0005)
+    got = sink.finish(sock)
     dt = time.perf_counter() - t
+    assert got == sent
     return sent / dt
 
 
