@@ -295,3 +295,12 @@ def test_configs_describe_alter_incremental(conn, topic_name) -> None:
                           timeout_ms=5000, validate_only=False))
     assert resp.results[0].error_code == INVALID_PARTITIONS
     assert produce(conn, topic_name, batch(), partition=2).error_code == 0
+
+
+def test_topic_compression_type_rewrites_batches(conn, topic_name) -> None:
+    create(conn, topic_name, configs={"compression.type": "zstd"})
+    assert produce(conn, topic_name, batch(20, value=b"abc" * 50, compression="gzip")).error_code == 0
+    (b,) = list(logcore.iter_batches(bytes(fetch(conn, topic_name, 0).records)))
+    assert b.compression == "zstd"
+    assert [r.value for r in b] == [b"abc" * 50 + str(i).encode() for i in range(20)]
+    assert [r.offset for r in b] == list(range(20))

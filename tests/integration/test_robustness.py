@@ -102,3 +102,15 @@ def test_garbage_and_half_frames_do_not_disturb_others(broker, topic_name) -> No
         assert _produce_ok(again, topic_name) == 6
     finally:
         again.close()
+
+
+def test_idle_connections_are_closed(new_broker) -> None:
+    b = new_broker({"connections.max.idle.ms": "300"}).start()
+    host, port = b.bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), timeout=10)  # negotiates ApiVersions, then idles
+    try:
+        assert _closed_by_peer(conn.sock, timeout=5)
+        assert "idle (connections.max.idle.ms)" in b.read_log()
+    finally:
+        conn.close()
+    assert b.stop() == 0

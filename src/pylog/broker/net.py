@@ -118,6 +118,8 @@ class Connection:
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = False
+        self._busy = False
+        self._idle = broker.config["connections.max.idle.ms"] / 1000.0
 
     def start(self) -> None:
         self.broker.connections.add(self)
@@ -135,7 +137,14 @@ class Connection:
                     await self._room.wait()
                     continue
                 try:
-                    data = await loop.sock_recv(self.sock, RECV_SIZE)
+                    data = await asyncio.wait_for(loop.sock_recv(self.sock, RECV_SIZE), self._idle)
+                except asyncio.TimeoutError:
+                    if self.queue or self._busy:
+                        continue
+                    log.info("connection %s: closing after %.0f s idle (connections.max.idle.ms)",
+                             self.peer, self._idle)
+                    self._abort()
+                    return
                 except (ConnectionError, OSError) as exc:
                     if not self._closing:
                         log.info("connection %s: read failed: %s", self.peer, exc)
@@ -174,12 +183,20 @@ class Connection:
                 event = self.queue.popleft()
                 if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
                     self._room.set()
-                chunks = await self._handle(event)
+                self._busy = True
+                try:
+                    chunks = await self._handle(event)
+                finally:
+                    self._busy = False
                 if chunks is None:
                     if type(event) is RequestError and not event.can_respond:
                         break
                     continue
-                await self._write(chunks)
+                self._busy = True
+                try:
+                    await self._write(chunks)
+                finally:
+                    self._busy = False
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)

@@ -12,9 +12,11 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 4. with CreateTime, the batch's timestamps are within ``message.timestamp.before.max.ms``
    and ``message.timestamp.after.max.ms`` of the broker clock (INVALID_TIMESTAMP, with
    per-record errors from v8 on), read from the batch header (base and max timestamp);
-5. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
+5. a topic whose ``compression.type`` is not ``producer`` gets the batch rewritten with
+   its codec (slow path, only for such topics);
+6. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
    place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE;
-6. fetches waiting on the partition are woken.
+7. fetches waiting on the partition are woken.
 
 acks=0 gets no response at all.
 """
@@ -116,6 +118,25 @@ def _check_timestamps(records: Any, config: dict[str, Any], now: int) -> None:
                           "One or more records have been rejected due to invalid timestamp", bad)
 
 
+def _recompress(records: Any, codec: str) -> Any:
+    """Rewrite the batch with the topic's ``compression.type`` (Kafka's LogValidator does the
+    same when it differs from the producer's). A slow path by design: only topics that set
+    a codec pay for it; the default ``producer`` keeps the producer's bytes untouched."""
+    try:
+        batch = logcore.RecordBatch(records)
+        if batch.compression == codec:
+            return records
+        builder = logcore.BatchBuilder(
+            compression=codec, timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+        )
+        for rec in batch:
+            builder.append(rec.value, key=rec.key, timestamp_ms=rec.timestamp, headers=rec.headers)
+        return builder.build()
+    except logcore.CorruptRecordError as exc:
+        raise _PartitionError(errors.CorruptMessageError.code, str(exc)) from None
+
+
 def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
     config = partition.config
     if acks == -1 and config["min.insync.replicas"] > 1:
@@ -126,6 +147,9 @@ def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
         )
     _check_shape(records)
     _check_timestamps(records, config, ctx.broker.clock.time_ms())
+    codec = config["compression.type"].lower()
+    if codec != "producer":
+        records = _recompress(records, "none" if codec == "uncompressed" else codec)
     try:
         info = partition.log.append(records, leader_epoch=LEADER_EPOCH)
     except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.InvalidTimestampError,
