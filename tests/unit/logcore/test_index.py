@@ -190,3 +190,20 @@ def test_read_only_empty_file(tmp_path) -> None:
     with pytest.raises(ValueError, match="read-only"):
         idx.resize(80)
     idx.close()
+
+
+def test_compiled_and_ref_indexes_have_the_same_surface(tmp_path) -> None:
+    import logcore
+    from logcore._ref import index as ref
+
+    if logcore.IMPLEMENTATION != "c":
+        pytest.skip("compiled extension not loaded")
+    from logcore import _index
+
+    for name in ("OffsetIndex", "TimeIndex"):
+        objs = [getattr(mod, name)(str(tmp_path / f"{name}{i}"), 0, 240)
+                for i, mod in enumerate((_index, ref))]
+        c_names, r_names = ({n for n in dir(o) if not n.startswith("_")} for o in objs)
+        assert c_names == r_names, name
+        for o in objs:
+            o.close()
