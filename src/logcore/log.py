@@ -80,6 +80,9 @@ else:
     from . import _segment as _scan  # type: ignore[no-redef]
     from ._index import OffsetIndex, TimeIndex  # type: ignore[no-redef,assignment]
 
+_bisect_right = bisect.bisect_right
+_locate = _scan.locate
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -886,8 +889,10 @@ class Log:
         """
         if self._closed:
             raise LogcoreError(f"log {self.directory} is closed")
-        view = self.__view
+        # The log end offset first, then the snapshot: the writer publishes a new segment
+        # list before the offsets that live in it, so this view holds every offset < leo.
         leo = self._log_end_offset
+        view = self.__view
         lso = self._log_start_offset
         if offset < lso or offset > leo:
             raise OffsetOutOfRangeError(
@@ -899,10 +904,10 @@ class Log:
         if offset >= max_offset or max_bytes < 0:
             return FileRegion(None, 0, 0, offset, offset - 1)
         segments = view.segments
-        i = bisect.bisect_right(view.bases, offset) - 1
+        i = _bisect_right(view.bases, offset) - 1
         if i < 0:
             i = 0
-        locate = _scan.locate
+        locate = _locate
         while i < len(segments):
             seg = segments[i]
             idx = seg._offset_index
