@@ -144,3 +144,62 @@ def check_partition(directory: str) -> list[BatchHeader]:
                 if batches:
                     assert base <= base + rel <= batches[-1].last_offset, (ti_path, rel)
     return allb
+
+
+def write_kafka_partition(
+    directory: str, batches: list[bytes], segment_bytes: int, index_interval_bytes: int = 4096
+) -> list[BatchHeader]:
+    """Lay out a partition directory as a Kafka broker leaves it after a clean shutdown.
+
+    Assigns offsets (patching base_offset, which the CRC does not cover), rolls segments
+    at ``segment_bytes``, writes trimmed ``.index`` / ``.timeindex`` files at Kafka's
+    cadence (an entry once more than ``index_interval_bytes`` were appended since the
+    last one), plus ``partition.metadata``, a producer ``.snapshot`` and
+    ``leader-epoch-checkpoint``. Kafka's recovery-point and log-start checkpoints live in
+    the parent log dir, so none are written here. Returns the batch headers.
+    """
+    os.makedirs(directory, exist_ok=True)
+    segs: list[tuple[int, list[bytes]]] = []
+    nxt = 0
+    size = 0
+    for raw in batches:
+        b = bytearray(raw)
+        lod = struct.unpack_from(">i", b, 23)[0]
+        struct.pack_into(">q", b, 0, nxt)
+        if not segs or size + len(b) > segment_bytes:
+            segs.append((nxt, []))
+            size = 0
+        segs[-1][1].append(bytes(b))
+        size += len(b)
+        nxt += lod + 1
+    for base, blist in segs:
+        pos = since = 0
+        oidx: list[tuple[int, int]] = []
+        tidx: list[tuple[int, int]] = []
+        max_ts, off_max = -1, base
+        with open(segment_path(directory, base, ".log"), "wb") as f:
+            for b in blist:
+                bo, _len, _e, _m, _crc, _a, lod, _bts, mts, *_rest = _HDR.unpack_from(b, 0)
+                if mts > max_ts:
+                    max_ts, off_max = mts, bo + lod
+                if since > index_interval_bytes:
+                    oidx.append((bo + lod - base, pos))
+                    if not tidx or max_ts > tidx[-1][0]:
+                        tidx.append((max_ts, off_max - base))
+                    since = 0
+                since += len(b)
+                f.write(b)
+                pos += len(b)
+        if max_ts >= 0 and (not tidx or max_ts > tidx[-1][0]):
+            tidx.append((max_ts, off_max - base))  # the entry Kafka forces at roll/close
+        with open(segment_path(directory, base, ".index"), "wb") as f:
+            f.write(b"".join(struct.pack(">ii", *e) for e in oidx))
+        with open(segment_path(directory, base, ".timeindex"), "wb") as f:
+            f.write(b"".join(struct.pack(">qi", *e) for e in tidx))
+    with open(os.path.join(directory, "partition.metadata"), "w") as f:
+        f.write("version: 0\ntopic_id: 7u3vyAbnRDSqTZ_5kGqKcw\n")
+    with open(segment_path(directory, nxt, ".snapshot"), "wb") as f:
+        f.write(b"\0" * 10)
+    with open(os.path.join(directory, "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n1\n0 0\n")
+    return check_partition(directory)

@@ -721,3 +721,54 @@ def test_preallocate(logdir, clock) -> None:
     with Log(logdir, cfg, clock=clock) as log:
         assert log.recovered and log.log_end_offset == leo
     check_partition(logdir)  # closed: the active file is trimmed too
+
+
+def test_opens_a_partition_directory_laid_out_by_kafka(tmp_path, clock) -> None:
+    from _harness.kafka_format import write_kafka_partition
+
+    d = str(tmp_path / "kafka-0")
+    raws = [batch(1 + i % 5, ts=T0 + 10 * i, size=30) for i in range(80)]
+    headers = write_kafka_partition(d, raws, segment_bytes=2500, index_interval_bytes=300)
+    bases = segment_base_offsets(d)
+    assert len(bases) >= 3
+    cfg = small(segment_bytes=2500, index_interval_bytes=300)
+    with Log(d, cfg, clock=clock) as log:
+        assert log.recovered  # no clean-shutdown marker in a partition directory
+        assert log.recovery_truncated_bytes == 0
+        assert log.segment_base_offsets == bases
+        assert log.log_end_offset == headers[-1].last_offset + 1
+        assert log.leader_epoch_cache.entries == [(0, 0)]
+        for h in headers:
+            r = log.read(h.last_offset, 1)
+            assert (r.first_offset, r.last_offset) == (h.base_offset, h.last_offset)
+        assert log.offset_for_timestamp(T0 + 10 * 40) == (headers[40].base_offset, T0 + 400)
+        log.append(batch())
+    left = os.listdir(d)
+    assert "partition.metadata" in left and any(n.endswith(".snapshot") for n in left)
+    # The sealed segments' index files are still byte-for-byte what Kafka wrote.
+    ours = str(tmp_path / "again-0")
+    write_kafka_partition(ours, raws, segment_bytes=2500, index_interval_bytes=300)
+    for b in bases[:-1]:
+        for suffix in (".log", ".index", ".timeindex"):
+            with open(segment_path(d, b, suffix), "rb") as f1, open(
+                    segment_path(ours, b, suffix), "rb") as f2:
+                assert f1.read() == f2.read(), (b, suffix)
+
+
+def test_kafka_layout_written_by_log_matches_the_reference_layout(tmp_path, clock) -> None:
+    """What Log writes equals what the independent writer lays out for the same batches."""
+    from _harness.kafka_format import write_kafka_partition
+
+    raws = [batch(1 + i % 5, ts=T0 + 10 * i, size=30) for i in range(80)]
+    ref = str(tmp_path / "ref-0")
+    write_kafka_partition(ref, raws, segment_bytes=2500, index_interval_bytes=300)
+    d = str(tmp_path / "ours-0")
+    with Log(d, small(segment_bytes=2500, index_interval_bytes=300), clock=clock) as log:
+        for raw in raws:
+            log.append(raw)
+    assert segment_base_offsets(d) == segment_base_offsets(ref)
+    for b in segment_base_offsets(ref):
+        for suffix in (".log", ".index", ".timeindex"):
+            with open(segment_path(d, b, suffix), "rb") as f1, open(
+                    segment_path(ref, b, suffix), "rb") as f2:
+                assert f1.read() == f2.read(), (b, suffix)
