@@ -107,7 +107,9 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 # Segment deletion renames and unlinks files: off the loop.
-                await loop.run_in_executor(self.executor, self.log_manager.apply_retention)
+                snapshot = self.log_manager.all_partitions()
+                await loop.run_in_executor(self.executor, self.log_manager.apply_retention,
+                                           None, snapshot)
             except Exception:  # noqa: BLE001 - retention must keep running
                 log.exception("retention pass failed")
 

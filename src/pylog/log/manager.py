@@ -302,18 +302,24 @@ class LogManager:
 
     # --- retention ---------------------------------------------------------------------------
 
-    def apply_retention(self, now_ms: int | None = None) -> int:
+    def apply_retention(self, now_ms: int | None = None,
+                        partitions: list[Partition] | None = None) -> int:
         """Run retention on every log whose cleanup.policy includes delete. Returns the
-        number of segments deleted (as reported by the logs)."""
+        number of segments deleted (as reported by the logs).
+
+        May run on a worker thread when given ``partitions``, a snapshot taken on the loop
+        (topics may be created or deleted meanwhile; a log closed by a deletion is skipped).
+        """
         now = self.clock.time_ms() if now_ms is None else now_ms
         deleted = 0
-        for p in self.all_partitions():
-            if "delete" not in p.config["cleanup.policy"]:
+        for p in self.all_partitions() if partitions is None else partitions:
+            if "delete" not in p.config["cleanup.policy"] or p.log.closed:
                 continue
             try:
                 n = p.log.apply_retention(now)
-            except logcore.LogDirError:
-                log.exception("retention on %s-%d failed", p.topic, p.index)
+            except logcore.LogcoreError as exc:
+                if not p.log.closed:
+                    log.error("retention on %s-%d failed: %s", p.topic, p.index, exc)
                 continue
             deleted += n if isinstance(n, int) else 0
         return deleted
