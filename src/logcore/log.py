@@ -919,8 +919,13 @@ class Log:
             except CorruptRecordError:
                 # An index entry that does not point at a batch (a scribbled index that
                 # passed the open-time checks): walk the segment from its start instead.
-                found = locate(seg.file.fd, seg.size, seg.offset_index, offset, max_bytes,
-                               max_offset, min_one_batch, False)
+                try:
+                    found = locate(seg.file.fd, seg.size, idx, offset, max_bytes,
+                                   max_offset, min_one_batch, False)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(
+                        f"{exc} in {seg.file.path}", position=exc.position, path=seg.file.path
+                    ) from exc
             if found is None:
                 i += 1
                 continue
@@ -985,9 +990,15 @@ class Log:
                 data = os.pread(fd, size, pos)
                 if len(data) < size:
                     return None
-                for rec in RecordBatch(data):
-                    if rec.timestamp >= timestamp_ms and rec.offset >= start_offset:
-                        return TimestampOffset(rec.offset, rec.timestamp)
+                try:
+                    for rec in RecordBatch(data):
+                        if rec.timestamp >= timestamp_ms and rec.offset >= start_offset:
+                            return TimestampOffset(rec.offset, rec.timestamp)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(
+                        f"{exc} (batch at position {pos} of {seg.file.path})",
+                        position=pos, path=seg.file.path,
+                    ) from exc
             pos += size
         return None
 

@@ -772,3 +772,19 @@ def test_kafka_layout_written_by_log_matches_the_reference_layout(tmp_path, cloc
             with open(segment_path(d, b, suffix), "rb") as f1, open(
                     segment_path(ref, b, suffix), "rb") as f2:
                 assert f1.read() == f2.read(), (b, suffix)
+
+
+def test_corruption_found_by_a_read_names_the_file(logdir, clock) -> None:
+    with Log(logdir, small(segment_bytes=10**6), clock=clock) as log:
+        fill(log, 10)
+        bsize = len(batch())
+        path = segment_path(logdir, 0, ".log")
+        # bit rot after the log was opened: a batch length that cannot be
+        with open(path, "r+b") as f:
+            f.seek(3 * bsize + 8)
+            f.write((5).to_bytes(4, "big"))
+        with pytest.raises(CorruptRecordError) as ei:
+            log.read(12, 100)
+        assert ei.value.path == path and ei.value.position == 3 * bsize
+        assert path in str(ei.value)
+        assert log.read(0, 100).first_offset == 0  # the batches before it still read
