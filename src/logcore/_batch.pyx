@@ -402,7 +402,8 @@ cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t 
     Fills stats (timestamps already absolute: base + delta, or the header max_timestamp
     for LogAppendTime batches). With check_offset_deltas, record i must have
     offset_delta i (a produced batch). With check_header_utf8, header keys must be
-    strict UTF-8 (what iteration decodes; validate() promises iteration succeeds). Returns ST_OK or the failing status (err filled).
+    strict UTF-8 (what iteration decodes; validate() promises iteration succeeds).
+    Returns ST_OK or the failing status (err filled).
     """
     cdef Cursor c
     cdef RecordView r
@@ -423,6 +424,10 @@ cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t 
         err.status = ST_BAD_RECORDS_COUNT
         err.at = p
         return err.status
+    # `count` comes off the wire, but it only bounds a loop: every iteration consumes at
+    # least RECORD_MIN_SIZE bytes or fails, so a huge count ends at the section's end.
+    # Kafka's iterator reads exactly records_count records, then insists nothing is
+    # left (DefaultRecordBatch.RecordIterator / ensureNoneRemaining): so do we.
     for i in range(count):
         err.index = i
         if c.ptr >= c.end:
@@ -438,7 +443,10 @@ cdef int records_walk(const unsigned char *p, const unsigned char *end, int32_t 
             err.status = ST_BAD_OFFSET_DELTA
             err.value = r.offset_delta
             return err.status
+        # LogAppendTime batches: every record's timestamp is the batch max_timestamp
+        # (DefaultRecordBatch.DefaultRecordIterator), whatever its delta says.
         ts = header_max_timestamp if log_append else _wrap_add(base_timestamp, r.timestamp_delta)
+        # strictly greater: the first record holding the max wins (offset_of_max_timestamp)
         if ts > stats.max_timestamp or i == 0:
             stats.max_timestamp = ts
             stats.max_timestamp_index = i
@@ -602,6 +610,8 @@ cdef class _RecordIter:
         cdef RecordView r
         cdef WalkError e
         cdef Record rec
+        # One record per call, parsed in place; a malformed record raises when it is
+        # reached, after the good records before it were yielded (as _ref does).
         if self.done:
             raise StopIteration
         if self.index >= self.count:
@@ -931,6 +941,9 @@ cdef class _BatchIter:
         cdef int32_t batch_length
         cdef Py_ssize_t size
         cdef RecordBatch b
+        # Kafka's order (ByteBufferLogInputStream.nextBatch): fewer than 17 bytes is the
+        # end; a too-small batch_length is corruption; a batch that does not fit is a
+        # fetch response cut at max_bytes (skipped silently); only then the magic.
         if n - pos < HDR_PROBE_SIZE:
             raise StopIteration
         p = &self.view[0] + pos
@@ -946,6 +959,8 @@ cdef class _BatchIter:
         if p[HDR_MAGIC] != MAGIC_V2:
             raise _corrupt(f"unsupported magic {<int8_t>p[HDR_MAGIC]} (expected 2)",
                            self.index, pos)
+        # A slice of the typed memoryview shares the parent's buffer export: zero-copy,
+        # and the view keeps the buffer (an mmap, say) exported while it lives.
         b = RecordBatch.new(self.view[pos:pos + size], pos, self.index)
         self.pos = pos + size
         self.index += 1
@@ -1200,6 +1215,8 @@ def decode_columns(const unsigned char[::1] buffer not None):
     cdef _ColOut o
     o.keys = NULL
     o.keys_cap = 0
+    # Every error path must free the two C allocations (batch array, key scratch): the
+    # whole body is one try/finally.
     try:
         # Pass 1: headers, CRCs, decompression, bounded sizes.
         while n - pos >= HDR_PROBE_SIZE:
@@ -1218,6 +1235,8 @@ def decode_columns(const unsigned char[::1] buffer not None):
                                    index, pos)
                 attrs = _i16(p + HDR_ATTRIBUTES)
                 if attrs & ATTR_CONTROL:
+                    # A consumer never hands control records (transaction markers) to the
+                    # application; _ref skips them before their CRC, and so do we.
                     pos += size
                     index += 1
                     continue
@@ -1385,6 +1404,9 @@ cdef int _append_pass1(const unsigned char *base, Py_ssize_t n, int64_t max_mess
     cdef _AppendBatch *ab
     cdef WalkStats stats
     f.status = ST_OK
+    # The order of the checks is the contract's (and _ref's), so that the same bad input
+    # gives the same error from both implementations: framing, size limit, magic, CRC,
+    # codec, counts, records.
     while pos < n:
         f.index = index
         f.pos = pos
@@ -1412,6 +1434,8 @@ cdef int _append_pass1(const unsigned char *base, Py_ssize_t n, int64_t max_mess
             f.status = ST_BAD_MAGIC
             f.a = <int8_t>p[HDR_MAGIC]
             break
+        # The CRC first, before any record is parsed: a produce request that was damaged
+        # in flight is refused as corrupt rather than as whatever garbage it parses to.
         stored = lc_load_be32(p + HDR_CRC)
         actual = crc32c_update(0, p + HDR_ATTRIBUTES, <size_t>(size - HDR_ATTRIBUTES))
         if stored != actual:
@@ -1447,6 +1471,8 @@ cdef int _append_pass1(const unsigned char *base, Py_ssize_t n, int64_t max_mess
         ab.pos = pos
         ab.size = size
         ab.count = count
+        # Decompression is Python (logcore._compression) and needs the GIL: compressed
+        # batches are only marked here and walked by the caller, in batch order.
         ab.deferred = codec != CODEC_NONE
         if not ab.deferred:
             st = records_walk(p + HDR_SIZE, p + size, count, _i64(p + HDR_BASE_TIMESTAMP),
@@ -1533,6 +1559,9 @@ cdef void _append_pass2(unsigned char *base, _AppendBatch *arr, Py_ssize_t nb,
     cdef unsigned char *p
     cdef int64_t offset = next_offset
     cdef bint crc_dirty
+    # base_offset and partition_leader_epoch lie outside the CRC (bytes 0..15; the CRC
+    # covers 21..end, DefaultRecordBatch.java): stamping them costs no CRC. Attributes
+    # and max_timestamp are inside it, so changing them means a new CRC.
     for b in range(nb):
         p = base + arr[b].pos
         lc_store_be64(p + HDR_BASE_OFFSET, <uint64_t>offset)
@@ -1607,6 +1636,9 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
     cdef AppendInfo info
     cdef const unsigned char *first
     cdef const unsigned char *last
+    # A writable typed memoryview is both the type check and the export that pins the
+    # buffer (a bytearray cannot be resized, an mmap cannot be closed) while the GIL is
+    # released below.
     try:
         view = buffer
     except (BufferError, ValueError) as exc:
@@ -1664,6 +1696,9 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
         else:
             _append_pass2(base, arr, nb, c_next, stamp_epoch, c_epoch, lat, c_lat)
 
+        # Totals for the log: the max timestamp and the offset of the first record that
+        # holds it feed the time index (LogSegment.append); the sequences feed producer
+        # state (ProducerStateManager).
         offset = c_next
         max_ts = arr[0].max_timestamp
         off_of_max = c_next + arr[0].max_timestamp_index
@@ -1907,6 +1942,8 @@ cdef class BatchBuilder:
         cdef unsigned char *w
         if self._count == INT32_MAX:
             raise ValueError("a batch holds at most 2**31 - 1 records")
+        # Timestamps are stored as deltas from the first record's (base_timestamp), as
+        # the Java producer and aiokafka write them; max_timestamp is tracked as we go.
         if self._count == 0:
             delta = 0
         else:
@@ -1926,6 +1963,7 @@ cdef class BatchBuilder:
         body += <size_t>varint_size_u64(<uint64_t>header_count * 2) + <size_t>headers_len
         if body > <size_t>INT32_MAX or self._len + body + 5 > <size_t>INT32_MAX:
             raise ValueError("record too large for a batch (over 2 GiB)")
+        # + 5: the record's own length varint (an int32 field: at most 5 bytes).
         self._reserve(body + 5)
         w = self._buf + self._len
         w += varint_encode_u64(w, zigzag_encode64(<int64_t>body))
@@ -2012,6 +2050,8 @@ cdef class BatchBuilder:
             tss = timestamps_ms if type(timestamps_ms) is list or type(timestamps_ms) is tuple else list(timestamps_ms)
         else:
             now = _now_ms()
+        # vh / kh hold a buffer export of non-bytes items until _put has copied them;
+        # reassigning them on the next item releases the previous export.
         for i in range(n):
             vh = _bytes_arg(vals[i], "value", &vp, &vn)
             if have_keys:
@@ -2041,6 +2081,8 @@ cdef class BatchBuilder:
         cdef size_t total
         if self._count == 0:
             raise ValueError("cannot build an empty batch")
+        # The header is written last, into the output only: the builder's buffer keeps
+        # just the records, so build() can be called again after more appends.
         if self._codec == CODEC_NONE:
             total = self._len
             out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>total)
