@@ -13,6 +13,7 @@ logcore tests that may); it skips when either side is not available.
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -32,8 +33,10 @@ R_varint = pytest.importorskip("logcore._ref.varint")
 from logcore import _protocols  # noqa: E402
 from logcore.errors import CorruptRecordError  # noqa: E402
 
+# CI keeps the run short (the whole suite shares 2 cores); a deeper local run:
+# LOGCORE_DIFF_EXAMPLES=3000 pytest tests/property/test_differential.py
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=int(os.environ.get("LOGCORE_DIFF_EXAMPLES", "150")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
