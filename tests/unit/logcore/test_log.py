@@ -788,3 +788,68 @@ def test_corruption_found_by_a_read_names_the_file(logdir, clock) -> None:
         assert ei.value.path == path and ei.value.position == 3 * bsize
         assert path in str(ei.value)
         assert log.read(0, 100).first_offset == 0  # the batches before it still read
+
+
+def test_transfer_to_falls_back_to_copying(logdir, clock, monkeypatch) -> None:
+    import errno
+
+    with Log(logdir, small(segment_bytes=10**6), clock=clock) as log:
+        fill(log, 20)
+        r = log.read(0, 10**6)
+        data = r.read()
+
+        def no_sendfile(*_a):
+            raise OSError(errno.EINVAL, "sendfile not supported here")
+
+        monkeypatch.setattr(os, "sendfile", no_sendfile)
+        a, b = socket.socketpair()
+        with a, b:
+            assert r.transfer_to(a, 7) == len(data) - 7
+            got = b""
+            while len(got) < len(data) - 7:
+                got += b.recv(1 << 16)
+            assert got == data[7:]
+
+
+def test_write_failure_is_a_log_dir_error_and_cuts_back(logdir, clock, monkeypatch) -> None:
+    import errno
+
+    with Log(logdir, small(segment_bytes=10**6), clock=clock) as log:
+        fill(log, 3)
+        size, leo = log.size_in_bytes, log.log_end_offset
+        real = os.pwrite
+
+        def half_then_enospc(fd, data, pos):
+            with memoryview(data) as v:
+                real(fd, v[: len(v) // 2], pos)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", half_then_enospc)
+        with pytest.raises(logcore.LogDirError) as ei:
+            log.append(batch())
+        assert ei.value.errno == errno.ENOSPC and isinstance(ei.value, OSError)
+        monkeypatch.setattr(os, "pwrite", real)
+        assert log.size_in_bytes == size and log.log_end_offset == leo
+        assert os.path.getsize(segment_path(logdir, 0, ".log")) == size
+        assert log.append(batch()).first_offset == leo
+    check_partition(logdir)
+
+
+def test_flush_policies_advance_the_recovery_point(logdir, clock) -> None:
+    with Log(logdir, small(flush_messages=6), clock=clock) as log:
+        log.append(batch())
+        assert log.recovery_point == 0
+        log.append(batch())
+        assert log.recovery_point == 6  # 6 messages since the last flush
+        log.append(batch())
+        assert log.recovery_point == 6
+        log.flush()
+        assert log.recovery_point == 9
+        assert read_checkpoint(os.path.join(logdir, "recovery-point-offset-checkpoint"))[1] == [
+            ["topic", "0", "9"]]
+    with Log(str(logdir) + "x", small(flush_ms=1000), clock=clock) as log:
+        log.append(batch())
+        assert log.recovery_point == 0
+        clock.advance(1000)
+        log.append(batch())
+        assert log.recovery_point == 6
