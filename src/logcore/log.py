@@ -193,6 +193,8 @@ class LogSegment:
         "roll_jitter_ms",
         "roll_after_ms",
         "index_full",
+        "index_interval",
+        "fd",
         "deleted",
     )
 
@@ -212,6 +214,8 @@ class LogSegment:
         except OSError as exc:
             raise LogDirError(exc.errno, f"cannot open segment {path}: {exc.strerror}") from exc
         self.file = SharedFd(fd, path)
+        self.fd = fd  # valid as long as self.file is
+        self.index_interval = config.index_interval_bytes
         self.size = os.fstat(fd).st_size
         if create and config.preallocate:
             # Kafka's `preallocate`: reserve the whole segment now; seal()/close() trim it.
@@ -278,7 +282,7 @@ class LogSegment:
         uses them directly; ``size`` is published only once the bytes are in the file.
         """
         pos = self.size
-        fd = self.file.fd
+        fd = self.fd
         try:
             n = os.pwrite(fd, buf, pos)
             while n < size:  # short writes happen only on errors like ENOSPC; finish or fail
@@ -299,7 +303,7 @@ class LogSegment:
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = info.offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+        if self.bytes_since_last_index_entry > self.index_interval:
             oi, ti = self._offset_index, self._time_index
             oi.append(info.last_offset, pos)
             ti.append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -308,22 +312,6 @@ class LogSegment:
             self.index_full = oi.is_full() or ti.entries + 1 >= ti.max_entries
         else:
             self.bytes_since_last_index_entry += size
-
-    def should_roll(self, size: int, max_timestamp: int, last_offset: int, clock: Clock) -> bool:
-        """Kafka's ``LogSegment.shouldRoll`` (KAFKA-FACTS A8): full by size, too old
-        (by the first batch's timestamp, or the wall clock when it has none), an index
-        full, or ``last_offset`` not expressible relative to the base offset."""
-        if self.size == 0:
-            return False
-        if self.size > self.config.segment_bytes - size or self.index_full:
-            return True
-        rolling = self.rolling_based_timestamp
-        if rolling is not None and rolling >= 0:
-            if max_timestamp - rolling > self.roll_after_ms:
-                return True
-        elif clock.time_ms() - self.created_ms > self.roll_after_ms:
-            return True
-        return last_offset - self.base_offset > _I32_MAX
 
     def seal(self) -> None:
         """The segment stops being active: final time-index entry, trim both indexes
@@ -771,9 +759,22 @@ class Log:
                 )
             seg = self._active
             rolled = False
-            if seg.should_roll(size, info.max_timestamp, info.last_offset, clock):
-                seg = self._roll(clock.time_ms(), info.first_offset)
-                rolled = True
+            ssize = seg.size
+            if ssize:
+                # Kafka's LogSegment.shouldRoll (KAFKA-FACTS A8), inlined (hot path): full
+                # by size or index, too old (the incoming batch's timestamp against the
+                # first batch's, or the wall clock when that has none), or an offset that
+                # does not fit relative to the base offset.
+                rolling = seg.rolling_based_timestamp
+                if rolling is not None and rolling >= 0:
+                    waited = info.max_timestamp - rolling
+                else:
+                    waited = clock.time_ms() - seg.created_ms
+                if (ssize > cfg.segment_bytes - size or seg.index_full
+                        or waited > seg.roll_after_ms
+                        or info.last_offset - seg.base_offset > _I32_MAX):
+                    seg = self._roll(clock.time_ms(), info.first_offset)
+                    rolled = True
             seg.append(buf, size, info)
             self._log_end_offset = info.last_offset + 1
             if leader_epoch is not None and assign_offsets:
@@ -914,13 +915,13 @@ class Log:
             if idx is None:
                 idx = seg.offset_index
             try:
-                found = locate(seg.file.fd, seg.size, idx, offset, max_bytes,
+                found = locate(seg.fd, seg.size, idx, offset, max_bytes,
                                max_offset, min_one_batch)
             except CorruptRecordError:
                 # An index entry that does not point at a batch (a scribbled index that
                 # passed the open-time checks): walk the segment from its start instead.
                 try:
-                    found = locate(seg.file.fd, seg.size, idx, offset, max_bytes,
+                    found = locate(seg.fd, seg.size, idx, offset, max_bytes,
                                    max_offset, min_one_batch, False)
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(
