@@ -128,7 +128,8 @@ def topics_describe(cluster: Cluster, args: argparse.Namespace) -> int:
             for res in dc.results:
                 check(res.error_code, f"describe configs of {t.name}", res.error_message)
                 for c in sorted(res.configs, key=lambda c: c.name):
-                    print(f"\t{c.name}={c.value}" + ("" if c.config_source in (-1, 5) else "\t(override)"))
+                    label = {1: "\t(override)", 4: "\t(broker config)"}.get(c.config_source, "")
+                    print(f"\t{c.name}={c.value}{label}")
     return 0
 
 

@@ -13,7 +13,6 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
-from pylog.broker.config import SOURCE_DEFAULT_CONFIG
 from pylog.protocol._schema import CreateTopicsResponse
 from pylog.protocol.codec import ZERO_UUID
 
@@ -32,7 +31,7 @@ def _result(name: str, code: int, message: str | None = None) -> Any:
 def _configs(ctx: Any, overrides: dict[str, Any]) -> list[Any]:
     return [
         _R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
-                                 config_source=e.source if e.source != SOURCE_DEFAULT_CONFIG else 5,
+                                 config_source=e.source,
                                  is_sensitive=e.is_sensitive)
         for e in ctx.broker.config.describe_topic(overrides)
     ]
