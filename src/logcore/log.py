@@ -41,6 +41,7 @@ retention deletes its segment meanwhile.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import random
 import re
@@ -222,7 +223,11 @@ class LogSegment:
             try:
                 os.posix_fallocate(fd, 0, config.segment_bytes)
             except OSError as exc:
-                raise LogDirError(exc.errno, f"cannot preallocate {path}: {exc.strerror}") from exc
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise LogDirError(
+                        exc.errno, f"cannot preallocate {path}: {exc.strerror}"
+                    ) from exc
+                # The filesystem cannot reserve space: carry on without (an optimisation).
         self._offset_index: Any = None
         self._time_index: Any = None
         self.max_timestamp = -1
