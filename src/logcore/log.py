@@ -1036,8 +1036,6 @@ class Log:
             if not active.writable:
                 active.unseal()
             active.truncate_to(offset)
-            if active.size == 0 and len(keep) > 1 and active.base_offset >= offset:
-                pass
             self._view = _View(keep)
             self._log_end_offset = active.read_next_offset()
             for seg in drop:
