@@ -17,7 +17,7 @@ from pylog.broker.handlers._configs import (
     refuse_broker_change,
     topic_of,
 )
-from pylog.protocol._schema import AlterConfigsResponse
+from pylog.protocol.messages import AlterConfigsResponse
 
 API_KEY = 33
 VERSIONS = (0, 2)

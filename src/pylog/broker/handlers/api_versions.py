@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pylog.protocol._schema import ApiVersionsResponse
+from pylog.protocol.messages import ApiVersionsResponse
 
 API_KEY = 18
 VERSIONS = (0, 4)

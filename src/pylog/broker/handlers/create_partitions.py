@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
-from pylog.protocol._schema import CreatePartitionsResponse
+from pylog.protocol.messages import CreatePartitionsResponse
 
 API_KEY = 37
 VERSIONS = (0, 3)

@@ -13,8 +13,8 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
-from pylog.protocol._schema import CreateTopicsResponse
 from pylog.protocol.codec import ZERO_UUID
+from pylog.protocol.messages import CreateTopicsResponse
 
 API_KEY = 19
 VERSIONS = (2, 7)

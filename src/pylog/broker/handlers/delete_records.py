@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.protocol._schema import DeleteRecordsResponse
+from pylog.protocol.messages import DeleteRecordsResponse
 
 API_KEY = 21
 VERSIONS = (0, 2)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.protocol._schema import DeleteTopicsResponse
 from pylog.protocol.codec import ZERO_UUID
+from pylog.protocol.messages import DeleteTopicsResponse
 
 API_KEY = 20
 VERSIONS = (1, 6)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
-from pylog.protocol._schema import DescribeClusterResponse
+from pylog.protocol.messages import DescribeClusterResponse
 
 API_KEY = 60
 VERSIONS = (0, 1)

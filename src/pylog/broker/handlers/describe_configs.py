@@ -18,7 +18,7 @@ from pylog.broker.handlers._configs import (
     check_broker_name,
     topic_of,
 )
-from pylog.protocol._schema import DescribeConfigsResponse
+from pylog.protocol.messages import DescribeConfigsResponse
 
 API_KEY = 32
 VERSIONS = (1, 4)

@@ -21,7 +21,7 @@ from typing import Any
 
 import logcore
 from pylog import errors
-from pylog.protocol._schema import FetchResponse
+from pylog.protocol.messages import FetchResponse
 
 API_KEY = 1
 VERSIONS = (4, 12)

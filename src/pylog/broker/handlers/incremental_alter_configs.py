@@ -16,7 +16,7 @@ from pylog.broker.handlers._configs import (
     refuse_broker_change,
     topic_of,
 )
-from pylog.protocol._schema import IncrementalAlterConfigsResponse
+from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
 API_KEY = 44
 VERSIONS = (0, 1)

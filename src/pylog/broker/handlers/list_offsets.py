@@ -11,7 +11,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
-from pylog.protocol._schema import ListOffsetsResponse
+from pylog.protocol.messages import ListOffsetsResponse
 
 API_KEY = 2
 VERSIONS = (1, 7)

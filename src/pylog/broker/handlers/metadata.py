@@ -13,8 +13,8 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH, lookup_topic
-from pylog.protocol._schema import MetadataResponse
 from pylog.protocol.codec import ZERO_UUID
+from pylog.protocol.messages import MetadataResponse
 
 API_KEY = 3
 VERSIONS = (0, 12)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
-from pylog.protocol._schema import OffsetForLeaderEpochResponse
+from pylog.protocol.messages import OffsetForLeaderEpochResponse
 
 API_KEY = 23
 VERSIONS = (2, 4)

@@ -30,7 +30,7 @@ from typing import Any
 import logcore
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
-from pylog.protocol._schema import ProduceResponse
+from pylog.protocol.messages import ProduceResponse
 
 API_KEY = 0
 VERSIONS = (0, 11)
