@@ -244,6 +244,13 @@ class LogSegment:
     def path(self, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(self.base_offset) + suffix)
 
+    def set_config(self, config: LogConfig) -> None:
+        """A changed log config: the roll deadline and index cadence follow it."""
+        self.config = config
+        self.index_interval = config.index_interval_bytes
+        self.roll_jitter_ms = min(self.roll_jitter_ms, max(config.segment_ms - 1, 0))
+        self.roll_after_ms = config.segment_ms - self.roll_jitter_ms
+
     # --- indexes (opened lazily for old segments, as Kafka's LazyIndex) ---
     @property
     def offset_index(self) -> Any:
@@ -475,7 +482,7 @@ class Log:
         clock: Clock | None = None,
     ) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
-        self.config = config if config is not None else LogConfig()
+        self._config = config if config is not None else LogConfig()
         self.clock = clock if clock is not None else SYSTEM_CLOCK
         self._lock = threading.RLock()
         self._closed = False
@@ -497,12 +504,40 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
         )
-        self._log_append_time = self.config.message_timestamp_type == "LogAppendTime"
-        # Flush by count or age only when configured (Kafka's default is never).
-        self._flush_policy = (self.config.flush_messages != 2**63 - 1
-                              or self.config.flush_ms != 2**63 - 1)
+        self._derive_from_config()
         with self._lock:
             self._load()
+
+    def _derive_from_config(self) -> None:
+        cfg = self._config
+        self._log_append_time = cfg.message_timestamp_type == "LogAppendTime"
+        # Flush by count or age only when configured (Kafka's default is never).
+        self._flush_policy = cfg.flush_messages != 2**63 - 1 or cfg.flush_ms != 2**63 - 1
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's settings; assign (or call update_config) to change them live."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self.update_config(config)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a changed config to the running log (AlterConfigs / IncrementalAlterConfigs).
+
+        Takes effect for the next append, roll, retention pass and flush. As in Kafka,
+        existing index files keep their size (a new ``segment_index_bytes`` applies to new
+        segments) and each segment keeps its roll jitter.
+        """
+        if not isinstance(config, LogConfig):
+            raise TypeError(f"expected a LogConfig, got {type(config).__name__}")
+        with self._lock:
+            self._config = config
+            self._derive_from_config()
+            if hasattr(self, "_Log__view"):
+                for seg in self.__view.segments:
+                    seg.set_config(config)
 
     @property
     def _view(self) -> _View:

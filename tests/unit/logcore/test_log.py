@@ -853,3 +853,20 @@ def test_flush_policies_advance_the_recovery_point(logdir, clock) -> None:
         clock.advance(1000)
         log.append(batch())
         assert log.recovery_point == 6
+
+
+def test_update_config_applies_live(logdir, clock) -> None:
+    with Log(logdir, small(segment_bytes=10**6), clock=clock) as log:
+        log.append(batch(ts=clock.time_ms()))
+        clock.advance(5000)
+        assert not log.append(batch(ts=clock.time_ms())).rolled
+        log.update_config(log.config.replace(segment_ms=1000, message_timestamp_type="LogAppendTime"))
+        info = log.append(batch(ts=1))
+        assert info.rolled  # the new segment_ms applies to the active segment
+        assert info.log_append_time_ms == clock.time_ms()
+        log.config = log.config.replace(retention_ms=1, file_delete_delay_ms=0)
+        clock.advance(10)
+        log.append(batch())
+        assert log.apply_retention() == 1
+        with pytest.raises(TypeError):
+            log.update_config({"segment.ms": "1"})  # type: ignore[arg-type]
