@@ -77,7 +77,7 @@ from logcore._cursor cimport (
 )
 from logcore._includes cimport (
     lc_crc32c_init, lc_load_be16, lc_load_be32, lc_load_be64, lc_store_be16, lc_store_be32,
-    lc_copy, lc_store_be64, lc_utf8_valid, PyDescr_NewMember, PyMemberDef, PyType_Modified,
+    lc_copy, lc_store_be64, lc_utf8_valid, LOGCORE_DEBUG, PyDescr_NewMember, PyMemberDef, PyType_Modified,
     PyTypeObjectDict, PyUnicode_AsUTF8AndSize, READONLY, T_OBJECT_EX,
 )
 from logcore._varint cimport (
@@ -1314,6 +1314,9 @@ def decode_columns(const unsigned char[::1] buffer not None):
             cb = &batches[o.failed_batch]
             raise _walk_error(&o.err, cb.index, cb.pos, cb.section,
                               -1 if cb.compressed else cb.pos + HDR_SIZE, cb.count)
+        if LOGCORE_DEBUG and (o.n != capacity or o.key_len + o.value_len > data_bound):
+            raise AssertionError(f"decode_columns filled {o.n} of {capacity} records, "
+                                 f"{o.key_len + o.value_len} of {data_bound} data bytes")
         if o.key_len > INT32_MAX or o.value_len > INT32_MAX:
             raise CorruptRecordError("key or value data exceeds the int32 offsets of Columns")
         # Keys behind the values in the one data buffer (keys + values <= data_bound).
@@ -1699,6 +1702,12 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
         # Totals for the log: the max timestamp and the offset of the first record that
         # holds it feed the time index (LogSegment.append); the sequences feed producer
         # state (ProducerStateManager).
+        if LOGCORE_DEBUG:
+            for i in range(nb):
+                if lc_load_be32(base + arr[i].pos + HDR_CRC) != crc32c_update(
+                        0, base + arr[i].pos + HDR_ATTRIBUTES,
+                        <size_t>(arr[i].size - HDR_ATTRIBUTES)):
+                    raise AssertionError(f"validate_for_append left batch {i} with a bad CRC")
         offset = c_next
         max_ts = arr[0].max_timestamp
         off_of_max = c_next + arr[0].max_timestamp_index
@@ -1977,6 +1986,9 @@ cdef class BatchBuilder:
         if headers_len > 0:
             memcpy(w, headers, <size_t>headers_len)
             w += headers_len
+        if LOGCORE_DEBUG and <size_t>(w - self._buf) != (
+                self._len + <size_t>varint_size_u64(zigzag_encode64(<int64_t>body)) + body):
+            raise AssertionError("BatchBuilder wrote a record of another size than computed")
         self._len = <size_t>(w - self._buf)
         if self._count == 0:
             self._base_timestamp = timestamp

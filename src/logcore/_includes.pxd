@@ -54,3 +54,14 @@ cdef extern from "structmember.h":
 
 cdef extern from "lc_copy.h" nogil:
     void lc_copy(unsigned char *dst, const unsigned char *src, size_t n)
+
+
+# The debug build's switch (setup.py defines LOGCORE_DEBUG=0 or 1 for every extension):
+# `if LOGCORE_DEBUG:` blocks check invariants and compile away in the release build.
+cdef extern from *:
+    """
+    #ifndef LOGCORE_DEBUG
+    #define LOGCORE_DEBUG 0
+    #endif
+    """
+    const int LOGCORE_DEBUG
