@@ -21,6 +21,7 @@ from typing import Any
 
 import logcore
 from pylog import errors
+from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
 
 API_KEY = 1
@@ -49,6 +50,10 @@ def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int,
         for fp in ft.partitions:
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
                 parts.append(_partition_error(fp.partition, errors.UnknownTopicOrPartitionError.code))
+                continue
+            if fp.current_leader_epoch > LEADER_EPOCH:
+                # The client knows a newer leader than we are (KIP-320): it must refresh.
+                parts.append(_partition_error(fp.partition, errors.UnknownLeaderEpochError.code))
                 continue
             p = topic.partitions[fp.partition]
             plog = p.log

@@ -40,6 +40,9 @@ async def handle_list_offsets(ctx: Any, request: Any) -> Any:
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
                 continue
+            if p.current_leader_epoch > LEADER_EPOCH:
+                parts.append(_part(p.partition_index, errors.UnknownLeaderEpochError.code))
+                continue
             plog = topic.partitions[p.partition_index].log
             ts = p.timestamp
             if ts == MAX_TIMESTAMP and ctx.api_version < 7:

@@ -210,3 +210,17 @@ def test_dispatcher_maps_unexpected_exceptions(broker, monkeypatch, caplog) -> N
     resp = call(broker, 3, 12, M(topics=[M.MetadataRequestTopic(name="x")]))
     assert resp.topics[0].error_code == errors.UnknownServerError.code
     assert any("bug:" in r.getMessage() for r in caplog.records)
+
+
+def test_newer_leader_epoch_is_unknown(broker) -> None:
+    call(broker, 0, 9, produce_body("ep", batch(1)))
+    body = fetch_body("ep", 0)
+    body.topics[0].partitions[0].current_leader_epoch = 3
+    resp = call(broker, 1, 12, body)
+    assert resp.responses[0].partitions[0].error_code == errors.UnknownLeaderEpochError.code
+    body.topics[0].partitions[0].current_leader_epoch = 0
+    assert call(broker, 1, 12, body).responses[0].partitions[0].error_code == 0
+    L = ListOffsetsRequest
+    resp = call(broker, 2, 7, L(replica_id=-1, topics=[L.ListOffsetsTopic(name="ep", partitions=[
+        L.ListOffsetsPartition(partition_index=0, timestamp=-1, current_leader_epoch=1)])]))
+    assert resp.topics[0].partitions[0].error_code == errors.UnknownLeaderEpochError.code
