@@ -119,7 +119,7 @@ class Connection:
         self._closing = False
         self._closed = False
         self._busy = False
-        self._idle = broker.config["connections.max.idle.ms"] / 1000.0
+        self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
         self.broker.connections.add(self)
@@ -137,14 +137,8 @@ class Connection:
                     await self._room.wait()
                     continue
                 try:
-                    data = await asyncio.wait_for(loop.sock_recv(self.sock, RECV_SIZE), self._idle)
-                except asyncio.TimeoutError:
-                    if self.queue or self._busy:
-                        continue
-                    log.info("connection %s: closing after %.0f s idle (connections.max.idle.ms)",
-                             self.peer, self._idle)
-                    self._abort()
-                    return
+                    data = await loop.sock_recv(self.sock, RECV_SIZE)
+                    self.last_active = loop.time()
                 except (ConnectionError, OSError) as exc:
                     if not self._closing:
                         log.info("connection %s: read failed: %s", self.peer, exc)
@@ -197,6 +191,7 @@ class Connection:
                     await self._write(chunks)
                 finally:
                     self._busy = False
+                    self.last_active = asyncio.get_running_loop().time()
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)
@@ -265,6 +260,14 @@ class Connection:
                     loop.remove_writer(fd)
 
     # --- closing -----------------------------------------------------------------------
+
+    def close_if_idle(self, now: float, idle: float) -> None:
+        """Close the connection when nothing was received or sent for ``idle`` seconds and
+        no request is queued or being handled (``connections.max.idle.ms``)."""
+        if self._busy or self.queue or now - self.last_active < idle:
+            return
+        log.info("connection %s: closing after %.1f s idle (connections.max.idle.ms)", self.peer, idle)
+        self._abort()
 
     def _abort(self) -> None:
         if self._closed:

@@ -98,6 +98,7 @@ class Broker:
             log.info("listening on %s://%s:%d", listener.name, *lst.address)
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._delete_loop()))
+        self._tasks.append(asyncio.ensure_future(self._idle_loop()))
         log.info("pylog broker %d started (cluster id %s)", self.node_id, self.cluster_id)
 
     async def _retention_loop(self) -> None:
@@ -112,6 +113,16 @@ class Broker:
                                            None, snapshot)
             except Exception:  # noqa: BLE001 - retention must keep running
                 log.exception("retention pass failed")
+
+    async def _idle_loop(self) -> None:
+        """Close connections idle for connections.max.idle.ms (one timer for all)."""
+        idle = self.config["connections.max.idle.ms"] / 1000.0
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            await asyncio.sleep(min(max(idle / 3, 0.05), 30.0))
+            now = loop.time()
+            for conn in list(self.connections):
+                conn.close_if_idle(now, idle)
 
     async def _delete_loop(self) -> None:
         """Remove ``-delete`` directories after file.delete.delay.ms (leftovers at start now)."""
