@@ -64,7 +64,13 @@ def test_confluent_admin_client(broker, topic_name) -> None:
 
 
 def test_kafka_python_admin_client(broker, topic_name) -> None:
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+    )
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
