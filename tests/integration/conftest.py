@@ -63,6 +63,7 @@ class BrokerProcess:
         self.host = "127.0.0.1"
         self.port = port
         self._log_file = None
+        self.extra_args: list[str] = []
 
     @property
     def bootstrap(self) -> str:
@@ -75,6 +76,7 @@ class BrokerProcess:
                "--log-level", "INFO"]
         if logcore.IMPLEMENTATION != "c":
             cmd.append("--allow-pure-python")
+        cmd += self.extra_args
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

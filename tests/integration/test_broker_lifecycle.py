@@ -154,3 +154,28 @@ def test_pure_python_refused_without_flag(tmp_path) -> None:
     assert proc.returncode == 2
     err = proc.stderr.decode()
     assert "logcore implementation: python" in err and "--allow-pure-python" in err
+
+
+def test_config_file_and_durable_topic_configs(new_broker, topic_name, tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    props = tmp_path / "server.properties"
+    props.write_text("# a Kafka-style file\nnum.partitions=3\nlog.retention.hours=24\n")
+    b = new_broker()
+    b.overrides["num.partitions"] = "5"  # --override wins over --config
+    b.extra_args = ["--config", str(props)]
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic_name, -1, -1)])[topic_name].result(10)
+    assert len(admin.list_topics(topic_name, timeout=10).topics[topic_name].partitions) == 5
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("max.message.bytes", "5000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    assert b.stop() == 0
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
+    configs = admin.describe_configs([described])[described].result(10)
+    assert configs["max.message.bytes"].value == "5000"
+    assert configs["retention.ms"].value == str(24 * 3_600_000)  # from the file's log.retention.hours
+    assert b.stop() == 0
