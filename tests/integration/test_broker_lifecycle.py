@@ -157,7 +157,13 @@ def test_pure_python_refused_without_flag(tmp_path) -> None:
 
 
 def test_config_file_and_durable_topic_configs(new_broker, topic_name, tmp_path) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
 
     props = tmp_path / "server.properties"
     props.write_text("# a Kafka-style file\nnum.partitions=3\nlog.retention.hours=24\n")
