@@ -433,6 +433,12 @@ class LogSegment:
             if idx is not None:
                 idx.close()
 
+    def release_file(self) -> None:
+        """Drop the segment's hold on its descriptor (the log closed). Regions that hold
+        it keep it open; the number is never used again here (-1 fails with EBADF)."""
+        self.fd = -1
+        self.file = SharedFd(-1, self.file.path)
+
     def rename_deleted(self) -> list[str]:
         """Rename every file of the segment to ``<name>.deleted``; returns the new paths."""
         self.deleted = True
@@ -986,6 +992,7 @@ class Log:
         Returns:
             (offset, timestamp) or None if every record is older.
         """
+        self._check_open()
         view = self.__view
         lso = self._log_start_offset
         if timestamp_ms == -2:
@@ -1245,6 +1252,7 @@ class Log:
             self._write_log_start_offset()
             for seg in self._view.segments:
                 seg.close()
+                seg.release_file()
             self._delete_due_files(2**63 - 1)
             write_clean_shutdown_marker(self.directory)
             self._closed = True
@@ -1256,6 +1264,7 @@ class Log:
                 for seg in self._view.segments:
                     seg.deleted = True
                     seg.close()
+                    seg.release_file()
                 self._closed = True
             self._pending_deletes = []
             shutil.rmtree(self.directory, ignore_errors=True)

@@ -322,9 +322,12 @@ def test_no_descriptor_leak(logdir, clock) -> None:
     regions = [log.read(o, 100) for o in range(0, 120, 10)]
     log.close()
     assert all(r.read() for r in regions)
-    del regions
-    del log
+    assert nfds() > start
+    del regions  # the closed log itself holds no descriptor any more
     assert nfds() == start
+    assert log.log_end_offset == 120 and log.num_segments > 1
+    with pytest.raises(LogcoreError, match="closed"):
+        log.offset_for_timestamp(T0)
 
 
 # --------------------------------------------------------------------------- rolling
