@@ -80,7 +80,7 @@ else:
 if _PURE:
     from ._ref.index import OffsetIndex, TimeIndex
 else:
-    from ._index import OffsetIndex, TimeIndex
+    from ._index import OffsetIndex, TimeIndex  # type: ignore[assignment]
 from .clock import Clock, ManualClock, SystemClock
 from .config import LogConfig
 from .log import Log, LogAppendInfo, TimestampOffset
