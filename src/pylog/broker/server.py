@@ -88,7 +88,15 @@ class Broker:
         log.info("loaded %d topics (%d partitions) from %s in %.3f s",
                  len(self.log_manager.topics), len(self.log_manager.all_partitions()),
                  self.log_manager.log_dir, self.clock.monotonic() - started)
+        from pylog.broker.handlers import SUPPORTED_VERSIONS
         from pylog.broker.net import Listener
+        from pylog.protocol.connection import request_class, response_class
+
+        # Load the message classes now, not on the first client's request (their modules
+        # are large; importing one on the loop stalls every connection for milliseconds).
+        for key in SUPPORTED_VERSIONS:
+            request_class(key)
+            response_class(key)
 
         for listener in self.config.listeners:
             lst = Listener(self, listener.host or "0.0.0.0", listener.port)
