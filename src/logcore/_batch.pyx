@@ -38,10 +38,13 @@ How this module is fast (see benchmarks/RESULTS.md for the numbers):
 - one record walker (record_parse / records_walk) serves iteration, validation,
   columnar decode and validate_for_append; it returns status codes instead of raising,
   so it runs without the GIL, and the GIL-holding caller builds the error message;
-- Record objects are created with tp_new (no __init__ argument parsing), keys and
-  values with PyBytes_FromStringAndSize, headers list only when the record has headers;
-- decode_columns walks twice (count and sizes, then fill) so that every numpy array is
-  allocated once at its exact size, and fills them through raw pointers;
+- Record objects are created with tp_new (no __init__ argument parsing), kept out of
+  the cyclic GC, with keys and values from PyBytes_FromStringAndSize and a headers list
+  only when the record has headers; their fields are slot descriptors, which CPython's
+  attribute cache specialises (see _install_record_slots);
+- decode_columns makes two passes: headers, CRCs and decompression first, summing
+  records_count bounded by the bytes present; then one parse per record straight into
+  numpy arrays allocated once at that size, through raw pointers, without the GIL;
 - BatchBuilder encodes straight into one growing C buffer (amortised doubling) and
   computes each record's length up front, so there is no per-record temporary;
 - CRC-32C uses the CPU instruction (include/crc32c.h), at memory speed.
