@@ -154,7 +154,16 @@ cdef inline const unsigned char *varint_read_i32(const unsigned char *p,
                                                  const unsigned char *end,
                                                  int32_t *out) noexcept nogil:
     cdef uint32_t u
-    if p < end and p[0] < 0x80:
+    # 1- and 2-byte varints unrolled: in a record of ~100-byte values the length, the
+    # value length and most deltas take two bytes, so the loop below is the rare case.
+    if end - p >= 2:
+        if p[0] < 0x80:
+            out[0] = zigzag_decode32(p[0])
+            return p + 1
+        if p[1] < 0x80:
+            out[0] = zigzag_decode32((p[0] & 0x7F) | (<uint32_t>p[1] << 7))
+            return p + 2
+    elif p < end and p[0] < 0x80:
         out[0] = zigzag_decode32(p[0])
         return p + 1
     if varint_decode_u32(&p, end, &u) != ST_OK:
@@ -167,7 +176,14 @@ cdef inline const unsigned char *varint_read_i64(const unsigned char *p,
                                                  const unsigned char *end,
                                                  int64_t *out) noexcept nogil:
     cdef uint64_t u
-    if p < end and p[0] < 0x80:
+    if end - p >= 2:
+        if p[0] < 0x80:
+            out[0] = zigzag_decode64(p[0])
+            return p + 1
+        if p[1] < 0x80:
+            out[0] = zigzag_decode64((p[0] & 0x7F) | (<uint64_t>p[1] << 7))
+            return p + 2
+    elif p < end and p[0] < 0x80:
         out[0] = zigzag_decode64(p[0])
         return p + 1
     if varint_decode_u64(&p, end, &u) != ST_OK:
