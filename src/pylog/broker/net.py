@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylog.broker.net")
 
+FETCH = 1
+
 RECV_SIZE = 256 * 1024
 # Stop reading from a client that has this many requests queued (pipelining back-pressure).
 MAX_QUEUED = 32
@@ -119,6 +121,7 @@ class Connection:
         self._closing = False
         self._closed = False
         self._busy = False
+        self._peer_closed = False
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -155,8 +158,10 @@ class Connection:
                     if event is NEED_DATA:
                         break
                     if type(event) is ConnectionClosed:
-                        # The peer is gone: nobody will read answers (Kafka closes too).
-                        self._abort()
+                        # The peer closed its side: requests already received still run
+                        # (acks=0 produces sent just before a close), no answers go out.
+                        self._peer_closed = True
+                        self._queued.set()
                         return
                     self.queue.append(event)
                     self._queued.set()
@@ -169,12 +174,14 @@ class Connection:
         try:
             while True:
                 if not self.queue:
-                    if self._closing:
+                    if self._closing or self._peer_closed:
                         break
                     self._queued.clear()
                     await self._queued.wait()
                     continue
                 event = self.queue.popleft()
+                if self._peer_closed and event.api_key == FETCH:
+                    continue  # a read nobody will receive: do not long-poll for it
                 if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
                     self._room.set()
                 self._busy = True
@@ -182,7 +189,7 @@ class Connection:
                     chunks = await self._handle(event)
                 finally:
                     self._busy = False
-                if chunks is None:
+                if chunks is None or self._peer_closed:
                     if type(event) is RequestError and not event.can_respond:
                         break
                     continue
@@ -211,6 +218,8 @@ class Connection:
                             event.client_id)
                 return None
             log.info("connection %s: %s (client %r)", self.peer, event.reason, event.client_id)
+            if self._peer_closed:
+                return None
             entry = handlers.HANDLERS.get(event.api_key)
             if event.body is not None and entry is not None:
                 ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
@@ -224,7 +233,7 @@ class Connection:
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
                                       event.correlation_id, event.client_id, self.peer)
         response = await handlers.dispatch(ctx, event.body)
-        if response is None or not event.expects_response:
+        if response is None or not event.expects_response or self._peer_closed:
             return None
         return self.conn.send(event, response)
 

@@ -14,13 +14,16 @@ embedded single-node controller's topic store folded in:
   (``remove_deleted_dirs``, run by the broker in its thread pool after
   ``file.delete.delay.ms``); leftovers are removed at the next start.
 
-Event-loop affinity: every method except ``remove_deleted_dirs`` is called from the broker's
-event loop thread only (the loop serialises topic changes); logs themselves allow concurrent
-readers on other threads (see logcore.Log).
+Event-loop affinity: methods are called from the broker's event loop thread (the loop and one
+asyncio lock serialise topic changes); the ``*_async`` variants run their blocking file work
+(opening logs, fsync, renames) in the executor they are given. ``remove_deleted_dirs`` and
+``apply_retention`` with a partition snapshot run on worker threads. Logs themselves allow
+concurrent readers on other threads (see logcore.Log).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -110,6 +113,7 @@ class LogManager:
         self._store = _topics.TopicStore(self.log_dir)
         self.cluster_id = ""
         self.pending_deletes: list[str] = []
+        self._lock: asyncio.Lock | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -233,25 +237,35 @@ class LogManager:
             raise errors.InvalidConfigError(str(exc)) from None
         return overrides
 
-    def create_topic(self, name: str, num_partitions: int | None = None,
-                     replication_factor: int = 1, configs: Mapping[str, Any] | None = None) -> Topic:
-        """Create a topic with its partition directories. Raises ApiError (see check_new_topic)."""
+    def _resolve_defaults(self, num_partitions: int | None, replication_factor: int) -> tuple[int, int]:
         if num_partitions is None or num_partitions == -1:
             num_partitions = self.broker_config["num.partitions"]
         if replication_factor == -1:
             replication_factor = self.broker_config["default.replication.factor"]
+        return num_partitions, replication_factor
+
+    def create_topic(self, name: str, num_partitions: int | None = None,
+                     replication_factor: int = 1, configs: Mapping[str, Any] | None = None) -> Topic:
+        """Create a topic with its partition directories. Raises ApiError (see check_new_topic)."""
+        num_partitions, replication_factor = self._resolve_defaults(num_partitions, replication_factor)
         overrides = self.check_new_topic(name, num_partitions, replication_factor, configs or {})
         topic = Topic(name, _topics.new_topic_id(), [], overrides)
-        for index in range(num_partitions):
-            topic.partitions.append(self._open_partition(topic, index))
+        topic.partitions.extend(self._open_partitions(topic, 0, num_partitions))
         self._add(topic)
         self._save()
-        log.info("created topic %s (%d partitions, id %s)", name, num_partitions,
-                 _topics.topic_id_str(topic.topic_id))
+        self._log_created(topic)
         return topic
+
+    def _log_created(self, topic: Topic) -> None:
+        log.info("created topic %s (%d partitions, id %s)", topic.name, len(topic.partitions),
+                 _topics.topic_id_str(topic.topic_id))
 
     def delete_topic(self, name: str) -> None:
         """Close the topic's logs and rename their directories ``...-delete``."""
+        topic = self._detach(name)
+        self.pending_deletes.extend(self._close_and_rename(topic, self._store_doc()))
+
+    def _detach(self, name: str) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
@@ -259,32 +273,40 @@ class LogManager:
             raise errors.TopicDeletionDisabledError("Topic deletion is disabled.")
         del self.topics[name]
         self._by_id.pop(topic.topic_id, None)
-        self._save()
+        return topic
+
+    def _close_and_rename(self, topic: Topic, doc: dict[str, Any]) -> list[str]:
+        """Blocking part of a deletion (any thread): save the store, close, rename."""
+        self._store.save(doc)
+        targets = []
         for p in topic.partitions:
             p.log.close()
             target = f"{p.directory}.{uuid.uuid4().hex}-delete"
             os.rename(p.directory, target)
-            self.pending_deletes.append(target)
-        log.info("deleted topic %s", name)
+            targets.append(target)
+        log.info("deleted topic %s", topic.name)
+        return targets
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+    def _check_partition_count(self, name: str, count: int) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = len(topic.partitions)
         if count < current:
-            raise errors.InvalidPartitionsError(f"Topic currently has {current} partitions, which is higher than the "
-                         f"requested {count}.")
+            raise errors.InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+        return topic
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        topic = self._check_partition_count(name, count)
         if not validate_only:
-            for index in range(current, count):
-                topic.partitions.append(self._open_partition(topic, index))
+            topic.partitions.extend(self._open_partitions(topic, len(topic.partitions), count))
             self._save()
         return topic
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, Any], validate_only: bool = False) -> None:
-        """Replace a topic's overrides (already parsed) and apply them to the running logs."""
+    def _check_configs(self, name: str, overrides: Mapping[str, Any]) -> tuple[Topic, dict[str, Any], Any]:
         topic = self.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -292,13 +314,82 @@ class LogManager:
             effective, log_config = self._effective(overrides)
         except (ConfigError, logcore.InvalidConfigError) as exc:
             raise errors.InvalidConfigError(str(exc)) from None
+        return topic, effective, log_config
+
+    def _apply_configs(self, topic: Topic, effective: dict[str, Any], log_config: Any) -> None:
+        for p in topic.partitions:
+            p.config = effective
+            _set_log_config(p.log, log_config)
+
+    def set_topic_configs(self, name: str, overrides: Mapping[str, Any], validate_only: bool = False) -> None:
+        """Replace a topic's overrides (already parsed) and apply them to the running logs."""
+        topic, effective, log_config = self._check_configs(name, overrides)
         if validate_only:
             return
         topic.overrides = dict(overrides)
         self._save()
-        for p in topic.partitions:
-            p.config = effective
-            _set_log_config(p.log, log_config)
+        self._apply_configs(topic, effective, log_config)
+
+    # --- the same changes from the event loop: blocking file work in a worker thread ---------
+    #
+    # Checks and every change to ``topics`` happen on the loop; opening logs, fsyncing the
+    # store and renaming directories run in ``executor``. One asyncio lock serialises topic
+    # changes, so a deletion's rename finishes before a topic of the same name is created.
+
+    def _admin_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def create_topic_async(self, executor: Any, name: str, num_partitions: int | None = None,
+                                 replication_factor: int = 1,
+                                 configs: Mapping[str, Any] | None = None) -> Topic:
+        async with self._admin_lock():
+            loop = asyncio.get_running_loop()
+            num_partitions, replication_factor = self._resolve_defaults(num_partitions, replication_factor)
+            overrides = self.check_new_topic(name, num_partitions, replication_factor, configs or {})
+            topic = Topic(name, _topics.new_topic_id(), [], overrides)
+            parts = await loop.run_in_executor(executor, self._open_partitions, topic, 0, num_partitions)
+            topic.partitions.extend(parts)
+            self._add(topic)
+            await loop.run_in_executor(executor, self._store.save, self._store_doc())
+            self._log_created(topic)
+            return topic
+
+    async def delete_topic_async(self, executor: Any, name: str) -> Topic:
+        async with self._admin_lock():
+            topic = self._detach(name)
+            targets = await asyncio.get_running_loop().run_in_executor(
+                executor, self._close_and_rename, topic, self._store_doc())
+            self.pending_deletes.extend(targets)
+            return topic
+
+    async def create_partitions_async(self, executor: Any, name: str, count: int,
+                                      validate_only: bool = False) -> Topic:
+        async with self._admin_lock():
+            topic = self._check_partition_count(name, count)
+            if not validate_only:
+                loop = asyncio.get_running_loop()
+                parts = await loop.run_in_executor(executor, self._open_partitions, topic,
+                                                   len(topic.partitions), count)
+                topic.partitions.extend(parts)
+                await loop.run_in_executor(executor, self._store.save, self._store_doc())
+            return topic
+
+    async def set_topic_configs_async(self, executor: Any, name: str, overrides: Mapping[str, Any],
+                                      validate_only: bool = False) -> None:
+        async with self._admin_lock():
+            topic, effective, log_config = self._check_configs(name, overrides)
+            if validate_only:
+                return
+            previous = topic.overrides
+            topic.overrides = dict(overrides)
+            try:
+                await asyncio.get_running_loop().run_in_executor(executor, self._store.save, self._store_doc())
+            except BaseException:
+                topic.overrides = previous
+                raise
+            self._apply_configs(topic, effective, log_config)
 
     # --- retention ---------------------------------------------------------------------------
 
@@ -344,6 +435,10 @@ class LogManager:
             raise ConfigError("retention.ms", "must be at least -1")
         return effective, logcore.LogConfig.from_properties(props)
 
+    def _open_partitions(self, topic: Topic, start: int, stop: int) -> list[Partition]:
+        """Open (creating) partitions ``start..stop-1`` (blocking; any thread)."""
+        return [self._open_partition(topic, index) for index in range(start, stop)]
+
     def _open_partition(self, topic: Topic, index: int) -> Partition:
         directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
         effective, log_config = self._effective(topic.overrides)
@@ -358,7 +453,8 @@ class LogManager:
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
-    def _save(self) -> None:
+    def _store_doc(self) -> dict[str, Any]:
+        """The store's content, built on the loop (a snapshot a worker thread may write)."""
         doc = {}
         for name, t in self.topics.items():
             doc[name] = {
@@ -366,7 +462,10 @@ class LogManager:
                 "partitions": len(t.partitions),
                 "configs": {k: format_value(TOPIC_CONFIG_DEFS[k].type, v) for k, v in t.overrides.items()},
             }
-        self._store.save(doc)
+        return doc
+
+    def _save(self) -> None:
+        self._store.save(self._store_doc())
 
 
 def _set_log_config(plog: Any, log_config: Any) -> None:

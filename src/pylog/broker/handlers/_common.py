@@ -16,7 +16,7 @@ LEADER_EPOCH = 0
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def lookup_topic(ctx: Any, name: str, *, auto_create: bool) -> Topic:
+async def lookup_topic(ctx: Any, name: str, *, auto_create: bool) -> Topic:
     """The topic called ``name``, created with the broker defaults when allowed.
 
     Raises:
@@ -34,8 +34,9 @@ def lookup_topic(ctx: Any, name: str, *, auto_create: bool) -> Topic:
     if not (auto_create and ctx.broker.config["auto.create.topics.enable"]):
         raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
     try:
-        topic = manager.create_topic(name)
-    except errors.TopicAlreadyExistsError:  # pragma: no cover - single loop: cannot race
-        topic = manager.topics[name]
+        topic = await manager.create_topic_async(ctx.broker.executor, name)
+    except errors.TopicAlreadyExistsError:
+        # Created by a request that ran while this one waited for the topic lock.
+        return manager.topics[name]
     log.info("auto-created topic %s for %s", name, ctx.peer)
     return topic

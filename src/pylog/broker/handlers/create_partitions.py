@@ -29,7 +29,8 @@ async def handle_create_partitions(ctx: Any, request: Any) -> Any:
                     if list(a.broker_ids) != [ctx.broker.node_id]:
                         raise errors.InvalidReplicaAssignmentError(
                             f"replicas {list(a.broker_ids)} are not [{ctx.broker.node_id}] (single node)")
-            manager.create_partitions(t.name, t.count, validate_only=request.validate_only)
+            await manager.create_partitions_async(ctx.broker.executor, t.name, t.count,
+                                                  validate_only=request.validate_only)
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)
     return _R(throttle_time_ms=0, results=results)

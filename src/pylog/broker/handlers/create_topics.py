@@ -74,7 +74,8 @@ async def handle_create_topics(ctx: Any, request: Any) -> Any:
             if request.validate_only:
                 topic_id = ZERO_UUID
             else:
-                topic_id = manager.create_topic(t.name, num_partitions, rf, configs).topic_id
+                topic = await manager.create_topic_async(ctx.broker.executor, t.name, num_partitions, rf, configs)
+                topic_id = topic.topic_id
         except errors.ApiError as exc:
             results.append(_result(t.name, exc.code, str(exc)))
             continue

@@ -38,14 +38,10 @@ async def handle_delete_topics(ctx: Any, request: Any) -> Any:
                 name = res.name = topic.name
             elif topic_id != ZERO_UUID:
                 raise errors.InvalidRequestError("give a topic name or a topic ID, not both")
-            partitions: list[tuple[str, int]] = []
-            topic = manager.topics.get(name)
-            if topic is not None:
-                res.topic_id = topic.topic_id
-                partitions = [(p.topic, p.index) for p in topic.partitions]
-            manager.delete_topic(name)
-            for key in partitions:
-                ctx.broker.waiters.notify(key)
+            topic = await manager.delete_topic_async(ctx.broker.executor, name)
+            res.topic_id = topic.topic_id
+            for p in topic.partitions:
+                ctx.broker.waiters.notify((p.topic, p.index))
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)
     return _R(throttle_time_ms=0, responses=results)

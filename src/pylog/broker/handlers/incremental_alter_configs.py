@@ -25,7 +25,7 @@ _R = IncrementalAlterConfigsResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _alter(ctx: Any, request: Any, resource: Any) -> None:
+async def _alter(ctx: Any, request: Any, resource: Any) -> None:
     if resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:
@@ -63,7 +63,8 @@ def _alter(ctx: Any, request: Any, resource: Any) -> None:
         overrides = parse_topic_configs(overrides)
     except ConfigError as exc:
         raise errors.InvalidConfigError(str(exc)) from None
-    ctx.broker.log_manager.set_topic_configs(topic.name, overrides, validate_only=request.validate_only)
+    await ctx.broker.log_manager.set_topic_configs_async(ctx.broker.executor, topic.name, overrides,
+                                                         validate_only=request.validate_only)
 
 
 async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
@@ -73,7 +74,7 @@ async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
                                               resource_type=resource.resource_type,
                                               resource_name=resource.resource_name)
         try:
-            _alter(ctx, request, resource)
+            await _alter(ctx, request, resource)
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)
         out.append(res)

@@ -70,7 +70,7 @@ async def handle_metadata(ctx: Any, request: Any) -> Any:
                     topics.append(_topic_entry(ctx, t))
                 continue
             try:
-                topics.append(_topic_entry(ctx, lookup_topic(ctx, item.name, auto_create=allow)))
+                topics.append(_topic_entry(ctx, await lookup_topic(ctx, item.name, auto_create=allow)))
             except errors.ApiError as exc:
                 topics.append(_error_topic(item.name, exc.code))
     return MetadataResponse(

@@ -176,7 +176,7 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
         topic = None
         topic_error: errors.ApiError | None = None
         try:
-            topic = lookup_topic(ctx, topic_data.name, auto_create=True)
+            topic = await lookup_topic(ctx, topic_data.name, auto_create=True)
         except errors.ApiError as exc:
             topic_error = exc
         for pd in topic_data.partition_data:
