@@ -165,3 +165,44 @@ def test_retention_by_time_with_injected_clock(config: BrokerConfig) -> None:
     assert m.apply_retention() > 0
     assert p.log.log_start_offset > 0
     m.shutdown()
+
+
+def test_async_changes_serialise_and_run_file_work_in_the_executor(config: BrokerConfig) -> None:
+    import asyncio
+    import concurrent.futures
+    import threading
+
+    m = _manager(config)
+    threads: set[str] = set()
+    real_open = m._open_partitions
+
+    def spy(*args):
+        threads.add(threading.current_thread().name)
+        return real_open(*args)
+
+    m._open_partitions = spy  # type: ignore[method-assign]
+    pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="io")
+
+    async def scenario() -> list:
+        # Two creations of one name race: one wins, the other sees TOPIC_ALREADY_EXISTS.
+        results = await asyncio.gather(m.create_topic_async(pool, "race", 2), m.create_topic_async(pool, "race", 2),
+                                       return_exceptions=True)
+        # Delete and recreate at once: the rename finishes before the new directories exist.
+        old_id = m.topics["race"].topic_id
+        await asyncio.gather(m.delete_topic_async(pool, "race"), m.create_topic_async(pool, "race", 1))
+        assert m.topics["race"].topic_id != old_id and len(m.topics["race"].partitions) == 1
+        await m.create_partitions_async(pool, "race", 3)
+        await m.set_topic_configs_async(pool, "race", {"retention.ms": 5})
+        return results
+
+    try:
+        results = asyncio.run(asyncio.wait_for(scenario(), 20))
+    finally:
+        pool.shutdown()
+    assert sum(isinstance(r, errors.TopicAlreadyExistsError) for r in results) == 1
+    assert threads and all(t.startswith("io") for t in threads)
+    assert len(m.take_pending_deletes()) == 2
+    m.shutdown()
+    again = _manager(config)
+    assert len(again.topics["race"].partitions) == 3 and again.topics["race"].overrides == {"retention.ms": 5}
+    again.shutdown()
