@@ -22,7 +22,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    from pylog.broker.server import PurePythonRefused, run_broker
+    try:
+        from pylog.broker.server import PurePythonRefused, run_broker
+    except ImportError as exc:  # logcore's extensions are not built
+        print(f"pylog broker: {exc}", file=sys.stderr)
+        return 2
 
     try:
         return asyncio.run(run_broker(config, allow_pure_python=args.allow_pure_python,
