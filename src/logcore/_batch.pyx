@@ -73,7 +73,7 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from logcore._consts cimport *
-from logcore._crc32c cimport crc32c_update
+from logcore._crc32c cimport byte_buffer_get, crc32c_update
 from logcore._cursor cimport (
     Cursor, cursor_init, cursor_read_varint, cursor_read_varlong, cursor_remaining,
 )
@@ -1811,8 +1811,10 @@ cdef inline object _bytes_arg(object obj, str name, const unsigned char **ptr,
         raise TypeError(f"{name} must be bytes-like or None, not str")
     h = _Bytes.__new__(_Bytes)
     try:
-        PyObject_GetBuffer(obj, &h.view, PyBUF_SIMPLE)
-    except (TypeError, BufferError):
+        # the byte-buffer rules of every other entry point (ValueError for array("I"),
+        # BufferError for a strided view), as _ref's _as_bytes applies them
+        byte_buffer_get(obj, &h.view)
+    except TypeError:
         raise TypeError(f"{name} must be bytes-like or None, not {type(obj).__name__}") from None
     h.held = True
     ptr[0] = <const unsigned char *>h.view.buf

@@ -262,6 +262,47 @@ def test_crc32c_matches(data, start) -> None:
     assert C_crc.crc32c(bytearray(data), start) == R_crc.crc32c(memoryview(data), start)
 
 
+def _odd_buffers():
+    """Buffers of every shape the byte-buffer rules sort out (flat bytes, strided, 2-D,
+    wider items, empty and one-item strided views)."""
+    import array
+
+    return [
+        memoryview(b"abcdef")[::2],
+        memoryview(b"abcdef")[::-1],
+        memoryview(bytes(12)).cast("B", (3, 4)),
+        array.array("i", [1, 2]),
+        array.array("B", b"ab"),
+        array.array("b", b"ab"),
+        memoryview(b"abc").cast("c"),
+        memoryview(b"")[::2],
+        memoryview(b"a")[::2],
+        memoryview(b"xyz")[1:],
+        bytearray(b"xy"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(b"abc", -1), (b"abc", 2**32), (b"abc", 1.5), (b"abc", True), (None, 0), ("abc", 0),
+     (bytearray(b"abc"), 5)] + [(b, 0) for b in _odd_buffers()],
+    ids=repr,
+)
+def test_crc32c_arguments(args) -> None:
+    assert_same(outcome(C_crc.crc32c, *args), outcome(R_crc.crc32c, *args), "crc32c arguments")
+
+
+@pytest.mark.parametrize("buf", _odd_buffers(), ids=repr)
+def test_builder_buffer_shapes(buf) -> None:
+    def run(mod):
+        b = mod.BatchBuilder()
+        b.append(buf, key=buf, timestamp_ms=1, headers=[("h", buf)])
+        b.append_many([buf], keys=[buf], timestamps_ms=[2])
+        return b.build()
+
+    assert_same(outcome(run, C_batch), outcome(run, R_batch), "builder buffer shapes")
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 767, 768, 769, 24575, 24576, 24577, 70001])
 def test_crc32c_block_boundaries(n) -> None:
     # the interleaved hardware loop changes strategy at 3 x 256 and 3 x 8192 bytes
