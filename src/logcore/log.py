@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import fcntl
 import os
 import random
 import re
@@ -92,6 +93,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
+LOCK_FILE = ".lock"
 _I32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
 _NAME_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
@@ -457,6 +459,39 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
 
+class _DirLock:
+    """An exclusive ``flock`` on ``<directory>/.lock``, released by ``release()`` or when
+    the holder is garbage (a crashed or abandoned Log never keeps a directory locked
+    past its process)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, directory: str) -> None:
+        self.fd = -1
+        path = os.path.join(directory, LOCK_FILE)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot open {path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirError(
+                exc.errno, f"log directory {directory} is in use by another Log "
+                f"(this process or another one holds {path})"
+            ) from exc
+        self.fd = fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)  # closing the descriptor drops the flock
+
+    def __del__(self) -> None:
+        self.release()
+
+
 class _View:
     """An immutable snapshot of the segment list (readers bisect it without a lock)."""
 
@@ -507,6 +542,9 @@ class Log:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
             raise LogDirError(exc.errno, f"cannot create log dir {self.directory}") from exc
+        # One Log per directory, across processes too (Kafka locks its log dirs the same
+        # way): two writers would interleave appends and corrupt the segments.
+        self._dir_lock = _DirLock(self.directory)
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
         )
@@ -1080,6 +1118,10 @@ class Log:
             active.truncate_to(offset)
             self._view = _View(keep)
             self._log_end_offset = active.read_next_offset()
+            if self._log_start_offset > self._log_end_offset:
+                # The batch holding the log start offset straddled the cut and went whole.
+                self._log_start_offset = self._log_end_offset
+                self._write_log_start_offset()
             for seg in drop:
                 self._schedule_delete(seg)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -1256,6 +1298,7 @@ class Log:
             self._delete_due_files(2**63 - 1)
             write_clean_shutdown_marker(self.directory)
             self._closed = True
+            self._dir_lock.release()
 
     def delete(self) -> None:
         """Close the log and remove its directory with every file in it."""
@@ -1267,6 +1310,7 @@ class Log:
                     seg.release_file()
                 self._closed = True
             self._pending_deletes = []
+            self._dir_lock.release()
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def _check_open(self) -> None:

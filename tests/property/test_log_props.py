@@ -72,6 +72,7 @@ class LogMachine(RuleBasedStateMachine):
         self.log = Log(self.dir, self.cfg, clock=self.clock)
         self.model: list[tuple[int, int]] = []
         self.start = 0
+        self.end = 0
 
     def teardown(self) -> None:
         self.log.close()
@@ -79,13 +80,14 @@ class LogMachine(RuleBasedStateMachine):
 
     @property
     def leo(self) -> int:
-        return self.model[-1][1] + 1 if self.model else self.start
+        return self.end
 
     @rule(n=st.integers(1, 5), size=st.integers(1, 120))
     def append(self, n: int, size: int) -> None:
         info = self.log.append(make_batch(n, self.clock.time_ms(), size))
         assert info.first_offset == self.leo
         self.model.append((info.first_offset, info.last_offset))
+        self.end = info.last_offset + 1
 
     @rule()
     def roll(self) -> None:
@@ -97,7 +99,11 @@ class LogMachine(RuleBasedStateMachine):
             return
         target = max(self.start, self.leo - k)
         self.log.truncate_to(target)
+        removed = [m for m in self.model if m[1] >= target]
+        if removed:  # a batch straddling the target goes whole
+            self.end = removed[0][0]
         self.model = [m for m in self.model if m[1] < target]
+        self.start = min(self.start, self.end)
 
     @rule(k=st.integers(0, 30))
     def delete_records_before(self, k: int) -> None:
@@ -115,6 +121,9 @@ class LogMachine(RuleBasedStateMachine):
     def reopen(self, clean: bool) -> None:
         if clean:
             self.log.close()
+        else:
+            # a crash: the old object goes away without closing (its lock with it)
+            self.log = None  # type: ignore[assignment]
         self.log = Log(self.dir, self.cfg, clock=self.clock)
         assert self.log.recovered is not clean
 

@@ -579,12 +579,14 @@ def test_unclean_reopen_recovers_and_keeps_everything(logdir, clock) -> None:
     log.flush()
     fill(log, 10)
     # no close: as if the process died (data is in the page cache)
+    with pytest.raises(logcore.LogDirError, match="in use"):
+        Log(logdir, small(), clock=clock)  # the directory is locked while `log` lives
+    del log
     log2 = Log(logdir, small(), clock=clock)
     assert log2.recovered and log2.recovery_truncated_bytes == 0
     assert log2.log_end_offset == 120 and log2.recovery_point == 90
     assert offsets_in(log2.read(0, 10**6))[0] == 0
     log2.close()
-    del log
     check_partition(logdir)
 
 
