@@ -1092,8 +1092,11 @@ class Log:
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch holding offsets >= ``offset`` (replica divergence).
 
-        A batch that straddles ``offset`` is removed whole, so log_end_offset may end up
-        below ``offset``. Below log_start_offset this is truncate_fully_and_start_at.
+        A batch that straddles ``offset`` is removed whole. log_end_offset becomes the
+        offset after the last batch kept (or the active segment's base offset when none
+        is left in it), so it may end up below ``offset`` (a straddling batch, or
+        ``offset`` inside a gap left by compaction); it is what a reopen would compute.
+        Below log_start_offset this is truncate_fully_and_start_at.
 
         Returns:
             True if anything was removed.

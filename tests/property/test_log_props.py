@@ -89,6 +89,31 @@ class LogMachine(RuleBasedStateMachine):
         self.model.append((info.first_offset, info.last_offset))
         self.end = info.last_offset + 1
 
+    @rule(gap=st.integers(0, 5), n=st.integers(1, 4))
+    def replica_append(self, gap: int, n: int) -> None:
+        """A follower's append: offsets kept, with a gap as after compaction."""
+        b = BatchBuilder(base_offset=self.leo + gap)
+        for i in range(n):
+            b.append(b"r" * 10, timestamp_ms=self.clock.time_ms() + i)
+        info = self.log.append(b.build(), assign_offsets=False)
+        assert info.first_offset == self.leo + gap
+        self.model.append((info.first_offset, info.last_offset))
+        self.end = info.last_offset + 1
+
+    @rule(ms=st.integers(0, 5000))
+    def time_passes(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    @rule(retention_ms=st.sampled_from([-1, 2000, 10_000]), segment_ms=st.sampled_from([500, 10**9]))
+    def change_config(self, retention_ms: int, segment_ms: int) -> None:
+        self.cfg = self.cfg.replace(retention_ms=retention_ms, segment_ms=segment_ms)
+        self.log.update_config(self.cfg)
+
+    @rule()
+    def flush(self) -> None:
+        self.log.flush()
+        assert self.log.recovery_point == self.leo
+
     @rule()
     def roll(self) -> None:
         self.log.roll()
@@ -99,10 +124,13 @@ class LogMachine(RuleBasedStateMachine):
             return
         target = max(self.start, self.leo - k)
         self.log.truncate_to(target)
-        removed = [m for m in self.model if m[1] >= target]
-        if removed:  # a batch straddling the target goes whole
-            self.end = removed[0][0]
+        if target >= self.leo:
+            return
+        # The log end becomes the offset after the last batch kept (a batch straddling
+        # the target goes whole), or the active segment's base when it is left empty.
         self.model = [m for m in self.model if m[1] < target]
+        after_kept = self.model[-1][1] + 1 if self.model else 0
+        self.end = max(after_kept, self.log.segment_base_offsets[-1])
         self.start = min(self.start, self.end)
 
     @rule(k=st.integers(0, 30))
