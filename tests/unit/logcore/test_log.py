@@ -316,6 +316,9 @@ def test_no_descriptor_leak(logdir, clock) -> None:
     def nfds() -> int:
         return len(os.listdir("/proc/self/fd"))
 
+    import gc
+
+    gc.collect()  # descriptors of earlier tests' objects must not close mid-test
     start = nfds()
     log = Log(logdir, small(), clock=clock)
     fill(log, 40)
@@ -324,7 +327,7 @@ def test_no_descriptor_leak(logdir, clock) -> None:
     assert all(r.read() for r in regions)
     assert nfds() > start
     del regions  # the closed log itself holds no descriptor any more
-    assert nfds() == start
+    assert nfds() <= start
     assert log.log_end_offset == 120 and log.num_segments > 1
     with pytest.raises(LogcoreError, match="closed"):
         log.offset_for_timestamp(T0)
