@@ -286,3 +286,69 @@ def test_sigkill_mid_append(tmp_path) -> None:
     for a, b in zip(allb, allb[1:], strict=False):
         assert b.base_offset == a.last_offset + 1
     assert allb[-1].last_offset + 1 == log.log_end_offset
+
+
+def test_readers_survive_truncation_retention_and_restart_races(tmp_path) -> None:
+    """Readers racing a writer that truncates, rolls, deletes and restarts the log.
+
+    Index trims and remaps, segment deletion and truncation happen under the readers'
+    feet. A reader may get an empty region, OffsetOutOfRangeError, or (a region cut by
+    a truncation) LogcoreError, but never a crash, and every region it does get holds
+    whole, valid batches.
+    """
+    import threading
+
+    from logcore import LogcoreError, OffsetOutOfRangeError
+
+    d = str(tmp_path / "t-0")
+    cfg = LogConfig(segment_bytes=1500, index_interval_bytes=100, segment_index_bytes=160,
+                    file_delete_delay_ms=0, retention_bytes=8000)
+    log = Log(d, cfg, clock=ManualClock(T0))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    seen = [0]
+
+    def reader(seed: int) -> None:
+        rnd = random.Random(seed)
+        while not stop.is_set():
+            lso, leo = log.log_start_offset, log.log_end_offset
+            if leo <= lso:
+                continue
+            try:
+                r = log.read(rnd.randrange(lso, leo), rnd.choice([1, 300, 3000]))
+                data = r.read()
+            except (OffsetOutOfRangeError, LogcoreError):
+                continue
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+            try:
+                for b in iter_batches(data):
+                    b.validate()
+                seen[0] += 1
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    rnd = random.Random(99)
+    try:
+        for i in range(400):
+            log.append(batch(1 + i % 4, i))
+            op = rnd.random()
+            if op < 0.05 and log.log_end_offset > log.log_start_offset + 5:
+                log.truncate_to(log.log_end_offset - rnd.randrange(1, 5))
+            elif op < 0.08:
+                log.apply_retention()
+            elif op < 0.09:
+                log.truncate_fully_and_start_at(log.log_end_offset + 3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        log.close()
+    assert not errors, errors[0]
+    assert seen[0] > 0
+    check_partition(d)
