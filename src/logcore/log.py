@@ -220,7 +220,7 @@ class LogSegment:
         self.fd = fd  # valid as long as self.file is
         self.index_interval = config.index_interval_bytes
         self.size = os.fstat(fd).st_size
-        if create and config.preallocate:
+        if create and config.preallocate and hasattr(os, "posix_fallocate"):
             # Kafka's `preallocate`: reserve the whole segment now; seal()/close() trim it.
             try:
                 os.posix_fallocate(fd, 0, config.segment_bytes)
