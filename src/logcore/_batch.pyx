@@ -1212,6 +1212,9 @@ def decode_columns(const unsigned char[::1] buffer not None):
     cdef int st
     cdef RecordBatch rb
     cdef list keep = []            # decompressed sections, alive until pass 2 is done
+    cdef WalkStats stats
+    cdef WalkError e
+    cdef int64_t unchecked = 0     # decompressed bytes kept without a walk yet
     cdef const unsigned char *sec
     cdef Py_ssize_t sec_len
     cdef _ColOut o
@@ -1254,9 +1257,22 @@ def decode_columns(const unsigned char[::1] buffer not None):
                 sec = p + HDR_SIZE
                 sec_len = size - HDR_SIZE
             else:
-                keep.append(data)
                 sec = <const unsigned char *>PyBytes_AS_STRING(data)
                 sec_len = PyBytes_GET_SIZE(data)
+                # Each batch may decompress to 256 MiB (_compression's bound): keeping
+                # every section unchecked until pass 2 would let a buffer of garbage
+                # bombs pile up gigabytes. Up to COLUMNS_UNCHECKED_LIMIT bytes of
+                # sections wait for pass 2 (one parse per record, the fast path of
+                # every ordinary fetch); past it each section is walked before it is
+                # kept, so only valid records (which the columns hold anyway) pile up.
+                if unchecked + sec_len > COLUMNS_UNCHECKED_LIMIT:
+                    if records_walk(sec, sec + sec_len, count, 0, 0, False, False, False,
+                                    &stats, &e) != ST_OK:
+                        raise _columns_first_error(
+                            batches, nbatches, _walk_error(&e, index, pos, sec, -1, count))
+                else:
+                    unchecked += sec_len
+                keep.append(data)
             if nbatches == cap:
                 cap = cap * 2 if cap else 16
                 grown = <_ColBatch *>PyMem_Realloc(batches, <size_t>cap * sizeof(_ColBatch))

@@ -97,3 +97,8 @@ cdef enum:
 cdef enum:
     CRC32C_NOGIL_THRESHOLD = 32768
     WALK_NOGIL_THRESHOLD = 32768
+
+# decode_columns keeps decompressed sections for its fill pass; at most this many bytes
+# of them are kept before their records have been checked (see _batch.pyx).
+cdef enum:
+    COLUMNS_UNCHECKED_LIMIT = 67108864      # 64 MiB

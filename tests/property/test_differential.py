@@ -518,3 +518,34 @@ def test_corrupt_error_is_a_value_error() -> None:
     with pytest.raises(CorruptRecordError):
         R_batch.RecordBatch(b"\x00" * 10)
     assert np.dtype(np.int64)  # numpy present for the column comparisons
+
+
+@pytest.mark.parametrize("corrupt_last", [False, True])
+def test_columns_past_the_unchecked_limit(corrupt_last) -> None:
+    """decode_columns walks compressed sections early once 64 MiB of them wait for the
+    fill pass; the answer (or the error class) must not change. Few, large records keep
+    the reference side fast."""
+    value = bytes(4 << 20)  # 4 MiB of zeros: zstd makes it tiny
+
+    def batch(n):
+        b = C_batch.BatchBuilder(compression="zstd")
+        b.append_many([value] * n, keys=[b"k"] * n, timestamps_ms=list(range(n)))
+        return b.build()
+
+    blob = batch(12) + batch(12)  # 2 x 48 MiB decompressed: the second passes 64 MiB
+    if corrupt_last:
+        # a record count one too high: the second section then lacks a record
+        raw = bytearray(blob[len(blob) // 2 :])
+        struct.pack_into(">i", raw, 57, 13)
+        struct.pack_into(">i", raw, 23, 12)
+        fix_crcs(raw)
+        blob = blob[: len(blob) // 2] + bytes(raw)
+    c = outcome(lambda: C_batch.decode_columns(blob))
+    r = outcome(lambda: R_batch.decode_columns(blob))
+    assert c[0] == r[0]
+    if c[0] == "error":
+        assert c[1] is r[1] is CorruptRecordError
+    else:
+        assert c[1].num_records == r[1].num_records == 24
+        assert np.array_equal(c[1].value_offsets, r[1].value_offsets)
+        assert c[1].value_data.shape == r[1].value_data.shape
