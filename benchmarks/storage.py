@@ -219,6 +219,33 @@ def best(fn, repeat: int) -> float:
     return max(fn() for _ in range(repeat))
 
 
+def paired(args: argparse.Namespace) -> None:
+    """Raw and Log sendfile back to back, pair by pair (the raw figure drifts a lot)."""
+    root = tempfile.mkdtemp(prefix="pylog-storage-bench-", dir=args.dir)
+    out = []
+    try:
+        d = os.path.join(root, "paired")
+        _rate, log = log_append(d, make_batch(16 * 1024, 1024), 512 * MiB, LogConfig())
+        files = [os.path.join(d, f"{b:020d}.log") for b in log.segment_base_offsets]
+        settle()
+        sink = Sink()
+        try:
+            raw_sendfile(files, sink)
+            for _ in range(args.paired):
+                row = {}
+                for mb in (8, 1):
+                    row[f"raw_{mb}MiB_GBps"] = raw_sendfile(files, sink, mb * MiB) / 1e9
+                    row[f"log_{mb}MiB_GBps"] = log_sendfile(log, sink, mb * MiB) / 1e9
+                out.append({k: round(v, 3) for k, v in row.items()})
+        finally:
+            sink.close()
+            log.close()
+    finally:
+        drop(root)
+    print(json.dumps({"implementation": logcore.IMPLEMENTATION, "commit": commit(),
+                      "pairs": out}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=tempfile.gettempdir())
@@ -226,7 +253,13 @@ def main() -> None:
     ap.add_argument("--grow-gib", type=int, default=16, help="flatness run size (0 = skip)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    ap.add_argument("--paired", type=int, default=0, metavar="N",
+                    help="only N back-to-back pairs of raw and Log sendfile (8 and 1 MiB) "
+                         "over a 512 MiB log")
     args = ap.parse_args()
+    if args.paired:
+        paired(args)
+        return
     if args.quick:
         args.gib, args.grow_gib, args.repeat = 0.125, 0, 1
     total = int(args.gib * GiB)
