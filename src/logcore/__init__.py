@@ -81,10 +81,11 @@ if _PURE:
     from ._ref.index import OffsetIndex, TimeIndex
 else:
     from ._index import OffsetIndex, TimeIndex  # type: ignore[assignment]
-from .clock import Clock, ManualClock, SystemClock
-from .config import LogConfig
-from .log import Log, LogAppendInfo, TimestampOffset
-from .region import FileRegion
+# After the codec on purpose: the storage modules use the names chosen above.
+from .clock import Clock, ManualClock, SystemClock  # noqa: E402
+from .config import LogConfig  # noqa: E402
+from .log import Log, LogAppendInfo, TimestampOffset  # noqa: E402
+from .region import FileRegion  # noqa: E402
 
 __all__ = [
     "IMPLEMENTATION",
