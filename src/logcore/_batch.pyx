@@ -804,12 +804,6 @@ cdef class RecordBatch:
     def is_control(self):
         return (self._p[HDR_ATTRIBUTES + 1] & ATTR_CONTROL) != 0
 
-    def __len__(self):
-        # records_count as stored; a corrupt negative count reads as 0 so len() never
-        # raises (iteration and validate() report it).
-        cdef int32_t n = _i32(self._p + HDR_RECORDS_COUNT)
-        return n if n > 0 else 0
-
     def __repr__(self):
         return (
             f"RecordBatch(base_offset={self.base_offset}, records_count={self.records_count}, "

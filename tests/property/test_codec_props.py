@@ -88,7 +88,7 @@ def touch_batch(batch) -> None:
     """Header properties never raise; validate/iteration raise only CorruptRecordError."""
     for name in HEADER_PROPS:
         getattr(batch, name)
-    len(batch)
+    assert not hasattr(batch, "__len__")
     valid = batch.is_valid()
     assert isinstance(valid, bool)
     try:
@@ -97,8 +97,8 @@ def touch_batch(batch) -> None:
         assert not valid
     else:
         assert valid
-    # A plain loop, not list(batch): list() pre-sizes itself from len(batch), which is
-    # the untrusted records_count (the contract's __len__), before iteration can object.
+    # RecordBatch has no __len__ on purpose: list() would pre-size itself from the
+    # untrusted records_count before iteration could object.
     seen = []
     try:
         for r in batch:

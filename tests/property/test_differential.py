@@ -123,7 +123,7 @@ def batch_summary(batch):
     header = tuple(getattr(batch, f) for f in HEADER_FIELDS)
     records = outcome(lambda: [record_tuple(r) for r in batch])
     valid = outcome(batch.validate)
-    return header, len(batch), records, valid, batch.is_valid()
+    return header, records, valid, batch.is_valid()
 
 
 def decode_one(mod, data):

@@ -457,11 +457,6 @@ class RecordBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & ATTR_CONTROL)
 
-    def __len__(self) -> int:
-        # records_count as stored; a negative (corrupt) count reads as 0 so that len()
-        # never raises (iteration and validate() report it).
-        return max(self.records_count, 0)
-
     def __repr__(self) -> str:
         return (
             f"RecordBatch(base_offset={self.base_offset}, records_count={self.records_count}, "

@@ -323,7 +323,7 @@ def test_large_batch_round_trip() -> None:
         b.append(bytes([i % 256]) * 1024, key=b"%016d" % i, timestamp_ms=i)
     batch = logcore.RecordBatch(b.build())
     assert batch.is_valid()
-    assert len(batch) == 1000
+    assert batch.records_count == 1000
     for i, r in enumerate(batch):
         assert r.offset == i and r.key == b"%016d" % i and r.value == bytes([i % 256]) * 1024
 
@@ -371,7 +371,7 @@ def test_record_batch_properties() -> None:
     assert batch.producer_epoch == 2
     assert batch.base_sequence == 40
     assert batch.records_count == 4
-    assert len(batch) == 4
+    assert batch.records_count == 4
 
 
 @pytest.mark.parametrize("codec", CODECS)
