@@ -50,7 +50,8 @@ else:
     IMPLEMENTATION = "c"
     try:
         # --- codec (compiled) ---
-        from ._batch import (
+        # Both sides satisfy the Protocols in _protocols.py; mypy sees two classes.
+        from ._batch import (  # type: ignore[assignment]
             AppendInfo,
             BatchBuilder,
             Columns,

@@ -1,0 +1,39 @@
+"""Lint and type checks run as tests (STYLE.md section 7, hygiene)."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or str(pathlib.Path(sys.executable).with_name(name))
+    if not pathlib.Path(path).exists():
+        pytest.fail(f"{name} is a test dependency (pyproject [test] extra) but is not installed")
+    return path
+
+
+def test_ruff() -> None:
+    out = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", "src", "tests", "tools", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_mypy() -> None:
+    out = subprocess.run(
+        [_tool("mypy"), "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", "/dev/null"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
