@@ -114,3 +114,27 @@ def test_idle_connections_are_closed(new_broker) -> None:
     finally:
         conn.close()
     assert b.stop() == 0
+
+
+def test_client_closing_during_a_long_poll(broker, topic_name) -> None:
+    from pylog.protocol.connection import ClientConnection
+    from pylog.protocol.messages import FetchRequest
+
+    host, port = broker.bootstrap.rsplit(":", 1)
+    good = BrokerConnection(host, int(port), timeout=10)
+    try:
+        _produce_ok(good, topic_name)
+        R = FetchRequest
+        client = ClientConnection()
+        chunks = client.send(R(replica_id=-1, max_wait_ms=30_000, min_bytes=1 << 20, max_bytes=1 << 20,
+                               session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic_name, partitions=[
+                                   R.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])]), 12)
+        s = _raw(broker)
+        s.sendall(b"".join(bytes(c) for c in chunks))
+        time.sleep(0.2)
+        s.close()  # the broker drops the 30 s long poll instead of holding it
+        t0 = time.monotonic()
+        assert _produce_ok(good, topic_name) == 1
+        assert time.monotonic() - t0 < 5
+    finally:
+        good.close()

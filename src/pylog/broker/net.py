@@ -122,6 +122,7 @@ class Connection:
         self._closed = False
         self._busy = False
         self._peer_closed = False
+        self._current_api = -1
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -162,6 +163,8 @@ class Connection:
                         # (acks=0 produces sent just before a close), no answers go out.
                         self._peer_closed = True
                         self._queued.set()
+                        if self._current_api == FETCH and self._worker is not None:
+                            self._worker.cancel()  # a long poll nobody waits for any more
                         return
                     self.queue.append(event)
                     self._queued.set()
@@ -185,10 +188,12 @@ class Connection:
                 if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
                     self._room.set()
                 self._busy = True
+                self._current_api = event.api_key
                 try:
                     chunks = await self._handle(event)
                 finally:
                     self._busy = False
+                    self._current_api = -1
                 if chunks is None or self._peer_closed:
                     if type(event) is RequestError and not event.can_respond:
                         break
