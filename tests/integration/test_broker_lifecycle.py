@@ -185,3 +185,12 @@ def test_config_file_and_durable_topic_configs(new_broker, topic_name, tmp_path)
     assert configs["max.message.bytes"].value == "5000"
     assert configs["retention.ms"].value == str(24 * 3_600_000)  # from the file's log.retention.hours
     assert b.stop() == 0
+
+
+def test_port_in_use_is_a_clear_error(broker, tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pylog", "broker", "--override",
+                           f"listeners=PLAINTEXT://{broker.bootstrap}", "--override", f"log.dirs={tmp_path}",
+                           "--allow-pure-python"], capture_output=True, timeout=30)
+    assert proc.returncode == 1
+    assert b"cannot start" in proc.stderr and b"Address already in use" in proc.stderr
+    assert b"Traceback" not in proc.stderr
