@@ -41,6 +41,10 @@ _INT_FIELDS: dict[str, tuple[str, int, int, int]] = {
     "retention_bytes": ("retention.bytes", -1, -1, LONG_MAX),
     "file_delete_delay_ms": ("file.delete.delay.ms", 60_000, 0, LONG_MAX),
     "max_message_bytes": ("max.message.bytes", 1_048_588, 0, INT_MAX),
+    # KIP-937 (Kafka 3.6): how far a CreateTime record may lag / lead the broker clock.
+    # Kafka 4.0 (KIP-1030) bounds the future to one hour; the past stays unbounded.
+    "message_timestamp_before_max_ms": ("message.timestamp.before.max.ms", LONG_MAX, 0, LONG_MAX),
+    "message_timestamp_after_max_ms": ("message.timestamp.after.max.ms", 3_600_000, 0, LONG_MAX),
 }
 _STR_FIELDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "message_timestamp_type": ("message.timestamp.type", "CreateTime", _TIMESTAMP_TYPES),
@@ -72,6 +76,10 @@ class LogConfig:
         retention_bytes: delete oldest segments while the log is larger (-1 = no limit).
         file_delete_delay_ms: keep ``.deleted`` files this long before unlinking (60 s).
         max_message_bytes: largest batch accepted by ``append`` (1 MiB + 12).
+        message_timestamp_before_max_ms: on a CreateTime log, ``append`` refuses a record
+            whose timestamp is more than this older than the clock (Long.MAX_VALUE: never).
+        message_timestamp_after_max_ms: ... or more than this newer than the clock
+            (3600000 = 1 hour, Kafka 4.0's default).
         message_timestamp_type: "CreateTime" or "LogAppendTime".
         preallocate: reserve ``segment_bytes`` on disk (fallocate) when a segment is
             created, trimmed when it rolls or closes (False). Saves the filesystem's
@@ -94,6 +102,8 @@ class LogConfig:
     retention_bytes: int
     file_delete_delay_ms: int
     max_message_bytes: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_after_max_ms: int
     message_timestamp_type: str
     preallocate: bool
 

@@ -57,7 +57,31 @@ class RecordTooLargeError(LogcoreError, ValueError):
 
 
 class InvalidTimestampError(LogcoreError, ValueError):
-    """A record timestamp violates the log's timestamp policy."""
+    """A record timestamp violates the log's timestamp policy.
+
+    Attributes (None when not given):
+        timestamp: the first offending record timestamp.
+        low / high: the allowed window, inclusive (clock - before.max.ms, clock +
+            after.max.ms).
+        violations: ``(record_index, timestamp)`` of every offending record, the index
+            counted across the whole record set in order (for one batch: the record's
+            index in it, Kafka's ``batch_index`` in Produce ``record_errors``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        timestamp: int | None = None,
+        low: int | None = None,
+        high: int | None = None,
+        violations: tuple[tuple[int, int], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.timestamp = timestamp
+        self.low = low
+        self.high = high
+        self.violations = violations
 
 
 class OffsetOutOfRangeError(LogcoreError, IndexError):

@@ -52,7 +52,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import IMPLEMENTATION, RecordBatch, crc32c, validate_for_append
+from . import IMPLEMENTATION, RecordBatch, crc32c, iter_batches, validate_for_append
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -68,6 +68,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
+    InvalidTimestampError,
     LogcoreError,
     LogDirError,
     OffsetOutOfRangeError,
@@ -95,6 +96,8 @@ SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
 LOCK_FILE = ".lock"
 _I32_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+_NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is not judged
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
 _NAME_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
@@ -555,6 +558,13 @@ class Log:
     def _derive_from_config(self) -> None:
         cfg = self._config
         self._log_append_time = cfg.message_timestamp_type == "LogAppendTime"
+        # KIP-937 window of CreateTime records (leader appends only); a topic that left
+        # both bounds at Long.MAX_VALUE pays nothing for it.
+        self._ts_before = cfg.message_timestamp_before_max_ms
+        self._ts_after = cfg.message_timestamp_after_max_ms
+        self._check_timestamps = not self._log_append_time and (
+            self._ts_before != _LONG_MAX or self._ts_after != _LONG_MAX
+        )
         # Flush by count or age only when configured (Kafka's default is never).
         self._flush_policy = cfg.flush_messages != 2**63 - 1 or cfg.flush_ms != 2**63 - 1
 
@@ -814,6 +824,13 @@ class Log:
         Raises:
             CorruptRecordError / RecordTooLargeError / TypeError: from validate_for_append
                 (nothing is written); also for non-increasing replica offsets.
+            InvalidTimestampError: leader path (``assign_offsets=True``) on a CreateTime
+                log: a record's timestamp is more than ``message_timestamp_before_max_ms``
+                older or ``message_timestamp_after_max_ms`` newer than the clock (Kafka's
+                LogValidator; records without a timestamp, -1, are not judged). Nothing
+                is written and log_end_offset is unchanged; a writable buffer passed in
+                has had its offsets assigned already. LogAppendTime logs and replica
+                appends are not checked.
             RecordTooLargeError: the set is larger than segment_bytes.
             LogDirError: the write failed (the segment is cut back to its old size).
             LogcoreError: the log is closed.
@@ -833,6 +850,13 @@ class Log:
                     max_message_bytes=cfg.max_message_bytes, log_append_time_ms=lat,
                     partition_leader_epoch=leader_epoch,
                 )
+                if self._check_timestamps:
+                    # One comparison per bound on the happy path: validate_for_append
+                    # already found the smallest and largest record timestamps.
+                    now = clock.time_ms()
+                    if (now - info.min_timestamp > self._ts_before
+                            or info.max_timestamp - now > self._ts_after):
+                        self._refuse_timestamps(buf, now)
             else:
                 info = self._validate_replica(buf, lat)
             size = info.size_in_bytes
@@ -872,6 +896,33 @@ class Log:
                     self._flush_locked(now)
             return LogAppendInfo(info, -1 if lat is None else lat, self._log_start_offset,
                                  rolled)
+
+    def _refuse_timestamps(self, buf: Any, now: int) -> None:
+        """The error path of the timestamp check: find the records outside the window.
+
+        Walks every record (slow, only here). Returns without raising when the only
+        records out of the window carry no timestamp (-1), which Kafka does not judge.
+        """
+        before, after = self._ts_before, self._ts_after
+        low, high = now - before, now + after
+        violations: list[tuple[int, int]] = []
+        index = 0
+        for batch in iter_batches(buf):
+            for rec in batch:
+                ts = rec.timestamp
+                if ts != _NO_TIMESTAMP and (ts < low or ts > high):
+                    violations.append((index, ts))
+                index += 1
+        if not violations:
+            return
+        first_index, first_ts = violations[0]
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        raise InvalidTimestampError(
+            f"timestamp {first_ts} of record {first_index}{more} is out of range: it should be "
+            f"within [{low}, {high}] (clock {now}, message.timestamp.before.max.ms {before}, "
+            f"message.timestamp.after.max.ms {after})",
+            timestamp=first_ts, low=low, high=high, violations=tuple(violations),
+        )
 
     def _validate_replica(self, buf: Any, lat: int | None) -> Any:
         """Replica path: check each batch in place, keep its offsets, require them increasing."""
