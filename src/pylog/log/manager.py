@@ -51,7 +51,7 @@ _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETE_DIR = re.compile(r".+-\d+\.[0-9a-f]{32}-delete")
 
 # Topic configs a logcore.LogConfig understands (dotted names); the others (cleanup.policy,
-# min.insync.replicas, message.timestamp.before/after.max.ms, ...) are enforced by the broker.
+# min.insync.replicas, compression.type, ...) are enforced by the broker.
 _LOGCORE_KEYS = (
     "segment.bytes",
     "segment.ms",
@@ -65,6 +65,8 @@ _LOGCORE_KEYS = (
     "file.delete.delay.ms",
     "max.message.bytes",
     "message.timestamp.type",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
 )
 
 

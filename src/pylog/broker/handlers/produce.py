@@ -9,14 +9,15 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS);
 3. the record set is exactly one magic-2 batch (v3+), not a control batch, not
    transactional (transactions are not implemented yet): INVALID_RECORD otherwise;
-4. with CreateTime, the batch's timestamps are within ``message.timestamp.before.max.ms``
-   and ``message.timestamp.after.max.ms`` of the broker clock (INVALID_TIMESTAMP, with
-   per-record errors from v8 on), read from the batch header (base and max timestamp);
-5. a topic whose ``compression.type`` is not ``producer`` gets the batch rewritten with
+4. a topic whose ``compression.type`` is not ``producer`` gets the batch rewritten with
    its codec (slow path, only for such topics);
-6. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
-   place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE;
-7. fetches waiting on the partition are woken.
+5. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
+   place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE; with
+   CreateTime, logcore also checks EVERY record's timestamp against
+   ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` and the broker
+   clock (the smallest and largest come out of validation, so the happy path costs two
+   comparisons): INVALID_TIMESTAMP with one ``record_errors`` entry per offending record;
+6. fetches waiting on the partition are woken.
 
 acks=0 gets no response at all.
 """
@@ -43,9 +44,7 @@ _R = ProduceResponse
 # RecordBatch v2 header fields read here (DESIGN.md section 2; DefaultRecordBatch.java).
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
-_TIMESTAMPS = struct.Struct(">qq")  # base_timestamp at 27, max_timestamp at 35
 _HEADER_SIZE = 61
-_ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 
@@ -86,36 +85,22 @@ def _check_shape(records: Any) -> None:
         raise _PartitionError(errors.InvalidRecordError.code, "transactional batches are not supported yet")
 
 
-def _check_timestamps(records: Any, config: dict[str, Any], now: int) -> None:
-    if config["message.timestamp.type"] != "CreateTime":
-        return
-    (attributes,) = _ATTRIBUTES.unpack_from(records, 21)
-    if attributes & _ATTR_TIMESTAMP_TYPE:
-        return  # the producer claims LogAppendTime: logcore keeps its stamp
-    base_ts, max_ts = _TIMESTAMPS.unpack_from(records, 27)
-    before = config["message.timestamp.before.max.ms"]
-    after = config["message.timestamp.after.max.ms"]
-    low = min(base_ts, max_ts)
-    if (now - low <= before) and (max_ts - now <= after):
-        return
-    # The error path: find the offending records (decoding in Python is fine here).
-    bad: list[Any] = []
-    try:
-        batch = logcore.RecordBatch(records)
-        for i, rec in enumerate(batch):
-            ts = rec.timestamp
-            if now - ts > before or ts - now > after:
-                bad.append(_R.BatchIndexAndErrorMessage(
-                    batch_index=i,
-                    batch_index_error_message=f"Timestamp {ts} of message with offset {i} is out of range. "
-                    f"The timestamp should be within [{now - before if before < now else 0}, {now + after}]",
-                ))
-    except logcore.CorruptRecordError as exc:
-        raise _PartitionError(errors.CorruptMessageError.code, str(exc)) from None
-    if not bad:  # the header lied about the timestamps: still refuse the batch
-        bad.append(_R.BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message="timestamp out of range"))
-    raise _PartitionError(errors.InvalidTimestampError.code,
-                          "One or more records have been rejected due to invalid timestamp", bad)
+def _timestamp_error(exc: logcore.InvalidTimestampError) -> _PartitionError:
+    """INVALID_TIMESTAMP with Kafka's per-record errors (``batch_index`` = the record's
+    index in the one batch), from the offending records logcore found on its error path."""
+    low, high = exc.low, exc.high
+    bad = [
+        _R.BatchIndexAndErrorMessage(
+            batch_index=i,
+            batch_index_error_message=f"Timestamp {ts} of message with offset {i} is out of range. "
+            f"The timestamp should be within [{low}, {high}]",
+        )
+        for i, ts in exc.violations
+    ]
+    if not bad:  # not raised by the timestamp check itself: still name the batch
+        bad.append(_R.BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=str(exc)))
+    return _PartitionError(errors.InvalidTimestampError.code,
+                           "One or more records have been rejected due to invalid timestamp", bad)
 
 
 def _recompress(records: Any, codec: str) -> Any:
@@ -146,14 +131,14 @@ def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
             f"{config['min.insync.replicas']} for partition {partition.topic}-{partition.index}",
         )
     _check_shape(records)
-    _check_timestamps(records, config, ctx.broker.clock.time_ms())
     codec = config["compression.type"].lower()
     if codec != "producer":
         records = _recompress(records, "none" if codec == "uncompressed" else codec)
     try:
         info = partition.log.append(records, leader_epoch=LEADER_EPOCH)
-    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.InvalidTimestampError,
-            logcore.LogDirError) as exc:
+    except logcore.InvalidTimestampError as exc:
+        raise _timestamp_error(exc) from None
+    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.LogDirError) as exc:
         raise _PartitionError(errors.code_for_exception(exc), str(exc)) from None
     ctx.broker.waiters.notify((partition.topic, partition.index))
     return info

@@ -42,7 +42,8 @@ def test_create_layout_and_restart(config: BrokerConfig) -> None:
         assert t.read_partition_metadata(p.directory) == topic.topic_id
         assert p.config["retention.ms"] == 1000
         assert p.log.config.retention_ms == 1000
-    topic.partitions[1].log.append(bytearray(_batch()))
+    # record timestamps near the manager's clock (message.timestamp.after.max.ms is 1 hour)
+    topic.partitions[1].log.append(bytearray(_batch(ts=m.clock.time_ms())))
     cluster = m.cluster_id
     m.shutdown()
     m2 = _manager(config)
