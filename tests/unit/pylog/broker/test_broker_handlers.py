@@ -133,6 +133,22 @@ def test_invalid_timestamp_uses_the_injected_clock(broker) -> None:
     assert ok.responses[0].partition_responses[0].error_code == 0
 
 
+def test_invalid_timestamp_of_a_record_behind_the_batch_base(broker) -> None:
+    C = CreateTopicsRequest
+    call(broker, 19, 7, C(topics=[C.CreatableTopic(name="neg", num_partitions=1, replication_factor=1,
+                                                   configs=[C.CreatableTopicConfig(
+                                                       name="message.timestamp.before.max.ms", value="1000")])]))
+    b = logcore.BatchBuilder()
+    for i, ts in enumerate([T0, T0 - 1000, T0 - 1001, T0]):
+        b.append(b"v%d" % i, timestamp_ms=ts)
+    bad = call(broker, 0, 9, produce_body("neg", b.build()))
+    p = bad.responses[0].partition_responses[0]
+    assert p.error_code == errors.InvalidTimestampError.code
+    assert [e.batch_index for e in p.record_errors] == [2]
+    assert f"[{T0 - 1000}, {T0 + 3_600_000}]" in p.record_errors[0].batch_index_error_message
+    assert broker.log_manager.topics["neg"].partitions[0].log.log_end_offset == 0
+
+
 def test_long_poll_woken_by_append(broker) -> None:
     call(broker, 0, 9, produce_body("lp", batch(1)))
 
