@@ -44,6 +44,17 @@ test-c:
 test-pure:
 	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
 
+# The debug build (bounds checks on, LOGCORE_DEBUG invariant checks) runs the logcore and
+# property suites too. It is built in its own copy of the sources under build/debug so that
+# it never replaces the release extensions next to src/.
+DEBUG_TREE := build/debug
+test-debug: $(STAMP)
+	rm -rf $(DEBUG_TREE) && mkdir -p $(DEBUG_TREE)
+	git ls-files -z src setup.py pyproject.toml README.md | xargs -0 cp --parents -t $(DEBUG_TREE)
+	cd $(DEBUG_TREE) && LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(abspath $(PY)) setup.py -q build_ext --inplace
+	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -c "import logcore._batch as b; assert '$(DEBUG_TREE)/src' in b.__file__, b.__file__"
+	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -m pytest -q -p no:cacheprovider tests/unit/logcore tests/property tests/fault $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
 	$(VENV)/bin/mypy
