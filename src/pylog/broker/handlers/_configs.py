@@ -28,3 +28,29 @@ def refuse_broker_change(ctx: Any, name: str) -> None:
     check_broker_name(ctx, name)
     raise errors.InvalidRequestError(
         "broker configs are static: change server.properties or --override and restart")
+
+
+async def alter_each(ctx: Any, request: Any, response_cls: Any, alter: Any) -> Any:
+    """Answer AlterConfigs / IncrementalAlterConfigs: ``alter(ctx, request, resource)`` for
+    each resource, one result per resource; one resource's error does not stop the rest."""
+    out = []
+    for resource in request.resources:
+        res = response_cls.AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=resource.resource_type,
+            resource_name=resource.resource_name)
+        try:
+            await alter(ctx, request, resource)
+        except errors.ApiError as exc:
+            res.error_code, res.error_message = exc.code, str(exc)
+        out.append(res)
+    return response_cls(throttle_time_ms=0, responses=out)
+
+
+def alter_error_response(request: Any, response_cls: Any, code: int, message: str) -> Any:
+    """The same error for every resource of an Alter(Incremental)Configs request."""
+    return response_cls(throttle_time_ms=0, responses=[
+        response_cls.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type,
+            resource_name=r.resource_name)
+        for r in request.resources
+    ])

@@ -13,6 +13,8 @@ from pylog.broker.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_conf
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    alter_each,
+    alter_error_response,
     refuse_broker_change,
     topic_of,
 )
@@ -68,22 +70,8 @@ async def _alter(ctx: Any, request: Any, resource: Any) -> None:
 
 
 async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
-    out = []
-    for resource in request.resources:
-        res = _R.AlterConfigsResourceResponse(error_code=0, error_message=None,
-                                              resource_type=resource.resource_type,
-                                              resource_name=resource.resource_name)
-        try:
-            await _alter(ctx, request, resource)
-        except errors.ApiError as exc:
-            res.error_code, res.error_message = exc.code, str(exc)
-        out.append(res)
-    return _R(throttle_time_ms=0, responses=out)
+    return await alter_each(ctx, request, _R, _alter)
 
 
 def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
-    return _R(throttle_time_ms=0, responses=[
-        _R.AlterConfigsResourceResponse(error_code=code, error_message=message,
-                                        resource_type=r.resource_type, resource_name=r.resource_name)
-        for r in request.resources
-    ])
+    return alter_error_response(request, _R, code, message)
