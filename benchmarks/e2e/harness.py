@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 
 class BrokerProc:
-    def __init__(self, kind: str, workdir: str) -> None:
+    def __init__(self, kind: str, workdir: str, overrides: list[str] = ()) -> None:  # type: ignore[assignment]
         self.kind = kind
         self.port = free_port()
         self.log = open(os.path.join(workdir, f"{kind}.log"), "wb")  # noqa: SIM115
@@ -69,6 +70,8 @@ class BrokerProc:
                    "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={os.path.join(workdir, 'pylog-data')}",
                    "--log-level", "WARNING"]
+            for item in overrides:
+                cmd += ["--override", item]
             if os.environ.get("LOGCORE_PUREPYTHON", "") not in ("", "0"):
                 cmd.append("--allow-pure-python")
         elif kind == "tansu":
@@ -129,39 +132,43 @@ def implementation() -> str:
 
 _CONFLUENT_PRODUCER = r"""
 import json, sys, time
+from array import array
 from confluent_kafka import Producer
 a = json.loads(sys.argv[1])
-p = Producer({"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]), "linger.ms": a["linger_ms"],
-              "batch.size": a["batch_size"], "compression.type": a["compression"],
-              "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
-              "enable.idempotence": False})
-value = b"x" * a["record_size"]
-n, parts, rate = a["num_records"], a["partitions"], a["throughput"]
-lat = []
-def cb(err, msg, t0):
+lat = array("d")
+failed = [0]
+def cb(err, msg):
     if err is None:
-        lat.append(time.perf_counter() - t0)
-start = time.perf_counter()
+        lat.append(msg.latency())
+    else:
+        failed[0] += 1
+p = Producer({"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]), "linger.ms": a["linger_ms"],
+              "batch.size": a["batch_size"], "batch.num.messages": 1000000,
+              "compression.type": a["compression"],
+              "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
+              "enable.idempotence": False, "on_delivery": cb})
+p.list_topics(a["topic"], timeout=30)  # connected, metadata known: not part of the timing
+value = b"x" * a["record_size"]
+n, parts, rate, topic = a["num_records"], a["partitions"], a["throughput"], a["topic"]
+produce, poll = p.produce, p.poll
+start = time.time()
 for i in range(n):
     if rate > 0:
         due = start + i / rate
-        while time.perf_counter() < due:
-            p.poll(0)
-    t0 = time.perf_counter()
-    while True:
-        try:
-            p.produce(a["topic"], value, partition=i % parts, on_delivery=lambda e, m, t0=t0: cb(e, m, t0))
-            break
-        except BufferError:
-            p.poll(0.001)
+        while time.time() < due:
+            poll(0)
+    try:
+        produce(topic, value, partition=i % parts)
+    except BufferError:
+        poll(0.01)
+        produce(topic, value, partition=i % parts)
     if i % 1000 == 0:
-        p.poll(0)
+        poll(0)
 left = p.flush(120)
-elapsed = time.perf_counter() - start
-lat.sort()
-pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else None
-print(json.dumps({"seconds": elapsed, "delivered": len(lat), "undelivered": left,
-                  "p50_ms": pick(0.5), "p99_ms": pick(0.99)}))
+end = time.time()
+lat.tofile(open(a["latency_file"], "wb"))
+print(json.dumps({"start": start, "end": end, "delivered": len(lat), "failed": failed[0],
+                  "undelivered": left}))
 """
 
 _CONFLUENT_CONSUMER = r"""
@@ -169,38 +176,90 @@ import json, sys, time
 from confluent_kafka import Consumer, TopicPartition
 a = json.loads(sys.argv[1])
 c = Consumer({"bootstrap.servers": a["bootstrap"], "group.id": "bench", "enable.auto.commit": False,
-              "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760})
-c.assign([TopicPartition(a["topic"], p, 0) for p in range(a["partitions"])])
-n, got = a["num_records"], 0
-start = time.perf_counter()
+              "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+              "queued.max.messages.kbytes": 1048576, "fetch.wait.max.ms": 100})
+c.list_topics(a["topic"], timeout=30)
+c.assign([TopicPartition(a["topic"], p, 0) for p in a["assigned"]])
+n, got, errs = a["num_records"], 0, 0
+consume = c.consume
+start = time.time()
 idle_since = start
-while got < n and time.perf_counter() - idle_since < 60:
-    batch = c.consume(10000, 1.0)
+while got < n and time.time() - idle_since < 60:
+    batch = consume(100000, 1.0)
     if batch:
-        idle_since = time.perf_counter()
-    for m in batch:
-        if m.error() is None:
-            got += 1
-elapsed = time.perf_counter() - start
+        idle_since = time.time()
+        got += len(batch)
+        for m in batch:
+            if m.error() is not None:
+                got -= 1
+                errs += 1
+end = time.time()
 c.close()
-print(json.dumps({"seconds": elapsed, "records": got}))
+print(json.dumps({"start": start, "end": end, "records": got, "errors": errs}))
 """
 
 
-def run_confluent_produce(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
-    params = dict(bootstrap=bootstrap, topic=topic, acks=args.acks, linger_ms=args.linger_ms,
-                  batch_size=args.batch_size, compression=args.compression, record_size=args.record_size,
-                  num_records=args.num_records, partitions=args.partitions, throughput=args.throughput)
-    out = subprocess.run([sys.executable, "-c", _CONFLUENT_PRODUCER, json.dumps(params)],
-                         capture_output=True, text=True, timeout=900, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _spawn_all(script: str, params: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    procs = [subprocess.Popen([sys.executable, "-c", script, json.dumps(p)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for p in params]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, out, err.encode())
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return outs
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def run_confluent_produce(bootstrap: str, topic: str, args: argparse.Namespace,
+                          workdir: str) -> dict[str, Any]:
+    """``--producers`` processes share the records and the rate; each first connects and
+    loads the metadata, then times itself on the wall clock: the phase runs from the first
+    start to the last end (every record delivered)."""
+    from array import array
+
+    nprod = args.producers
+    params = []
+    for i, count in enumerate(_split(args.num_records, nprod)):
+        params.append(dict(bootstrap=bootstrap, topic=topic, acks=args.acks, linger_ms=args.linger_ms,
+                           batch_size=args.batch_size, compression=args.compression,
+                           record_size=args.record_size, num_records=count, partitions=args.partitions,
+                           throughput=args.throughput / nprod if args.throughput > 0 else -1,
+                           latency_file=os.path.join(workdir, f"latency-{i}.bin")))
+    outs = _spawn_all(_CONFLUENT_PRODUCER, params)
+    lat = array("d")
+    for p in params:
+        with open(p["latency_file"], "rb") as f:
+            lat.frombytes(f.read())
+        os.unlink(p["latency_file"])
+    ordered = sorted(lat)
+
+    def pick(q: float) -> float | None:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3) if ordered else None
+
+    return {"seconds": max(o["end"] for o in outs) - min(o["start"] for o in outs),
+            "delivered": sum(o["delivered"] for o in outs), "failed": sum(o["failed"] for o in outs),
+            "undelivered": sum(o["undelivered"] for o in outs), "p50_ms": pick(0.5),
+            "p99_ms": pick(0.99), "producers": nprod}
 
 
 def run_confluent_consume(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
-    params = dict(bootstrap=bootstrap, topic=topic, num_records=args.num_records, partitions=args.partitions)
-    out = subprocess.run([sys.executable, "-c", _CONFLUENT_CONSUMER, json.dumps(params)],
-                         capture_output=True, text=True, timeout=900, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    ncons = min(args.consumers, args.partitions)
+    params = []
+    for i, count in enumerate(_split(args.num_records, ncons)):
+        assigned = [p for p in range(args.partitions) if p % ncons == i]
+        # Records were spread round robin over the partitions: count what these hold.
+        count = sum(args.num_records // args.partitions + (1 if p < args.num_records % args.partitions else 0)
+                    for p in assigned)
+        params.append(dict(bootstrap=bootstrap, topic=topic, num_records=count, assigned=assigned))
+    outs = _spawn_all(_CONFLUENT_CONSUMER, params)
+    return {"seconds": max(o["end"] for o in outs) - min(o["start"] for o in outs),
+            "records": sum(o["records"] for o in outs), "errors": sum(o["errors"] for o in outs),
+            "consumers": ncons}
 
 
 def kcat() -> str:
@@ -210,7 +269,43 @@ def kcat() -> str:
     return path
 
 
-def run_kcat_produce(bootstrap: str, topic: str, args: argparse.Namespace, data_file: str) -> dict[str, Any]:
+def kcat_env(choice: str, workdir: str) -> dict[str, str] | None:
+    """The environment kcat runs in. ``system``: the librdkafka it is linked with (Debian's
+    kcat: 2.0.2). ``confluent``: the librdkafka bundled in the confluent-kafka wheel (2.16),
+    loaded in its place through LD_LIBRARY_PATH (the C API and ABI are stable across 2.x).
+    librdkafka before 2.2 skips one byte too few per tagged field (confluentinc/librdkafka
+    PR #4278), so 2.0.2 cannot read an ApiVersions answer that carries tagged fields, as
+    Tansu's does."""
+    if choice == "system":
+        return None
+    import glob
+
+    import confluent_kafka
+
+    libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)),
+                                  "confluent_kafka.libs", "librdkafka*.so*"))
+    if not libs:
+        raise SystemExit("the confluent-kafka wheel bundles no librdkafka here")
+    libdir = os.path.join(workdir, "librdkafka")
+    os.makedirs(libdir, exist_ok=True)
+    link = os.path.join(libdir, "librdkafka.so.1")
+    if not os.path.exists(link):
+        os.symlink(libs[0], link)
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def kcat_librdkafka_version(env: dict[str, str] | None) -> str:
+    import re
+
+    out = subprocess.run([kcat(), "-V"], capture_output=True, text=True, timeout=30, env=env).stdout
+    m = re.search(r"librdkafka ([0-9][0-9.]*)", out)
+    return m.group(1) if m else "unknown"
+
+
+def run_kcat_produce(bootstrap: str, topic: str, args: argparse.Namespace, data_file: str,
+                     env: dict[str, str] | None) -> dict[str, Any]:
     cmd = [kcat(), "-b", bootstrap, "-P", "-t", topic, "-X", f"linger.ms={args.linger_ms}",
            "-X", f"batch.size={args.batch_size}", "-X", "batch.num.messages=1000000",
            "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2097151",
@@ -218,21 +313,23 @@ def run_kcat_produce(bootstrap: str, topic: str, args: argparse.Namespace, data_
     if args.partitions == 1:
         cmd[6:6] = ["-p", "0"]
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, timeout=900, capture_output=True)
+    subprocess.run(cmd, check=True, timeout=900, capture_output=True, env=env)
     return {"seconds": time.perf_counter() - start}
 
 
-def run_kcat_consume(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_kcat_consume(bootstrap: str, topic: str, args: argparse.Namespace,
+                     env: dict[str, str] | None) -> dict[str, Any]:
     cmd = [kcat(), "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
            "-c", str(args.num_records), "-f", "%o\n", "-X", "fetch.max.bytes=52428800",
            "-X", "max.partition.fetch.bytes=10485760"]
     start = time.perf_counter()
-    out = subprocess.run(cmd, check=True, timeout=900, capture_output=True)
+    out = subprocess.run(cmd, check=True, timeout=900, capture_output=True, env=env)
     return {"seconds": time.perf_counter() - start, "records": out.stdout.count(b"\n")}
 
 
-def bench_one(kind: str, args: argparse.Namespace, workdir: str, data_file: str | None) -> dict[str, Any]:
-    broker = BrokerProc(kind, workdir)
+def bench_one(kind: str, args: argparse.Namespace, workdir: str, data_file: str | None,
+              env: dict[str, str] | None) -> dict[str, Any]:
+    broker = BrokerProc(kind, workdir, args.pylog_override)
     topic = f"bench-{int(time.time() * 1000)}"
     try:
         create_topic(broker.bootstrap, topic, args.partitions)
@@ -240,12 +337,12 @@ def bench_one(kind: str, args: argparse.Namespace, workdir: str, data_file: str 
         cpu0 = broker.cpu()
         if args.client == "kcat":
             assert data_file is not None
-            prod = run_kcat_produce(broker.bootstrap, topic, args, data_file)
+            prod = run_kcat_produce(broker.bootstrap, topic, args, data_file, env)
         else:
-            prod = run_confluent_produce(broker.bootstrap, topic, args)
+            prod = run_confluent_produce(broker.bootstrap, topic, args, workdir)
         cpu1 = broker.cpu()
         if args.client == "kcat":
-            cons = run_kcat_consume(broker.bootstrap, topic, args)
+            cons = run_kcat_consume(broker.bootstrap, topic, args, env)
         else:
             cons = run_confluent_consume(broker.bootstrap, topic, args)
         cpu2 = broker.cpu()
@@ -263,6 +360,27 @@ def bench_one(kind: str, args: argparse.Namespace, workdir: str, data_file: str 
     return {"produce": phase(prod, cpu1 - cpu0), "consume": phase(cons, cpu2 - cpu1)}
 
 
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run as is; several: the median of each number, and every run under ``runs``."""
+    if len(runs) == 1:
+        return runs[0]
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    out: dict[str, Any] = {}
+    for phase in ("produce", "consume"):
+        merged: dict[str, Any] = {}
+        for key, value in ok[0][phase].items():
+            values = [r[phase][key] for r in ok if isinstance(r[phase].get(key), (int, float))]
+            if isinstance(value, (int, float)) and len(values) == len(ok):
+                merged[key] = round(statistics.median(values), 4)
+            else:
+                merged[key] = value
+        out[phase] = merged
+    out["runs"] = runs
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--broker", choices=["pylog", "tansu", "both"], default="pylog")
@@ -276,6 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=1_000_000, help="producer batch.size in bytes")
     ap.add_argument("--throughput", type=int, default=-1,
                     help="records/s limit for the confluent producer (-1: as fast as possible)")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="confluent producer processes sharing the records (and the --throughput)")
+    ap.add_argument("--consumers", type=int, default=1,
+                    help="confluent consumer processes, partitions split among them")
+    ap.add_argument("--kcat-librdkafka", choices=["system", "confluent"], default="system",
+                    help="librdkafka kcat runs with: its own, or the one in the confluent-kafka wheel")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per broker, alternating the brokers' order; figures are medians")
+    ap.add_argument("--pylog-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra pylog broker setting (repeatable), e.g. log.preallocate=true")
     ap.add_argument("--output", help="also write the JSON here")
     args = ap.parse_args(argv)
     kinds = ["tansu", "pylog"] if args.broker == "both" else [args.broker]
@@ -286,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="pylog-bench-") as workdir:
         data_file = None
+        env = None
         if args.client == "kcat":
+            env = kcat_env(args.kcat_librdkafka, workdir)
+            result["kcat_librdkafka"] = kcat_librdkafka_version(env)
             data_file = os.path.join(workdir, "records.txt")
             line = b"x" * (args.record_size - 1) + b"\n" if args.record_size > 1 else b"\n"
             with open(data_file, "wb") as f:
@@ -294,13 +425,18 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.num_records // 10_000):
                     f.write(chunk)
                 f.write(line * (args.num_records % 10_000))
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+        for rep in range(args.repeat):
+            order = kinds if rep % 2 == 0 else kinds[::-1]
+            for kind in order:
+                try:
+                    runs[kind].append(bench_one(kind, args, workdir, data_file, env))
+                except subprocess.CalledProcessError as exc:
+                    # Debian's kcat (librdkafka 2.0.2) cannot parse Tansu's ApiVersions answer.
+                    tail = (exc.stderr or b"")[-300:].decode(errors="replace")
+                    runs[kind].append({"error": f"{exc.cmd[0]} failed: {tail.strip()}"})
         for kind in kinds:
-            try:
-                result["brokers"][kind] = bench_one(kind, args, workdir, data_file)
-            except subprocess.CalledProcessError as exc:
-                # Debian's kcat (librdkafka 2.0.2) cannot parse Tansu's ApiVersions answer.
-                tail = (exc.stderr or b"")[-300:].decode(errors="replace")
-                result["brokers"][kind] = {"error": f"{exc.cmd[0]} failed: {tail.strip()}"}
+            result["brokers"][kind] = summarise(runs[kind])
     if len(kinds) == 2 and all("error" not in v for v in result["brokers"].values()):
         p, t = result["brokers"]["pylog"], result["brokers"]["tansu"]
         result["ratios_pylog_over_tansu"] = {
