@@ -140,15 +140,29 @@ class Connection:
                     self._room.clear()
                     await self._room.wait()
                     continue
+                conn = self.conn
+                # A large frame in progress is received straight into its own buffer
+                # (no join, and a writable frame that Log.append needs not copy).
+                view = conn.receive_buffer()
+                data: bytes | None = None
+                n = 0
                 try:
-                    data = await loop.sock_recv(self.sock, RECV_SIZE)
+                    if view is None:
+                        data = await loop.sock_recv(self.sock, RECV_SIZE)
+                    else:
+                        with view:
+                            n = await loop.sock_recv_into(self.sock, view)
+                        data = b"" if n == 0 else None
                     self.last_active = loop.time()
                 except (ConnectionError, OSError) as exc:
                     if not self._closing:
                         log.info("connection %s: read failed: %s", self.peer, exc)
                     self._abort()
                     return
-                self.conn.receive_data(data)
+                if data is None:
+                    conn.received_into(n)
+                else:
+                    conn.receive_data(data)
                 while True:
                     try:
                         event = self.conn.next_event()

@@ -113,7 +113,8 @@ class Request:
     Attributes:
         api_key, api_version, correlation_id, client_id: from the request header.
         body: the generated request object (e.g. ``FetchRequest``); its ``records`` fields
-            are memoryview slices of the received frame (zero copy).
+            are memoryview slices of the received frame (zero copy; writable when the
+            frame was large enough to be received in place, see ``receive_buffer``).
         size: the frame's size in bytes (without the 4-byte prefix).
         expects_response: False only for Produce with ``acks == 0``, which Kafka never
             answers (``send`` must not be called for it).
@@ -303,6 +304,31 @@ class _Connection:
             self._reader.feed(data)
         else:
             self._eof = True
+
+    def receive_buffer(self) -> memoryview | None:
+        """A writable view to ``recv_into`` while a large frame is incomplete, else None
+        (then read into a new buffer and ``receive_data`` it). After filling it, release
+        the view and call ``received_into(n)``; ``n == 0`` (EOF) goes to
+        ``receive_data(b"")`` instead. See ``framing.FrameReader.receive_buffer``.
+        """
+        if self._state is not OPEN or self._eof:
+            return None
+        return self._reader.receive_buffer()
+
+    def received_into(self, n: int) -> None:
+        """Record ``n`` bytes written into the last ``receive_buffer()`` view.
+
+        Raises:
+            LocalProtocolError: not OPEN, after EOF, or ``n`` does not fit that view.
+        """
+        if self._state is not OPEN:
+            raise LocalProtocolError(f"received_into on a connection in state {self._state.name}")
+        if self._eof:
+            raise LocalProtocolError("received_into after EOF")
+        try:
+            self._reader.received_into(n)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
 
     def close(self) -> None:
         """Mark the connection closed (legal in every state; the caller closes the socket)."""

@@ -14,6 +14,16 @@ bounded by the bytes actually received, never by a size a peer announces.
 Zero copy where possible: when a whole frame sits inside one received chunk, the frame is
 a ``memoryview`` slice of that (immutable) ``bytes`` chunk; only frames split across
 chunks are joined, once.
+
+Large frames (produce requests of up to a megabyte or more) skip that join: once the size
+prefix of a frame with at least ``DIRECT_MIN`` bytes still to come is known,
+``receive_buffer()`` hands out a writable view of a buffer of the frame's size (the bytes
+already received copied in) for the caller to ``recv_into``, and ``received_into(n)``
+records what arrived. The completed frame is then a *writable* view of that buffer, so a
+consumer that rewrites the frame in place (``logcore.Log.append`` assigns offsets in the
+record batch) needs no copy either. The buffer is allocated up front only up to
+``DIRECT_MAX`` bytes (a peer that announces a large frame and stalls holds at most that
+much); larger frames grow it as their bytes arrive, doubling.
 """
 
 from __future__ import annotations
@@ -31,6 +41,11 @@ MAX_FRAME_SIZE = 100 * 1024 * 1024
 
 _size = struct.Struct(">i")
 
+# Frames with at least this many bytes still to come are received in place.
+DIRECT_MIN = 64 * 1024
+# At most this much is allocated ahead of the bytes received.
+DIRECT_MAX = 4 * 1024 * 1024
+
 
 class FrameReader:
     """Reassembles frames from a byte stream (``feed`` chunks in, ``next_frame`` out).
@@ -38,13 +53,19 @@ class FrameReader:
     Not thread-safe: owned by one connection on one event loop.
     """
 
-    __slots__ = ("max_frame_size", "_chunks", "_off", "_avail")
+    __slots__ = ("max_frame_size", "_chunks", "_off", "_avail", "_direct", "_direct_size",
+                 "_direct_filled")
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._chunks: collections.deque[bytes] = collections.deque()
+        self._chunks: collections.deque[Any] = collections.deque()
         self._off = 0  # read position inside _chunks[0]
         self._avail = 0  # bytes buffered and not yet returned
+        # The frame being received in place (receive_buffer): buffer, whole frame size
+        # (prefix included) and bytes in it so far. Nothing else is buffered meanwhile.
+        self._direct: bytearray | None = None
+        self._direct_size = 0
+        self._direct_filled = 0
 
     @property
     def buffered(self) -> int:
@@ -57,8 +78,69 @@ class FrameReader:
             return
         if type(data) is not bytes:
             data = bytes(data)
+        if self._direct is not None:
+            self._fill_direct(memoryview(data))
+            return
         self._chunks.append(data)
         self._avail += len(data)
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where the next received bytes should go, or None (then ``feed`` them).
+
+        Not None only while a large frame is incomplete (``DIRECT_MIN`` bytes or more still
+        to come, a valid size prefix): a writable view, at most the rest of that frame, so
+        a ``recv_into`` never reads past it. Fill it, release it, then call
+        ``received_into(n)``.
+        """
+        if self._direct is None:
+            if self._avail < 4:
+                return None
+            size = self._peek_size()
+            if size < 0 or size > self.max_frame_size or 4 + size - self._avail < DIRECT_MIN:
+                return None  # next_frame reports bad sizes; small frames take the feed path
+            total = 4 + size
+            buf = bytearray(min(total, max(DIRECT_MAX, self._avail)))
+            pos = 0
+            off = self._off
+            for chunk in self._chunks:  # all of it belongs to this (incomplete) frame
+                n = len(chunk) - off
+                buf[pos : pos + n] = memoryview(chunk)[off:]
+                pos += n
+                off = 0
+            self._chunks.clear()
+            self._off = 0
+            self._direct = buf
+            self._direct_size = total
+            self._direct_filled = pos
+        buf = self._direct
+        filled = self._direct_filled
+        if filled == len(buf):  # a frame over DIRECT_MAX: grow as its bytes arrive
+            buf.extend(bytes(min(self._direct_size, 2 * len(buf)) - len(buf)))
+        return memoryview(buf)[filled:]
+
+    def received_into(self, n: int) -> None:
+        """Record ``n`` bytes written at the start of the last ``receive_buffer()`` view."""
+        buf = self._direct
+        if buf is None or n < 0 or self._direct_filled + n > len(buf):
+            raise ValueError(f"received_into({n}) does not match the receive buffer")
+        self._direct_filled += n
+        self._avail += n
+        if self._direct_filled == self._direct_size:
+            self._chunks.append(buf)
+            self._direct = None
+
+    def _fill_direct(self, data: memoryview) -> None:
+        """``feed`` while a frame is received in place: copy into it, queue the rest."""
+        while data:
+            view = self.receive_buffer()
+            if view is None:  # the frame completed: the rest goes the usual way
+                self.feed(bytes(data))
+                return
+            with view:
+                n = min(len(view), len(data))
+                view[:n] = data[:n]
+            self.received_into(n)
+            data = data[n:]
 
     def _take(self, n: int) -> memoryview:
         """Remove and return the next ``n`` buffered bytes (a view when in one chunk)."""
@@ -109,7 +191,7 @@ class FrameReader:
             FrameTooLargeError: the size prefix exceeds ``max_frame_size``.
             RemoteProtocolError: the size prefix is negative.
         """
-        if self._avail < 4:
+        if self._avail < 4 or self._direct is not None:
             return None
         size = self._peek_size()
         if size < 0:

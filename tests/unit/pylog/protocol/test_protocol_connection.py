@@ -325,3 +325,35 @@ def test_client_falls_back_to_v0_for_an_api_versions_answer_it_cannot_parse() ->
     client.receive_data(struct.pack(">ii", 4 + len(body), 0) + body)
     ev = client.next_event()
     assert ev.api_version == 0 and ev.body.error_code == 42 and ev.body.api_keys[0].max_version == 2
+
+
+@pytest.mark.parametrize("version", [3, 9, 11])
+def test_large_produce_received_in_place_has_writable_records(version: int) -> None:
+    """receive_buffer/received_into, as the broker reads: the records view is writable,
+    so Log.append assigns offsets in the frame itself (no copy)."""
+    records = bytes(range(256)) * 2000
+    client = ClientConnection(client_id="pair")
+    server = ServerConnection()
+    data = wire(client.send(produce(records=records), version))
+    pos = 0
+    while True:
+        view = server.receive_buffer()
+        if view is None:
+            server.receive_data(data[pos : pos + 1000])
+            pos += 1000
+        else:
+            with view:
+                n = min(len(view), 100_000)
+                view[:n] = data[pos : pos + n]
+            server.received_into(n)
+            pos += n
+        ev = server.next_event()
+        if ev is not NEED_DATA:
+            break
+    assert isinstance(ev, Request) and pos == len(data)
+    rec = ev.body.topic_data[0].partition_data[0].records
+    assert rec == records and not rec.readonly
+    server.receive_data(b"")
+    assert server.receive_buffer() is None
+    with pytest.raises(LocalProtocolError):
+        server.received_into(1)

@@ -82,3 +82,115 @@ def test_partial_frame_waits_and_buffered_counts() -> None:
     assert r.next_frame() is None and r.buffered == 6
     r.feed(data[6:])
     assert r.next_frame() == b"hello"
+
+
+# --- large frames received in place (receive_buffer / received_into) -------------------
+
+
+def _recv_into(r: FrameReader, data: bytes, step: int) -> list[memoryview]:
+    """Deliver ``data`` as a socket would: into receive_buffer() when offered, else feed()."""
+    frames = []
+    pos = 0
+    while pos < len(data):
+        view = r.receive_buffer()
+        if view is None:
+            r.feed(data[pos : pos + step])
+            pos += step
+        else:
+            with view:
+                n = min(step, len(view), len(data) - pos)
+                view[:n] = data[pos : pos + n]
+            r.received_into(n)
+            pos += n
+        while (f := r.next_frame()) is not None:
+            frames.append(f)
+    return frames
+
+
+@pytest.mark.parametrize("step", [3, 1000, 65536, 2_000_000])
+def test_large_frames_are_received_in_place_and_writable(step: int) -> None:
+    from pylog.protocol.framing import DIRECT_MIN
+
+    payloads = [b"s" * 10, bytes(range(256)) * (5 * DIRECT_MIN // 256 + 7), b"", b"m" * 200_000, b"t"]
+    data = b"".join(frame(p) for p in payloads)
+    r = FrameReader()
+    got = _recv_into(r, data, step)
+    assert [bytes(f) for f in got] == payloads and r.buffered == 0
+    big = got[1]
+    if step >= len(data):  # all in one received chunk: a view of it, no copy either
+        assert big.obj is not None and len(big.obj) == len(data)
+        return
+    assert type(big.obj) is bytearray and not big.readonly  # no join, no copy
+    big[0:2] = b"ok"  # a consumer may rewrite it in place (Log.append assigns offsets)
+    assert bytes(big[:2]) == b"ok"
+
+
+def test_frame_over_direct_max_grows_as_bytes_arrive() -> None:
+    from pylog.protocol import framing
+
+    payload = bytes(range(256)) * ((framing.DIRECT_MAX * 2 + 12345) // 256)
+    r = FrameReader()
+    r.feed(frame(payload)[:10])
+    view = r.receive_buffer()
+    assert view is not None and len(view) <= framing.DIRECT_MAX  # not the announced size
+    view.release()
+    got = _recv_into(r, frame(payload)[10:], 1 << 20)
+    assert len(got) == 1 and got[0] == payload
+
+
+def test_announced_size_alone_allocates_at_most_direct_max() -> None:
+    from pylog.protocol import framing
+
+    r = FrameReader()
+    r.feed(struct.pack(">i", MAX_FRAME_SIZE))
+    view = r.receive_buffer()
+    assert view is not None and len(view) == framing.DIRECT_MAX - 4
+    view.release()
+    assert r.next_frame() is None and r.buffered == 4
+
+
+def test_feed_during_an_in_place_frame_completes_it_and_keeps_the_rest() -> None:
+    from pylog.protocol.framing import DIRECT_MIN
+
+    big = b"b" * (DIRECT_MIN * 2)
+    data = frame(big) + frame(b"next") + frame(b"last")
+    r = FrameReader()
+    r.feed(data[:100])
+    assert r.receive_buffer() is not None
+    r.feed(data[100:])  # e.g. a caller that ignores receive_buffer
+    assert r.next_frame() == big
+    assert r.next_frame() == b"next" and r.next_frame() == b"last" and r.buffered == 0
+
+
+def test_small_and_invalid_sizes_take_the_feed_path() -> None:
+    r = FrameReader()
+    assert r.receive_buffer() is None
+    r.feed(frame(b"x" * 1000)[:10])
+    assert r.receive_buffer() is None  # small: joined as before
+    r2 = FrameReader(max_frame_size=1 << 20)
+    r2.feed(struct.pack(">i", (1 << 20) + 1))
+    assert r2.receive_buffer() is None
+    with pytest.raises(FrameTooLargeError):
+        r2.next_frame()
+    r3 = FrameReader()
+    r3.feed(struct.pack(">i", -5))
+    assert r3.receive_buffer() is None
+    with pytest.raises(RemoteProtocolError):
+        r3.next_frame()
+
+
+def test_received_into_must_match_the_buffer() -> None:
+    from pylog.protocol.framing import DIRECT_MIN
+
+    r = FrameReader()
+    with pytest.raises(ValueError):
+        r.received_into(1)  # no buffer handed out
+    r.feed(struct.pack(">i", DIRECT_MIN * 2))
+    view = r.receive_buffer()
+    assert view is not None
+    n = len(view)
+    view.release()
+    with pytest.raises(ValueError):
+        r.received_into(n + 1)
+    with pytest.raises(ValueError):
+        r.received_into(-1)
