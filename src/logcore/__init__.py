@@ -13,10 +13,12 @@ import os as _os
 from .errors import (
     CorruptRecordError,
     InvalidConfigError,
+    InvalidProducerEpochError,
     InvalidTimestampError,
     LogcoreError,
     LogDirError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
 )
 
@@ -97,6 +99,7 @@ __all__ = [
     "CorruptRecordError",
     "FileRegion",
     "InvalidConfigError",
+    "InvalidProducerEpochError",
     "InvalidTimestampError",
     "Log",
     "LogAppendInfo",
@@ -106,6 +109,7 @@ __all__ = [
     "ManualClock",
     "OffsetIndex",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "Record",
     "RecordBatch",
     "RecordTooLargeError",

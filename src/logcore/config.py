@@ -45,6 +45,8 @@ _INT_FIELDS: dict[str, tuple[str, int, int, int]] = {
     # Kafka 4.0 (KIP-1030) bounds the future to one hour; the past stays unbounded.
     "message_timestamp_before_max_ms": ("message.timestamp.before.max.ms", LONG_MAX, 0, LONG_MAX),
     "message_timestamp_after_max_ms": ("message.timestamp.after.max.ms", 3_600_000, 0, LONG_MAX),
+    # Kafka's broker setting (TransactionLogConfig): idle idempotent producers are forgotten.
+    "producer_id_expiration_ms": ("producer.id.expiration.ms", 86_400_000, 1, INT_MAX),
 }
 _STR_FIELDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "message_timestamp_type": ("message.timestamp.type", "CreateTime", _TIMESTAMP_TYPES),
@@ -80,6 +82,8 @@ class LogConfig:
             whose timestamp is more than this older than the clock (Long.MAX_VALUE: never).
         message_timestamp_after_max_ms: ... or more than this newer than the clock
             (3600000 = 1 hour, Kafka 4.0's default).
+        producer_id_expiration_ms: an idempotent producer whose last batch is older than
+            this is forgotten (its duplicate detection state goes; 86400000 = 1 day).
         message_timestamp_type: "CreateTime" or "LogAppendTime".
         preallocate: reserve ``segment_bytes`` on disk (fallocate) when a segment is
             created, trimmed when it rolls or closes (False). Saves the filesystem's
@@ -104,6 +108,7 @@ class LogConfig:
     max_message_bytes: int
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
+    producer_id_expiration_ms: int
     message_timestamp_type: str
     preallocate: bool
 

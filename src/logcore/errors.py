@@ -107,3 +107,31 @@ class LogDirError(LogcoreError, OSError):
 
 class InvalidConfigError(LogcoreError, ValueError):
     """A log configuration key is unknown or its value is invalid."""
+
+
+class InvalidProducerEpochError(LogcoreError, ValueError):
+    """An idempotent producer's batch carries an epoch older than the log last saw.
+
+    Attributes: producer_id, epoch (the batch's), current_epoch (the log's).
+    """
+
+    def __init__(self, message: str, *, producer_id: int = -1, epoch: int = -1,
+                 current_epoch: int = -1) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.current_epoch = current_epoch
+
+
+class OutOfOrderSequenceError(LogcoreError, ValueError):
+    """An idempotent producer's batch does not continue its sequence.
+
+    Attributes: producer_id, sequence (the batch's first), expected.
+    """
+
+    def __init__(self, message: str, *, producer_id: int = -1, sequence: int = -1,
+                 expected: int = -1) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.sequence = sequence
+        self.expected = expected

@@ -74,6 +74,7 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from .producer_state import BatchMeta, ProducerStateManager
 from .region import FileRegion, SharedFd
 
 if IMPLEMENTATION == "python":
@@ -99,6 +100,7 @@ _I32_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
 _NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is not judged
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
+_ATTR_CONTROL = 0x20
 _NAME_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 
@@ -127,15 +129,20 @@ class LogAppendInfo:
         log_append_time_ms: the LogAppendTime stamped, or -1 for CreateTime topics.
         log_start_offset: the log start offset after the append.
         rolled: True if the append rolled a new segment.
+        duplicate: True if an idempotent producer's batch repeated one the log already
+            holds: nothing was written, and first_offset / last_offset are those of the
+            batch written earlier.
     """
 
-    __slots__ = ("_info", "log_append_time_ms", "log_start_offset", "rolled")
+    __slots__ = ("_info", "log_append_time_ms", "log_start_offset", "rolled", "duplicate")
 
-    def __init__(self, info: Any, log_append_time_ms: int, log_start_offset: int, rolled: bool):
+    def __init__(self, info: Any, log_append_time_ms: int, log_start_offset: int, rolled: bool,
+                 duplicate: bool = False):
         self._info = info
         self.log_append_time_ms = log_append_time_ms
         self.log_start_offset = log_start_offset
         self.rolled = rolled
+        self.duplicate = duplicate
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -146,8 +153,49 @@ class LogAppendInfo:
         return (
             f"LogAppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
             f"record_count={self.record_count}, size_in_bytes={self.size_in_bytes}, "
-            f"log_append_time_ms={self.log_append_time_ms}, rolled={self.rolled})"
+            f"log_append_time_ms={self.log_append_time_ms}, rolled={self.rolled}"
+            f"{', duplicate=True' if self.duplicate else ''})"
         )
+
+
+class _DuplicateInfo:
+    """The incoming batch's AppendInfo, with the offsets of the batch it repeats."""
+
+    def __init__(self, info: Any, original: BatchMeta) -> None:
+        self._info = info
+        self.first_offset = original.first_offset
+        self.last_offset = original.last_offset
+        self.offset_of_max_timestamp = original.last_offset
+        self.record_count = original.last_offset - original.first_offset + 1
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._info, name)
+
+
+def _last_sequence(base_sequence: int, delta: int) -> int:
+    # DefaultRecordBatch.incrementSequence: sequences wrap from Integer.MAX_VALUE to 0.
+    if base_sequence < 0:
+        return -1
+    if base_sequence > _I32_MAX - delta:
+        return delta - (_I32_MAX - base_sequence) - 1
+    return base_sequence + delta
+
+
+def _meta_from_header(f: tuple[Any, ...]) -> BatchMeta | None:
+    """Producer-state metadata of a batch from its unpacked header (None: no producer)."""
+    if f[9] < 0 or f[5] & _ATTR_CONTROL:
+        return None
+    return BatchMeta(f[9], f[10], f[11], _last_sequence(f[11], f[6]), f[0], f[0] + f[6], f[8])
+
+
+def _meta_from_info(i: Any) -> BatchMeta | None:
+    """The same from one batch's AppendInfo."""
+    if i.producer_id < 0 or i.is_control:
+        return None
+    return BatchMeta(i.producer_id, i.producer_epoch, i.first_sequence, i.last_sequence,
+                     i.first_offset, i.last_offset, i.max_timestamp)
 
 
 class _MergedInfo:
@@ -155,6 +203,7 @@ class _MergedInfo:
 
     def __init__(self, infos: list[Any]) -> None:
         first, last = infos[0], infos[-1]
+        self.infos = infos
         self.first_offset = first.first_offset
         self.last_offset = last.last_offset
         self.record_count = sum(i.record_count for i in infos)
@@ -552,8 +601,12 @@ class Log:
             os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
         )
         self._derive_from_config()
+        #: Idempotent producers' epochs and last batches (duplicate / sequence checks).
+        self.producer_state = ProducerStateManager(self.directory,
+                                                   self._config.producer_id_expiration_ms)
         with self._lock:
             self._load()
+            self._load_producer_state()
 
     def _derive_from_config(self) -> None:
         cfg = self._config
@@ -589,6 +642,7 @@ class Log:
         with self._lock:
             self._config = config
             self._derive_from_config()
+            self.producer_state.expiration_ms = config.producer_id_expiration_ms
             if hasattr(self, "_Log__view"):
                 for seg in self.__view.segments:
                     seg.set_config(config)
@@ -731,6 +785,65 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(next_offset)
         self.leader_epoch_cache.truncate_from_start(log_start)
 
+    def _load_producer_state(self) -> None:
+        """Newest valid snapshot at or below the log end, then replay the batches after it."""
+        ps = self.producer_state
+        snap = ps.load_latest_snapshot(self._log_end_offset)
+        if snap < 0:
+            # No snapshot (a log written before they existed): as Kafka, replay the last two
+            # segments only; every later roll and close leaves one.
+            segments = self._view.segments
+            snap = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        start = max(snap, self._log_start_offset)
+        ps.map_end_offset = start
+        self._replay_producer_state(start)
+        ps.map_end_offset = self._log_end_offset
+        ps.expire(self.clock.time_ms())
+
+    def _replay_producer_state(self, start: int) -> None:
+        """Feed every batch whose last offset is >= ``start`` to the producer state (batch
+        headers only, read with pread; the segments were validated by the open)."""
+        ps = self.producer_state
+        segments = self._view.segments
+        hsize = _HEADER.size
+        for i, seg in enumerate(segments):
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue
+            _off, pos = seg.offset_index.lookup(start) if start > seg.base_offset else (0, 0)
+            fd, end = seg.fd, seg.size
+            while pos + hsize <= end:
+                hdr = os.pread(fd, hsize, pos)
+                if len(hdr) < hsize:
+                    break
+                f = _HEADER.unpack(hdr)
+                size = 12 + f[1]
+                if f[1] < 49 or pos + size > end:
+                    break
+                if f[0] + f[6] >= start:
+                    meta = _meta_from_header(f)
+                    if meta is not None:
+                        ps.apply(meta)
+                pos += size
+
+    def _reload_producer_state(self) -> None:
+        """After a truncation: forget what is past the log end and rebuild."""
+        self._load_producer_state()
+
+    def _producer_metas(self, buf: Any, info: Any) -> list[BatchMeta]:
+        """Producer-state metadata of the batches of a validated leader append."""
+        if info.batch_count == 1:
+            meta = _meta_from_info(info)
+            return [] if meta is None else [meta]
+        out = []
+        pos, n = 0, info.size_in_bytes
+        while pos + _HEADER.size <= n:
+            f = _HEADER.unpack_from(buf, pos)
+            meta = _meta_from_header(f)
+            if meta is not None:
+                out.append(meta)
+            pos += 12 + f[1]
+        return out
+
     def _indexes_sane(self, seg: LogSegment) -> bool:
         if not os.path.exists(seg.path(INDEX_SUFFIX)) or not os.path.exists(
             seg.path(TIME_INDEX_SUFFIX)
@@ -857,8 +970,20 @@ class Log:
                     if (now - info.min_timestamp > self._ts_before
                             or info.max_timestamp - now > self._ts_after):
                         self._refuse_timestamps(buf, now)
+                producer_updates = None
+                if info.producer_id >= 0 or info.batch_count > 1:
+                    metas = self._producer_metas(buf, info)
+                    if metas:
+                        dup, producer_updates = self.producer_state.validate(metas)
+                        if dup is not None:
+                            return LogAppendInfo(
+                                _DuplicateInfo(info, dup),
+                                dup.max_timestamp if lat is not None else -1,
+                                self._log_start_offset, False, True,
+                            )
             else:
                 info = self._validate_replica(buf, lat)
+                producer_updates = None
             size = info.size_in_bytes
             if size > cfg.segment_bytes:
                 raise RecordTooLargeError(
@@ -885,6 +1010,15 @@ class Log:
                     rolled = True
             seg.append(buf, size, info)
             self._log_end_offset = info.last_offset + 1
+            if producer_updates:
+                self.producer_state.commit(producer_updates, self._log_end_offset)
+            elif not assign_offsets:
+                ps = self.producer_state
+                for i in getattr(info, "infos", (info,)):
+                    meta = _meta_from_info(i)
+                    if meta is not None:
+                        ps.apply(meta)
+                ps.map_end_offset = self._log_end_offset
             if leader_epoch is not None and assign_offsets:
                 if leader_epoch != self.leader_epoch_cache.latest_epoch:
                     self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
@@ -998,6 +1132,9 @@ class Log:
         new.time_index  # noqa: B018
         old.seal()
         self._view = _View(list(self._view.segments) + [new])
+        # Kafka takes a producer snapshot at every roll: a reopen replays at most the
+        # active segment.
+        self.producer_state.take_snapshot(base, sync=False)
         return new
 
     # ------------------------------------------------------------------ read
@@ -1180,6 +1317,7 @@ class Log:
                 self._schedule_delete(seg)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            self._reload_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -1202,6 +1340,8 @@ class Log:
             self._recovery_point = offset
             self.leader_epoch_cache.clear()
             self._write_log_start_offset()
+            self.producer_state.delete_snapshots(lambda _off: True)
+            self.producer_state.clear(offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance log_start_offset to ``offset`` (DeleteRecords); returns the new value.
@@ -1274,6 +1414,9 @@ class Log:
                     self._write_log_start_offset()
                 for seg in deletable:
                     self._schedule_delete(seg, now)
+            self.producer_state.delete_snapshots_before(
+                min(self._log_start_offset, self._view.segments[0].base_offset))
+            self.producer_state.expire(now)
             self._delete_due_files(now)
             return len(deletable)
 
@@ -1346,6 +1489,7 @@ class Log:
                 return
             self._flush_locked(self.clock.time_ms())
             self._write_log_start_offset()
+            self.producer_state.take_snapshot(self._log_end_offset, sync=True)
             for seg in self._view.segments:
                 seg.close()
                 seg.release_file()
