@@ -1057,6 +1057,8 @@ def _logcore_table() -> tuple[tuple[type[BaseException], int], ...]:
             (le.InvalidTimestampError, InvalidTimestampError.code),
             (le.LogDirError, KafkaStorageError.code),
             (le.InvalidConfigError, InvalidConfigError.code),
+            (le.InvalidProducerEpochError, InvalidProducerEpochError.code),
+            (le.OutOfOrderSequenceError, OutOfOrderSequenceNumberError.code),
         )
     return _LOGCORE_TABLE
 

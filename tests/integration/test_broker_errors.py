@@ -237,7 +237,7 @@ def test_unsupported_versions(conn, topic_name) -> None:
 def test_api_versions_advertises_exactly_issue_4(conn) -> None:
     assert conn.versions == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
-        21: (0, 2), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+        21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
     }
 
 

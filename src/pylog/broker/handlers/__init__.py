@@ -32,6 +32,7 @@ from pylog.broker.handlers import (
     describe_configs,
     fetch,
     incremental_alter_configs,
+    init_producer_id,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
@@ -58,6 +59,7 @@ _MODULES: tuple[ModuleType, ...] = (
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    init_producer_id,
 )
 
 

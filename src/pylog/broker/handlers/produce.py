@@ -12,7 +12,11 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 4. a topic whose ``compression.type`` is not ``producer`` gets the batch rewritten with
    its codec (slow path, only for such topics);
 5. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
-   place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE; with
+   place and LogAppendTime stamped by logcore; CORRUPT_MESSAGE, MESSAGE_TOO_LARGE; a batch
+   with a producer id (idempotent producer) is checked against the partition's producer
+   state: a retried batch (same epoch and sequences as one of the producer's last five)
+   answers NONE with the offset it got the first time and writes nothing; an older epoch
+   is INVALID_PRODUCER_EPOCH, a sequence that does not follow OUT_OF_ORDER_SEQUENCE_NUMBER; with
    CreateTime, logcore also checks EVERY record's timestamp against
    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` and the broker
    clock (the smallest and largest come out of validation, so the happy path costs two
@@ -138,9 +142,11 @@ def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
         info = partition.log.append(records, leader_epoch=LEADER_EPOCH)
     except logcore.InvalidTimestampError as exc:
         raise _timestamp_error(exc) from None
-    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.LogDirError) as exc:
+    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.LogDirError,
+            logcore.InvalidProducerEpochError, logcore.OutOfOrderSequenceError) as exc:
         raise _PartitionError(errors.code_for_exception(exc), str(exc)) from None
-    ctx.broker.waiters.notify((partition.topic, partition.index))
+    if not info.duplicate:
+        ctx.broker.waiters.notify((partition.topic, partition.index))
     return info
 
 
