@@ -6,6 +6,8 @@ A partition directory holds segments named by their base offset (20 digits, zero
     00000000000000000000.index      offset index (8-byte entries, mmapped, sparse)
     00000000000000000000.timeindex  time index (12-byte entries, mmapped, sparse)
     00000000000000368769.log ...    the next segment, and so on; the last one is active
+    00000000000000368769.snapshot   idempotent producers' state below that offset (written
+                                    at every roll and at close; logcore.producer_state)
     leader-epoch-checkpoint         (leader_epoch, start_offset) pairs
     recovery-point-offset-checkpoint, log-start-offset-checkpoint
                                     Kafka keeps these two per log dir; a standalone Log
@@ -25,6 +27,9 @@ The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
 - open: after a clean close, O(segments); otherwise every segment from the recovery point
   on is scanned (lengths, CRC, increasing offsets), its indexes rebuilt, the log
   truncated at the first invalid byte and later segments deleted;
+- idempotent producers: a batch with a producer id is checked against the producer state
+  (:mod:`logcore.producer_state`) after validation and before the write; a retried batch
+  writes nothing and reports the offsets it got the first time;
 - retention: whole non-active segments by age, total size, or the log start offset;
   deleted segments are renamed ``.deleted`` and unlinked ``file_delete_delay_ms`` later.
 
@@ -944,6 +949,10 @@ class Log:
                 is written and log_end_offset is unchanged; a writable buffer passed in
                 has had its offsets assigned already. LogAppendTime logs and replica
                 appends are not checked.
+            InvalidProducerEpochError / OutOfOrderSequenceError: leader path, a batch of an
+                idempotent producer breaks its epoch or sequence (nothing is written). A
+                batch that repeats one of the producer's last five is not an error: the
+                result has ``duplicate=True`` and the original offsets.
             RecordTooLargeError: the set is larger than segment_bytes.
             LogDirError: the write failed (the segment is cut back to its old size).
             LogcoreError: the log is closed.

@@ -193,53 +193,69 @@ class ProducerStateManager:
         self.map_end_offset = 0
 
     # ------------------------------------------------------------------ checks
-    def validate(self, batches: list[BatchMeta]) -> tuple[BatchMeta | None, dict[int, ProducerEntry]]:
+    def validate(self, batches: list[BatchMeta]) -> tuple[BatchMeta | None, list[BatchMeta]]:
         """Leader-path check of the batches of one append (in order), changing nothing.
 
         Returns:
-            (duplicate, updates): ``duplicate`` is the retained batch an incoming batch
-            repeats (the append must then write nothing), else None; ``updates`` are the
-            new entries to :meth:`commit` once the bytes are written.
+            (duplicate, accepted): ``duplicate`` is the retained batch an incoming batch
+            repeats (the append must then write nothing), else None; ``accepted`` are the
+            batches to :meth:`commit` once the bytes are written.
 
         Raises:
             InvalidProducerEpochError, OutOfOrderSequenceError.
         """
-        updates: dict[int, ProducerEntry] = {}
-        for b in batches:
-            entry = updates.get(b.producer_id) or self.producers.get(b.producer_id)
+        producers = self.producers
+        if len(batches) == 1:  # the Produce path: no copies
+            b = batches[0]
+            entry = producers.get(b.producer_id)
             if entry is not None:
                 dup = entry.find_duplicate(b)
                 if dup is not None:
-                    return dup, {}
-                if b.epoch < entry.epoch:
-                    raise InvalidProducerEpochError(
-                        f"epoch of producer {b.producer_id} at offset {b.first_offset} is "
-                        f"{b.epoch}, which is smaller than the last seen epoch {entry.epoch}",
-                        producer_id=b.producer_id, epoch=b.epoch, current_epoch=entry.epoch)
-                if b.epoch != entry.epoch:
-                    if b.first_seq != 0:
-                        raise OutOfOrderSequenceError(
-                            f"invalid sequence number for new epoch {b.epoch} of producer "
-                            f"{b.producer_id} at offset {b.first_offset}: {b.first_seq} "
-                            f"(expected 0; current epoch {entry.epoch})",
-                            producer_id=b.producer_id, sequence=b.first_seq, expected=0)
-                elif entry.batches and not _in_sequence(entry.last_seq, b.first_seq):
-                    expected = 0 if entry.last_seq == _INT32_MAX else entry.last_seq + 1
-                    raise OutOfOrderSequenceError(
-                        f"out of order sequence number for producer {b.producer_id} at offset "
-                        f"{b.first_offset}: {b.first_seq} (incoming), {entry.last_seq} (current "
-                        f"end sequence number)",
-                        producer_id=b.producer_id, sequence=b.first_seq, expected=expected)
+                    return dup, []
+                self._check(entry, b)
+            return None, batches
+        # Several batches: later ones are judged against the state the earlier ones leave.
+        pending: dict[int, ProducerEntry] = {}
+        for b in batches:
+            entry = pending.get(b.producer_id) or producers.get(b.producer_id)
+            if entry is not None:
+                dup = entry.find_duplicate(b)
+                if dup is not None:
+                    return dup, []
+                self._check(entry, b)
                 entry = entry.copy()
             else:
                 entry = ProducerEntry(b.producer_id, b.epoch)
             entry.add(b)
-            updates[b.producer_id] = entry
-        return None, updates
+            pending[b.producer_id] = entry
+        return None, batches
 
-    def commit(self, updates: dict[int, ProducerEntry], end_offset: int) -> None:
-        """Install the entries :meth:`validate` returned (after the write succeeded)."""
-        self.producers.update(updates)
+    @staticmethod
+    def _check(entry: ProducerEntry, b: BatchMeta) -> None:
+        if b.epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"epoch of producer {b.producer_id} at offset {b.first_offset} is "
+                f"{b.epoch}, which is smaller than the last seen epoch {entry.epoch}",
+                producer_id=b.producer_id, epoch=b.epoch, current_epoch=entry.epoch)
+        if b.epoch != entry.epoch:
+            if b.first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence number for new epoch {b.epoch} of producer "
+                    f"{b.producer_id} at offset {b.first_offset}: {b.first_seq} "
+                    f"(expected 0; current epoch {entry.epoch})",
+                    producer_id=b.producer_id, sequence=b.first_seq, expected=0)
+        elif entry.batches and not _in_sequence(entry.last_seq, b.first_seq):
+            expected = 0 if entry.last_seq == _INT32_MAX else entry.last_seq + 1
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {b.producer_id} at offset "
+                f"{b.first_offset}: {b.first_seq} (incoming), {entry.last_seq} (current "
+                f"end sequence number)",
+                producer_id=b.producer_id, sequence=b.first_seq, expected=expected)
+
+    def commit(self, accepted: list[BatchMeta], end_offset: int) -> None:
+        """Record the batches :meth:`validate` accepted (after the write succeeded)."""
+        for b in accepted:
+            self.apply(b)
         self.map_end_offset = end_offset
 
     def apply(self, batch: BatchMeta) -> None:

@@ -135,3 +135,21 @@ def test_duplicate_detected_after_broker_restart(new_broker, sig) -> None:
     finally:
         conn.close()
     assert b.stop() == 0
+
+
+def test_aiokafka_idempotent_producer(broker, topic_name) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def go() -> list[int]:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True,
+                             linger_ms=5)
+        await p.start()
+        try:
+            futs = [await p.send(topic_name, value=b"a%d" % i, partition=0) for i in range(300)]
+            return [md.offset for md in await asyncio.gather(*futs)]
+        finally:
+            await p.stop()
+
+    assert asyncio.run(asyncio.wait_for(go(), 30)) == list(range(300))
