@@ -349,3 +349,38 @@ def test_snapshot_parse_errors_are_precise(tmp_path) -> None:
                       (b"\x00\x01" + bytes(8), "CRC")]:
         with pytest.raises(logcore.CorruptRecordError, match=msg):
             decode_snapshot(data, "x.snapshot")
+
+
+def test_torn_snapshot_and_leftover_tmp_are_ignored(logdir, clock) -> None:
+    with Log(logdir, small(segment_bytes=1 << 20), clock=clock) as log:
+        for seq in range(0, 10, 2):
+            log.append(pbatch(seq))
+    leo = 10
+    path = os.path.join(logdir, f"{leo:020d}.snapshot")
+    open(path, "wb").close()  # a crash right after the rename, before the data hit the disk
+    with open(path + ".tmp", "wb") as f:
+        f.write(b"half a snapshot")
+    with Log(logdir, small(segment_bytes=1 << 20), clock=clock) as log:
+        assert not os.path.exists(path + ".tmp")
+        # no usable snapshot: the segment is replayed, all five batches are known again
+        for seq in range(0, 10, 2):
+            info = log.append(pbatch(seq))
+            assert info.duplicate and info.first_offset == seq
+        assert log.log_end_offset == 10
+
+
+def test_recovery_cut_below_a_snapshot_drops_it(logdir, clock) -> None:
+    with Log(logdir, small(segment_bytes=1 << 20), clock=clock) as log:
+        for seq in range(0, 10, 2):
+            log.append(pbatch(seq))
+        size_before_last = log.size_in_bytes - len(pbatch(8))
+    # unclean: no marker, and the last batch is torn
+    os.unlink(os.path.join(logdir, ".kafka_cleanshutdown"))
+    seg = os.path.join(logdir, f"{0:020d}.log")
+    os.truncate(seg, size_before_last + 20)
+    with Log(logdir, small(segment_bytes=1 << 20), clock=clock) as log:
+        assert log.recovered and log.log_end_offset == 8
+        assert 10 not in snapshots(logdir)
+        assert log.producer_state.producers[PID].last_seq == 7
+        info = log.append(pbatch(8))  # the lost batch is written again, not a duplicate
+        assert not info.duplicate and info.first_offset == 8
