@@ -153,3 +153,40 @@ def test_aiokafka_idempotent_producer(broker, topic_name) -> None:
             await p.stop()
 
     assert asyncio.run(asyncio.wait_for(go(), 30)) == list(range(300))
+
+
+def test_confluent_idempotent_producer_across_a_broker_restart(new_broker) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    b = new_broker({"auto.create.topics.enable": "true"}).start()
+    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "message.timeout.ms": 30000, "reconnect.backoff.ms": 50})
+    failed: list = []
+
+    def on_delivery(err, msg) -> None:
+        if err:
+            failed.append(err)
+
+    for i in range(300):
+        p.produce("idem-restart", value=b"r%d" % i, partition=0, on_delivery=on_delivery)
+    assert p.flush(30) == 0
+    b.stop()
+    b.start()
+    for i in range(300, 600):
+        p.produce("idem-restart", value=b"r%d" % i, partition=0, on_delivery=on_delivery)
+    assert p.flush(30) == 0
+    assert not failed
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition("idem-restart", 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    try:
+        while len(got) < 600 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    assert got == [(i, b"r%d" % i) for i in range(600)]
+    assert b.stop() == 0
