@@ -44,7 +44,7 @@ log = logging.getLogger("pylog.broker.net")
 
 FETCH = 1
 
-RECV_SIZE = 256 * 1024
+RECV_SIZE = 64 * 1024  # large frames go to their own buffer (receive_buffer): no head copy beyond this
 # Stop reading from a client that has this many requests queued (pipelining back-pressure).
 MAX_QUEUED = 32
 

@@ -23,13 +23,17 @@ records what arrived. The completed frame is then a *writable* view of that buff
 consumer that rewrites the frame in place (``logcore.Log.append`` assigns offsets in the
 record batch) needs no copy either. The buffer is allocated up front only up to
 ``DIRECT_MAX`` bytes (a peer that announces a large frame and stalls holds at most that
-much); larger frames grow it as their bytes arrive, doubling.
+much); larger frames grow it as their bytes arrive, doubling. Once nothing refers to a
+completed frame any more (its views are gone), its buffer is reused for the next large
+frame: one spare of at most ``DIRECT_MAX`` bytes per reader, which saves zeroing and
+page-faulting a fresh megabyte per produce request.
 """
 
 from __future__ import annotations
 
 import collections
 import struct
+import sys
 from typing import Any
 
 from pylog.errors import FrameTooLargeError, RemoteProtocolError
@@ -54,7 +58,7 @@ class FrameReader:
     """
 
     __slots__ = ("max_frame_size", "_chunks", "_off", "_avail", "_direct", "_direct_size",
-                 "_direct_filled")
+                 "_direct_filled", "_spare")
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
@@ -66,6 +70,8 @@ class FrameReader:
         self._direct: bytearray | None = None
         self._direct_size = 0
         self._direct_filled = 0
+        # The buffer of the last in-place frame, reused when nothing refers to it any more.
+        self._spare: bytearray | None = None
 
     @property
     def buffered(self) -> int:
@@ -99,7 +105,13 @@ class FrameReader:
             if size < 0 or size > self.max_frame_size or 4 + size - self._avail < DIRECT_MIN:
                 return None  # next_frame reports bad sizes; small frames take the feed path
             total = 4 + size
-            buf = bytearray(min(total, max(DIRECT_MAX, self._avail)))
+            alloc = min(total, max(DIRECT_MAX, self._avail))
+            buf = self._spare
+            # Free when only self._spare, ``buf`` and getrefcount's argument refer to it.
+            if buf is not None and len(buf) >= alloc and sys.getrefcount(buf) == 3:
+                self._spare = None
+            else:
+                buf = bytearray(alloc)
             pos = 0
             off = self._off
             for chunk in self._chunks:  # all of it belongs to this (incomplete) frame
@@ -114,20 +126,25 @@ class FrameReader:
             self._direct_filled = pos
         buf = self._direct
         filled = self._direct_filled
+        total = self._direct_size
         if filled == len(buf):  # a frame over DIRECT_MAX: grow as its bytes arrive
-            buf.extend(bytes(min(self._direct_size, 2 * len(buf)) - len(buf)))
-        return memoryview(buf)[filled:]
+            buf.extend(bytes(min(total, 2 * len(buf)) - len(buf)))
+        return memoryview(buf)[filled:total]
 
     def received_into(self, n: int) -> None:
         """Record ``n`` bytes written at the start of the last ``receive_buffer()`` view."""
         buf = self._direct
-        if buf is None or n < 0 or self._direct_filled + n > len(buf):
+        if buf is None or n < 0 or self._direct_filled + n > min(len(buf), self._direct_size):
             raise ValueError(f"received_into({n}) does not match the receive buffer")
         self._direct_filled += n
         self._avail += n
-        if self._direct_filled == self._direct_size:
-            self._chunks.append(buf)
+        total = self._direct_size
+        if self._direct_filled == total:
+            # A reused spare may be longer than this frame: queue exactly the frame.
+            self._chunks.append(buf if len(buf) == total else memoryview(buf)[:total])
             self._direct = None
+            if len(buf) <= DIRECT_MAX:
+                self._spare = buf
 
     def _fill_direct(self, data: memoryview) -> None:
         """``feed`` while a frame is received in place: copy into it, queue the rest."""

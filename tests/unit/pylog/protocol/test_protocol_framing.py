@@ -194,3 +194,22 @@ def test_received_into_must_match_the_buffer() -> None:
         r.received_into(n + 1)
     with pytest.raises(ValueError):
         r.received_into(-1)
+
+
+def test_the_buffer_of_a_released_frame_is_reused_and_a_held_one_is_not() -> None:
+    from pylog.protocol.framing import DIRECT_MIN
+
+    big1, big2, big3 = (bytes([i]) * (3 * DIRECT_MIN + i) for i in (1, 3, 2))  # big3 fits in big2
+    r = FrameReader()
+    (f1,) = _recv_into(r, frame(big1), 50_000)
+    (f2,) = _recv_into(r, frame(big2), 50_000)
+    assert f2.obj is not f1.obj and f1 == big1  # f1 still alive: its buffer is left alone
+    id2 = id(f2.obj)
+    del f1, f2
+    (f3,) = _recv_into(r, frame(big3), 50_000)
+    assert f3 == big3 and len(f3) == len(big3)
+    assert id(f3.obj) == id2  # released, long enough: reused
+    f3[0:1] = b"!"  # still writable
+    small = b"s" * (DIRECT_MIN + 10)
+    got = _recv_into(r, frame(small) + frame(b"tail"), 1000)
+    assert [bytes(g) for g in got] == [small, b"tail"] and r.buffered == 0
