@@ -320,27 +320,71 @@ def kcat_librdkafka_version(env: dict[str, str] | None) -> str:
     return m.group(1) if m else "unknown"
 
 
+def _kcat_data(data_file: str, count: int, record_size: int) -> str:
+    """A file of ``count`` newline-terminated records (kcat -l reads one per line)."""
+    path = f"{data_file}.{count}"
+    if not os.path.exists(path):
+        line = b"x" * (record_size - 1) + b"\n" if record_size > 1 else b"\n"
+        with open(path, "wb") as f:
+            chunk = line * 10_000
+            for _ in range(count // 10_000):
+                f.write(chunk)
+            f.write(line * (count % 10_000))
+    return path
+
+
+def _run_all(cmds: list[list[str]], env: dict[str, str] | None) -> tuple[float, list[bytes]]:
+    """Start every command at once; the seconds until the last one ends, and their outputs."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for c in cmds]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, out, err)
+        outs.append(out)
+    return time.perf_counter() - start, outs
+
+
 def run_kcat_produce(bootstrap: str, topic: str, args: argparse.Namespace, data_file: str,
                      env: dict[str, str] | None) -> dict[str, Any]:
-    cmd = [kcat(), "-b", bootstrap, "-P", "-t", topic, "-X", f"linger.ms={args.linger_ms}",
-           "-X", f"batch.size={args.batch_size}", "-X", "batch.num.messages=1000000",
-           "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2097151",
-           "-X", f"acks={args.acks}", "-z", args.compression, "-l", data_file]
-    if args.partitions == 1:
-        cmd[6:6] = ["-p", "0"]
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, timeout=900, capture_output=True, env=env)
-    return {"seconds": time.perf_counter() - start}
+    """``--producers`` kcat processes, each with its share of the records; with as many
+    partitions or more, process i writes partition i (else the partitioner spreads)."""
+    cmds = []
+    for i, count in enumerate(_split(args.num_records, args.producers)):
+        cmd = [kcat(), "-b", bootstrap, "-P", "-t", topic, "-X", f"linger.ms={args.linger_ms}",
+               "-X", f"batch.size={args.batch_size}", "-X", "batch.num.messages=1000000",
+               "-X", "queue.buffering.max.messages=2000000", "-X", "queue.buffering.max.kbytes=2097151",
+               "-X", f"acks={args.acks}", "-z", args.compression,
+               "-l", _kcat_data(data_file, count, args.record_size)]
+        if args.partitions == 1 or args.partitions >= args.producers:
+            cmd[6:6] = ["-p", str(i % args.partitions)]
+        cmds.append(cmd)
+    seconds, _ = _run_all(cmds, env)
+    return {"seconds": seconds, "producers": args.producers}
 
 
 def run_kcat_consume(bootstrap: str, topic: str, args: argparse.Namespace,
                      env: dict[str, str] | None) -> dict[str, Any]:
-    cmd = [kcat(), "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
-           "-c", str(args.num_records), "-f", "%o\n", "-X", "fetch.max.bytes=52428800",
-           "-X", "max.partition.fetch.bytes=10485760"]
-    start = time.perf_counter()
-    out = subprocess.run(cmd, check=True, timeout=900, capture_output=True, env=env)
-    return {"seconds": time.perf_counter() - start, "records": out.stdout.count(b"\n")}
+    """One kcat over every partition, or with ``--consumers`` N > 1, N kcat processes, one
+    per partition (N must equal --partitions)."""
+    base = [kcat(), "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+            "-f", "%o\n", "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"]
+    if args.consumers == 1:
+        cmds = [base + ["-c", str(args.num_records)]]
+    else:
+        if args.consumers != args.partitions:
+            raise SystemExit("kcat: --consumers > 1 needs --consumers == --partitions")
+        # The producers' share of partition p (records went to partition i % partitions).
+        per_part = [0] * args.partitions
+        for i, count in enumerate(_split(args.num_records, args.producers)):
+            if args.partitions == 1 or args.partitions >= args.producers:
+                per_part[i % args.partitions] += count
+            else:
+                raise SystemExit("kcat: several consumers need --producers == --partitions")
+        cmds = [base + ["-p", str(p), "-c", str(n)] for p, n in enumerate(per_part)]
+    seconds, outs = _run_all(cmds, env)
+    return {"seconds": seconds, "records": sum(o.count(b"\n") for o in outs), "consumers": len(cmds)}
 
 
 def bench_one(kind: str, args: argparse.Namespace, workdir: str, data_file: str | None,
@@ -435,12 +479,8 @@ def main(argv: list[str] | None = None) -> int:
             env = kcat_env(args.kcat_librdkafka, workdir)
             result["kcat_librdkafka"] = kcat_librdkafka_version(env)
             data_file = os.path.join(workdir, "records.txt")
-            line = b"x" * (args.record_size - 1) + b"\n" if args.record_size > 1 else b"\n"
-            with open(data_file, "wb") as f:
-                chunk = line * 10_000
-                for _ in range(args.num_records // 10_000):
-                    f.write(chunk)
-                f.write(line * (args.num_records % 10_000))
+            for count in set(_split(args.num_records, args.producers)):
+                _kcat_data(data_file, count, args.record_size)  # written before any timing
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         for rep in range(args.repeat):
             order = kinds if rep % 2 == 0 else kinds[::-1]
