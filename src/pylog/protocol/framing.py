@@ -46,7 +46,7 @@ MAX_FRAME_SIZE = 100 * 1024 * 1024
 _size = struct.Struct(">i")
 
 # Frames with at least this many bytes still to come are received in place.
-DIRECT_MIN = 64 * 1024
+DIRECT_MIN = 16 * 1024
 # At most this much is allocated ahead of the bytes received.
 DIRECT_MAX = 4 * 1024 * 1024
 
@@ -186,7 +186,8 @@ class FrameReader:
                 off += take
         self._off = off
         self._avail -= n
-        return memoryview(b"".join(parts))
+        # A bytearray: writable like an in-place frame (Log.append then needs no copy).
+        return memoryview(bytearray().join(parts))
 
     def _peek_size(self) -> int:
         first = self._chunks[0]
