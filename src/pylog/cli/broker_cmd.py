@@ -28,9 +28,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"pylog broker: {exc}", file=sys.stderr)
         return 2
 
+    from pylog.broker.server import event_loop_factory
+
+    factory = event_loop_factory() if sys.version_info >= (3, 11) else None
     try:
-        return asyncio.run(run_broker(config, allow_pure_python=args.allow_pure_python,
-                                      ready_file=args.ready_file))
+        coro = run_broker(config, allow_pure_python=args.allow_pure_python, ready_file=args.ready_file)
+        if factory is None:
+            return asyncio.run(coro)
+        with asyncio.Runner(loop_factory=factory) as runner:  # type: ignore[attr-defined,unused-ignore]
+            return runner.run(coro)
     except PurePythonRefused as exc:
         print(f"pylog broker: {exc}", file=sys.stderr)
         return 2
