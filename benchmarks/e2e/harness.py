@@ -12,10 +12,18 @@ logcore implementation. ``--broker both`` runs Tansu then pylog and adds the rat
 Anchors: Kafka's ``ProducerPerformance.java`` (options, latency percentiles) and uvloop's
 ``examples/bench/echoclient.py``.
 
+Debian's kcat links librdkafka 2.0.2, which cannot read Tansu's ApiVersions answer (it
+skips one byte too few per tagged field); ``--kcat-librdkafka confluent`` runs the same kcat
+on the librdkafka 2.16 bundled in the confluent-kafka wheel. ``--producers``/``--consumers``
+spread the client over processes (the Python client is slower than either broker);
+``--repeat`` alternates the brokers and reports medians. See RESULTS.md, "End to end".
+
 Examples::
 
     python benchmarks/e2e/harness.py --broker both --client kcat --num-records 1000000 --record-size 100
-    python benchmarks/e2e/harness.py --client confluent --throughput 300000 --num-records 500000
+    python benchmarks/e2e/harness.py --broker both --client kcat --kcat-librdkafka confluent --repeat 5
+    python benchmarks/e2e/harness.py --broker both --client confluent --partitions 2 --producers 2 \
+        --consumers 2 --throughput 375000 --repeat 3
 """
 
 from __future__ import annotations
