@@ -57,3 +57,23 @@ def test_protocol_is_sans_io() -> None:
     for path in _files("pylog/protocol"):
         for name in _imports(path):
             assert name not in FORBIDDEN_IN_PROTOCOL, f"{path}: imports {name}"
+
+
+def _full_imports(path: pathlib.Path) -> set[str]:
+    """Dotted module names imported by a Python file (absolute imports only)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_log_layer_does_not_import_the_broker() -> None:
+    """pylog.log sits below the broker (DESIGN section 1): it may use pylog.config and
+    pylog.errors, never pylog.broker."""
+    for path in (SRC / "pylog" / "log").rglob("*.py"):
+        for name in _full_imports(path):
+            assert not (name == "pylog.broker" or name.startswith("pylog.broker.")), (
+                f"{path}: imports {name}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
-from pylog.broker.config import BrokerConfig
+from pylog.config import BrokerConfig
 from pylog.broker.waiters import PartitionWaiters
 from pylog.log import LogManager
 

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     log = logging.getLogger("pylog.broker")
-    from pylog.broker.config import BrokerConfig, ConfigError
+    from pylog.config import BrokerConfig, ConfigError
 
     try:
         config = BrokerConfig.from_sources(args.config, args.override)

@@ -36,7 +36,7 @@ from typing import Any
 import logcore
 from pylog import errors
 from pylog._clock import SYSTEM_CLOCK, Clock
-from pylog.broker.config import (
+from pylog.config import (
     TOPIC_CONFIG_DEFS,
     BrokerConfig,
     ConfigError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.broker.config import ConfigError, parse_topic_configs
+from pylog.config import ConfigError, parse_topic_configs
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.broker.config import CONFIG_TYPE_CODES
+from pylog.config import CONFIG_TYPE_CODES
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,

@@ -11,7 +11,7 @@ import logcore
 from pylog import errors
 from pylog._clock import ManualClock
 from pylog.broker import handlers
-from pylog.broker.config import BrokerConfig
+from pylog.config import BrokerConfig
 from pylog.broker.server import Broker
 from pylog.protocol import apis
 from pylog.protocol.messages import (

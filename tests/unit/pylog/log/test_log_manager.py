@@ -9,7 +9,7 @@ import pytest
 import logcore
 from pylog import errors
 from pylog._clock import ManualClock
-from pylog.broker.config import BrokerConfig, ConfigError
+from pylog.config import BrokerConfig, ConfigError
 from pylog.log import LogManager
 from pylog.log import topics as t
 

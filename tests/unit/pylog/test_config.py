@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pylog.broker.config import (
+from pylog.config import (
     LONG_MAX,
     SOURCE_DEFAULT_CONFIG,
     SOURCE_DYNAMIC_TOPIC_CONFIG,
