@@ -21,8 +21,8 @@ from typing import Any
 
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
-from pylog.config import BrokerConfig
 from pylog.broker.waiters import PartitionWaiters
+from pylog.config import BrokerConfig
 from pylog.log import LogManager
 
 log = logging.getLogger("pylog.broker")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.config import ConfigError, parse_topic_configs
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -19,6 +18,7 @@ from pylog.broker.handlers._configs import (
     refuse_broker_change,
     topic_of,
 )
+from pylog.config import ConfigError, parse_topic_configs
 from pylog.protocol.messages import AlterConfigsResponse
 
 API_KEY = 33

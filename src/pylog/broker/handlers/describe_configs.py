@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.config import CONFIG_TYPE_CODES
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
@@ -18,6 +17,7 @@ from pylog.broker.handlers._configs import (
     check_broker_name,
     topic_of,
 )
+from pylog.config import CONFIG_TYPE_CODES
 from pylog.protocol.messages import DescribeConfigsResponse
 
 API_KEY = 32

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -18,6 +17,7 @@ from pylog.broker.handlers._configs import (
     refuse_broker_change,
     topic_of,
 )
+from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
 from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
 API_KEY = 44

@@ -11,8 +11,8 @@ import logcore
 from pylog import errors
 from pylog._clock import ManualClock
 from pylog.broker import handlers
-from pylog.config import BrokerConfig
 from pylog.broker.server import Broker
+from pylog.config import BrokerConfig
 from pylog.protocol import apis
 from pylog.protocol.messages import (
     ApiVersionsRequest,

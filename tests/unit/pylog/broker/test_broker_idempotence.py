@@ -12,9 +12,9 @@ import logcore
 from pylog import errors
 from pylog._clock import ManualClock
 from pylog.broker import handlers
-from pylog.config import BrokerConfig
 from pylog.broker.producer_ids import FILE_NAME, ProducerIdAllocator
 from pylog.broker.server import Broker
+from pylog.config import BrokerConfig
 from pylog.protocol.messages import InitProducerIdRequest, ProduceRequest
 
 T0 = 1_700_000_000_000
