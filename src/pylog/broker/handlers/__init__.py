@@ -15,10 +15,9 @@ Event-loop affinity: handlers run on the broker's loop.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers import (
@@ -38,9 +37,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
 )
-
-if TYPE_CHECKING:
-    from pylog.broker.server import Broker
+from pylog.broker.handlers._context import RequestContext
 
 log = logging.getLogger("pylog.broker.handlers")
 
@@ -71,18 +68,6 @@ def _handler(module: ModuleType) -> Any:
 HANDLERS: dict[int, tuple[Any, ModuleType]] = {m.API_KEY: (_handler(m), m) for m in _MODULES}
 # What ApiVersions advertises: {api_key: (min_version, max_version)}.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {m.API_KEY: m.VERSIONS for m in _MODULES}
-
-
-@dataclasses.dataclass
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    broker: Broker
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    peer: str
 
 
 def is_supported(api_key: int, api_version: int) -> bool:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.log import Topic, TopicNameError, validate_topic_name
 
 log = logging.getLogger("pylog.broker.handlers")
@@ -16,7 +16,7 @@ LEADER_EPOCH = 0
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-async def lookup_topic(ctx: Any, name: str, *, auto_create: bool) -> Topic:
+async def lookup_topic(ctx: RequestContext, name: str, *, auto_create: bool) -> Topic:
     """The topic called ``name``, created with the broker defaults when allowed.
 
     Raises:

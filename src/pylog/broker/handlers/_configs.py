@@ -5,32 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 
 
-def check_broker_name(ctx: Any, name: str) -> None:
+def check_broker_name(ctx: RequestContext, name: str) -> None:
     """A broker resource is this node's id, or "" for the cluster-wide default."""
     if name not in ("", str(ctx.broker.node_id)):
         raise errors.InvalidRequestError(f"Unexpected broker id, expected {ctx.broker.node_id} but received {name}")
 
 
-def topic_of(ctx: Any, name: str) -> Any:
+def topic_of(ctx: RequestContext, name: str) -> Any:
     topic = ctx.broker.log_manager.topics.get(name)
     if topic is None:
         raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
     return topic
 
 
-def refuse_broker_change(ctx: Any, name: str) -> None:
+def refuse_broker_change(ctx: RequestContext, name: str) -> None:
     check_broker_name(ctx, name)
     raise errors.InvalidRequestError(
         "broker configs are static: change server.properties or --override and restart")
 
 
-async def alter_each(ctx: Any, request: Any, response_cls: Any, alter: Any) -> Any:
+async def alter_each(ctx: RequestContext, request: Any, response_cls: Any, alter: Any) -> Any:
     """Answer AlterConfigs / IncrementalAlterConfigs: ``alter(ctx, request, resource)`` for
     each resource, one result per resource; one resource's error does not stop the rest."""
     out = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import ApiVersionsResponse
 
 API_KEY = 18
@@ -24,9 +25,9 @@ def api_keys() -> list[Any]:
     ]
 
 
-async def handle_api_versions(ctx: Any, request: Any) -> Any:
+async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
     return ApiVersionsResponse(error_code=0, api_keys=api_keys(), throttle_time_ms=0)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return ApiVersionsResponse(error_code=code, api_keys=api_keys(), throttle_time_ms=0)

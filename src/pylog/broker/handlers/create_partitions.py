@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import CreatePartitionsResponse
 
 API_KEY = 37
@@ -14,7 +15,7 @@ VERSIONS = (0, 3)
 _R = CreatePartitionsResponse
 
 
-async def handle_create_partitions(ctx: Any, request: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     counts = Counter(t.name for t in request.topics)
     results = []
@@ -36,7 +37,7 @@ async def handle_create_partitions(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, results=results)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, results=[
         _R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         for t in request.topics

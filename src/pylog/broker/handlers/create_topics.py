@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import CreateTopicsResponse
 
@@ -28,7 +29,7 @@ def _result(name: str, code: int, message: str | None = None) -> Any:
                                    configs=None)
 
 
-def _configs(ctx: Any, overrides: dict[str, Any]) -> list[Any]:
+def _configs(ctx: RequestContext, overrides: dict[str, Any]) -> list[Any]:
     return [
         _R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                  config_source=e.source,
@@ -37,7 +38,7 @@ def _configs(ctx: Any, overrides: dict[str, Any]) -> list[Any]:
     ]
 
 
-async def handle_create_topics(ctx: Any, request: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     counts = Counter(t.name for t in request.topics)
     results = []
@@ -86,5 +87,5 @@ async def handle_create_topics(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, topics=results)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, topics=[_result(t.name, code, message) for t in request.topics])

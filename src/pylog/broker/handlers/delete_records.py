@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import DeleteRecordsResponse
 
 API_KEY = 21
@@ -22,7 +23,7 @@ def _part(index: int, code: int, low: int = -1) -> Any:
     return _R.DeleteRecordsPartitionResult(partition_index=index, low_watermark=low, error_code=code)
 
 
-async def handle_delete_records(ctx: Any, request: Any) -> Any:
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     topics = []
     for t in request.topics:
@@ -45,7 +46,7 @@ async def handle_delete_records(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, topics=topics)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, topics=[
         _R.DeleteRecordsTopicResult(name=t.name, partitions=[_part(p.partition_index, code) for p in t.partitions])
         for t in request.topics

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import DeleteTopicsResponse
 
@@ -18,13 +19,13 @@ VERSIONS = (1, 6)
 _R = DeleteTopicsResponse
 
 
-def _targets(ctx: Any, request: Any) -> list[tuple[str | None, Any]]:
+def _targets(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
     if ctx.api_version >= 6:
         return [(t.name, t.topic_id) for t in request.topics]
     return [(name, ZERO_UUID) for name in request.topic_names]
 
 
-async def handle_delete_topics(ctx: Any, request: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     results = []
     for name, topic_id in _targets(ctx, request):
@@ -47,7 +48,7 @@ async def handle_delete_topics(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, responses=results)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, responses=[
         _R.DeletableTopicResult(name=name, topic_id=tid, error_code=code, error_message=message)
         for name, tid in _targets(ctx, request)

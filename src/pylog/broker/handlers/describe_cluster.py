@@ -6,6 +6,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import DescribeClusterResponse
 
 API_KEY = 60
@@ -15,7 +16,7 @@ _R = DescribeClusterResponse
 ENDPOINT_BROKERS = 1
 
 
-async def handle_describe_cluster(ctx: Any, request: Any) -> Any:
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKERS:
         return error_response(ctx, request, errors.UnsupportedEndpointTypeError.code,
                               "this node serves broker endpoints only")
@@ -28,7 +29,7 @@ async def handle_describe_cluster(ctx: Any, request: Any) -> Any:
     )
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, error_code=code, error_message=message,
               endpoint_type=getattr(request, "endpoint_type", ENDPOINT_BROKERS),
               cluster_id=ctx.broker.cluster_id, controller_id=-1, brokers=[])

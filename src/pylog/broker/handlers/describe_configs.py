@@ -17,6 +17,7 @@ from pylog.broker.handlers._configs import (
     check_broker_name,
     topic_of,
 )
+from pylog.broker.handlers._context import RequestContext
 from pylog.config import CONFIG_TYPE_CODES
 from pylog.protocol.messages import DescribeConfigsResponse
 
@@ -26,7 +27,7 @@ VERSIONS = (1, 4)
 _R = DescribeConfigsResponse
 
 
-def _entries(ctx: Any, request: Any, resource: Any) -> list[Any]:
+def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
     if resource.resource_type == RESOURCE_TOPIC:
         topic = topic_of(ctx, resource.resource_name)
         entries = ctx.broker.config.describe_topic(topic.overrides)
@@ -56,7 +57,7 @@ def _entries(ctx: Any, request: Any, resource: Any) -> list[Any]:
     return out
 
 
-async def handle_describe_configs(ctx: Any, request: Any) -> Any:
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     results = []
     for resource in request.resources:
         res = _R.DescribeConfigsResult(error_code=0, error_message=None,
@@ -70,7 +71,7 @@ async def handle_describe_configs(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, results=results)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, results=[
         _R.DescribeConfigsResult(error_code=code, error_message=message, resource_type=r.resource_type,
                                  resource_name=r.resource_name, configs=[])

@@ -17,6 +17,7 @@ from pylog.broker.handlers._configs import (
     refuse_broker_change,
     topic_of,
 )
+from pylog.broker.handlers._context import RequestContext
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
 from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
@@ -27,7 +28,7 @@ _R = IncrementalAlterConfigsResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-async def _alter(ctx: Any, request: Any, resource: Any) -> None:
+async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
     if resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:
@@ -69,9 +70,9 @@ async def _alter(ctx: Any, request: Any, resource: Any) -> None:
                                                          validate_only=request.validate_only)
 
 
-async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
+async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     return await alter_each(ctx, request, _R, _alter)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return alter_error_response(request, _R, code, message)

@@ -18,6 +18,7 @@ import weakref
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._context import RequestContext
 from pylog.broker.producer_ids import ProducerIdAllocator, ProducerIdExhaustedError
 from pylog.protocol.messages import InitProducerIdResponse
 
@@ -37,7 +38,7 @@ def allocator(broker: Any) -> ProducerIdAllocator:
     return alloc
 
 
-async def handle_init_producer_id(ctx: Any, request: Any) -> Any:
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         log.info("InitProducerId for transactional id %r from %s refused: transactions are not "
                  "supported", request.transactional_id, ctx.peer)
@@ -54,6 +55,6 @@ async def handle_init_producer_id(ctx: Any, request: Any) -> Any:
                                   producer_epoch=0)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
                                   producer_epoch=-1)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import ListOffsetsResponse
 
 API_KEY = 2
@@ -25,7 +26,7 @@ def _part(index: int, code: int, timestamp: int = -1, offset: int = -1, epoch: i
                                            timestamp=timestamp, offset=offset, leader_epoch=epoch)
 
 
-async def handle_list_offsets(ctx: Any, request: Any) -> Any:
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     topics = []
     seen: set[tuple[str, int]] = set()
@@ -60,7 +61,7 @@ async def handle_list_offsets(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, topics=topics)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, topics=[
         _R.ListOffsetsTopicResponse(name=t.name, partitions=[_part(p.partition_index, code) for p in t.partitions])
         for t in request.topics

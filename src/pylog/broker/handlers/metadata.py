@@ -13,6 +13,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH, lookup_topic
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import MetadataResponse
 
@@ -22,12 +23,12 @@ VERSIONS = (0, 12)
 _R = MetadataResponse
 
 
-def _brokers(ctx: Any) -> list[Any]:
+def _brokers(ctx: RequestContext) -> list[Any]:
     host, port = ctx.broker.advertised()
     return [_R.MetadataResponseBroker(node_id=ctx.broker.node_id, host=host, port=port, rack=None)]
 
 
-def _topic_entry(ctx: Any, topic: Any) -> Any:
+def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
     node = ctx.broker.node_id
     return _R.MetadataResponseTopic(
         error_code=0,
@@ -52,7 +53,7 @@ def _error_topic(name: str | None, code: int, topic_id: Any = ZERO_UUID) -> Any:
     )
 
 
-async def handle_metadata(ctx: Any, request: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     version = ctx.api_version
     requested = request.topics
@@ -83,7 +84,7 @@ async def handle_metadata(ctx: Any, request: Any) -> Any:
     )
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     names = [t.name for t in (request.topics or [])]
     return MetadataResponse(
         brokers=_brokers(ctx), cluster_id=ctx.broker.cluster_id, controller_id=ctx.broker.node_id,

@@ -11,6 +11,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.messages import OffsetForLeaderEpochResponse
 
 API_KEY = 23
@@ -23,7 +24,7 @@ def _part(index: int, code: int, epoch: int = -1, end: int = -1) -> Any:
     return _R.EpochEndOffset(error_code=code, partition=index, leader_epoch=epoch, end_offset=end)
 
 
-async def handle_offset_for_leader_epoch(ctx: Any, request: Any) -> Any:
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     topics = []
     for t in request.topics:
@@ -46,7 +47,7 @@ async def handle_offset_for_leader_epoch(ctx: Any, request: Any) -> Any:
     return _R(throttle_time_ms=0, topics=topics)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(throttle_time_ms=0, topics=[
         _R.OffsetForLeaderTopicResult(topic=t.topic, partitions=[_part(p.partition, code) for p in t.partitions])
         for t in request.topics

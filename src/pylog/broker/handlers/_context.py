@@ -1,0 +1,27 @@
+"""The request context every handler receives besides the request body."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pylog.broker.server import Broker
+
+
+@dataclasses.dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body.
+
+    Attributes:
+        broker: the broker serving it (config, log manager, executor, waiters).
+        api_key, api_version, correlation_id, client_id: from the request header.
+        peer: the client's ``host:port``, for logs.
+    """
+
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
