@@ -138,6 +138,34 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, Any]
     return check
 
 
+def _metadata_version_names() -> frozenset[str]:
+    """Kafka 3.9's ``MetadataVersion`` names: each release, and each release-IVn."""
+    releases = {
+        "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+        "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1,
+        "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3,
+        "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 2,
+    }  # release: number of IV sub-versions (0: named by the release alone)
+    names = set(releases)
+    for release, ivs in releases.items():
+        names.update(f"{release}-IV{i}" for i in range(ivs))
+    return frozenset(names)
+
+
+_METADATA_VERSIONS = _metadata_version_names()
+MESSAGE_FORMAT_VERSION_DEFAULT = "3.0-IV1"
+
+
+def metadata_version(key: str, value: Any) -> None:
+    """Kafka's ``MetadataVersionValidator``: ``0.10.0.0`` means ``0.10.0``, ``2.8.1`` means
+    ``2.8`` (three parts count before 1.0, two after)."""
+    parts = value.split(".")
+    n = 3 if value.startswith("0.") else 2
+    probe = value if n >= len(parts) else ".".join(parts[:n])
+    if probe not in _METADATA_VERSIONS:
+        raise ConfigError(key, f"{value!r} is not a valid version (examples: 0.10.0, 2.8, 3.0-IV1)")
+
+
 # --- definitions -----------------------------------------------------------------------------
 
 
@@ -196,7 +224,8 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many messages.", at_least(1)),
         ConfigDef("log.flush.interval.ms", "long", None, "Flush after this long.", at_least(0)),
         ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check interval."),
-        ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", one_of("delete", "compact")),
+        ConfigDef("log.cleanup.policy", "list", ["delete"],
+                  "delete (compact is refused until the log cleaner exists).", one_of("delete", "compact")),
         ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
                   one_of(*_TIMESTAMP_TYPES)),
         ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX,
@@ -204,7 +233,15 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000,
                   "Largest allowed lead of a record timestamp over the broker clock (KIP-937).", at_least(0)),
         ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
-        ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner."),
+        ConfigDef("log.message.format.version", "string", MESSAGE_FORMAT_VERSION_DEFAULT,
+                  "[DEPRECATED] Ignored (records are always written in format v2, as Kafka 3.x does from "
+                  "inter.broker.protocol.version 3.0 on); removed in Kafka 4.0.", metadata_version),
+        ConfigDef("log.message.downconversion.enable", "boolean", True,
+                  "[DEPRECATED] Ignored: pylog serves Fetch v4 and later only, which never needs "
+                  "down-conversion; removed in Kafka 4.0."),
+        # Kafka's default is true; pylog has no cleaner, so it reports false and refuses true.
+        ConfigDef("log.cleaner.enable", "boolean", False,
+                  "Run the log cleaner. pylog has none yet: only false is accepted (Kafka's default is true)."),
         ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention.", at_least(0)),
         ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum compaction lag.", at_least(0)),
         ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum compaction lag.", at_least(1)),
@@ -216,7 +253,9 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame.", at_least(1)),
         ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF (-1: OS default).", at_least(-1)),
         ConfigDef("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF (-1: OS default).", at_least(-1)),
-        ConfigDef("num.network.threads", "int", 3, "Accepted for compatibility (one event loop).", at_least(1)),
+        ConfigDef("num.network.threads", "int", 3,
+                  "Only Kafka's default 3 is accepted (with a warning): pylog's network layer is one event loop.",
+                  at_least(1)),
         ConfigDef("num.io.threads", "int", 8, "Threads for blocking file work.", at_least(1)),
         ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at start.", at_least(1)),
         ConfigDef("connections.max.idle.ms", "long", 600000, "Close idle connections after this long.", at_least(1)),
@@ -258,6 +297,8 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
         TopicConfigDef("index.interval.bytes", "int", ("log.index.interval.bytes",), at_least(0)),
         TopicConfigDef("max.compaction.lag.ms", "long", ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
         TopicConfigDef("max.message.bytes", "int", ("message.max.bytes",), at_least(0)),
+        TopicConfigDef("message.downconversion.enable", "boolean", ("log.message.downconversion.enable",)),
+        TopicConfigDef("message.format.version", "string", ("log.message.format.version",), metadata_version),
         TopicConfigDef("message.timestamp.after.max.ms", "long", ("log.message.timestamp.after.max.ms",), at_least(0)),
         TopicConfigDef("message.timestamp.before.max.ms", "long", ("log.message.timestamp.before.max.ms",), at_least(0)),
         TopicConfigDef("message.timestamp.type", "string", ("log.message.timestamp.type",), one_of(*_TIMESTAMP_TYPES)),
@@ -277,6 +318,92 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 }
 
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _broker_defs()}
+
+
+# --- Kafka settings pylog knows but cannot honour yet ------------------------------------------
+#
+# A setting that is accepted must work. These are refused, naming the key and what to do
+# instead: ConfigError here, INVALID_CONFIG (40) from CreateTopics / AlterConfigs /
+# IncrementalAlterConfigs, a one-line start-up error from server.properties or --override.
+# Deprecated settings that Kafka 3.x still accepts and ignores are accepted with a warning.
+
+_NO_CLEANER = "pylog has no log cleaner yet (compaction comes with its own release)"
+
+# The cleaner threads' own settings (Kafka's CleanerConfig) tune a component that does not
+# exist: refused whatever their value. The per-topic compaction defaults
+# (log.cleaner.delete.retention.ms, log.cleaner.min/max.compaction.lag.ms,
+# log.cleaner.min.cleanable.ratio) stay accepted: they only govern compacted topics, which
+# cannot be created, just as Kafka ignores them for topics whose policy is delete.
+CLEANER_THREAD_CONFIGS = (
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+)
+
+# Kafka's default, found in every server.properties Kafka ships: accepted (with a warning) so
+# that such a file starts; any other count would promise network threads pylog does not have.
+NETWORK_THREADS_DEFAULT = 3
+
+# Deprecated topic configs (and their log.* broker synonyms) -> why ignoring them is right.
+DEPRECATED_TOPIC_CONFIGS = {
+    "message.format.version": (
+        "records are always written in message format v2, as Kafka 3.x does from "
+        "inter.broker.protocol.version 3.0 on (Kafka 4.0 removed it)"),
+    "message.downconversion.enable": (
+        "pylog serves Fetch v4 and later only, which never needs down-conversion "
+        "(Kafka 4.0 removed it)"),
+}
+
+
+def _deprecation_warning(key: str, topic_key: str) -> str:
+    return f"{key} is deprecated and ignored: {DEPRECATED_TOPIC_CONFIGS[topic_key]}"
+
+
+def _refuse_compact(key: str, policy: list[str]) -> None:
+    if "compact" in policy:
+        raise ConfigError(key, f"{','.join(policy)!r} is not supported: {_NO_CLEANER}; "
+                               "use delete (time and size retention)")
+
+
+def check_topic_configs(overrides: Mapping[str, Any]) -> list[str]:
+    """Refuse parsed topic configs that pylog cannot honour yet (``cleanup.policy`` with
+    ``compact``); return warnings for the deprecated ones it accepts and ignores.
+
+    Raises:
+        ConfigError: naming the key and what to use instead.
+    """
+    policy = overrides.get("cleanup.policy")
+    if policy is not None:
+        _refuse_compact("cleanup.policy", policy)
+    return [_deprecation_warning(k, k) for k in sorted(overrides) if k in DEPRECATED_TOPIC_CONFIGS]
+
+
+def _check_broker_configs(explicit: Mapping[str, Any], unknown: Iterable[str]) -> list[str]:
+    """Broker-level counterpart of ``check_topic_configs`` (``explicit``: parsed settings,
+    ``unknown``: keys not in the table). Returns warnings; raises ConfigError."""
+    for key in unknown:
+        if key in CLEANER_THREAD_CONFIGS:
+            raise ConfigError(key, f"{_NO_CLEANER}: remove this setting")
+    _refuse_compact("log.cleanup.policy", explicit.get("log.cleanup.policy") or [])
+    if explicit.get("log.cleaner.enable"):
+        raise ConfigError("log.cleaner.enable", f"{_NO_CLEANER}: remove this setting or set it to false")
+    warnings = []
+    threads = explicit.get("num.network.threads")
+    if threads is not None:
+        if threads != NETWORK_THREADS_DEFAULT:
+            raise ConfigError(
+                "num.network.threads",
+                f"pylog's network layer is one event loop, it cannot use {threads} threads: remove "
+                f"this setting (or set Kafka's default {NETWORK_THREADS_DEFAULT}); disk work runs "
+                "on num.io.threads")
+        warnings.append(f"num.network.threads={threads} is ignored: pylog's network layer is one event loop")
+    for topic_key in DEPRECATED_TOPIC_CONFIGS:
+        if "log." + topic_key in explicit:
+            warnings.append(_deprecation_warning("log." + topic_key, topic_key))
+    return warnings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,12 +452,16 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         explicit: dict[str, Any] = {}
-        for key, raw in (values or {}).items():
+        values = values or {}
+        _check_broker_configs({}, values)  # a cleaner setting is named before "unknown"
+        for key, raw in values.items():
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:
                 raise ConfigError(key, "unknown configuration")
             explicit[key] = d.parse(raw)
         self._explicit = explicit
+        # Settings accepted but ignored, for the broker to log at start.
+        self.warnings: list[str] = _check_broker_configs(explicit, ())
         self.listeners = parse_listeners("listeners", self["listeners"])
         adv = self["advertised.listeners"]
         self.advertised_listeners = (

@@ -5,6 +5,7 @@ falls off the log and resets (OFFSET_OUT_OF_RANGE)."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 
@@ -111,3 +112,128 @@ def test_consumer_resets_when_its_offset_is_out_of_range(broker, topic_name) -> 
         assert got == list(range(10))
     finally:
         c.close()
+
+
+# --- configs pylog cannot honour yet are refused (INVALID_CONFIG naming the key) ------------------
+
+
+def _topic_configs(admin, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return {k: e.value for k, e in admin.describe_configs([res])[res].result(10).items()}
+
+
+def _legacy_alter_configs(admin, resource) -> None:
+    """AlterConfigs (key 33), which confluent-kafka deprecates in favour of the incremental API."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        futures = admin.alter_configs([resource])
+    futures[resource].result(15)
+
+
+def _invalid_config(exc_info) -> None:
+    from confluent_kafka import KafkaError
+
+    err = exc_info.value.args[0]
+    assert err.code() == KafkaError.INVALID_CONFIG, err
+    assert "cleanup.policy" in err.str() and "use delete" in err.str(), err.str()
+
+
+def test_confluent_compact_refused_everywhere(broker, topic_name) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for validate_only in (True, False):
+        with pytest.raises(KafkaException) as info:
+            admin.create_topics([NewTopic(topic_name, 1, 1, config={"cleanup.policy": "compact"})],
+                                validate_only=validate_only)[topic_name].result(10)
+        _invalid_config(info)
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics([NewTopic(topic_name, 1, 1, config={"cleanup.policy": "delete,compact"})]
+                            )[topic_name].result(10)
+    _invalid_config(info)
+    assert topic_name not in admin.list_topics(timeout=10).topics
+
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    legacy = ConfigResource(ConfigResource.Type.TOPIC, topic_name, set_config={"cleanup.policy": "compact"})
+    with pytest.raises(KafkaException) as info:
+        _legacy_alter_configs(admin, legacy)
+    _invalid_config(info)
+    for op, value in ((AlterConfigOpType.SET, "compact"), (AlterConfigOpType.APPEND, "compact")):
+        for validate_only in (True, False):
+            res = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+                ConfigEntry("cleanup.policy", value, incremental_operation=op)])
+            with pytest.raises(KafkaException) as info:
+                admin.incremental_alter_configs([res], validate_only=validate_only)[res].result(10)
+            _invalid_config(info)
+    assert _topic_configs(admin, topic_name)["cleanup.policy"] == "delete"
+
+
+def test_kafka_python_compact_refused_everywhere(broker, topic_name) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.errors import InvalidConfigurationError
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        for validate_only in (True, False):
+            with pytest.raises(InvalidConfigurationError, match="cleanup.policy"):
+                admin.create_topics({topic_name: {"num_partitions": 1, "replication_factor": 1,
+                                                  "configs": {"cleanup.policy": "compact"}}},
+                                    validate_only=validate_only)
+        assert topic_name not in admin.list_topics()
+        admin.create_topics({topic_name: {"num_partitions": 1, "replication_factor": 1}})
+        for incremental in (False, True):
+            res = ConfigResource(ConfigResourceType.TOPIC, topic_name, configs={"cleanup.policy": "compact"})
+            result = admin.alter_configs([res], incremental=incremental)
+            text = repr(result)
+            assert "InvalidConfigurationError" in text and "cleanup.policy" in text, text
+        (desc,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name)])
+        assert "compact" not in repr(desc)
+    finally:
+        admin.close()
+
+
+def test_deprecated_message_format_version_set_like_librdkafka_test_0092(broker, topic_name) -> None:
+    """librdkafka's tests/0092-mixed_msgver.c: produce one message per batch; half-way, read
+    every config back with DescribeConfigs and write them all with AlterConfigs plus
+    message.format.version=0.10.0.0 (ignored since Kafka 3.0); every message reads back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False})
+    n = 60
+    for i in range(n):
+        p.produce(topic_name, b"msg-%d" % i, partition=0)
+        assert p.flush(30) == 0
+        if i == n // 2:
+            configs = _topic_configs(admin, topic_name)
+            assert configs["message.format.version"] == "3.0-IV1"
+            assert configs["message.downconversion.enable"] == "true"
+            configs["message.format.version"] = "0.10.0.0"
+            res = ConfigResource(ConfigResource.Type.TOPIC, topic_name, set_config=configs)
+            _legacy_alter_configs(admin, res)
+    after = _topic_configs(admin, topic_name)
+    assert after["message.format.version"] == "0.10.0.0"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        assert got == [b"msg-%d" % i for i in range(n)]
+    finally:
+        c.close()
+    log = broker.read_log()
+    assert f"topic {topic_name}" in log and "message.format.version is deprecated and ignored" in log

@@ -22,6 +22,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    for warning in config.warnings:  # accepted but ignored settings (deprecated, Kafka-only)
+        log.warning("%s", warning)
     try:
         from pylog.broker.server import PurePythonRefused, run_broker
     except ImportError as exc:  # logcore's extensions are not built

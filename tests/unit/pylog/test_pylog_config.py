@@ -11,6 +11,7 @@ from pylog.config import (
     SOURCE_STATIC_BROKER_CONFIG,
     BrokerConfig,
     ConfigError,
+    check_topic_configs,
     parse_properties,
     parse_topic_configs,
 )
@@ -116,3 +117,104 @@ def test_describe_topic_sources_and_synonyms() -> None:
     broker = {e.name: e for e in c.describe_broker()}
     assert broker["log.retention.minutes"].source == SOURCE_STATIC_BROKER_CONFIG
     assert broker["num.partitions"].value == "1"
+
+
+# --- settings pylog knows but cannot honour yet, and deprecated ones it ignores ------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("log.cleanup.policy", "compact", "use delete"),
+        ("log.cleanup.policy", "delete,compact", "no log cleaner"),
+        ("log.cleaner.enable", "true", "set it to false"),
+        ("log.cleaner.threads", "1", "remove this setting"),
+        ("log.cleaner.dedupe.buffer.size", "134217728", "no log cleaner"),
+        ("log.cleaner.io.max.bytes.per.second", "1e6", "no log cleaner"),
+        ("log.cleaner.backoff.ms", "15000", "no log cleaner"),
+        ("num.network.threads", "8", "one event loop"),
+        ("num.network.threads", "1", "remove this setting"),
+        ("log.message.format.version", "0.10.9", "not a valid version"),
+    ],
+)
+def test_unimplemented_settings_are_refused_naming_the_key(key: str, value: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({key: value})
+    assert info.value.key == key
+    assert str(info.value).startswith(key + ":") and fragment in str(info.value)
+
+
+def test_settings_that_need_no_cleaner_are_accepted() -> None:
+    c = BrokerConfig({
+        "log.cleaner.enable": "false",  # what pylog does: no cleaner
+        "log.cleaner.delete.retention.ms": "1000",  # compaction defaults: no compacted topic can exist
+        "log.cleaner.min.cleanable.ratio": "0.1",
+        "num.io.threads": "4", "num.recovery.threads.per.data.dir": "2", "log.flush.interval.ms": "1000",
+    })
+    assert c.warnings == []
+    assert c["log.cleaner.enable"] is False and BrokerConfig()["log.cleaner.enable"] is False
+    assert c.topic_default("delete.retention.ms") == 1000
+
+
+def test_kafka_default_network_threads_accepted_with_a_warning() -> None:
+    assert BrokerConfig().warnings == []
+    c = BrokerConfig({"num.network.threads": "3"})
+    assert c["num.network.threads"] == 3
+    assert c.warnings == ["num.network.threads=3 is ignored: pylog's network layer is one event loop"]
+
+
+def test_kafka_39_server_properties_starts_without_its_zookeeper_lines(tmp_path) -> None:
+    # config/server.properties of Kafka 3.9 (comments dropped), without zookeeper.*.
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "broker.id=0\nnum.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n"
+        "socket.receive.buffer.bytes=102400\nsocket.request.max.bytes=104857600\n"
+        "log.dirs=/tmp/kafka-logs\nnum.partitions=1\nnum.recovery.threads.per.data.dir=1\n"
+        "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+        "transaction.state.log.min.isr=1\nlog.retention.hours=168\n"
+        "log.retention.check.interval.ms=300000\ngroup.initial.rebalance.delay.ms=0\n")
+    c = BrokerConfig.from_sources(str(path))
+    assert c.log_dir == "/tmp/kafka-logs" and len(c.warnings) == 1
+
+
+def test_deprecated_broker_settings_accepted_with_a_warning() -> None:
+    c = BrokerConfig({"log.message.format.version": "2.8", "log.message.downconversion.enable": "false"})
+    assert c.topic_default("message.format.version") == "2.8"
+    assert c.topic_default("message.downconversion.enable") is False
+    assert [w.split(" ", 1)[0] for w in c.warnings] == [
+        "log.message.format.version", "log.message.downconversion.enable"]
+    assert all("deprecated and ignored" in w for w in c.warnings)
+
+
+@pytest.mark.parametrize("value", ["0.8.2", "0.10.0", "0.10.0.0", "0.10.0-IV1", "2.8", "2.8.1", "3.0-IV1", "3.9"])
+def test_message_format_version_takes_kafka_39_version_names(value: str) -> None:
+    assert parse_topic_configs({"message.format.version": value}) == {"message.format.version": value}
+
+
+@pytest.mark.parametrize("value", ["", "0.10", "0.10.3", "2.8-IV5", "3.10", "latest"])
+def test_message_format_version_refuses_other_names(value: str) -> None:
+    with pytest.raises(ConfigError, match="message.format.version"):
+        parse_topic_configs({"message.format.version": value})
+
+
+def test_check_topic_configs_refuses_compact_and_warns_on_deprecated() -> None:
+    with pytest.raises(ConfigError) as info:
+        check_topic_configs(parse_topic_configs({"cleanup.policy": "compact,delete"}))
+    assert info.value.key == "cleanup.policy" and "use delete" in str(info.value)
+    assert check_topic_configs(parse_topic_configs({"cleanup.policy": "delete", "retention.ms": "5"})) == []
+    warnings = check_topic_configs(parse_topic_configs(
+        {"message.format.version": "0.10.0.0", "message.downconversion.enable": "true"}))
+    assert [w.split(" ", 1)[0] for w in warnings] == ["message.downconversion.enable", "message.format.version"]
+
+
+def test_deprecated_topic_configs_described_as_kafka_39_does() -> None:
+    c = BrokerConfig()
+    entries = {e.name: e for e in c.describe_topic({})}
+    fmt, down = entries["message.format.version"], entries["message.downconversion.enable"]
+    assert (fmt.value, fmt.source, fmt.type) == ("3.0-IV1", SOURCE_DEFAULT_CONFIG, "string")
+    assert fmt.synonyms == (("log.message.format.version", "3.0-IV1", SOURCE_DEFAULT_CONFIG),)
+    assert (down.value, down.source, down.type) == ("true", SOURCE_DEFAULT_CONFIG, "boolean")
+    assert down.synonyms == (("log.message.downconversion.enable", "true", SOURCE_DEFAULT_CONFIG),)
+    # A topic's own value is reported as set (Kafka keeps the original string).
+    fmt = {e.name: e for e in c.describe_topic({"message.format.version": "0.10.0.0"})}["message.format.version"]
+    assert (fmt.value, fmt.source) == ("0.10.0.0", SOURCE_DYNAMIC_TOPIC_CONFIG)

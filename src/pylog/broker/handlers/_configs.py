@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.config import ConfigError, check_topic_configs
+
+log = logging.getLogger("pylog.broker.handlers")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -23,6 +28,20 @@ def topic_of(ctx: RequestContext, name: str) -> Any:
     if topic is None:
         raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
     return topic
+
+
+def check_implemented(overrides: Mapping[str, Any]) -> list[str]:
+    """Refuse parsed topic configs pylog cannot honour yet (INVALID_CONFIG naming the key);
+    return the warnings for deprecated ones it accepts and ignores."""
+    try:
+        return check_topic_configs(overrides)
+    except ConfigError as exc:
+        raise errors.InvalidConfigError(str(exc)) from None
+
+
+def log_warnings(ctx: RequestContext, topic: str, warnings: list[str]) -> None:
+    for warning in warnings:
+        log.warning("topic %s (config from %s): %s", topic, ctx.peer, warning)
 
 
 def refuse_broker_change(ctx: RequestContext, name: str) -> None:

@@ -15,6 +15,8 @@ from pylog.broker.handlers._configs import (
     RESOURCE_TOPIC,
     alter_each,
     alter_error_response,
+    check_implemented,
+    log_warnings,
     refuse_broker_change,
     topic_of,
 )
@@ -43,8 +45,11 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
         overrides = parse_topic_configs(raw)
     except ConfigError as exc:
         raise errors.InvalidConfigError(str(exc)) from None
+    warnings = check_implemented(overrides)
     await ctx.broker.log_manager.set_topic_configs_async(
         ctx.broker.executor, resource.resource_name, overrides, validate_only=request.validate_only)
+    if not request.validate_only:
+        log_warnings(ctx, resource.resource_name, warnings)
 
 
 async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import CreateTopicsResponse
@@ -72,11 +73,13 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                     raise errors.InvalidConfigError(f"Null value not supported for topic configs: {c.name}")
                 configs[c.name] = c.value
             overrides = manager.check_new_topic(t.name, num_partitions, rf, configs)
+            warnings = check_implemented(overrides)
             if request.validate_only:
                 topic_id = ZERO_UUID
             else:
                 topic = await manager.create_topic_async(ctx.broker.executor, t.name, num_partitions, rf, configs)
                 topic_id = topic.topic_id
+                log_warnings(ctx, t.name, warnings)
         except errors.ApiError as exc:
             results.append(_result(t.name, exc.code, str(exc)))
             continue

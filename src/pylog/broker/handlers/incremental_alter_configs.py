@@ -14,6 +14,8 @@ from pylog.broker.handlers._configs import (
     RESOURCE_TOPIC,
     alter_each,
     alter_error_response,
+    check_implemented,
+    log_warnings,
     refuse_broker_change,
     topic_of,
 )
@@ -66,8 +68,13 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
         overrides = parse_topic_configs(overrides)
     except ConfigError as exc:
         raise errors.InvalidConfigError(str(exc)) from None
+    check_implemented(overrides)
     await ctx.broker.log_manager.set_topic_configs_async(ctx.broker.executor, topic.name, overrides,
                                                          validate_only=request.validate_only)
+    if not request.validate_only:
+        # Warn about what this request set, not again about what was set before.
+        changed = {c.name: overrides[c.name] for c in resource.configs if c.name in overrides}
+        log_warnings(ctx, topic.name, check_implemented(changed))
 
 
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
