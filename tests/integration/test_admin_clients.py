@@ -237,3 +237,23 @@ def test_deprecated_message_format_version_set_like_librdkafka_test_0092(broker,
         c.close()
     log = broker.read_log()
     assert f"topic {topic_name}" in log and "message.format.version is deprecated and ignored" in log
+
+
+def test_only_the_brokers_own_topics_are_internal(broker) -> None:
+    """A client's topic named ``__my_topic`` is an ordinary topic: Metadata marks a topic
+    internal only when it is one of the broker's own (``__consumer_offsets``, ...)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.admin import KafkaAdminClient
+
+    name = f"__my_topic_{time.monotonic_ns()}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    (desc,) = [f.result(10) for f in admin.describe_topics(TopicCollection([name])).values()]
+    assert desc.name == name and desc.is_internal is False
+    kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (kdesc,) = kadmin.describe_topics([name])
+        assert kdesc["name"] == name and kdesc["is_internal"] is False, kdesc
+    finally:
+        kadmin.close()

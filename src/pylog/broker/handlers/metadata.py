@@ -14,6 +14,7 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH, lookup_topic
 from pylog.broker.handlers._context import RequestContext
+from pylog.log.internal_topics import is_internal
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import MetadataResponse
 
@@ -34,7 +35,7 @@ def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
-        is_internal=topic.name.startswith("__"),
+        is_internal=is_internal(topic.name),
         partitions=[
             _R.MetadataResponsePartition(
                 error_code=0, partition_index=p.index, leader_id=node, leader_epoch=LEADER_EPOCH,

@@ -240,3 +240,15 @@ def test_newer_leader_epoch_is_unknown(broker) -> None:
     resp = call(broker, 2, 7, L(replica_id=-1, topics=[L.ListOffsetsTopic(name="ep", partitions=[
         L.ListOffsetsPartition(partition_index=0, timestamp=-1, current_leader_epoch=1)])]))
     assert resp.topics[0].partitions[0].error_code == errors.UnknownLeaderEpochError.code
+
+
+def test_metadata_flags_only_the_registered_internal_topics(broker) -> None:
+    from pylog.log.internal_topics import INTERNAL_TOPICS, is_internal
+
+    assert set(INTERNAL_TOPICS) == {"__consumer_offsets", "__transaction_state"}
+    assert not is_internal("__my_topic") and not is_internal("_consumer_offsets")
+    for name in ("__consumer_offsets", "__my_topic", "plain"):
+        broker.log_manager.create_topic(name, 1)
+    resp = call(broker, 3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+    assert {t.name: t.is_internal for t in resp.topics} == {
+        "__consumer_offsets": True, "__my_topic": False, "plain": False}
