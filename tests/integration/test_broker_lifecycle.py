@@ -216,10 +216,41 @@ def test_config_file_and_durable_topic_configs(new_broker, topic_name, tmp_path)
     assert b.stop() == 0
 
 
+def _failed_start(*overrides: str) -> str:
+    cmd = [sys.executable, "-m", "pylog", "broker", "--allow-pure-python"]
+    for o in overrides:
+        cmd += ["--override", o]
+    proc = subprocess.run(cmd, capture_output=True, timeout=30)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "shut down cleanly" not in err, err
+    return err
+
+
 def test_port_in_use_is_a_clear_error(broker, tmp_path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pylog", "broker", "--override",
-                           f"listeners=PLAINTEXT://{broker.bootstrap}", "--override", f"log.dirs={tmp_path}",
-                           "--allow-pure-python"], capture_output=True, timeout=30)
-    assert proc.returncode == 1
-    assert b"cannot start" in proc.stderr and b"Address already in use" in proc.stderr
-    assert b"Traceback" not in proc.stderr
+    """Named host:port, found before anything is created on disk (meta.properties was
+    written into the new directory first)."""
+    data = tmp_path / "new-data"
+    err = _failed_start(f"listeners=PLAINTEXT://{broker.bootstrap}", f"log.dirs={data}")
+    assert f"cannot start: cannot listen on {broker.bootstrap} (listeners): Address already in use" in err
+    assert not data.exists()
+
+
+def test_second_broker_on_the_same_data_directory(new_broker, topic_name) -> None:
+    """Fails at once naming the data directory and the pid and command line holding its
+    lock, and writes nothing (it used to fail on one partition's lock, after printing
+    "shut down cleanly"); once the first broker stops, the directory can be used again."""
+    b = new_broker().start()
+    _produce(b.bootstrap, topic_name, 10)
+    before = sorted(os.listdir(b.data_dir))
+    assert ".lock" in before and "meta.properties" in before
+    err = _failed_start("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={b.data_dir}")
+    line = next(x for x in err.splitlines() if "cannot start" in x)
+    assert f"data directory {b.data_dir} is in use: pid {b.proc.pid} (" in line
+    assert "-m pylog broker" in line and f"{b.data_dir}/.lock" in line
+    assert sorted(os.listdir(b.data_dir)) == before
+    _produce(b.bootstrap, topic_name, 10)  # the first broker is undisturbed
+    assert b.stop() == 0
+    b.start()
+    _check(_consume_all(b.bootstrap, topic_name, 1, 20), 1, 20)
+    assert b.stop() == 0

@@ -76,6 +76,7 @@ class Broker:
         self.connections: set[Any] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._started = False
         self._stopped = asyncio.Event()
 
     @property
@@ -104,15 +105,27 @@ class Broker:
                 "extensions are not built); it is too slow for a broker. Build the extensions "
                 "(`make compile`) or pass --allow-pure-python"
             )
+        from pylog.broker.handlers import SUPPORTED_VERSIONS
+        from pylog.broker.net import Listener
+        from pylog.protocol.connection import request_class, response_class
+
+        # Bind before touching the data directory: a taken port is reported (naming it)
+        # before anything is created or written there. Accepting starts once the logs are open.
+        for listener in self.config.listeners:
+            host = listener.host or "0.0.0.0"
+            try:
+                lst = Listener(self, host, listener.port)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {host}:{listener.port} "
+                              f"(listeners): {exc.strerror}") from None
+            self.servers.append(lst)
+            self.bound.append(lst.address)
         loop = asyncio.get_running_loop()
         started = self.clock.monotonic()
         await loop.run_in_executor(self.executor, self.log_manager.startup)
         log.info("loaded %d topics (%d partitions) from %s in %.3f s",
                  len(self.log_manager.topics), len(self.log_manager.all_partitions()),
                  self.log_manager.log_dir, self.clock.monotonic() - started)
-        from pylog.broker.handlers import SUPPORTED_VERSIONS
-        from pylog.broker.net import Listener
-        from pylog.protocol.connection import request_class, response_class
 
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
@@ -120,15 +133,13 @@ class Broker:
             request_class(key)
             response_class(key)
 
-        for listener in self.config.listeners:
-            lst = Listener(self, listener.host or "0.0.0.0", listener.port)
-            self.servers.append(lst)
-            self.bound.append(lst.address)
+        for listener, lst in zip(self.config.listeners, self.servers, strict=True):
             lst.start()
             log.info("listening on %s://%s:%d", listener.name, *lst.address)
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._delete_loop()))
         self._tasks.append(asyncio.ensure_future(self._idle_loop()))
+        self._started = True
         log.info("pylog broker %d started (cluster id %s)", self.node_id, self.cluster_id)
 
     async def _retention_loop(self) -> None:
@@ -175,7 +186,8 @@ class Broker:
             await self._stopped.wait()
             return
         self._stopping = True
-        log.info("shutting down")
+        # After a failed start this only closes what was opened: no "shut down cleanly".
+        log.info("shutting down" if self._started else "start failed: closing what was opened")
         for server in self.servers:
             await server.close()
         for task in self._tasks:
@@ -188,7 +200,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.log_manager.shutdown)
         self.executor.shutdown(wait=True)
-        log.info("shut down cleanly")
+        if self._started:
+            log.info("shut down cleanly")
         self._stopped.set()
 
     @property

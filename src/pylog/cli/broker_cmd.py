@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        log.error("cannot start: %s", exc)
+    except OSError as exc:  # a taken port, a data directory in use or not writable
+        detail = exc.strerror or str(exc)
+        if exc.filename:
+            detail = f"{exc.filename}: {detail}"
+        log.error("cannot start: %s", detail)
         return 1

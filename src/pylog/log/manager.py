@@ -44,6 +44,7 @@ from pylog.config import (
     parse_topic_configs,
 )
 from pylog.log import topics as _topics
+from pylog.log.dir_lock import DataDirLock
 
 log = logging.getLogger("pylog.log")
 
@@ -116,12 +117,17 @@ class LogManager:
         self.cluster_id = ""
         self.pending_deletes: list[str] = []
         self._lock: asyncio.Lock | None = None
+        self._dir_lock: DataDirLock | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Open (and recover) every partition log; load the topic store."""
+        """Open (and recover) every partition log; load the topic store.
+
+        Raises LogDirInUseError before anything else when another broker holds the dir.
+        """
         os.makedirs(self.log_dir, exist_ok=True)
+        self._dir_lock = DataDirLock(self.log_dir)  # first: nothing is read or written unlocked
         self._load_meta_properties()
         stored = self._store.load()
         found: dict[str, dict[int, str]] = {}
@@ -178,6 +184,8 @@ class LogManager:
                     p.log.close()
                 except Exception:  # noqa: BLE001 - keep closing the others
                     log.exception("closing %s-%d failed", p.topic, p.index)
+        if self._dir_lock is not None:
+            self._dir_lock.release()
 
     def _load_meta_properties(self) -> None:
         props = _topics.read_meta_properties(self.log_dir)
