@@ -1,7 +1,7 @@
 """Request handlers: one module per API (``handle_<api_name>``) and the dispatcher.
 
 Each handler module defines ``API_KEY``, ``VERSIONS`` (the range we advertise, exactly what
-works), ``async def handle_<api_name>(ctx, request) -> response | None`` (None: no response,
+works: read from ``pylog.protocol.apis.ADVERTISED``), ``async def handle_<api_name>(ctx, request) -> response | None`` (None: no response,
 as Produce with acks=0) and ``error_response(ctx, request, code, message)`` (the response
 that carries one error code everywhere, Kafka's ``AbstractRequest.getErrorResponse``).
 
@@ -65,14 +65,11 @@ def _handler(module: ModuleType) -> Any:
     return getattr(module, f"handle_{name}")
 
 
-HANDLERS: dict[int, tuple[Any, ModuleType]] = {m.API_KEY: (_handler(m), m) for m in _MODULES}
-# What ApiVersions advertises: {api_key: (min_version, max_version)}.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {m.API_KEY: m.VERSIONS for m in _MODULES}
-
-
-def is_supported(api_key: int, api_version: int) -> bool:
-    rng = SUPPORTED_VERSIONS.get(api_key)
-    return rng is not None and rng[0] <= api_version <= rng[1]
+HANDLERS: dict[int, tuple[Any, ModuleType]] = {int(m.API_KEY): (_handler(m), m) for m in _MODULES}
+# {api_key: (min_version, max_version)} of the handlers: pylog.protocol.apis.ADVERTISED, the one
+# table that ApiVersions lists and the connection layer enforces; handler modules read their
+# VERSIONS from it, and tests/unit/pylog/broker/test_broker_handlers.py checks that they all do.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(m.API_KEY): m.VERSIONS for m in _MODULES}
 
 
 async def dispatch(ctx: RequestContext, request: Any) -> Any:

@@ -22,10 +22,11 @@ from pylog.broker.handlers._configs import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import ConfigError, parse_topic_configs
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AlterConfigsResponse
 
-API_KEY = 33
-VERSIONS = (0, 2)
+API_KEY = ApiKey.ALTER_CONFIGS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = AlterConfigsResponse
 

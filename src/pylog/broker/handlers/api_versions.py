@@ -1,5 +1,8 @@
 """ApiVersions (key 18), versions 0-4: the API ranges this broker implements.
 
+The list is ``pylog.protocol.apis.ADVERTISED``, the one version table: every handler's
+``VERSIONS`` is read from it (a test checks the two that the net work owns, produce and fetch).
+
 A request at a version we do not know is answered by the connection layer in the v0 layout
 with UNSUPPORTED_VERSION and the full list (KIP-511), so the client retries with a version
 we support; this handler sees only supported versions.
@@ -10,19 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey, api_versions_keys
 from pylog.protocol.messages import ApiVersionsResponse
 
-API_KEY = 18
-VERSIONS = (0, 4)
+API_KEY = ApiKey.API_VERSIONS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 
 def api_keys() -> list[Any]:
-    from pylog.broker.handlers import SUPPORTED_VERSIONS
-
-    return [
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-        for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
-    ]
+    return api_versions_keys(ADVERTISED)
 
 
 async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:

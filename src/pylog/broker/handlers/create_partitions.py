@@ -7,10 +7,11 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import CreatePartitionsResponse
 
-API_KEY = 37
-VERSIONS = (0, 3)
+API_KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = CreatePartitionsResponse
 

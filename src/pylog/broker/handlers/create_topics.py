@@ -15,11 +15,12 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import CreateTopicsResponse
 
-API_KEY = 19
-VERSIONS = (2, 7)
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = CreateTopicsResponse
 

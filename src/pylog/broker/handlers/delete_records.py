@@ -11,10 +11,11 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DeleteRecordsResponse
 
-API_KEY = 21
-VERSIONS = (0, 2)
+API_KEY = ApiKey.DELETE_RECORDS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = DeleteRecordsResponse
 

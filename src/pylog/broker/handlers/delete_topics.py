@@ -10,11 +10,12 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import DeleteTopicsResponse
 
-API_KEY = 20
-VERSIONS = (1, 6)
+API_KEY = ApiKey.DELETE_TOPICS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = DeleteTopicsResponse
 

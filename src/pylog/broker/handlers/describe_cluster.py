@@ -7,10 +7,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeClusterResponse
 
-API_KEY = 60
-VERSIONS = (0, 1)
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = DescribeClusterResponse
 ENDPOINT_BROKERS = 1

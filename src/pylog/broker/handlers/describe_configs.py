@@ -19,10 +19,11 @@ from pylog.broker.handlers._configs import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import CONFIG_TYPE_CODES
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeConfigsResponse
 
-API_KEY = 32
-VERSIONS = (1, 4)
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = DescribeConfigsResponse
 

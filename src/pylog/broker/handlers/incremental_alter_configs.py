@@ -21,10 +21,11 @@ from pylog.broker.handlers._configs import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
-API_KEY = 44
-VERSIONS = (0, 1)
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = IncrementalAlterConfigsResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

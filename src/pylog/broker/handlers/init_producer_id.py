@@ -20,10 +20,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.producer_ids import ProducerIdAllocator, ProducerIdExhaustedError
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import InitProducerIdResponse
 
-API_KEY = 22
-VERSIONS = (0, 5)
+API_KEY = ApiKey.INIT_PRODUCER_ID
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 log = logging.getLogger("pylog.broker.init_producer_id")
 

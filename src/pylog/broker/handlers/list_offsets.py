@@ -12,10 +12,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ListOffsetsResponse
 
-API_KEY = 2
-VERSIONS = (1, 7)
+API_KEY = ApiKey.LIST_OFFSETS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = ListOffsetsResponse
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

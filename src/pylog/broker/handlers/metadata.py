@@ -15,11 +15,12 @@ from pylog import errors
 from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH, lookup_topic
 from pylog.broker.handlers._context import RequestContext
 from pylog.log.internal_topics import is_internal
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import MetadataResponse
 
-API_KEY = 3
-VERSIONS = (0, 12)
+API_KEY = ApiKey.METADATA
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = MetadataResponse
 

@@ -12,10 +12,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import OffsetForLeaderEpochResponse
 
-API_KEY = 23
-VERSIONS = (2, 4)
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = OffsetForLeaderEpochResponse
 
