@@ -64,3 +64,21 @@ def test_produce_from_file_acks_zero(broker, topic_name, tmp_path) -> None:
             break
         time.sleep(0.2)
     assert out == [b"line %d" % i for i in range(2500)]
+
+
+def test_compaction_refused_with_what_to_do(broker, topic_name) -> None:
+    bad = pylog(broker, "topics", "create", topic_name, "--config", "cleanup.policy=compact", check=False)
+    err = bad.stderr.decode()
+    assert bad.returncode == 1 and "INVALID_CONFIG" in err and "cleanup.policy" in err and "use delete" in err
+    assert topic_name not in pylog(broker, "topics", "list").stdout.decode().split()
+    pylog(broker, "topics", "create", topic_name)
+    bad = pylog(broker, "topics", "alter-config", topic_name, "--set", "cleanup.policy=delete,compact", check=False)
+    assert bad.returncode == 1 and b"INVALID_CONFIG" in bad.stderr and b"cleanup.policy" in bad.stderr
+    out = pylog(broker, "topics", "describe", topic_name, "--configs").stdout.decode()
+    assert "\tcleanup.policy=delete\n" in out  # the default, no override
+
+
+def test_a_clients_double_underscore_topic_is_listed(broker) -> None:
+    name = f"__cli_{time.monotonic_ns()}"
+    pylog(broker, "topics", "create", name)
+    assert name in pylog(broker, "topics", "list").stdout.decode().split()  # not internal
