@@ -260,3 +260,33 @@ def test_metadata_flags_only_the_registered_internal_topics(broker) -> None:
     resp = call(broker, 3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
     assert {t.name: t.is_internal for t in resp.topics} == {
         "__consumer_offsets": True, "__my_topic": False, "plain": False}
+
+
+def test_unimplemented_topic_configs_refused_and_deprecated_ones_warned(broker, caplog) -> None:
+    from pylog.protocol.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
+
+    C = CreateTopicsRequest
+
+    def create(name: str, configs: dict[str, str], validate_only: bool = False) -> Any:
+        body = C(topics=[C.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[],
+                                          configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
+                 timeout_ms=1000, validate_only=validate_only)
+        (res,) = call(broker, 19, 7, body).topics
+        return res
+
+    for validate_only in (True, False):
+        res = create("t", {"cleanup.policy": "compact"}, validate_only)
+        assert res.error_code == errors.InvalidConfigError.code and res.error_message.startswith("cleanup.policy:")
+    assert "t" not in broker.log_manager.topics
+    assert create("t", {"message.format.version": "0.10.0.0"}).error_code == 0
+    assert "topic t (config from 127.0.0.1:1): message.format.version is deprecated and ignored" in caplog.text
+
+    Inc = IncrementalAlterConfigsRequest
+    (res,) = call(broker, 44, 1, Inc(resources=[Inc.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        Inc.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])], validate_only=False)).responses
+    assert res.error_code == errors.InvalidConfigError.code and "cleanup.policy" in res.error_message
+    A = AlterConfigsRequest
+    (res,) = call(broker, 33, 2, A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="cleanup.policy", value="compact")])], validate_only=True)).responses
+    assert res.error_code == errors.InvalidConfigError.code
+    assert broker.log_manager.topics["t"].overrides == {"message.format.version": "0.10.0.0"}
