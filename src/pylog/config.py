@@ -1,7 +1,7 @@
 """Broker and topic configuration: Kafka's names, types, defaults and validators.
 
 Sources: ``ServerLogConfigs``, ``LogConfig``, ``ServerConfigs``, ``SocketServerConfigs`` in
-apache/kafka (defaults in ../shared/KAFKA-FACTS.md A15). A broker is configured from a
+apache/kafka (names and defaults as Kafka 3.9 has them). A broker is configured from a
 ``server.properties`` file plus ``--override key=value`` flags; an unknown key or a bad value
 fails at start with a message naming the key (``ConfigError``).
 
@@ -381,12 +381,17 @@ def check_topic_configs(overrides: Mapping[str, Any]) -> list[str]:
     return [_deprecation_warning(k, k) for k in sorted(overrides) if k in DEPRECATED_TOPIC_CONFIGS]
 
 
-def _check_broker_configs(explicit: Mapping[str, Any], unknown: Iterable[str]) -> list[str]:
-    """Broker-level counterpart of ``check_topic_configs`` (``explicit``: parsed settings,
-    ``unknown``: keys not in the table). Returns warnings; raises ConfigError."""
-    for key in unknown:
+def _refuse_cleaner_settings(keys: Iterable[str]) -> None:
+    """Name a cleaner thread setting as such (they are not in the table: "unknown" would
+    not say what to do)."""
+    for key in keys:
         if key in CLEANER_THREAD_CONFIGS:
             raise ConfigError(key, f"{_NO_CLEANER}: remove this setting")
+
+
+def _check_broker_configs(explicit: Mapping[str, Any]) -> list[str]:
+    """Broker-level counterpart of ``check_topic_configs`` on the parsed explicit settings.
+    Returns warnings; raises ConfigError."""
     _refuse_compact("log.cleanup.policy", explicit.get("log.cleanup.policy") or [])
     if explicit.get("log.cleaner.enable"):
         raise ConfigError("log.cleaner.enable", f"{_NO_CLEANER}: remove this setting or set it to false")
@@ -453,7 +458,7 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         explicit: dict[str, Any] = {}
         values = values or {}
-        _check_broker_configs({}, values)  # a cleaner setting is named before "unknown"
+        _refuse_cleaner_settings(values)
         for key, raw in values.items():
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:
@@ -461,7 +466,7 @@ class BrokerConfig:
             explicit[key] = d.parse(raw)
         self._explicit = explicit
         # Settings accepted but ignored, for the broker to log at start.
-        self.warnings: list[str] = _check_broker_configs(explicit, ())
+        self.warnings: list[str] = _check_broker_configs(explicit)
         self.listeners = parse_listeners("listeners", self["listeners"])
         adv = self["advertised.listeners"]
         self.advertised_listeners = (

@@ -1,4 +1,4 @@
-"""The API keys and versions the broker serves and advertises (issue 4, KAFKA-FACTS B6).
+"""The API keys and versions the broker serves and advertises (issue 4): the one version table.
 
 ``ADVERTISED`` is what ApiVersions lists; ``SUPPORTED`` is what the broker accepts on use.
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
@@ -8,7 +8,8 @@ and ACLs are not listed until they work: clients use the newest advertised versi
 everything advertised must be implemented.
 
 The codec (``pylog.protocol._schema``) decodes every version of every message in the JSON
-specs; these tables only decide what the broker offers.
+specs; these tables only decide what the broker offers. The broker's handler modules read
+their ``VERSIONS`` from ``ADVERTISED`` (this module imports nothing of the broker).
 """
 
 from __future__ import annotations
