@@ -40,7 +40,7 @@ test: sysdeps compile test-c test-pure
 test-c:
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# logcore's pure-Python twin runs the logcore and property suites too (STYLE.md section 7).
+# logcore's pure-Python twin runs the logcore and property suites too (docs/architecture.md, Tests).
 test-pure:
 	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
 

@@ -1,7 +1,7 @@
 """Broker and topic configuration: Kafka's names, types, defaults and validators.
 
 Sources: ``ServerLogConfigs``, ``LogConfig``, ``ServerConfigs``, ``SocketServerConfigs`` in
-apache/kafka (defaults in ../shared/KAFKA-FACTS.md A15). A broker is configured from a
+apache/kafka (reference: docs/configuration.md). A broker is configured from a
 ``server.properties`` file plus ``--override key=value`` flags; an unknown key or a bad value
 fails at start with a message naming the key (``ConfigError``).
 

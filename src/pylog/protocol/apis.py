@@ -1,4 +1,4 @@
-"""The API keys and versions the broker serves and advertises (issue 4, KAFKA-FACTS B6).
+"""The API keys and versions the broker serves and advertises (issue 4).
 
 ``ADVERTISED`` is what ApiVersions lists; ``SUPPORTED`` is what the broker accepts on use.
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables

@@ -5,7 +5,7 @@ works), ``async def handle_<api_name>(ctx, request) -> response | None`` (None: 
 as Produce with acks=0) and ``error_response(ctx, request, code, message)`` (the response
 that carries one error code everywhere, Kafka's ``AbstractRequest.getErrorResponse``).
 
-The dispatcher is the one place that catches broad exceptions (STYLE.md section 5): an
+The dispatcher is the one place that catches broad exceptions: an
 exception escaping a handler becomes ``error_response`` with the code
 ``pylog.errors.code_for_exception`` picks; exceptions without a code are logged as bugs with
 their traceback and answered with UNKNOWN_SERVER_ERROR.
@@ -100,7 +100,7 @@ async def dispatch(ctx: RequestContext, request: Any) -> Any:
         return await handler(ctx, request)
     except errors.ApiError as exc:
         code, message = exc.code, str(exc)
-    except Exception as exc:  # noqa: BLE001 - the one broad catch (STYLE.md section 5)
+    except Exception as exc:  # noqa: BLE001 - the one broad catch
         code = errors.code_for_exception(exc)
         message = str(exc)
         if code == errors.UnknownServerError.code:
