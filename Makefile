@@ -14,6 +14,9 @@ all: compile
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0,<4" "numpy>=1.24"
+	@# The distribution was named pylog before it became pylog-kafka: drop that install
+	@# from an older .venv so that only one distribution owns the pylog package.
+	$(PY) -m pip uninstall -q -y pylog 2>/dev/null || true
 	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
 	touch $@
 
