@@ -50,19 +50,22 @@ repaired=("$out"/pylog_kafka-*manylinux*.whl)
 wheel="${repaired[0]}"
 echo "repaired $(basename "$wheel")"
 
-# The wheel carries the compiled extensions, the stubs and py.typed, and no generated C
-# or Cython sources.
-"$work/tool/bin/python" - "$wheel" <<'PY'
-import sys, zipfile
+# The wheel carries a compiled extension and a stub for every .pyx of the source tree,
+# py.typed, and no generated C or Cython sources.
+"$work/tool/bin/python" - "$wheel" "$root/src" <<'PY'
+import pathlib, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 bad = [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".html"))]
 assert not bad, f"wheel contains generated or source files: {bad}"
-for unit in ("_batch", "_crc32c", "_index", "_segment", "_varint"):
-    assert any(n.startswith(f"logcore/{unit}.") and n.endswith(".so") for n in names), unit
-for required in ("logcore/py.typed", "pylog/py.typed", "logcore/_batch.pyi", "pylog/cli/main.py"):
+units = sorted(p.relative_to(sys.argv[2]).with_suffix("") for p in pathlib.Path(sys.argv[2]).rglob("*.pyx"))
+assert units, "no .pyx found under src/"
+for unit in map(str, units):
+    assert any(n.startswith(f"{unit}.") and n.endswith(".so") for n in names), f"{unit}: no extension"
+    assert f"{unit}.pyi" in names, f"{unit}: no .pyi stub"
+for required in ("logcore/py.typed", "pylog/py.typed", "pylog/cli/main.py"):
     assert required in names, required
 assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
-print(f"contents checked: {len(names)} files")
+print(f"contents checked: {len(names)} files, {len(units)} extensions")
 PY
 
 if [ "$SMOKE_TESTS" = "0" ]; then
