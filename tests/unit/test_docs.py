@@ -174,3 +174,15 @@ def test_the_generator_refuses_a_key_without_a_note(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(config.BROKER_CONFIG_DEFS, extra.name, extra)
     with pytest.raises(SystemExit, match="pylog.test.only"):
         gen.render()
+
+
+def test_readme_installs_the_distribution_pyproject_names() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    m = re.search(r'^\[project\][^\[]*?^name = "([^"]+)"', pyproject, flags=re.M | re.S)
+    assert m is not None
+    name = m.group(1)
+    # pylog and logcore are other projects' names on PyPI: the distribution must not take them.
+    assert name not in ("pylog", "logcore")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"pip install {name}" in readme
+    assert "`pylog`" in readme and "`logcore`" in readme
