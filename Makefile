@@ -14,6 +14,9 @@ all: compile
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0,<4" "numpy>=1.24"
+	@# The distribution was named pylog before it became pylog-kafka: drop that install
+	@# from an older .venv so that only one distribution owns the pylog package.
+	$(PY) -m pip uninstall -q -y pylog 2>/dev/null || true
 	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
 	touch $@
 
@@ -40,7 +43,7 @@ test: sysdeps compile test-c test-pure
 test-c:
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# logcore's pure-Python twin runs the logcore and property suites too (STYLE.md section 7).
+# logcore's pure-Python twin runs the logcore and property suites too (docs/architecture.md, Tests).
 test-pure:
 	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
 

@@ -18,7 +18,7 @@ DEBUG = os.environ.get("LOGCORE_DEBUG", "") not in ("", "0")
 PUREPYTHON = os.environ.get("LOGCORE_PUREPYTHON", "") not in ("", "0")
 
 # Modules that may drop bounds/wraparound checks: each has Hypothesis tests and a
-# differential test against its logcore._ref twin (STYLE.md section 4, rule 8).
+# differential test against its logcore._ref twin (docs/architecture.md, Build).
 HOT_MODULES = {
     "logcore._crc32c",
     "logcore._batch",

@@ -8,7 +8,7 @@ import pytest
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # The logcore suites run twice, compiled and pure (STYLE.md section 7): make sure the
+    # The logcore suites run twice, compiled and pure: make sure the
     # implementation loaded is the one asked for, or the second run proves nothing.
     import logcore
 

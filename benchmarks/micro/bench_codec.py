@@ -1,6 +1,6 @@
 """Micro benchmarks of logcore's RecordBatch v2 codec against other Python Kafka codecs.
 
-Side by side, in one run (issue 2; STYLE.md section 8):
+Side by side, in one run (issue 2; C and _ref in one group):
 - logcore compiled (logcore._batch), logcore pure-Python twin (logcore._ref.batch),
 - aiokafka's C codec (aiokafka.record._crecords: DefaultRecordBatchBuilder /
   DefaultRecordBatch), the fastest Python Kafka codec we know,

@@ -1,5 +1,5 @@
 # Constants of the RecordBatch v2 format and of logcore's C code, as `cdef enum`
-# (STYLE.md section 4, rule 3: no DEF/IF). Values from DefaultRecordBatch.java,
+# (no DEF/IF: both are deprecated in Cython 3). Values from DefaultRecordBatch.java,
 # DefaultRecord.java and Records.java in apache/kafka clients/.../common/record/.
 
 # Byte offsets of the batch header fields (big-endian), 61 bytes in all:
@@ -90,7 +90,7 @@ cdef enum:
     ST_UNKNOWN_CODEC = -26
     ST_BAD_LAST_OFFSET_DELTA = -27
 
-# Thresholds for releasing the GIL (STYLE.md section 4, rule 6). Releasing and
+# Thresholds for releasing the GIL (only around work that touches no Python object). Releasing and
 # re-taking the GIL costs about 0.1-0.3 us uncontended and much more when another thread
 # waits; CRC-32C runs at ~20 GB/s here, so below 32 KiB (~1.6 us of work) keeping the
 # GIL is cheaper. Measured with benchmarks/micro/bench_crc32c.py (see RESULTS.md).

@@ -1,6 +1,6 @@
 # A bounded reader over a byte range [ptr, end): every read checks that its bytes are
 # present, then advances. Nothing here can read past `end`, whatever the input says
-# (STYLE.md section 4, rule 4; the shape of MagicStack/py-pgproto's frb.pxd).
+# (the shape of MagicStack/py-pgproto's frb.pxd).
 #
 # Reads return a status (ST_OK or a negative ST_* code from _consts.pxd) so that they
 # work without the GIL; on failure the cursor is left on the field that failed, which

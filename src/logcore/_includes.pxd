@@ -1,4 +1,4 @@
-# Every `cdef extern` block of logcore, in one place (STYLE.md section 4, rule 2), all
+# Every `cdef extern` block of logcore, in one place (none elsewhere), all
 # nogil: the helpers in include/*.h touch no Python object.
 #
 #   include/crc32c.h     CRC-32C: SSE4.2 / ARMv8 CRC instructions, slice-by-8 fallback

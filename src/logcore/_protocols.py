@@ -2,7 +2,7 @@
 
 The compiled classes (logcore._batch, ._crc32c, ._varint) and their pure-Python twins
 (logcore._ref.batch, .crc32c, .varint) implement the same contract
-(coord/CODEC-CONTRACT.md). These Protocols state it for type checkers and for the
+(docs/architecture.md, The codec contract). These Protocols state it for type checkers and for the
 differential tests, which assert that both sides satisfy them (runtime_checkable checks
 names only, not signatures). The shape follows aiokafka's record/_protocols.py.
 """

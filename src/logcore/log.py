@@ -15,7 +15,7 @@ A partition directory holds segments named by their base offset (20 digits, zero
     .kafka_cleanshutdown            present only between a clean close and the next open
 
 The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
-``LogLoader`` (KAFKA-FACTS A7-A13):
+``LogLoader`` (docs/formats.md, docs/operations.md):
 
 - append: ``validate_for_append`` checks the batches and assigns offsets in place, the
   active segment rolls when full (size, age with jitter, index capacity, relative-offset
@@ -864,7 +864,7 @@ class Log:
         return True
 
     def _remove_temp_files_and_complete_swaps(self) -> None:
-        """Kafka's ``removeTempFilesAndCollectSwapFiles`` + swap completion (A12 step 1)."""
+        """Kafka's ``removeTempFilesAndCollectSwapFiles`` + swap completion (LogLoader, first step)."""
         d = self.directory
         cleaned: list[int] = []
         swaps: list[str] = []
@@ -1003,7 +1003,7 @@ class Log:
             rolled = False
             ssize = seg.size
             if ssize:
-                # Kafka's LogSegment.shouldRoll (KAFKA-FACTS A8), inlined (hot path): full
+                # Kafka's LogSegment.shouldRoll, inlined (hot path): full
                 # by size or index, too old (the incoming batch's timestamp against the
                 # first batch's, or the wall clock when that has none), or an offset that
                 # does not fit relative to the base offset.

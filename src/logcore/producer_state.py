@@ -1,7 +1,7 @@
 """Per-producer state of one log: idempotent-producer duplicate and sequence checks.
 
 Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` / ``ProducerStateEntry``
-(KAFKA-FACTS A6), for idempotent (non-transactional) producers. For every producer id
+(docs/formats.md), for idempotent (non-transactional) producers. For every producer id
 seen in the log the manager keeps its epoch and the metadata of its last
 :data:`NUM_BATCHES_TO_RETAIN` batches (first/last sequence, first/last offset, max
 timestamp). On the leader path a batch carrying a producer id is checked against it:

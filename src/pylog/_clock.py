@@ -1,4 +1,4 @@
-"""Injected time (STYLE.md section 1: whatever waits, expires or schedules takes a Clock).
+"""Injected time (whatever waits, expires or schedules takes a Clock).
 
 Anchor: apache/kafka ``org.apache.kafka.common.utils.Time``. ``SystemClock`` reads the real
 clocks; ``ManualClock`` is advanced by tests. Both are safe to share between threads for

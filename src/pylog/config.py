@@ -1,8 +1,8 @@
 """Broker and topic configuration: Kafka's names, types, defaults and validators.
 
 Sources: ``ServerLogConfigs``, ``LogConfig``, ``ServerConfigs``, ``SocketServerConfigs`` in
-apache/kafka (names and defaults as Kafka 3.9 has them). A broker is configured from a
-``server.properties`` file plus ``--override key=value`` flags; an unknown key or a bad value
+apache/kafka (names and defaults as Kafka 3.9 has them; reference: docs/configuration.md).
+A broker is configured from a ``server.properties`` file plus ``--override key=value`` flags; an unknown key or a bad value
 fails at start with a message naming the key (``ConfigError``).
 
 Topic-level configs (``retention.ms``, ``max.message.bytes``, ...) each have broker-level

@@ -1,6 +1,6 @@
 """pylog's exception hierarchy: the one table of Kafka error codes.
 
-Shape (STYLE.md section 5, after Kafka's ``clients/.../common/protocol/Errors.java``):
+Shape (after Kafka's ``clients/.../common/protocol/Errors.java``):
 
 - ``KafkaError`` is the root of every error pylog raises on purpose.
 - ``ApiError`` subclasses, one per Kafka error code, carry the class attributes ``code``

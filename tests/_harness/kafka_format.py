@@ -1,6 +1,6 @@
 """An independent reader of Kafka's on-disk partition layout, for tests.
 
-Written from the documented format (KAFKA-FACTS A1-A4, A11; Kafka's OffsetIndex.java,
+Written from the documented format (docs/formats.md; Kafka's OffsetIndex.java,
 TimeIndex.java, CheckpointFile.java, DefaultRecordBatch.java), sharing no code with
 logcore: it uses only struct, os and the third-party ``crc32c`` package. Tests compare
 what logcore writes against what this reader sees, so a mistake shared by logcore's

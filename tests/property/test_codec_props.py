@@ -1,4 +1,4 @@
-"""Hypothesis properties of the RecordBatch v2 codec (issue 2, STYLE.md section 7).
+"""Hypothesis properties of the RecordBatch v2 codec (issue 2).
 
 Round trips: arbitrary records, headers, timestamps and codecs survive BatchBuilder ->
 RecordBatch iteration, decode_columns and validate_for_append.

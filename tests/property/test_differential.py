@@ -1,6 +1,6 @@
 """Differential tests: the compiled codec against its pure-Python twin.
 
-Both implementations follow coord/CODEC-CONTRACT.md; logcore._ref is the oracle. For
+Both implementations follow the codec contract (docs/architecture.md); logcore._ref is the oracle. For
 the same input, every public operation must give the same value, or raise the same
 error class (messages may differ). Inputs are arbitrary bytes, valid batches built from
 random records, and valid batches with mutations (bit flips, truncation, absurd lengths

@@ -1,6 +1,6 @@
 """OffsetIndex / TimeIndex against a sorted-list model (Hypothesis state machine).
 
-Anchor: kafka:log-test/OffsetIndexTest.java (a sorted map as the oracle).
+After Kafka's storage/src/test/.../log/OffsetIndexTest.java (a sorted map as the oracle).
 """
 
 from __future__ import annotations

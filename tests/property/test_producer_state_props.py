@@ -1,6 +1,6 @@
 """Idempotent producers: Log.append against a model of Kafka's rules (Hypothesis, stateful).
 
-The model is written from KAFKA-FACTS A6 and Kafka's ProducerAppendInfo rules: per producer
+The model is written from docs/formats.md and Kafka's ProducerAppendInfo rules: per producer
 its epoch and last five batches; a repeat of one of them is a duplicate (original offsets,
 nothing written), an older epoch is refused, a new epoch starts at 0, the same epoch goes on
 at last sequence + 1, an unknown producer may start anywhere. A clean reopen keeps only each

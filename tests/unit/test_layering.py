@@ -1,4 +1,4 @@
-"""The architecture's import boundaries (STYLE.md section 1), checked on the source."""
+"""The architecture's import boundaries (docs/architecture.md), checked on the source."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _full_imports(path: pathlib.Path) -> set[str]:
 
 
 def test_log_layer_does_not_import_the_broker() -> None:
-    """pylog.log sits below the broker (DESIGN section 1): it may use pylog.config and
+    """pylog.log sits below the broker (docs/architecture.md): it may use pylog.config and
     pylog.errors, never pylog.broker."""
     for path in (SRC / "pylog" / "log").rglob("*.py"):
         for name in _full_imports(path):

@@ -1,4 +1,4 @@
-"""Lint and type checks run as tests (STYLE.md section 7, hygiene)."""
+"""Lint and type checks run as tests, so that CI fails on either."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ All varints are zig-zag. An int32 field's varint may take at most 5 bytes and mu
 decode to an int32; a varlong at most 10 bytes. The smallest record is 7 bytes
 (length byte + six one-byte fields).
 
-This module follows logcore's codec contract (coord/CODEC-CONTRACT.md) to the letter and
+This module follows logcore's codec contract (docs/architecture.md) to the letter and
 favours plain, checkable code over speed: every read goes through ``_Reader``, which
 checks the bound before it advances. Arithmetic that Kafka does on Java longs
 (base_offset + offset_delta, base_timestamp + timestamp_delta) wraps to int64 here too,

@@ -1,4 +1,4 @@
-"""The broker process: one asyncio event loop (DESIGN.md section 3).
+"""The broker process: one asyncio event loop (docs/architecture.md).
 
 ``Broker`` owns the configuration, the LogManager, the fetch waiters, a small thread pool for
 blocking file work, the listening sockets and the periodic tasks (retention, removal of

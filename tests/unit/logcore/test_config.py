@@ -1,4 +1,4 @@
-"""logcore.LogConfig: Kafka's topic configs, defaults and validation (KAFKA-FACTS A15)."""
+"""logcore.LogConfig: Kafka's topic configs, defaults and validation (docs/configuration.md)."""
 
 from __future__ import annotations
 

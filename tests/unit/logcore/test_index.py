@@ -1,4 +1,4 @@
-"""logcore.OffsetIndex / TimeIndex: Kafka's mmapped indexes (KAFKA-FACTS A3, A4, A7).
+"""logcore.OffsetIndex / TimeIndex: Kafka's mmapped indexes (docs/formats.md).
 
 File contents are checked with the independent reader in tests/_harness/kafka_format.py.
 """

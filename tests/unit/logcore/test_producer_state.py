@@ -1,7 +1,7 @@
-"""Idempotent producers: duplicate detection, sequence and epoch checks, snapshots (A6).
+"""Idempotent producers: duplicate detection, sequence and epoch checks, snapshots.
 
 The snapshot files are read back with an independent parser written here from
-KAFKA-FACTS A6 (ProducerSnapshot.json v1), not with logcore's.
+docs/formats.md (ProducerSnapshot v1), not with logcore's.
 """
 
 from __future__ import annotations

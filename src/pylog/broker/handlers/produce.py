@@ -45,7 +45,7 @@ log = logging.getLogger("pylog.broker.produce")
 
 _R = ProduceResponse
 
-# RecordBatch v2 header fields read here (DESIGN.md section 2; DefaultRecordBatch.java).
+# RecordBatch v2 header fields read here (docs/formats.md; DefaultRecordBatch.java).
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
 _HEADER_SIZE = 61

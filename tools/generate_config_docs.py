@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Generate ``docs/configuration.md`` from the config table in ``src/pylog/config.py``.
+
+Usage::
+
+    python tools/generate_config_docs.py            # rewrite docs/configuration.md
+    python tools/generate_config_docs.py --check    # exit 1 if the committed file is stale
+
+Names, types, defaults, broker synonyms and the one-line meanings come from
+``BROKER_CONFIG_DEFS`` and ``TOPIC_CONFIG_DEFS``; the topic defaults are those a broker
+started with no settings computes (``BrokerConfig().topic_default``). What pylog does with
+each key is not in the table, so it lives here in ``PYLOG_NOTES``: a key in the table
+without a note makes the generator fail naming it, and ``tests/unit/test_docs.py``
+regenerates the file and diffs it, so CI catches a new key and a stale file. A note for a
+key the table does not have is not rendered (keys come and go on parallel branches). When
+a key changes what pylog does with it, change its note here and rerun the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import pathlib
+import sys
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "docs" / "configuration.md"
+GENERATOR = "tools/generate_config_docs.py"
+
+if importlib.util.find_spec("pylog") is None:  # run from a checkout without an install
+    sys.path.insert(0, str(ROOT / "src"))
+
+from pylog import config as _config  # noqa: E402
+
+LONG_MAX = 2**63 - 1
+
+# What pylog does with each key. "Honoured" means it works as in Kafka; anything else says
+# how it differs. Keep each to one sentence or two: the table is read on a screen.
+_CLEANER = ("Governs compacted topics only, which cannot be created yet (no log cleaner): "
+            "accepted and validated, no effect, as Kafka ignores it for delete-policy topics.")
+_DEPRECATED = "Deprecated in Kafka 3.x, removed in 4.0: accepted with a logged warning and ignored"
+_GROUPS = "No group or transaction coordinator yet: accepted and validated, has no effect."
+PYLOG_NOTES: dict[str, str] = {
+    # broker
+    "node.id": "Honoured: the broker's id in Metadata and in `meta.properties`.",
+    "broker.id": "Honoured as the legacy name of `node.id` (used when `node.id` is not set).",
+    "listeners": "Honoured; only `PLAINTEXT` listeners (no TLS or SASL). Port 0 picks a free port.",
+    "advertised.listeners": "Honoured; defaults to the bound listeners.",
+    "listener.security.protocol.map": "Accepted; only PLAINTEXT is served.",
+    "log.dirs": "Honoured; exactly one directory (JBOD is not supported).",
+    "log.dir": "Honoured when `log.dirs` is not set.",
+    "num.partitions": "Honoured (CreateTopics with -1 partitions and auto-created topics).",
+    "default.replication.factor": "Single node: must be 1; anything else is refused at start.",
+    "auto.create.topics.enable": "Honoured (Metadata and Produce of an unknown topic create it).",
+    "delete.topic.enable": "Honoured: DeleteTopics is refused when false.",
+    "message.max.bytes": "Honoured through the topic config `max.message.bytes`.",
+    "log.segment.bytes": "Honoured through `segment.bytes`.",
+    "log.roll.ms": "Honoured through `segment.ms` (wins over `log.roll.hours`).",
+    "log.roll.hours": "Honoured through `segment.ms`.",
+    "log.roll.jitter.ms": "Honoured through `segment.jitter.ms`.",
+    "log.roll.jitter.hours": "Honoured through `segment.jitter.ms`.",
+    "log.index.size.max.bytes": "Honoured through `segment.index.bytes`.",
+    "log.index.interval.bytes": "Honoured through `index.interval.bytes`.",
+    "log.retention.ms": "Honoured through `retention.ms` (wins over minutes and hours).",
+    "log.retention.minutes": "Honoured through `retention.ms`.",
+    "log.retention.hours": "Honoured through `retention.ms`.",
+    "log.retention.bytes": "Honoured through `retention.bytes`.",
+    "log.retention.check.interval.ms": "Honoured: how often the retention task runs.",
+    "log.segment.delete.delay.ms": "Honoured through `file.delete.delay.ms`.",
+    "log.flush.interval.messages": "Honoured through `flush.messages`.",
+    "log.flush.interval.ms": "Honoured through `flush.ms`.",
+    "log.flush.scheduler.interval.ms": "Honoured: how often the flush scheduler checks "
+    "`flush.ms` (idle partitions too), and the fallback of `flush.ms` when "
+    "`log.flush.interval.ms` is not set.",
+    "log.flush.offset.checkpoint.interval.ms": "Honoured: recovery points are checkpointed this "
+    "often, which bounds what recovery rescans after a crash.",
+    "log.flush.start.offset.checkpoint.interval.ms": "Honoured: log start offsets are "
+    "checkpointed this often.",
+    "background.threads": "Honoured: threads for background segment flushes and checkpoints.",
+    "log.cleanup.policy": "Through `cleanup.policy`: `delete` is honoured, `compact` refused.",
+    "log.message.format.version": _DEPRECATED + " (records are always written in format v2).",
+    "log.message.downconversion.enable": _DEPRECATED + ".",
+    "log.message.timestamp.type": "Honoured through `message.timestamp.type`.",
+    "log.message.timestamp.before.max.ms": "Honoured through `message.timestamp.before.max.ms`.",
+    "log.message.timestamp.after.max.ms": "Honoured through `message.timestamp.after.max.ms`.",
+    "log.preallocate": "Through `preallocate` (not honoured yet: see there).",
+    "log.cleaner.enable": "No log cleaner yet: `false` is accepted, `true` refused; the "
+    "default is reported as false (Kafka's is true).",
+    "log.cleaner.delete.retention.ms": _CLEANER,
+    "log.cleaner.min.compaction.lag.ms": _CLEANER,
+    "log.cleaner.max.compaction.lag.ms": _CLEANER,
+    "log.cleaner.min.cleanable.ratio": _CLEANER,
+    "min.insync.replicas": "Honoured through the topic config `min.insync.replicas`.",
+    "compression.type": "Honoured through the topic config `compression.type`.",
+    "unclean.leader.election.enable": "Single node: there is no other replica to elect; no effect.",
+    "socket.request.max.bytes": "Honoured: a larger request frame closes the connection.",
+    "socket.send.buffer.bytes": "Honoured (SO_SNDBUF, at least 1 MiB when set).",
+    "socket.receive.buffer.bytes": "Honoured (SO_RCVBUF, at least 1 MiB when set).",
+    "num.network.threads": "One asyncio event loop serves every connection: Kafka's default 3 "
+    "is accepted with a warning (it is in every shipped server.properties), anything else "
+    "refused.",
+    "num.io.threads": "Honoured: size of the worker-thread pool that runs disk work.",
+    "num.recovery.threads.per.data.dir": "Honoured: partitions are opened (and recovered) in "
+    "parallel by this many threads at start.",
+    "queued.max.request.bytes": "Honoured: bytes of requests being read or queued, broker-wide; "
+    "a connection over its share is not read until its responses drain.",
+    "connections.max.idle.ms": "Honoured: idle connections are closed after this long.",
+    "offsets.topic.replication.factor": _GROUPS,
+    "offsets.topic.num.partitions": _GROUPS,
+    "transaction.state.log.replication.factor": _GROUPS,
+    "transaction.state.log.min.isr": _GROUPS,
+    "group.initial.rebalance.delay.ms": _GROUPS,
+    # topic
+    "cleanup.policy": "`delete` is honoured (time and size retention); `compact` is refused "
+    "with INVALID_CONFIG until the log cleaner exists.",
+    "message.format.version": _DEPRECATED + " (records are always written in format v2).",
+    "message.downconversion.enable": _DEPRECATED + " (pylog serves Fetch v4 and later, which "
+    "never down-converts).",
+    "topic:compression.type": "Honoured: a batch in another codec is recompressed on append "
+    "(`producer` keeps the producer's).",
+    "delete.retention.ms": _CLEANER,
+    "file.delete.delay.ms": "Honoured: a deleted segment is renamed `.deleted` and removed "
+    "after this delay.",
+    "flush.messages": "Honoured: fsync after this many appended records.",
+    "flush.ms": "Honoured: fsync when this long has passed since the last flush.",
+    "index.interval.bytes": "Honoured.",
+    "max.compaction.lag.ms": _CLEANER,
+    "max.message.bytes": "Honoured: a larger batch gets MESSAGE_TOO_LARGE.",
+    "message.timestamp.after.max.ms": "Honoured (CreateTime topics; INVALID_TIMESTAMP).",
+    "message.timestamp.before.max.ms": "Honoured (CreateTime topics; INVALID_TIMESTAMP).",
+    "message.timestamp.type": "Honoured (LogAppendTime stamps each batch with the broker's clock).",
+    "min.cleanable.dirty.ratio": _CLEANER,
+    "min.compaction.lag.ms": _CLEANER,
+    "topic:min.insync.replicas": "Single node: acks=all with a value above 1 gets "
+    "NOT_ENOUGH_REPLICAS.",
+    "preallocate": "Accepted; not passed to the log yet, so segments are not preallocated.",
+    "retention.bytes": "Honoured: oldest segments deleted while the partition is larger.",
+    "retention.ms": "Honoured: segments whose newest record is older are deleted.",
+    "segment.bytes": "Honoured: the active segment rolls before it would exceed this.",
+    "segment.index.bytes": "Honoured: index files are preallocated to this size.",
+    "segment.jitter.ms": "Honoured.",
+    "segment.ms": "Honoured: the active segment rolls when its first record is this old.",
+    "topic:unclean.leader.election.enable": "Single node: no effect.",
+}
+
+# Keys that are both a broker and a topic config carry a "topic:" prefix for the topic note.
+_BOTH = set(_config.BROKER_CONFIG_DEFS) & set(_config.TOPIC_CONFIG_DEFS)
+
+
+def _note_key(name: str, topic: bool) -> str:
+    return f"topic:{name}" if topic and name in _BOTH else name
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _default(type_: str, value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = _config.format_value(type_, value)
+    if value == LONG_MAX and type_ == "long":
+        return "`9223372036854775807` (Long.MAX_VALUE)"
+    if text == "":
+        return '`""`'
+    return f"`{text}`"
+
+
+def _check_notes() -> None:
+    wanted = {_note_key(n, False) for n in _config.BROKER_CONFIG_DEFS}
+    wanted |= {_note_key(n, True) for n in _config.TOPIC_CONFIG_DEFS}
+    missing = sorted(wanted - set(PYLOG_NOTES))
+    if missing:
+        raise SystemExit(
+            f"{GENERATOR}: add a note to PYLOG_NOTES for each of {missing} "
+            "(what pylog does with the key)"
+        )
+
+
+def render() -> str:
+    """The whole of docs/configuration.md, deterministic."""
+    _check_notes()
+    defaults = _config.BrokerConfig()
+    out = [
+        f"<!-- Generated by {GENERATOR} from src/pylog/config.py. DO NOT EDIT: "
+        "change the table or the script and rerun it. -->",
+        "",
+        "# Configuration reference",
+        "",
+        "Every key pylog accepts, with Kafka's name, type and default. A broker reads them from a",
+        "`server.properties` file (`pylog broker --config FILE`) and `--override key=value` flags",
+        "(later wins); they are static (read once at start). An unknown key or a bad value stops",
+        "the broker before it touches the data directory, naming the key.",
+        "",
+        "Topic configs are set per topic with CreateTopics, AlterConfigs or",
+        "IncrementalAlterConfigs (`pylog topics create --config k=v`,",
+        "`pylog topics alter-config TOPIC --set k=v`, `kafka-configs.sh`) and stored in",
+        "`pylog-topics.json` (see [formats.md](formats.md)). A topic without its own value takes",
+        "the first of its broker synonyms that is set explicitly, else the first synonym's default;",
+        "DescribeConfigs reports that chain with Kafka's source codes. How acks and flushes decide",
+        "what survives a crash is in [durability.md](durability.md); the operational side in",
+        "[operations.md](operations.md).",
+        "",
+        "*Meaning* is Kafka's meaning of the key, as the table describes it in one line; *pylog*",
+        "says whether pylog honours it, and how it differs when it does not.",
+        "",
+        "## Broker configs",
+        "",
+        "| key | type | default | meaning | pylog |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, d in sorted(_config.BROKER_CONFIG_DEFS.items()):
+        out.append(
+            f"| `{name}` | {d.type} | {_cell(_default(d.type, d.default))} | {_cell(d.doc)} "
+            f"| {_cell(PYLOG_NOTES[_note_key(name, False)])} |"
+        )
+    out += [
+        "",
+        "## Topic configs",
+        "",
+        "*Broker synonyms* are listed in priority order; *default* is the value a topic gets",
+        "from a broker started with no settings.",
+        "",
+        "| key | type | broker synonyms | default | meaning | pylog |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, t in sorted(_config.TOPIC_CONFIG_DEFS.items()):
+        # The first synonym is the one in the topic's unit (log.roll.ms, not log.roll.hours).
+        doc = t.doc or _config.BROKER_CONFIG_DEFS[t.synonyms[0]].doc
+        synonyms = ", ".join(f"`{s}`" for s in t.synonyms)
+        out.append(
+            f"| `{name}` | {t.type} | {synonyms} | {_cell(_default(t.type, defaults.topic_default(name)))} "
+            f"| {_cell(doc)} | {_cell(PYLOG_NOTES[_note_key(name, True)])} |"
+        )
+    out += [
+        "",
+        "## Keys not listed",
+        "",
+        "A key that is not in these tables is refused at start (or with INVALID_CONFIG for a",
+        "topic) as an unknown configuration, naming it.",
+    ]
+    refused = getattr(_config, "CLEANER_THREAD_CONFIGS", ())
+    if refused:
+        out += [
+            "The log cleaner's own settings are refused with a message that says why (there is no",
+            "cleaner yet): " + ", ".join(f"`{k}`" for k in refused) + ".",
+        ]
+    out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+    parser.add_argument("--out", type=pathlib.Path, default=OUTPUT)
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        if current != text:
+            print(f"{args.out} is stale: run python {GENERATOR}", file=sys.stderr)
+            return 1
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
