@@ -578,7 +578,9 @@ class BrokerConfig:
                 value, source = overrides[name], SOURCE_DYNAMIC_TOPIC_CONFIG
             else:
                 value, source, _k = self._topic_defaults[name]
-            doc = d.doc or BROKER_CONFIG_DEFS[d.synonyms[-1]].doc
+            # The first synonym is the primary one (segment.ms -> log.roll.ms, not
+            # log.roll.hours): its text describes the topic key's unit.
+            doc = d.doc or BROKER_CONFIG_DEFS[d.synonyms[0]].doc
             entries.append(
                 ConfigEntry(name, format_value(d.type, value), source, False, False, d.type, doc,
                             tuple(synonyms))

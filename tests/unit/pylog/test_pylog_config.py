@@ -218,3 +218,11 @@ def test_deprecated_topic_configs_described_as_kafka_39_does() -> None:
     # A topic's own value is reported as set (Kafka keeps the original string).
     fmt = {e.name: e for e in c.describe_topic({"message.format.version": "0.10.0.0"})}["message.format.version"]
     assert (fmt.value, fmt.source) == ("0.10.0.0", SOURCE_DYNAMIC_TOPIC_CONFIG)
+
+
+def test_topic_config_documentation_comes_from_the_primary_synonym() -> None:
+    """segment.ms is documented by log.roll.ms (milliseconds), not by its fallback
+    log.roll.hours: DescribeConfigs must not tell a user the wrong unit."""
+    entries = {e.name: e for e in BrokerConfig().describe_topic({})}
+    doc = entries["segment.ms"].doc
+    assert doc is not None and "hours" not in doc.lower()
