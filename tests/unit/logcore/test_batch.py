@@ -1,4 +1,4 @@
-"""logcore.BatchBuilder, RecordBatch and iter_batches (CODEC-CONTRACT.md).
+"""logcore.BatchBuilder, RecordBatch and iter_batches.
 
 Hand-made batches in this file are assembled field by field with `struct` and the
 independent `crc32c` package, so that a mistake shared by logcore's encoder and decoder
