@@ -551,3 +551,25 @@ def test_columns_past_the_unchecked_limit(corrupt_last) -> None:
         assert c[1].num_records == r[1].num_records == 24
         assert np.array_equal(c[1].value_offsets, r[1].value_offsets)
         assert c[1].value_data.shape == r[1].value_data.shape
+
+
+def test_every_compiled_unit_has_a_ref_twin_of_the_same_name() -> None:
+    """Each .pyx of logcore has a _ref module of the same name, and the codec's public
+    names come from the same unit on both sides (codec_module gathers them)."""
+    import importlib
+    import pathlib
+
+    import logcore
+
+    src = pathlib.Path(logcore.__file__).parent
+    for pyx in sorted(src.glob("_*.pyx")):
+        assert (src / "_ref" / (pyx.stem[1:] + ".py")).is_file(), f"{pyx.name} has no _ref twin"
+    for unit, names in _protocols.CODEC_UNITS.items():
+        compiled = importlib.import_module(f"logcore._{unit}")
+        twin = importlib.import_module(f"logcore._ref.{unit}")
+        for name in names:
+            assert getattr(compiled, name).__name__ == getattr(twin, name).__name__ == name
+            assert getattr(C_batch, name) is getattr(compiled, name)
+            assert getattr(R_batch, name) is getattr(twin, name)
+    with pytest.raises(ValueError, match="unknown implementation"):
+        _protocols.codec_module("java")
