@@ -4,8 +4,6 @@
 # A RecordBatch is a zero-copy view of one batch (the 61-byte header of _fields.pxd,
 # then its records section); batches follow each other with nothing between them.
 
-from logcore._cursor cimport Cursor
-
 
 cdef class RecordBatch:
     cdef const unsigned char[::1] _view     # exactly this batch; holds the buffer
