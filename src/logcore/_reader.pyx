@@ -115,8 +115,10 @@ cdef class _RecordIter:
             e.index = self.index
             raise walk_error(&e, self.batch._batch_index, self.batch._position,
                               self.section, self.section_pos, self.count)
-        # tp_new without __init__: no argument tuple, no keyword parsing.
-        rec = Record.__new__(Record)
+        # tp_new without __init__: no argument tuple, no keyword parsing. The cast skips
+        # the type test Cython adds for a class cimported from another module (tp_new of
+        # Record returns a Record).
+        rec = <Record>Record.__new__(Record)
         rec.offset = wrap_add(self.base_offset, r.offset_delta)
         if self.log_append:
             rec.timestamp = self.max_timestamp
