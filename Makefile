@@ -55,7 +55,7 @@ test-debug: $(STAMP)
 	rm -rf $(DEBUG_TREE) && mkdir -p $(DEBUG_TREE)
 	git ls-files -z src setup.py pyproject.toml README.md | xargs -0 cp --parents -t $(DEBUG_TREE)
 	cd $(DEBUG_TREE) && LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(abspath $(PY)) setup.py -q build_ext --inplace
-	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -c "import logcore._batch as b; assert '$(DEBUG_TREE)/src' in b.__file__, b.__file__"
+	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -c "import logcore._record as b; assert '$(DEBUG_TREE)/src' in b.__file__, b.__file__"
 	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -m pytest -q -p no:cacheprovider tests/unit/logcore tests/property tests/fault $(PYTEST_ARGS)
 
 lint: $(STAMP)

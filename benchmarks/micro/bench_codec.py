@@ -1,7 +1,8 @@
 """Micro benchmarks of logcore's RecordBatch v2 codec against other Python Kafka codecs.
 
-Side by side, in one run (issue 2; C and _ref in one group):
-- logcore compiled (logcore._batch), logcore pure-Python twin (logcore._ref.batch),
+Side by side, in one run (issue 2; STYLE.md section 8):
+- logcore compiled (logcore._record, _reader, _columns, _append, _builder), logcore's
+  pure-Python twin (the same units in logcore._ref),
 - aiokafka's C codec (aiokafka.record._crecords: DefaultRecordBatchBuilder /
   DefaultRecordBatch), the fastest Python Kafka codec we know,
 - kafka-python's pure-Python codec (kafka.record.default_records).
@@ -35,12 +36,14 @@ import sys
 
 import pytest
 
+from logcore import _compression
+from logcore._protocols import codec_module
+
 try:
-    import logcore._batch as lc
+    lc = codec_module("c")
 except ImportError:  # pragma: no cover - no compiled build
     lc = None
-import logcore._ref.batch as lc_ref
-from logcore import _compression
+lc_ref = codec_module("python")
 
 aiokafka_records = pytest.importorskip("aiokafka.record._crecords.default_records")
 kafka_records = pytest.importorskip("kafka.record.default_records")

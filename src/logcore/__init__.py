@@ -29,17 +29,12 @@ _PURE = _os.environ.get("LOGCORE_PUREPYTHON", "") not in ("", "0")
 if _PURE:
     IMPLEMENTATION = "python"
     # --- codec (pure-Python twins) ---
-    from ._ref.batch import (
-        AppendInfo,
-        BatchBuilder,
-        Columns,
-        Record,
-        RecordBatch,
-        decode_columns,
-        iter_batches,
-        validate_for_append,
-    )
+    from ._ref.append import AppendInfo, validate_for_append
+    from ._ref.builder import BatchBuilder
+    from ._ref.columns import Columns, decode_columns
     from ._ref.crc32c import crc32c
+    from ._ref.reader import RecordBatch, iter_batches
+    from ._ref.record import Record
     from ._ref.varint import (
         decode_unsigned_varint,
         decode_varint,
@@ -53,17 +48,12 @@ else:
     try:
         # --- codec (compiled) ---
         # Both sides satisfy the Protocols in _protocols.py; mypy sees two classes.
-        from ._batch import (  # type: ignore[assignment]
-            AppendInfo,
-            BatchBuilder,
-            Columns,
-            Record,
-            RecordBatch,
-            decode_columns,
-            iter_batches,
-            validate_for_append,
-        )
+        from ._append import AppendInfo, validate_for_append  # type: ignore[assignment]
+        from ._builder import BatchBuilder  # type: ignore[assignment]
+        from ._columns import Columns, decode_columns  # type: ignore[assignment]
         from ._crc32c import crc32c
+        from ._reader import RecordBatch, iter_batches  # type: ignore[assignment]
+        from ._record import Record  # type: ignore[assignment]
         from ._varint import (
             decode_unsigned_varint,
             decode_varint,

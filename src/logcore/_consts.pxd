@@ -59,7 +59,7 @@ cdef enum:
     RECORD_MAX_OVERHEAD = 36
 
 # Status codes of the nogil decoders (0 = ok). The GIL-holding caller turns them into
-# CorruptRecordError with a message (see _batch.pyx, corrupt_message()).
+# CorruptRecordError with a message (see _record.pyx, walk_error()).
 cdef enum:
     ST_OK = 0
     ST_TRUNCATED = -1            # a field runs past the end of its bounds
@@ -99,6 +99,6 @@ cdef enum:
     WALK_NOGIL_THRESHOLD = 32768
 
 # decode_columns keeps decompressed sections for its fill pass; at most this many bytes
-# of them are kept before their records have been checked (see _batch.pyx).
+# of them are kept before their records have been checked (see _columns.pyx).
 cdef enum:
     COLUMNS_UNCHECKED_LIMIT = 67108864      # 64 MiB

@@ -33,7 +33,7 @@ cdef extern from "lc_utf8.h" nogil:
 cdef extern from "Python.h":
     # A str's UTF-8 form without a temporary bytes object (cached on the str).
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
-    # Slot descriptors for Record (see _batch.pyx, _install_record_slots).
+    # Slot descriptors for Record (see _record.pyx, _install_record_slots).
     ctypedef struct PyMemberDef:
         const char *name
         int type

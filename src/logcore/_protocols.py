@@ -1,16 +1,19 @@
 """The typed surface of the codec, satisfied by both implementations.
 
-The compiled classes (logcore._batch, ._crc32c, ._varint) and their pure-Python twins
-(logcore._ref.batch, .crc32c, .varint) implement the same contract
-(docs/architecture.md, The codec contract). These Protocols state it for type checkers and for the
-differential tests, which assert that both sides satisfy them (runtime_checkable checks
-names only, not signatures). The shape follows aiokafka's record/_protocols.py.
+The compiled codec units (logcore._record, ._reader, ._columns, ._append, ._builder,
+._crc32c, ._varint) and their pure-Python twins of the same names in logcore._ref
+implement the same contract: for the same input, the same values or the same error
+class. These Protocols state it for type checkers and for the differential tests, which
+assert that both sides satisfy them (runtime_checkable checks names only, not
+signatures). The shape follows aiokafka's record/_protocols.py.
 """
 
 from __future__ import annotations
 
+import importlib
+import types
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 Header = tuple[str, "bytes | None"]
 
@@ -148,7 +151,7 @@ class BatchBuilderProtocol(Protocol):
 
 
 class CodecModuleProtocol(Protocol):
-    """What logcore._batch and logcore._ref.batch export."""
+    """The codec's public names, as codec_module() gathers them from one implementation."""
 
     BatchBuilder: type[BatchBuilderProtocol]
     RecordBatch: type[RecordBatchProtocol]
@@ -167,3 +170,41 @@ class CodecModuleProtocol(Protocol):
         log_append_time_ms: int | None = None,
         partition_leader_epoch: int | None = None,
     ) -> AppendInfoProtocol: ...
+
+
+# Which unit of the codec defines each public name (the same for both implementations).
+CODEC_UNITS = {
+    "record": ("Record",),
+    "reader": ("RecordBatch", "iter_batches"),
+    "columns": ("Columns", "decode_columns"),
+    "append": ("AppendInfo", "validate_for_append"),
+    "builder": ("BatchBuilder",),
+}
+
+
+def codec_module(implementation: str) -> CodecModuleProtocol:
+    """The codec of one implementation as one namespace, whatever LOGCORE_PUREPYTHON says.
+
+    For code that compares the two side by side (the differential tests, the codec
+    benchmark); everything else uses the names ``logcore`` exports.
+
+    Args:
+        implementation: "c" (the compiled units logcore._record, ...) or "python" (their
+            twins logcore._ref.record, ...).
+
+    Raises:
+        ImportError: "c" when the extensions are not built.
+        ValueError: another implementation name.
+    """
+    if implementation == "c":
+        prefix = "logcore._"
+    elif implementation == "python":
+        prefix = "logcore._ref."
+    else:
+        raise ValueError(f"unknown implementation {implementation!r}; expected 'c' or 'python'")
+    ns = types.SimpleNamespace()
+    for unit, names in CODEC_UNITS.items():
+        module = importlib.import_module(prefix + unit)
+        for name in names:
+            setattr(ns, name, getattr(module, name))
+    return cast(CodecModuleProtocol, ns)

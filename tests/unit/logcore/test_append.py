@@ -1,4 +1,4 @@
-"""logcore.validate_for_append: the broker's produce path (the codec contract).
+"""logcore.validate_for_append: the broker's produce path.
 
 Every error case checks that the buffer is left byte-for-byte untouched and that the
 error names the batch index and byte position, in its attributes and its message.

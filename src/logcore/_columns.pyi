@@ -1,0 +1,46 @@
+from typing import final
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import Buffer
+
+@final
+class Columns:
+    def __init__(
+        self,
+        offsets: npt.NDArray[np.int64],
+        timestamps: npt.NDArray[np.int64],
+        timestamp_types: npt.NDArray[np.int8],
+        key_offsets: npt.NDArray[np.int32],
+        value_offsets: npt.NDArray[np.int32],
+        key_data: npt.NDArray[np.uint8],
+        value_data: npt.NDArray[np.uint8],
+        key_valid: npt.NDArray[np.bool_],
+        value_valid: npt.NDArray[np.bool_],
+        header_counts: npt.NDArray[np.int32],
+    ) -> None: ...
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def timestamps(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def timestamp_types(self) -> npt.NDArray[np.int8]: ...
+    @property
+    def key_offsets(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def value_offsets(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def key_data(self) -> npt.NDArray[np.uint8]: ...
+    @property
+    def value_data(self) -> npt.NDArray[np.uint8]: ...
+    @property
+    def key_valid(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def value_valid(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def header_counts(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def num_records(self) -> int: ...
+    def __len__(self) -> int: ...
+
+def decode_columns(buffer: Buffer) -> Columns: ...
