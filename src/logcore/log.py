@@ -207,9 +207,15 @@ class Log(LogReads):
         #: Idempotent producers' epochs and last batches (duplicate / sequence checks).
         self.producer_state = ProducerStateManager(self.directory,
                                                    self._config.producer_id_expiration_ms)
-        with self._lock:
-            self._load()
-            self._load_producer_state()
+        try:
+            with self._lock:
+                self._load()
+                self._load_producer_state()
+        except BaseException:
+            # A failed open must not keep the directory locked until the garbage collector
+            # finds this half-built object (the caller may retry, or another Log may).
+            self._dir_lock.release()
+            raise
 
     def _derive_from_config(self) -> None:
         cfg = self._config
