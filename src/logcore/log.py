@@ -114,6 +114,7 @@ from .segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
+    fsync_path,
     scan,
 )
 
@@ -719,6 +720,9 @@ class Log(LogReads):
                     and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
             for seg in todo:
                 seg.flush()
+            # The producer snapshot a roll wrote at ``offset`` (Kafka flushes it with the
+            # rolled segment, in the same background task).
+            fsync_path(os.path.join(self.directory, filename_prefix(offset) + ".snapshot"))
             if any(seg.base_offset >= start for seg in todo) or len(todo) > 1:
                 fsync_dir(self.directory)
             with self._lock:

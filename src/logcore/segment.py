@@ -64,7 +64,7 @@ def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def _fsync_path(path: str) -> None:
+def fsync_path(path: str) -> None:
     """fsync a file by name (its dirty mmapped pages included); a missing file is skipped."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -94,6 +94,7 @@ class LogSegment:
         "_time_index",
         "_index_lock",
         "touched",
+        "index_dirty",
         "writable",
         "max_timestamp",
         "offset_of_max_timestamp",
@@ -144,6 +145,9 @@ class LogSegment:
         # Set by every read that uses the indexes, cleared by Log.release_idle_indexes:
         # a segment found untouched twice in a row has its mappings released.
         self.touched = False
+        # Index files changed since their last fsync (flush skips clean ones: a clean
+        # open of many segments must not cost three fsyncs per segment at close).
+        self.index_dirty = create
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
@@ -236,6 +240,7 @@ class LogSegment:
         oi.trim_to_valid_size()
         ti.trim_to_valid_size()
         self._offset_index, self._time_index = oi, ti
+        self.index_dirty = True
 
     @property
     def mapped_indexes(self) -> int:
@@ -324,6 +329,7 @@ class LogSegment:
             oi, ti = self._offset_index, self._time_index
             oi.append(info.last_offset, pos)
             ti.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.index_dirty = True
             self.bytes_since_last_index_entry = size
             # Keep one time-index slot for the final entry written when the segment seals.
             self.index_full = oi.is_full() or ti.entries + 1 >= ti.max_entries
@@ -340,6 +346,7 @@ class LogSegment:
             except OSError as exc:
                 raise LogDirError(exc.errno, f"cannot trim {self.file.path}") from exc
         ti = self.time_index
+        self.index_dirty = True
         if self.max_timestamp >= 0:
             ti.append(self.max_timestamp, self.offset_of_max_timestamp, True)
         ti.trim_to_valid_size()
@@ -362,6 +369,7 @@ class LogSegment:
                 if self._time_index is not None and not self._time_index.writable:
                     self._time_index = None
         oi, ti = self.offset_index, self.time_index
+        self.index_dirty = True
         oi.resize(self.config.segment_index_bytes)
         ti.resize(self.config.segment_index_bytes)
         self.index_full = oi.is_full() or ti.entries + 1 >= ti.max_entries
@@ -388,6 +396,7 @@ class LogSegment:
             # Rebuilding needs writable indexes; the caller seals the segment again.
             self.unseal()
         oi, ti = self.offset_index, self.time_index
+        self.index_dirty = True
         oi.truncate()
         ti.truncate()
         oi.resize(self.config.segment_index_bytes)
@@ -424,6 +433,7 @@ class LogSegment:
         # indexed at or after it survives.
         self.offset_index.truncate_to(cut)
         self.time_index.truncate_to(cut)
+        self.index_dirty = True
         os.ftruncate(self.file.fd, new_size)
         self.size = new_size
         self.load_max_timestamp()
@@ -442,9 +452,12 @@ class LogSegment:
         try:
             if file.fd >= 0:
                 os.fsync(file.fd)
-            _fsync_path(self.path(INDEX_SUFFIX))
-            _fsync_path(self.path(TIME_INDEX_SUFFIX))
+            if self.index_dirty:
+                self.index_dirty = False  # before: a change meanwhile sets it again
+                fsync_path(self.path(INDEX_SUFFIX))
+                fsync_path(self.path(TIME_INDEX_SUFFIX))
         except OSError as exc:
+            self.index_dirty = True
             if self.deleted:
                 return  # renamed away by retention meanwhile: nothing left to make durable
             raise LogDirError(exc.errno, f"cannot fsync {file.path}: {exc.strerror}",
