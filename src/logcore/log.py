@@ -21,7 +21,9 @@ The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
 - :mod:`logcore.loader`: opening a directory, crash recovery above the recovery point,
   producer-state replay;
 - :mod:`logcore.retention`: which old segments go, and their delayed deletion;
-- this module: the append path, reads, truncation and durability.
+- :mod:`logcore.reads` (lock-free reads), :mod:`logcore.durability` (flushes and
+  checkpoints), :mod:`logcore.append` (append results, replica and timestamp checks);
+- this module: the Log itself, its append path, rolls and truncation.
 
 Append: ``validate_for_append`` checks the batches and assigns offsets in place, the
 active segment rolls when full (size, age with jitter, index capacity, relative-offset
@@ -33,19 +35,14 @@ Read: binary search over an immutable snapshot of the segment list, offset-index
 then a batch-header walk to the first batch holding the offset; the answer is a
 :class:`~logcore.region.FileRegion` on batch boundaries, sent later with ``sendfile``.
 
-Durability (Kafka's model): an append is in the page cache when it returns. The
-**recovery point** is the offset below which everything is fsynced; ``flush_up_to``
-fsyncs the segments between it and a target offset *without* holding the append lock
-(appends go on meanwhile) and then advances it. Who calls it: a roll calls the
-``on_roll`` hook with the new segment's base offset (a LogManager schedules
-``flush_up_to(base)`` on a background thread, as Kafka's ``UnifiedLog.roll`` does); the
-``flush_messages`` policy flushes from the appending thread after the append lock is
-released; ``flush()`` flushes everything. The recovery point and the log start offset
-reach their checkpoint files through ``checkpoint_recovery_point`` and
-``checkpoint_log_start_offset`` (a LogManager calls them every
-``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``),
-through ``flush()``, at ``close()``, and at once after a truncation. After a crash the
-next open scans only the segments from the checkpointed recovery point on.
+Durability (:mod:`logcore.durability`): an append is in the page cache when it returns;
+``flush_up_to`` fsyncs up to an offset without the append lock and advances the recovery
+point; a roll calls the ``on_roll`` hook with the new segment's base offset (a LogManager
+schedules ``flush_up_to(base)`` on a background thread, as Kafka's ``UnifiedLog.roll``
+does); the ``flush_messages`` / ``flush_ms`` policy flushes from the appending thread
+after the append lock is released; the checkpoint files are written by the
+``checkpoint_*`` methods. After a crash the next open scans only the segments from the
+checkpointed recovery point on.
 
 Thread-safety: **one writer, many readers.** Mutating methods (append, roll, truncate_*,
 delete_records_before, apply_retention, close, delete) serialise on the log's lock, so
@@ -79,16 +76,14 @@ from .append import (
 )
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
     LeaderEpochCache,
     consume_clean_shutdown_marker,
     fsync_dir,
     write_clean_shutdown_marker,
-    write_offset_checkpoint,
 )
 from .clock import SYSTEM_CLOCK, Clock
 from .config import LogConfig
+from .durability import LogDurability
 from .errors import (
     LogcoreError,
     LogDirError,
@@ -114,7 +109,6 @@ from .segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
-    fsync_path,
     scan,
 )
 
@@ -143,7 +137,7 @@ class _View:
 
 
 
-class Log(LogReads):
+class Log(LogReads, LogDurability):
     """One partition's log in ``directory`` (created if missing, recovered if needed).
 
     Args:
@@ -687,104 +681,6 @@ class Log(LogReads):
                 elif seg.mapped_indexes:
                     released += seg.release_indexes()
         return released
-
-    # ------------------------------------------------------------------ durability
-    def flush_up_to(self, offset: int) -> bool:
-        """fsync every segment holding offsets in [recovery_point, offset) and advance the
-        recovery point to ``offset`` (capped at the log end). Kafka's ``UnifiedLog.flush``.
-
-        The fsyncs run without the append lock, so appends (and reads) go on meanwhile;
-        flushes run one at a time. The directory is fsynced too when a segment file was
-        created since the last flush. The new recovery point is not written to its
-        checkpoint file here (see ``checkpoint_recovery_point``).
-
-        Returns:
-            True if the recovery point advanced; False if there was nothing to flush, the
-            log is closed, or a truncation happened meanwhile.
-
-        Raises:
-            LogDirError: an fsync failed (the recovery point stays where it was).
-        """
-        with self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    return False
-                offset = min(offset, self._log_end_offset)
-                start = self._recovery_point
-                if offset <= start:
-                    return False
-                generation = self._truncations
-                segments = self._view.segments
-            todo = [seg for i, seg in enumerate(segments)
-                    if seg.base_offset < offset
-                    and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
-            for seg in todo:
-                seg.flush()
-            # The producer snapshot a roll wrote at ``offset`` (Kafka flushes it with the
-            # rolled segment, in the same background task).
-            fsync_path(os.path.join(self.directory, filename_prefix(offset) + ".snapshot"))
-            if any(seg.base_offset >= start for seg in todo) or len(todo) > 1:
-                fsync_dir(self.directory)
-            with self._lock:
-                if self._closed or generation != self._truncations:
-                    return False
-                if offset > self._recovery_point:
-                    self._recovery_point = offset
-                self._last_flush_ms = self.clock.time_ms()
-                return True
-
-    def flush(self) -> None:
-        """fsync everything appended so far, advance the recovery point to the log end
-        offset and write it to the checkpoint file.
-
-        Raises:
-            LogDirError: an fsync or the checkpoint write failed.
-            LogcoreError: the log is closed.
-        """
-        self._check_open()
-        self.flush_up_to(self._log_end_offset)
-        self._unflushed_messages = 0
-        self.checkpoint_recovery_point()
-
-    def checkpoint_recovery_point(self) -> bool:
-        """Write the recovery point to ``recovery-point-offset-checkpoint`` if it changed
-        since the last write (Kafka's periodic ``checkpointLogRecoveryOffsets``).
-
-        Returns True if the file was written. Any thread; does not take the append lock.
-        """
-        with self._checkpoint_lock:
-            rp = self._recovery_point
-            if self._closed or rp == self._checkpointed_rp:
-                return False
-            write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
-                                    {self._topic_partition: rp})
-            self._checkpointed_rp = rp
-            return True
-
-    def checkpoint_log_start_offset(self) -> bool:
-        """Write the log start offset to ``log-start-offset-checkpoint`` if it changed
-        since the last write (Kafka's periodic ``checkpointLogStartOffsets``).
-
-        Returns True if the file was written. Any thread; does not take the append lock.
-        """
-        with self._checkpoint_lock:
-            lso = self._log_start_offset
-            if self._closed or lso == self._checkpointed_lso:
-                return False
-            write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
-                                    {self._topic_partition: lso})
-            self._checkpointed_lso = lso
-            return True
-
-    def _write_checkpoints_now(self) -> None:
-        """Both checkpoints, under the append lock (truncation and close only)."""
-        with self._checkpoint_lock:
-            rp, lso = self._recovery_point, self._log_start_offset
-            write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
-                                    {self._topic_partition: rp})
-            write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
-                                    {self._topic_partition: lso})
-            self._checkpointed_rp, self._checkpointed_lso = rp, lso
 
     def close(self) -> None:
         """Clean shutdown: flush, trim the active indexes, checkpoint, leave the marker.
