@@ -225,12 +225,23 @@ class LogManager:
         """Stop the background work, then close every log cleanly (flush, checkpoints,
         clean-shutdown marker)."""
         self.scheduler.shutdown()
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                try:
-                    p.log.close()
-                except Exception:  # noqa: BLE001 - keep closing the others
-                    log.exception("closing %s-%d failed", p.topic, p.index)
+        parts = self.all_partitions()
+
+        def close(p: Partition) -> None:
+            try:
+                p.log.close()
+            except Exception:  # noqa: BLE001 - keep closing the others
+                log.exception("closing %s-%d failed", p.topic, p.index)
+
+        # Closing fsyncs what is not flushed yet: as in Kafka, the recovery threads
+        # (num.recovery.threads.per.data.dir) do it in parallel.
+        threads = max(1, min(self.broker_config["num.recovery.threads.per.data.dir"], len(parts)))
+        if threads == 1:
+            for p in parts:
+                close(p)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(threads, "pylog-shutdown") as pool:
+                list(pool.map(close, parts))
 
     def _load_meta_properties(self) -> None:
         props = _topics.read_meta_properties(self.log_dir)
