@@ -1,7 +1,6 @@
 # Kafka's memory-mapped offset and time indexes (compiled; twin: logcore/_ref/index.py).
 #
-# Layouts (big-endian; kafka:log/OffsetIndex.java, kafka:log/TimeIndex.java; KAFKA-FACTS
-# A3, A4, A7):
+# Layouts (big-endian; Kafka's storage/.../log/OffsetIndex.java and TimeIndex.java):
 #
 #   .index      entry  0 relative_offset int32 | 4 position int32          (8 bytes)
 #   .timeindex  entry  0 timestamp int64       | 8 relative_offset int32   (12 bytes)

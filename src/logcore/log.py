@@ -439,7 +439,7 @@ class Log(LogReads, LogDurability):
                 rolled = False
                 ssize = seg.size
                 if ssize:
-                    # Kafka's LogSegment.shouldRoll (KAFKA-FACTS A8), inlined (hot path): full
+                    # Kafka's LogSegment.shouldRoll, inlined (hot path): full
                     # by size or index, too old (the incoming batch's timestamp against the
                     # first batch's, or the wall clock when that has none), or an offset that
                     # does not fit relative to the base offset.

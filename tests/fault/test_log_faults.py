@@ -1,4 +1,4 @@
-"""Fault injection for logcore.Log recovery (issue 3; KAFKA-FACTS A12).
+"""Fault injection for logcore.Log recovery (issue 3; Kafka's LogLoader recovery).
 
 Each test damages a partition directory the way a crash, a torn write or bit rot would,
 reopens it, and asserts that the log comes back as exactly the valid prefix: every batch

@@ -1,4 +1,4 @@
-"""Partition logs of a broker: LogManager, topic store, topic IDs (DESIGN.md section 1)."""
+"""Partition logs of a broker: LogManager, topic store, topic IDs, background work."""
 
 from pylog.log.manager import LogManager, Partition, Topic
 from pylog.log.topics import TopicNameError, validate_topic_name
