@@ -93,6 +93,7 @@ class LoadedLog(NamedTuple):
     log_start_offset: int
     recovery_point: int
     stats: RecoveryStats
+    checkpointed_log_start_offset: int  # in the file (-1: none); rewritten only on change
 
 
 def remove_temp_files_and_complete_swaps(d: str) -> None:
@@ -305,7 +306,8 @@ def load_segments(directory: str, config: LogConfig, now: int, clean: bool) -> L
     stats = RecoveryStats(clean, len(bases), checkpointed_rp, scanned, bytes_scanned,
                           truncated_total, checked)
     rp = next_offset if clean else min(recovery_point, next_offset)
-    return LoadedLog(segments, next_offset, log_start, rp, stats)
+    checkpointed_lso = next(iter(lso_file.values())) if lso_file else -1
+    return LoadedLog(segments, next_offset, log_start, rp, stats, checkpointed_lso)
 
 
 # --- producer state ------------------------------------------------------------------

@@ -321,6 +321,7 @@ class Log(LogReads, LogDurability):
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self._checkpointed_rp = stats.recovery_point
+        self._checkpointed_lso = loaded.checkpointed_log_start_offset
         self.leader_epoch_cache.truncate_from_end(loaded.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(loaded.log_start_offset)
 
