@@ -290,3 +290,33 @@ def test_disk_full_on_a_real_tmpfs(tmp_path) -> None:
             assert read_all(again) == list(range(acked + 4))
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_roll_that_fails_for_lack_of_space_leaves_the_log_appendable(logdir, monkeypatch) -> None:
+    rolls: list[int] = []
+    with Log(logdir, LogConfig(segment_bytes=300), clock=ManualClock(T0), on_roll=rolls.append) as log:
+        log.append(batch())
+        log.append(batch())
+        leo, segments = log.log_end_offset, log.segment_base_offsets
+        real_open = os.open
+
+        def full_open(path, flags, *args):
+            if str(path).endswith(".log") and flags & os.O_CREAT:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+            return real_open(path, flags, *args)
+
+        monkeypatch.setattr(os, "open", full_open)
+        with pytest.raises(LogDirError) as info:
+            for _ in range(5):
+                log.append(batch())
+        assert info.value.errno == errno.ENOSPC
+        assert log.log_end_offset >= leo and rolls == log.segment_base_offsets[1:]
+        leo, segments = log.log_end_offset, log.segment_base_offsets
+        assert log.active_segment.writable
+        monkeypatch.undo()
+        info2 = log.append(batch())
+        assert info2.first_offset == leo and info2.rolled
+        assert log.segment_base_offsets == segments + [leo]
+        assert rolls == log.segment_base_offsets[1:]
+    with Log(logdir, LogConfig(segment_bytes=300), clock=ManualClock(T0)) as log:
+        assert read_all(log) == list(range(leo + 3))
