@@ -1,6 +1,6 @@
 """Micro benchmarks of logcore's RecordBatch v2 codec against other Python Kafka codecs.
 
-Side by side, in one run (issue 2; STYLE.md section 8):
+Side by side, in one run (issue 2; C and _ref in one group):
 - logcore compiled (logcore._record, _reader, _columns, _append, _builder), logcore's
   pure-Python twin (the same units in logcore._ref),
 - aiokafka's C codec (aiokafka.record._crecords: DefaultRecordBatchBuilder /

@@ -1,7 +1,6 @@
 # Kafka's memory-mapped offset and time indexes (compiled; twin: logcore/_ref/index.py).
 #
-# Layouts (big-endian; Kafka's OffsetIndex.java, TimeIndex.java; docs/formats.md,
-# "Indexes"):
+# Layouts (big-endian; Kafka's storage/.../log/OffsetIndex.java and TimeIndex.java):
 #
 #   .index      entry  0 relative_offset int32 | 4 position int32          (8 bytes)
 #   .timeindex  entry  0 timestamp int64       | 8 relative_offset int32   (12 bytes)

@@ -1,7 +1,7 @@
 # Batch-header scans over segment files (compiled; twin: logcore/_ref/segment.py).
 #
 # The only places the storage layer looks inside a .log file. They read just the header
-# fields they need (RecordBatch v2, big-endian; DefaultRecordBatch.java; docs/formats.md):
+# fields they need (RecordBatch v2, big-endian; Kafka's DefaultRecordBatch.java):
 #
 #   0 base_offset int64 | 8 batch_length int32 | 12 partition_leader_epoch int32 |
 #   16 magic int8 | 17 crc uint32 (CRC-32C of bytes 21..end) | 21 attributes int16 |

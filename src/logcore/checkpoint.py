@@ -1,6 +1,6 @@
 """Kafka's checkpoint files: small text files replaced atomically.
 
-Format (``server-common/.../CheckpointFile.java``, docs/formats.md), UTF-8, one item a line,
+Format (``server-common/.../CheckpointFile.java`` in apache/kafka), UTF-8, one item a line,
 fields separated by a single space::
 
     0                      <- version

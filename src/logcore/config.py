@@ -1,6 +1,6 @@
 """LogConfig: one partition log's settings, Kafka's topic configs under snake_case names.
 
-Names and defaults follow Kafka's ``LogConfig`` / ``ServerLogConfigs`` (docs/configuration.md):
+Names and defaults follow Kafka's ``LogConfig`` / ``ServerLogConfigs`` (apache/kafka):
 ``segment.bytes`` becomes ``segment_bytes`` and so on. ``LogConfig.from_properties`` takes
 Kafka's dotted names and string values as a ``server.properties`` file or a
 ``kafka-configs --alter --add-config`` call would give them.

@@ -102,7 +102,16 @@ class OffsetOutOfRangeError(LogcoreError, IndexError):
 
 
 class LogDirError(LogcoreError, OSError):
-    """An I/O failure on a log directory; the directory should be taken offline."""
+    """An I/O failure on a log directory (``errno`` says which: ENOSPC, EIO, ...).
+
+    Attributes: path (the file, or None), position (byte position of a failed append,
+    or -1).
+    """
+
+    def __init__(self, *args: object, path: str | None = None, position: int = -1) -> None:
+        super().__init__(*args)
+        self.path = path
+        self.position = position
 
 
 class InvalidConfigError(LogcoreError, ValueError):

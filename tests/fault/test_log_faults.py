@@ -1,4 +1,4 @@
-"""Fault injection for logcore.Log recovery (issue 3; docs/operations.md, Recovery).
+"""Fault injection for logcore.Log recovery (issue 3; Kafka's LogLoader recovery).
 
 Each test damages a partition directory the way a crash, a torn write or bit rot would,
 reopens it, and asserts that the log comes back as exactly the valid prefix: every batch
@@ -82,6 +82,12 @@ def reopen_and_check(directory: str, expected: list[BatchHeader]) -> None:
                 (got,) = list(iter_batches(r.read()))
                 assert (got.base_offset, got.last_offset) == (b.base_offset, b.last_offset)
                 got.validate()
+            # Indexes of segments below the recovery point are checked (and rebuilt if
+            # bad) when first mapped, not at open: use every segment's two indexes once.
+            for base in log.segment_base_offsets:
+                r = log.read(max(base, log.log_start_offset), 1)
+                assert r.first_offset <= max(base, log.log_start_offset) <= r.last_offset
+            assert log.offset_for_timestamp(-3) is not None
         # the log keeps working after recovery
         info = log.append(batch(2, 999))
         assert info.first_offset == leo

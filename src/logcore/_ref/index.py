@@ -1,7 +1,7 @@
 """Pure-Python twin of logcore._index: Kafka's memory-mapped offset and time indexes.
 
-Layouts (big-endian, Kafka's ``OffsetIndex.java``, ``TimeIndex.java``,
-docs/formats.md):
+Layouts (big-endian, Kafka's ``OffsetIndex.java`` and ``TimeIndex.java`` under
+``storage/src/main/java/org/apache/kafka/storage/internals/log/``):
 
     .index      entry  0 relative_offset int32 | 4 position int32              (8 bytes)
     .timeindex  entry  0 timestamp int64       | 8 relative_offset int32       (12 bytes)

@@ -1,8 +1,8 @@
 """Pure-Python twin of logcore._segment: batch-header scans over segment files.
 
 These are the only places the storage layer looks inside a ``.log`` file. They read just
-the fields of the RecordBatch v2 header they need (big-endian, ``DefaultRecordBatch.java``,
-docs/formats.md)::
+the fields of the RecordBatch v2 header they need (big-endian, Kafka's
+``DefaultRecordBatch.java``)::
 
     0 base_offset int64 | 8 batch_length int32 | 12 partition_leader_epoch int32 |
     16 magic int8 | 17 crc uint32 (CRC-32C of bytes 21..end) | 21 attributes int16 |

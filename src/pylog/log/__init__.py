@@ -1,4 +1,5 @@
-"""Partition logs of a broker: LogManager, topic store, topic IDs (docs/architecture.md)."""
+"""Partition logs of a broker: LogManager, topic store, topic IDs, background work
+(docs/architecture.md)."""
 
 from pylog.log.manager import LogManager, Partition, Topic
 from pylog.log.topics import TopicNameError, validate_topic_name

@@ -24,13 +24,16 @@ concurrent readers on other threads (see logcore.Log).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import functools
 import logging
 import os
 import re
+import resource
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import logcore
@@ -45,8 +48,22 @@ from pylog.config import (
 )
 from pylog.log import topics as _topics
 from pylog.log.dir_lock import DataDirLock
+from pylog.log.scheduler import Scheduler
 
 log = logging.getLogger("pylog.log")
+
+_LONG_MAX = 2**63 - 1
+# How often inactive segments' index mappings are looked at; one untouched for a whole
+# period is unmapped (logcore.Log.release_idle_indexes). Not a Kafka setting: Kafka keeps
+# a lazily opened index mapped until the segment goes.
+INDEX_IDLE_CHECK_MS = 60_000
+# With log.flush.scheduler.interval.ms at its default (Long.MAX_VALUE, Kafka's "never"),
+# partitions whose flush.ms is set are still looked at this often, so that flush.ms is
+# honoured on idle partitions.
+DEFAULT_FLUSH_CHECK_MS = 1_000
+# Files and mappings the process needs besides the logs (sockets, libraries, ...).
+_FD_MARGIN = 1024
+_MAP_MARGIN = 1024
 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETE_DIR = re.compile(r".+-\d+\.[0-9a-f]{32}-delete")
@@ -68,6 +85,7 @@ _LOGCORE_KEYS = (
     "message.timestamp.type",
     "message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms",
+    "preallocate",
 )
 
 
@@ -118,6 +136,9 @@ class LogManager:
         self.pending_deletes: list[str] = []
         self._lock: asyncio.Lock | None = None
         self._dir_lock: DataDirLock | None = None
+        #: Background work (Kafka's KafkaScheduler): flushes of rolled segments, flush.ms,
+        #: checkpoints, idle index mappings. Started by startup, stopped by shutdown.
+        self.scheduler = Scheduler(config["background.threads"], clock, name="pylog-background")
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -128,6 +149,16 @@ class LogManager:
         """
         os.makedirs(self.log_dir, exist_ok=True)
         self._dir_lock = DataDirLock(self.log_dir)  # first: nothing is read or written unlocked
+        try:
+            self._startup_locked()
+        except BaseException:
+            # A failed start leaves the directory free for the next try (the logs opened so
+            # far are closed by _open_all).
+            self._dir_lock.release()
+            self._dir_lock = None
+            raise
+
+    def _startup_locked(self) -> None:
         self._load_meta_properties()
         stored = self._store.load()
         found: dict[str, dict[int, str]] = {}
@@ -163,6 +194,7 @@ class LogManager:
                 "configs": {},
             }
             changed = True
+        topics: list[Topic] = []
         for name, spec in sorted(stored.items()):
             topic_id = _topics.topic_id_from_str(spec["topic_id"])
             try:
@@ -170,20 +202,63 @@ class LogManager:
             except ConfigError as exc:
                 raise ConfigError(exc.key, f"stored config of topic {name!r}: {exc}") from None
             topic = Topic(name, topic_id, [], overrides)
-            for index in range(int(spec["partitions"])):
-                topic.partitions.append(self._open_partition(topic, index))
+            topic.partitions.extend([None] * int(spec["partitions"]))  # type: ignore[list-item]
+            topics.append(topic)
+        self.check_limits([os.path.join(self.log_dir, f"{t.name}-{i}")
+                           for t in topics for i in range(len(t.partitions))])
+        self._open_all(topics)
+        for topic in topics:
             self._add(topic)
         if changed:
             self._save()
+        self._start_background()
+
+    def _open_all(self, topics: list[Topic]) -> None:
+        """Open every partition, ``num.recovery.threads.per.data.dir`` at a time (Kafka's
+        recovery thread pool). A failure closes what was opened and is raised."""
+        jobs = [(t, i) for t in topics for i in range(len(t.partitions))]
+        threads = max(1, min(self.broker_config["num.recovery.threads.per.data.dir"], len(jobs)))
+        started = self.clock.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(threads, "pylog-recovery") as pool:
+            futures = {pool.submit(self._open_partition, t, i): (t, i) for t, i in jobs}
+            error: BaseException | None = None
+            for fut in concurrent.futures.as_completed(futures):
+                t, i = futures[fut]
+                try:
+                    t.partitions[i] = fut.result()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below
+                    error = error or exc
+        if error is not None:
+            for t in topics:
+                for p in t.partitions:
+                    if p is not None:
+                        p.log.close()
+            raise error
+        if jobs:
+            log.info("opened %d partition logs with %d threads in %.3f s", len(jobs), threads,
+                     self.clock.monotonic() - started)
 
     def shutdown(self) -> None:
-        """Close every log cleanly (flush, checkpoints, clean-shutdown marker)."""
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                try:
-                    p.log.close()
-                except Exception:  # noqa: BLE001 - keep closing the others
-                    log.exception("closing %s-%d failed", p.topic, p.index)
+        """Stop the background work, then close every log cleanly (flush, checkpoints,
+        clean-shutdown marker)."""
+        self.scheduler.shutdown()
+        parts = self.all_partitions()
+
+        def close(p: Partition) -> None:
+            try:
+                p.log.close()
+            except Exception:  # noqa: BLE001 - keep closing the others
+                log.exception("closing %s-%d failed", p.topic, p.index)
+
+        # Closing fsyncs what is not flushed yet: as in Kafka, the recovery threads
+        # (num.recovery.threads.per.data.dir) do it in parallel.
+        threads = max(1, min(self.broker_config["num.recovery.threads.per.data.dir"], len(parts)))
+        if threads == 1:
+            for p in parts:
+                close(p)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(threads, "pylog-shutdown") as pool:
+                list(pool.map(close, parts))
         if self._dir_lock is not None:
             self._dir_lock.release()
 
@@ -202,6 +277,142 @@ class LogManager:
             _topics.write_meta_properties(
                 self.log_dir, {"version": "1", "cluster.id": self.cluster_id, "node.id": node_id}
             )
+
+    # --- limits ----------------------------------------------------------------------------
+
+    def check_limits(self, partition_dirs: list[str]) -> dict[str, int]:
+        """Raise the soft open-files limit to the hard one and log both limits against
+        what the data directory needs; warn when short. Returns the figures.
+
+        Each segment keeps its ``.log`` descriptor open (as Kafka's FileRecords do); index
+        mappings are two per partition (the active segment) plus those of segments being
+        read, since older ones are mapped lazily and unmapped when idle.
+        """
+        segments = 0
+        for d in partition_dirs:
+            try:
+                with os.scandir(d) as it:
+                    segments += sum(1 for e in it if e.name.endswith(".log"))
+            except OSError:
+                continue  # a new partition: created empty below
+        partitions = len(partition_dirs)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        raised_from = soft
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            for target in (hard, 1 << 20):
+                if target == resource.RLIM_INFINITY or target <= soft:
+                    continue
+                try:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                    soft = target
+                    break
+                except (ValueError, OSError):
+                    continue
+        max_maps = _read_int("/proc/sys/vm/max_map_count")
+        need_files = segments + partitions + _FD_MARGIN
+        need_maps = 2 * partitions + _MAP_MARGIN
+        log.info("open files limit %d%s (hard %s), vm.max_map_count %s; %s holds %d partitions "
+                 "with %d segments: about %d open files and %d index mappings needed",
+                 soft, f" (raised from {raised_from})" if soft != raised_from else "",
+                 "unlimited" if hard == resource.RLIM_INFINITY else hard,
+                 "unknown" if max_maps < 0 else max_maps, self.log_dir, partitions, segments,
+                 need_files, need_maps)
+        if soft != resource.RLIM_INFINITY and soft < need_files:
+            log.warning("the open files limit (%d) is below the %d the logs in %s need: raise "
+                        "it (ulimit -n, LimitNOFILE=) or the broker will fail with EMFILE",
+                        soft, need_files, self.log_dir)
+        if 0 <= max_maps < need_maps:
+            log.warning("vm.max_map_count (%d) is below the %d mappings the logs in %s need: "
+                        "raise it (sysctl vm.max_map_count)", max_maps, need_maps, self.log_dir)
+        return {"open_files_limit": soft, "max_map_count": max_maps, "segments": segments,
+                "partitions": partitions, "files_needed": need_files, "maps_needed": need_maps}
+
+    # --- background work (Kafka's LogManager.startup schedules the same) ----------------------
+
+    def _start_background(self) -> None:
+        cfg = self.broker_config
+        flush_check = cfg["log.flush.scheduler.interval.ms"]
+        if flush_check >= _LONG_MAX:
+            flush_check = DEFAULT_FLUSH_CHECK_MS
+        sched = self.scheduler
+        sched.schedule("log-flusher", self.flush_dirty_logs, delay_ms=flush_check, period_ms=flush_check)
+        for name, key, fn in (
+            ("recovery-point-checkpoint", "log.flush.offset.checkpoint.interval.ms",
+             self.checkpoint_recovery_points),
+            ("log-start-offset-checkpoint", "log.flush.start.offset.checkpoint.interval.ms",
+             self.checkpoint_log_start_offsets),
+        ):
+            interval = cfg[key]
+            if interval > 0:  # 0: only at shutdown and when a log asks for it
+                sched.schedule(name, fn, delay_ms=interval, period_ms=interval)
+        sched.schedule("release-idle-indexes", self.release_idle_indexes,
+                       delay_ms=INDEX_IDLE_CHECK_MS, period_ms=INDEX_IDLE_CHECK_MS)
+        if not sched.is_started:
+            sched.startup()
+
+    def _partitions_snapshot(self) -> list[Partition]:
+        """All partitions, from a background thread (topics change on the loop meanwhile)."""
+        for _ in range(10):
+            try:
+                return [p for t in list(self.topics.values()) for p in t.partitions]
+            except RuntimeError:  # the dict changed size during the copy: try again
+                continue
+        return []
+
+    def _each_log(self, what: str, fn: Callable[[Partition], object]) -> int:
+        done = 0
+        for p in self._partitions_snapshot():
+            if p.log.closed:
+                continue
+            try:
+                if fn(p):
+                    done += 1
+            except logcore.LogcoreError as exc:
+                if not p.log.closed:  # closed meanwhile (topic deleted): not an error
+                    log.error("%s of %s-%d failed: %s", what, p.topic, p.index, exc)
+        return done
+
+    def flush_dirty_logs(self) -> int:
+        """Flush every log whose ``flush.ms`` has passed since its last flush (Kafka's
+        ``flushDirtyLogs``; the ``log-flusher`` task). Returns how many were flushed."""
+        now = self.clock.time_ms()
+
+        def flush(p: Partition) -> bool:
+            flush_ms = p.config.get("flush.ms", _LONG_MAX)
+            if flush_ms is None or flush_ms >= _LONG_MAX or now - p.log.last_flush_ms < flush_ms:
+                return False
+            return bool(p.log.flush_up_to(p.log.log_end_offset))
+
+        return self._each_log("flush", flush)
+
+    def checkpoint_recovery_points(self) -> int:
+        """Write every changed recovery point (``log.flush.offset.checkpoint.interval.ms``)."""
+        return self._each_log("recovery-point checkpoint", lambda p: p.log.checkpoint_recovery_point())
+
+    def checkpoint_log_start_offsets(self) -> int:
+        """Write every changed log start offset (``log.flush.start.offset.checkpoint.interval.ms``)."""
+        return self._each_log("log-start-offset checkpoint",
+                              lambda p: p.log.checkpoint_log_start_offset())
+
+    def release_idle_indexes(self) -> int:
+        """Unmap index mappings of old segments no read used for a whole period."""
+        released = 0
+        for p in self._partitions_snapshot():
+            released += p.log.release_idle_indexes()
+        return released
+
+    def _on_roll(self, plog: Any, base_offset: int) -> None:
+        """A log rolled (called on the appending thread): flush the segments below the new
+        one in the background, as Kafka's ``UnifiedLog.roll`` schedules ``flush-log``."""
+        self.scheduler.schedule_once("flush-log", functools.partial(self._flush_rolled, plog, base_offset))
+
+    @staticmethod
+    def _flush_rolled(plog: Any, base_offset: int) -> None:
+        try:
+            plog.flush_up_to(base_offset)
+        except logcore.LogcoreError as exc:
+            if not plog.closed:
+                log.error("flushing %s up to offset %d failed: %s", plog.directory, base_offset, exc)
 
     # --- lookups ---------------------------------------------------------------------------
 
@@ -457,6 +668,13 @@ class LogManager:
         if stored_id != topic.topic_id:
             _topics.write_partition_metadata(directory, topic.topic_id)
         plog = logcore.Log(directory, log_config, clock=self.clock)
+        plog.on_roll = functools.partial(self._on_roll, plog)
+        stats = plog.recovery_stats
+        if plog.recovered:
+            log.info("recovered %s-%d after an unclean shutdown: scanned %d of %d segments "
+                     "(%d bytes) from recovery point %d, truncated %d bytes", topic.name, index,
+                     stats.segments_scanned, stats.segments, stats.bytes_scanned,
+                     stats.recovery_point, stats.truncated_bytes)
         return Partition(topic.name, index, topic.topic_id, plog, directory, effective)
 
     def _add(self, topic: Topic) -> None:
@@ -485,3 +703,12 @@ def _set_log_config(plog: Any, log_config: Any) -> None:
         update(log_config)
     else:
         plog.config = log_config
+
+
+def _read_int(path: str) -> int:
+    """An integer from a /proc file, or -1 where there is none (not Linux)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return -1

@@ -238,7 +238,7 @@ def test_replica_appends_are_not_checked(logdir, clock) -> None:
 
 def test_happy_path_walks_no_records(logdir, clock, monkeypatch) -> None:
     """Accepted appends use validate_for_append's min/max; only a refusal walks records."""
-    import logcore.log as log_module
+    import logcore.append as log_module
 
     walked: list[int] = []
     real = log_module.iter_batches

@@ -1,0 +1,152 @@
+"""The durability side of a Log: flushes up to an offset, and checkpoint files.
+
+Kafka's model (``UnifiedLog.flush``, ``LogManager``'s checkpoint tasks): an append is in
+the page cache when it returns. The **recovery point** is the offset below which
+everything is fsynced. ``flush_up_to`` fsyncs the segments between it and a target offset
+*without* holding the append lock (appends and reads go on while the disk works) and then
+advances it; flushes run one at a time. The recovery point and the log start offset reach
+their checkpoint files only through ``checkpoint_recovery_point`` /
+``checkpoint_log_start_offset`` (a LogManager calls them every
+``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``),
+``flush()``, ``close()``, DeleteRecords, and at once after a truncation (a checkpoint above
+the new log end would let a crash skip the recovery of what is appended next).
+
+Thread-safety: every method here may run on any thread (a scheduler's). Lock order: the
+flush lock, then the append lock, then the checkpoint lock; an fsync never runs under the
+append lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    fsync_dir,
+    write_offset_checkpoint,
+)
+from .clock import Clock
+from .errors import LogcoreError
+from .segment import filename_prefix, fsync_path
+
+
+class LogDurability:
+    """Mixin of :class:`logcore.log.Log`: flushes and checkpoints."""
+
+    directory: str
+    clock: Clock
+    _lock: threading.RLock
+    _flush_lock: threading.Lock
+    _checkpoint_lock: threading.Lock
+    _closed: bool
+    _log_end_offset: int
+    _log_start_offset: int
+    _recovery_point: int
+    _checkpointed_rp: int
+    _checkpointed_lso: int
+    _truncations: int
+    _last_flush_ms: int
+    _unflushed_messages: int
+    _topic_partition: tuple[str, int]
+    _view: Any
+
+    def flush_up_to(self, offset: int) -> bool:
+        """fsync every segment holding offsets in [recovery_point, offset) and advance the
+        recovery point to ``offset`` (capped at the log end). Kafka's ``UnifiedLog.flush``.
+
+        The fsyncs run without the append lock, so appends (and reads) go on meanwhile;
+        flushes run one at a time. The directory is fsynced too when a segment file was
+        created since the last flush. The new recovery point is not written to its
+        checkpoint file here (see ``checkpoint_recovery_point``).
+
+        Returns:
+            True if the recovery point advanced; False if there was nothing to flush, the
+            log is closed, or a truncation happened meanwhile.
+
+        Raises:
+            LogDirError: an fsync failed (the recovery point stays where it was).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return False
+                offset = min(offset, self._log_end_offset)
+                start = self._recovery_point
+                if offset <= start:
+                    return False
+                generation = self._truncations
+                segments = self._view.segments
+            todo = [seg for i, seg in enumerate(segments)
+                    if seg.base_offset < offset
+                    and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
+            for seg in todo:
+                seg.flush()
+            # The producer snapshot a roll wrote at ``offset`` (Kafka flushes it with the
+            # rolled segment, in the same background task).
+            fsync_path(os.path.join(self.directory, filename_prefix(offset) + ".snapshot"))
+            if any(seg.base_offset >= start for seg in todo) or len(todo) > 1:
+                fsync_dir(self.directory)
+            with self._lock:
+                if self._closed or generation != self._truncations:
+                    return False
+                if offset > self._recovery_point:
+                    self._recovery_point = offset
+                self._last_flush_ms = self.clock.time_ms()
+                return True
+
+    def flush(self) -> None:
+        """fsync everything appended so far, advance the recovery point to the log end
+        offset and write it to the checkpoint file.
+
+        Raises:
+            LogDirError: an fsync or the checkpoint write failed.
+            LogcoreError: the log is closed.
+        """
+        if self._closed:
+            raise LogcoreError(f"log {self.directory} is closed")
+        self.flush_up_to(self._log_end_offset)
+        self._unflushed_messages = 0
+        self.checkpoint_recovery_point()
+
+    def checkpoint_recovery_point(self) -> bool:
+        """Write the recovery point to ``recovery-point-offset-checkpoint`` if it changed
+        since the last write (Kafka's periodic ``checkpointLogRecoveryOffsets``).
+
+        Returns True if the file was written. Any thread; does not take the append lock.
+        """
+        with self._checkpoint_lock:
+            rp = self._recovery_point
+            if self._closed or rp == self._checkpointed_rp:
+                return False
+            write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
+                                    {self._topic_partition: rp})
+            self._checkpointed_rp = rp
+            return True
+
+    def checkpoint_log_start_offset(self) -> bool:
+        """Write the log start offset to ``log-start-offset-checkpoint`` if it changed
+        since the last write (Kafka's periodic ``checkpointLogStartOffsets``).
+
+        Returns True if the file was written. Any thread; does not take the append lock.
+        """
+        with self._checkpoint_lock:
+            lso = self._log_start_offset
+            if self._closed or lso == self._checkpointed_lso:
+                return False
+            write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
+                                    {self._topic_partition: lso})
+            self._checkpointed_lso = lso
+            return True
+
+    def _write_checkpoints_now(self) -> None:
+        """Both checkpoints, under the append lock (truncation and close only)."""
+        with self._checkpoint_lock:
+            rp, lso = self._recovery_point, self._log_start_offset
+            write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
+                                    {self._topic_partition: rp})
+            write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
+                                    {self._topic_partition: lso})
+            self._checkpointed_rp, self._checkpointed_lso = rp, lso
