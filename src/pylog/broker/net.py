@@ -123,6 +123,7 @@ class Connection:
         self._busy = False
         self._peer_closed = False
         self._current_api = -1
+        self._close_requested = False  # a handler asked for a close (ctx.close_connection)
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -209,7 +210,8 @@ class Connection:
                     self._busy = False
                     self._current_api = -1
                 if chunks is None or self._peer_closed:
-                    if type(event) is RequestError and not event.can_respond:
+                    if self._close_requested or (type(event) is RequestError
+                                                 and not event.can_respond):
                         break
                     continue
                 self._busy = True
@@ -244,6 +246,9 @@ class Connection:
                 ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
                                               event.correlation_id, event.client_id, self.peer)
                 response = entry[1].error_response(ctx, event.body, event.error_code, event.reason)
+                if ctx.close_connection:
+                    self._close_requested = True
+                    return None
                 if response is None:
                     return None
                 return self.conn.send(event, response)
@@ -252,6 +257,9 @@ class Connection:
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
                                       event.correlation_id, event.client_id, self.peer)
         response = await handlers.dispatch(ctx, event.body)
+        if ctx.close_connection:
+            self._close_requested = True
+            return None
         if response is None or not event.expects_response or self._peer_closed:
             return None
         return self.conn.send(event, response)

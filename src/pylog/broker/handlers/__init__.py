@@ -83,6 +83,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # Set by a handler to have the connection closed once this request is done, instead
+    # of answering (Kafka's ``closeConnection``: Produce with acks=0 that failed).
+    close_connection: bool = False
 
 
 def is_supported(api_key: int, api_version: int) -> bool:

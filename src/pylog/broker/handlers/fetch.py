@@ -8,7 +8,8 @@ when it is larger than both limits; later partitions only what fits.
 
 Long poll: while fewer than ``min_bytes`` are available and ``max_wait_ms`` has not passed,
 the handler waits on the per-partition append notifications of every partition it reads
-(``PartitionWaiters``), then reads again. ``max_wait_ms=0`` answers at once.
+(``PartitionWaiters``), then reads again. ``max_wait_ms=0`` answers at once, and so does
+a fetch in which any partition has an error (the others' data goes with it).
 
 Single node: the high watermark is the log end offset (an append is committed when it is
 written), the last stable offset equals it until transactions exist. Fetch sessions
@@ -17,12 +18,15 @@ written), the last stable offset equals it until transactions exist. Fetch sessi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 12)
@@ -36,14 +40,18 @@ def _partition_error(index: int, code: int) -> Any:
                             records=b"")
 
 
-def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int, list[Any]]:
-    """One pass over every requested partition. Returns (topic responses, bytes, wait keys)."""
+def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[Any], bool]:
+    """One pass over every requested partition.
+
+    Returns (topic responses, bytes, wait keys, whether any partition has an error).
+    """
     manager = ctx.broker.log_manager
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     keys: list[Any] = []
     topics = []
     any_data = False
+    any_error = False
     for ft in request.topics:
         topic = manager.topics.get(ft.topic)
         parts = []
@@ -89,32 +97,38 @@ def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int,
                 preferred_read_replica=-1, records=records,
             ))
         topics.append(_R.FetchableTopicResponse(topic=ft.topic, partitions=parts))
-    return topics, total, keys
+        if not any_error:
+            any_error = any(pd.error_code for pd in parts)
+    return topics, total, keys, any_error
 
 
-async def handle_fetch(ctx: Any, request: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if request.session_id != 0 and request.session_epoch not in (-1, 0):
         # We never hand out sessions, so an incremental fetch names one we do not know.
         return _R(throttle_time_ms=0, error_code=errors.FetchSessionIdNotFoundError.code,
                   session_id=0, responses=[])
-    clock = ctx.broker.clock
+    broker = ctx.broker
+    clock = broker.clock
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
-    first = True
     while True:
-        topics, total, keys = _read_all(ctx, request, first)
-        first = False
+        topics, total, keys, any_error = _read_all(ctx, request)
         wait = deadline - clock.monotonic()
-        if total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or ctx.broker.stopping:
+        # Answer now when there is enough, when the time is up, or when a partition has an
+        # error (unknown topic or partition, offset out of range, ...): the client must act
+        # on it, so it gets it at once with whatever the other partitions have (Kafka's
+        # ReplicaManager.fetchMessages answers at once on ``errorReadingData``).
+        if (total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or any_error
+                or broker.stopping):
             break
-        if not await ctx.broker.waiters.wait(keys, wait):
+        if not await broker.waiters.wait(keys, wait):
             # Timed out: answer with what is there now.
-            topics, total, keys = _read_all(ctx, request, False)
+            topics, total, keys, any_error = _read_all(ctx, request)
             break
     return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(
         throttle_time_ms=0,
         error_code=code,

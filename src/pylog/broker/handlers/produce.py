@@ -23,19 +23,23 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
    comparisons): INVALID_TIMESTAMP with one ``record_errors`` entry per offending record;
 6. fetches waiting on the partition are woken.
 
-acks=0 gets no response at all.
+acks=0 gets no response at all; when any partition fails, the connection is closed after
+logging the errors (the client's only way to learn of them, and to refresh metadata).
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
 from pylog.protocol.messages import ProduceResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers import RequestContext
 
 API_KEY = 0
 VERSIONS = (0, 11)
@@ -107,6 +111,20 @@ def _timestamp_error(exc: logcore.InvalidTimestampError) -> _PartitionError:
                            "One or more records have been rejected due to invalid timestamp", bad)
 
 
+def _too_large(partition: Any, exc: logcore.RecordTooLargeError) -> _PartitionError:
+    """MESSAGE_TOO_LARGE for a batch over ``max.message.bytes`` (checked first, in
+    validation), RECORD_LIST_TOO_LARGE for one that passed it but cannot fit in a segment
+    (Kafka's ``UnifiedLog.append`` throws RecordBatchTooLargeException after validation)."""
+    size = exc.size
+    config = partition.config
+    if size is not None and size <= config["max.message.bytes"] and size > config["segment.bytes"]:
+        return _PartitionError(
+            errors.RecordListTooLargeError.code,
+            f"The record batch of {size} bytes is larger than the segment size "
+            f"segment.bytes={config['segment.bytes']} of {partition.topic}-{partition.index}")
+    return _PartitionError(errors.MessageTooLargeError.code, str(exc))
+
+
 def _recompress(records: Any, codec: str) -> Any:
     """Rewrite the batch with the topic's ``compression.type`` (Kafka's LogValidator does the
     same when it differs from the producer's). A slow path by design: only topics that set
@@ -126,7 +144,7 @@ def _recompress(records: Any, codec: str) -> Any:
         raise _PartitionError(errors.CorruptMessageError.code, str(exc)) from None
 
 
-def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
+def _append(ctx: RequestContext, partition: Any, records: Any, acks: int) -> Any:
     config = partition.config
     if acks == -1 and config["min.insync.replicas"] > 1:
         raise _PartitionError(
@@ -142,7 +160,9 @@ def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
         info = partition.log.append(records, leader_epoch=LEADER_EPOCH)
     except logcore.InvalidTimestampError as exc:
         raise _timestamp_error(exc) from None
-    except (logcore.CorruptRecordError, logcore.RecordTooLargeError, logcore.LogDirError,
+    except logcore.RecordTooLargeError as exc:
+        raise _too_large(partition, exc) from None
+    except (logcore.CorruptRecordError, logcore.LogDirError,
             logcore.InvalidProducerEpochError, logcore.OutOfOrderSequenceError) as exc:
         raise _PartitionError(errors.code_for_exception(exc), str(exc)) from None
     if not info.duplicate:
@@ -150,7 +170,7 @@ def _append(ctx: Any, partition: Any, records: Any, acks: int) -> Any:
     return info
 
 
-async def handle_produce(ctx: Any, request: Any) -> Any:
+async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if version < MIN_SERVED_VERSION:
         return error_response(ctx, request, errors.UnsupportedVersionError.code,
@@ -199,12 +219,27 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
             resp.log_start_offset = info.log_start_offset
         responses.append(_R.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
     if acks == 0:
+        failed = [f"{td.name}-{pr.index}: {pr.error_message or pr.error_code}"
+                  for td in responses for pr in td.partition_responses if pr.error_code]
+        if failed:
+            _close_after_acks0_error(ctx, "; ".join(failed))
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def _close_after_acks0_error(ctx: RequestContext, what: str) -> None:
+    """acks=0 gets no response, so an error can only be signalled by closing the
+    connection: the client then reconnects and refreshes its metadata (Kafka's
+    ``KafkaApis.handleProduceRequest`` does the same)."""
+    log.info("closing connection %s after an error in a produce request with acks=0 "
+             "(correlation id %d, client id %r): %s", ctx.peer, ctx.correlation_id,
+             ctx.client_id, what)
+    ctx.close_connection = True
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     if request.acks == 0 and code != errors.UnsupportedVersionError.code:
+        _close_after_acks0_error(ctx, f"error {code}: {message}")
         return None
     return ProduceResponse(
         responses=[
