@@ -2,8 +2,12 @@
 
 Per connection, two tasks on the broker's loop:
 
-- the reader receives bytes, feeds the sans-IO connection and queues the events it yields
-  (it stops reading while too many requests are queued: back-pressure on pipelining clients);
+- the reader receives bytes, feeds the sans-IO connection and queues the events it yields;
+- memory: every frame is admitted before its buffer is allocated, as soon as its 4-byte size
+  prefix is read: its bytes come out of the connection's share (``CONNECTION_MAX_BYTES``)
+  and the broker's pool (``queued.max.request.bytes``, ``memory_pool.MemoryPool``), and go
+  back when its request is done. A connection that does not fit, or has ``MAX_QUEUED``
+  requests queued, is muted: not read until its own requests or others' drain;
 - the worker takes requests in order, awaits their handler through the dispatcher and
   writes the response chunks, so responses leave in request order (Kafka's rule).
 
@@ -47,6 +51,12 @@ FETCH = 1
 RECV_SIZE = 64 * 1024  # large frames go to their own buffer (receive_buffer): no head copy beyond this
 # Stop reading from a client that has this many requests queued (pipelining back-pressure).
 MAX_QUEUED = 32
+# A connection's share of the memory pool: bytes of its request frames being received,
+# queued or handled. Beyond it the connection is muted until its own requests complete (one
+# frame is always admitted, however large). 32 MiB keeps a pipelining producer busy (32
+# requests of 1 MiB, librdkafka's default batch size) while a client pipelining 20 MiB
+# requests behind a long poll holds one or two of them, not 31.
+CONNECTION_MAX_BYTES = 32 * 1024 * 1024
 
 
 class Listener:
@@ -111,7 +121,13 @@ class Connection:
                     sock.setsockopt(socket.SOL_SOCKET, opt, max(size, 1 << 20))
         except OSError:
             pass
-        self.conn = ServerConnection(broker.config["socket.request.max.bytes"])
+        self.conn = ServerConnection(broker.config["socket.request.max.bytes"], admission=True)
+        # Bytes of this connection's frames taken from the memory pool (being received,
+        # queued or handled), and this connection's share of the pool.
+        self._held = 0
+        pool = broker.memory_pool
+        self._share = CONNECTION_MAX_BYTES if pool.capacity <= 0 else min(CONNECTION_MAX_BYTES, pool.capacity)
+        self._drained = asyncio.Event()
         self.queue: collections.deque[Any] = collections.deque()
         self._queued = asyncio.Event()
         self._room = asyncio.Event()
@@ -135,15 +151,42 @@ class Connection:
 
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        conn = self.conn
         try:
             while not self._closing:
+                # 1. Turn what is buffered into events. Each frame is admitted first: its
+                # bytes are taken from the memory pool once its size prefix is known and
+                # before its buffer exists; nothing is read while that waits (muted).
+                while True:
+                    need = conn.awaiting_admission
+                    if need >= 0:
+                        await self._admit(need)
+                        conn.admit_frame()
+                    try:
+                        event = conn.next_event()
+                    except errors.RemoteProtocolError as exc:
+                        log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
+                        self._abort()
+                        return
+                    if event is NEED_DATA:
+                        break
+                    if type(event) is ConnectionClosed:
+                        # The peer closed its side: requests already received still run
+                        # (acks=0 produces sent just before a close), no answers go out.
+                        self._peer_closed = True
+                        self._queued.set()
+                        if self._current_api == FETCH and self._worker is not None:
+                            self._worker.cancel()  # a long poll nobody waits for any more
+                        return
+                    self.queue.append(event)
+                    self._queued.set()
+                # 2. Pipelining bound by count (bytes are bounded by admission).
                 if len(self.queue) >= MAX_QUEUED:
                     self._room.clear()
                     await self._room.wait()
                     continue
-                conn = self.conn
-                # A large frame in progress is received straight into its own buffer
-                # (no join, and a writable frame that Log.append needs not copy).
+                # 3. Read. A large frame in progress is received straight into its own
+                # buffer (no join, and a writable frame that Log.append needs not copy).
                 view = conn.receive_buffer()
                 data: bytes | None = None
                 n = 0
@@ -164,27 +207,36 @@ class Connection:
                     conn.received_into(n)
                 else:
                     conn.receive_data(data)
-                while True:
-                    try:
-                        event = self.conn.next_event()
-                    except errors.RemoteProtocolError as exc:
-                        log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
-                        self._abort()
-                        return
-                    if event is NEED_DATA:
-                        break
-                    if type(event) is ConnectionClosed:
-                        # The peer closed its side: requests already received still run
-                        # (acks=0 produces sent just before a close), no answers go out.
-                        self._peer_closed = True
-                        self._queued.set()
-                        if self._current_api == FETCH and self._worker is not None:
-                            self._worker.cancel()  # a long poll nobody waits for any more
-                        return
-                    self.queue.append(event)
-                    self._queued.set()
         except asyncio.CancelledError:
             pass
+
+    async def _admit(self, size: int) -> None:
+        """Reserve ``size`` bytes for the next frame: first within this connection's share
+        (``CONNECTION_MAX_BYTES``; one frame is always allowed), then from the broker's
+        pool. The reader is muted while this waits."""
+        limit = self._share
+        while self._held and self._held + size > limit:
+            log.debug("connection %s: muted: %d bytes of requests held, next frame %d",
+                      self.peer, self._held, size)
+            self._drained.clear()
+            await self._drained.wait()
+        pool = self.broker.memory_pool
+        if not pool.try_acquire(size):
+            log.debug("connection %s: muted: memory pool full (%d of %d bytes in use), "
+                      "next frame %d", self.peer, pool.in_use, pool.capacity, size)
+            await pool.acquire(size)
+        if self._closed:  # aborted while waiting: give it straight back
+            pool.release(size)
+            raise asyncio.CancelledError
+        self._held += size
+
+    def _release(self, size: int) -> None:
+        """A request is done: its frame's bytes go back to the pool."""
+        if self._closed or size <= 0:
+            return  # _abort gave back everything this connection held
+        self._held -= size
+        self.broker.memory_pool.release(size)
+        self._drained.set()
 
     # --- working -----------------------------------------------------------------------
 
@@ -199,6 +251,7 @@ class Connection:
                     continue
                 event = self.queue.popleft()
                 if self._peer_closed and event.api_key == FETCH:
+                    self._release(event.size)
                     continue  # a read nobody will receive: do not long-poll for it
                 if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
                     self._room.set()
@@ -206,20 +259,20 @@ class Connection:
                 self._current_api = event.api_key
                 try:
                     chunks = await self._handle(event)
-                finally:
-                    self._busy = False
+                    if chunks is None or self._peer_closed:
+                        if self._close_requested or (type(event) is RequestError
+                                                     and not event.can_respond):
+                            break
+                        continue
                     self._current_api = -1
-                if chunks is None or self._peer_closed:
-                    if self._close_requested or (type(event) is RequestError
-                                                 and not event.can_respond):
-                        break
-                    continue
-                self._busy = True
-                try:
                     await self._write(chunks)
                 finally:
                     self._busy = False
+                    self._current_api = -1
                     self.last_active = asyncio.get_running_loop().time()
+                    # The request is done (answered, or nothing to answer): its frame's
+                    # memory goes back (the response may still refer to nothing of it).
+                    self._release(event.size)
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)
@@ -312,6 +365,10 @@ class Connection:
         self._closing = True
         self._room.set()
         self._queued.set()
+        self._drained.set()
+        if self._held:  # queued requests, the one being handled, a frame being received
+            self.broker.memory_pool.release(self._held)
+            self._held = 0
         me = asyncio.current_task()
         for task in (self._reader, self._worker):
             if task is not None and not task.done() and task is not me:

@@ -21,6 +21,7 @@ from typing import Any
 
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig
 from pylog.log import LogManager
@@ -68,6 +69,7 @@ class Broker:
         self.node_id = config.node_id
         self.log_manager = LogManager(config, clock)
         self.waiters = PartitionWaiters()
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=min(4, config["num.io.threads"]), thread_name_prefix="pylog-io"
         )
