@@ -3,7 +3,7 @@
 Per partition: the log is read from ``fetch_offset`` up to ``partition_max_bytes`` and the
 bytes left of the response's ``max_bytes``, never past the high watermark, as a
 ``logcore.FileRegion`` the network layer sends with ``sendfile`` (no record byte enters
-Python). KIP-74: the first partition that returns data gets at least one whole batch even
+Python). Reads that may wait for a disk run on an I/O thread (``_read``). KIP-74: the first partition that returns data gets at least one whole batch even
 when it is larger than both limits; later partitions only what fits.
 
 Long poll: while fewer than ``min_bytes`` are available and ``max_wait_ms`` has not passed,
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
+from pylog.broker import io_threads
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
 
@@ -40,7 +41,32 @@ def _partition_error(index: int, code: int) -> Any:
                             records=b"")
 
 
-def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[Any], bool]:
+def _read_now(plog: Any, offset: int, max_bytes: int, hw: int, min_one_batch: bool) -> Any:
+    """Log.read, then the region's pages into the page cache when they are not (on an I/O
+    thread: this may wait for the disk)."""
+    region = plog.read(offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+    if region.size and not io_threads.is_cached(region):
+        io_threads.load(region)
+    return region
+
+
+async def _read(ctx: RequestContext, plog: Any, offset: int, max_bytes: int, hw: int,
+                min_one_batch: bool) -> Any:
+    """A region of ``plog`` that the loop can ``sendfile`` without waiting for the disk.
+
+    Reads in the active segment (consumers at the tail: index and data in the page cache)
+    run on the loop, and only a region found cold is loaded on a thread; reads of older
+    segments, whose index and batch headers may be cold too, run wholly on a thread.
+    """
+    if offset < plog.active_segment.base_offset:
+        return await ctx.broker.io.run(_read_now, plog, offset, max_bytes, hw, min_one_batch)
+    region = plog.read(offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+    if region.size and not io_threads.is_cached(region):
+        await ctx.broker.io.run(io_threads.load, region)
+    return region
+
+
+async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[Any], bool]:
     """One pass over every requested partition.
 
     Returns (topic responses, bytes, wait keys, whether any partition has an error).
@@ -77,8 +103,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[A
             limit = min(fp.partition_max_bytes, remaining)
             if fp.fetch_offset < hw and (limit > 0 or not any_data):
                 try:
-                    region = plog.read(fp.fetch_offset, max(limit, 0), max_offset=hw,
-                                       min_one_batch=not any_data)
+                    region = await _read(ctx, plog, fp.fetch_offset, max(limit, 0), hw, not any_data)
                 except logcore.OffsetOutOfRangeError:
                     # Retention moved the start between our check and the read.
                     pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
@@ -112,7 +137,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
     while True:
-        topics, total, keys, any_error = _read_all(ctx, request)
+        topics, total, keys, any_error = await _read_all(ctx, request)
         wait = deadline - clock.monotonic()
         # Answer now when there is enough, when the time is up, or when a partition has an
         # error (unknown topic or partition, offset out of range, ...): the client must act
@@ -123,7 +148,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             break
         if not await broker.waiters.wait(keys, wait):
             # Timed out: answer with what is there now.
-            topics, total, keys, any_error = _read_all(ctx, request)
+            topics, total, keys, any_error = await _read_all(ctx, request)
             break
     return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
