@@ -255,3 +255,26 @@ def test_fetch_with_an_erroring_partition_answers_at_once(broker, topic_name, ba
         assert ok.high_watermark == 2 and len(ok.records) > 0
     finally:
         conn.close()
+
+
+def test_per_fetch_timings_are_logged_at_debug(new_broker, topic_name) -> None:
+    """The per-request and per-fetch debug lines say whether a fetch waited and why; a
+    fetch that has data is answered at once, one with none waits out max_wait_ms."""
+    b = new_broker({"auto.create.topics.enable": "true"})
+    b.extra_args = ["--log-level", "DEBUG"]
+    b.start()
+    conn = _conn(b)
+    try:
+        _create(conn, topic_name, partitions=2)
+        _produce(conn, topic_name, _batch(3), partition=1)
+        _fetch(conn, [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)], max_wait_ms=5000)
+        _fetch(conn, [(topic_name, 0, 0, 1 << 20)], max_wait_ms=200)
+    finally:
+        conn.close()
+    assert b.stop() == 0
+    lines = [line for line in b.read_log().splitlines() if "pylog.broker.fetch: fetch from" in line]
+    assert len(lines) == 2, lines
+    assert "answered at once" in lines[0] and "2 partitions" in lines[0]
+    assert "waited out max_wait_ms" in lines[1] and "0 bytes" in lines[1]
+    assert any("Fetch v" in line and "queued" in line and "idle" in line
+               for line in b.read_log().splitlines())

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker import handlers
+from pylog.protocol.apis import api_name
 from pylog.protocol.connection import (
     NEED_DATA,
     ConnectionClosed,
@@ -140,6 +141,7 @@ class Connection:
         self._peer_closed = False
         self._current_api = -1
         self._close_requested = False  # a handler asked for a close (ctx.close_connection)
+        self._last_done = 0.0  # when the last request was done (debug timing)
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -178,7 +180,7 @@ class Connection:
                         if self._current_api == FETCH and self._worker is not None:
                             self._worker.cancel()  # a long poll nobody waits for any more
                         return
-                    self.queue.append(event)
+                    self.queue.append((event, loop.time()))
                     self._queued.set()
                 # 2. Pipelining bound by count (bytes are bounded by admission).
                 if len(self.queue) >= MAX_QUEUED:
@@ -241,6 +243,7 @@ class Connection:
     # --- working -----------------------------------------------------------------------
 
     async def _work_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 if not self.queue:
@@ -249,7 +252,7 @@ class Connection:
                     self._queued.clear()
                     await self._queued.wait()
                     continue
-                event = self.queue.popleft()
+                event, received = self.queue.popleft()
                 if self._peer_closed and event.api_key == FETCH:
                     self._release(event.size)
                     continue  # a read nobody will receive: do not long-poll for it
@@ -257,8 +260,10 @@ class Connection:
                     self._room.set()
                 self._busy = True
                 self._current_api = event.api_key
+                started = handled = loop.time()
                 try:
                     chunks = await self._handle(event)
+                    handled = loop.time()
                     if chunks is None or self._peer_closed:
                         if self._close_requested or (type(event) is RequestError
                                                      and not event.can_respond):
@@ -269,7 +274,9 @@ class Connection:
                 finally:
                     self._busy = False
                     self._current_api = -1
-                    self.last_active = asyncio.get_running_loop().time()
+                    now = self.last_active = loop.time()
+                    if log.isEnabledFor(logging.DEBUG):
+                        self._log_timing(event, received, started, handled, now)
                     # The request is done (answered, or nothing to answer): its frame's
                     # memory goes back (the response may still refer to nothing of it).
                     self._release(event.size)
@@ -283,6 +290,21 @@ class Connection:
             pass
         finally:
             self._abort()
+
+    def _log_timing(self, event: Any, received: float, started: float, handled: float,
+                    done: float) -> None:
+        """One debug line per request, Kafka's request-time breakdown: queued (received to
+        handler start: behind earlier requests of this connection), handled (in the
+        handler: a fetch's long poll, an append on a thread), written (response send),
+        and how long the connection sat with nothing to do before the request arrived
+        (time the client took, e.g. a consumer's fetch backoff)."""
+        idle = received - self._last_done if self._last_done and received > self._last_done else 0.0
+        self._last_done = done
+        log.debug("connection %s: %s v%d correlation id %d: queued %.1f ms, handled %.1f ms, "
+                  "written %.1f ms; idle %.1f ms before it", self.peer,
+                  api_name(event.api_key),
+                  event.api_version, event.correlation_id, (started - received) * 1000,
+                  (handled - started) * 1000, (done - handled) * 1000, idle * 1000)
 
     async def _handle(self, event: Any) -> list[Any] | None:
         broker = self.broker

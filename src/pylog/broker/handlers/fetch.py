@@ -18,6 +18,7 @@ written), the last stable offset equals it until transactions exist. Fetch sessi
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import logcore
@@ -33,6 +34,8 @@ API_KEY = 1
 VERSIONS = (4, 12)
 
 _R = FetchResponse
+
+log = logging.getLogger("pylog.broker.fetch")
 
 
 def _partition_error(index: int, code: int) -> Any:
@@ -136,8 +139,12 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     clock = broker.clock
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
+    started = clock.monotonic()
+    passes = 0
+    outcome = "answered at once"
     while True:
         topics, total, keys, any_error = await _read_all(ctx, request)
+        passes += 1
         wait = deadline - clock.monotonic()
         # Answer now when there is enough, when the time is up, or when a partition has an
         # error (unknown topic or partition, offset out of range, ...): the client must act
@@ -149,7 +156,18 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if not await broker.waiters.wait(keys, wait):
             # Timed out: answer with what is there now.
             topics, total, keys, any_error = await _read_all(ctx, request)
+            passes += 1
+            outcome = "waited out max_wait_ms"
             break
+        outcome = "woken by an append"
+    if log.isEnabledFor(logging.DEBUG):
+        # Per-fetch timing (with net.py's per-request line): whether a fetch waited, why,
+        # and for how long; a fetch that had data must say "answered at once".
+        log.debug("fetch from %s (correlation id %d): %d bytes of %d partitions, min_bytes %d, "
+                  "%s after %.1f ms, %d read passes%s", ctx.peer, ctx.correlation_id, total,
+                  sum(len(ft.partitions) for ft in request.topics), min_bytes, outcome,
+                  (clock.monotonic() - started) * 1000, passes,
+                  ", with a partition error" if any_error else "")
     return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
