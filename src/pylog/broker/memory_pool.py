@@ -18,6 +18,9 @@ Rules (``try_acquire``):
   large frame can therefore wait while smaller ones keep the pool busy; it gets in at the
   latest when the pool drains, which a steady stream of small requests lets happen.)
 
+Connections also count the receive buffer they keep for their next large frame
+(``hold_spare``); that memory is reclaimed before any request waits for it.
+
 A capacity of 0 or less means unlimited (Kafka's ``MemoryPool.NONE`` for
 ``queued.max.request.bytes=-1``).
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable, Hashable
 
 
 class MemoryPool:
@@ -43,6 +47,8 @@ class MemoryPool:
         # The most ever in use (a gauge for tests and logs).
         self.peak = 0
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        # Memory kept for reuse, counted but reclaimable: owner -> (bytes, drop callback).
+        self._spares: dict[Hashable, tuple[int, Callable[[], None]]] = {}
 
     @property
     def waiting(self) -> int:
@@ -52,11 +58,43 @@ class MemoryPool:
     def try_acquire(self, n: int) -> bool:
         """Take ``n`` bytes if they fit now (see the module docstring)."""
         if self.capacity > 0 and self.in_use and self.in_use + n > self.capacity:
-            return False
+            if not self._spares:
+                return False
+            self._reclaim()  # kept buffers give way to requests
+            if self.in_use and self.in_use + n > self.capacity:
+                return False
         self.in_use += n
         if self.in_use > self.peak:
             self.peak = self.in_use
         return True
+
+    def hold_spare(self, owner: Hashable, n: int, drop: Callable[[], None]) -> bool:
+        """Count ``n`` bytes that ``owner`` keeps for reuse (a receive buffer), replacing
+        what it counted before; 0 forgets it. Kept memory never costs a request: it is
+        refused while anyone waits or when it does not fit, and reclaimed (``drop`` is
+        called) when a request does not fit otherwise. Returns False when refused (the
+        owner must then let the memory go)."""
+        old = self._spares.pop(owner, None)
+        if old is not None:
+            self.in_use -= old[0]
+        if n <= 0:
+            if old is not None and self._waiters:
+                self._grant()
+            return True
+        if self.capacity > 0 and (self.in_use + n > self.capacity or self.waiting):
+            if old is not None and self._waiters:
+                self._grant()
+            return False
+        self._spares[owner] = (n, drop)
+        self.in_use += n
+        self.peak = max(self.peak, self.in_use)
+        return True
+
+    def _reclaim(self) -> None:
+        for n, drop in self._spares.values():
+            self.in_use -= n
+            drop()
+        self._spares.clear()
 
     async def acquire(self, n: int) -> None:
         """Take ``n`` bytes, waiting until they fit. Cancellation leaves nothing taken."""

@@ -189,6 +189,7 @@ class Connection:
                     continue
                 # 3. Read. A large frame in progress is received straight into its own
                 # buffer (no join, and a writable frame that Log.append needs not copy).
+                spare = conn.spare_bytes
                 view = conn.receive_buffer()
                 data: bytes | None = None
                 n = 0
@@ -207,6 +208,8 @@ class Connection:
                     return
                 if data is None:
                     conn.received_into(n)
+                    if view is not None and spare and not conn.spare_bytes:
+                        self._charge_spare()  # the kept buffer became this frame's
                 else:
                     conn.receive_data(data)
         except asyncio.CancelledError:
@@ -238,7 +241,16 @@ class Connection:
             return  # _abort gave back everything this connection held
         self._held -= size
         self.broker.memory_pool.release(size)
+        self._charge_spare()
         self._drained.set()
+
+    def _charge_spare(self) -> None:
+        """Count the receive buffer the connection keeps for its next large frame (up to
+        framing.DIRECT_MAX) in the pool, so that idle connections cannot hold memory the
+        pool does not see; the pool may refuse or later reclaim it (then it is dropped)."""
+        conn = self.conn
+        if not self.broker.memory_pool.hold_spare(self, conn.spare_bytes, conn.drop_spare):
+            conn.drop_spare()
 
     # --- working -----------------------------------------------------------------------
 
@@ -388,8 +400,10 @@ class Connection:
         self._room.set()
         self._queued.set()
         self._drained.set()
+        pool = self.broker.memory_pool
+        pool.hold_spare(self, 0, self.conn.drop_spare)
         if self._held:  # queued requests, the one being handled, a frame being received
-            self.broker.memory_pool.release(self._held)
+            pool.release(self._held)
             self._held = 0
         me = asyncio.current_task()
         for task in (self._reader, self._worker):

@@ -325,6 +325,15 @@ class _Connection:
         except ValueError as exc:
             raise LocalProtocolError(str(exc)) from None
 
+    @property
+    def spare_bytes(self) -> int:
+        """Bytes of the receive buffer kept for reuse (``FrameReader.spare_bytes``)."""
+        return self._reader.spare_bytes
+
+    def drop_spare(self) -> None:
+        """Forget the receive buffer kept for reuse (``FrameReader.drop_spare``)."""
+        self._reader.drop_spare()
+
     def receive_buffer(self) -> memoryview | None:
         """A writable view to ``recv_into`` while a large frame is incomplete, else None
         (then read into a new buffer and ``receive_data`` it). After filling it, release

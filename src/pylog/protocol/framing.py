@@ -112,6 +112,16 @@ class FrameReader:
             raise ValueError("no frame awaits admission")
         self._admitted = True
 
+    @property
+    def spare_bytes(self) -> int:
+        """Size of the buffer kept for reuse by the next large frame (0 when none); a
+        caller that bounds memory counts it, or calls ``drop_spare``."""
+        return len(self._spare) if self._spare is not None else 0
+
+    def drop_spare(self) -> None:
+        """Forget the buffer kept for reuse (freed once no frame view refers to it)."""
+        self._spare = None
+
     def feed(self, data: Any) -> None:
         """Append received bytes (``bytes`` is kept as is, other buffers are copied once)."""
         if not data:

@@ -47,3 +47,18 @@ def test_waiters_are_granted_in_order_every_one_that_fits() -> None:
         return order
 
     assert asyncio.run(asyncio.wait_for(scenario(), 10)) == ["small", "big"]
+
+
+def test_kept_buffers_are_counted_and_give_way_to_requests() -> None:
+    p = MemoryPool(100)
+    dropped: list[str] = []
+    assert p.hold_spare("a", 40, lambda: dropped.append("a"))
+    assert p.hold_spare("b", 40, lambda: dropped.append("b"))
+    assert p.in_use == 80
+    assert not p.hold_spare("c", 30, lambda: dropped.append("c"))  # does not fit: refused
+    assert p.try_acquire(50)  # a request: the kept buffers are reclaimed for it
+    assert sorted(dropped) == ["a", "b"] and p.in_use == 50
+    assert p.hold_spare("a", 10, lambda: None) and p.in_use == 60
+    assert p.hold_spare("a", 0, lambda: None) and p.in_use == 50  # forgotten
+    p.release(50)
+    assert p.in_use == 0
