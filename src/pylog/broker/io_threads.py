@@ -46,8 +46,8 @@ class IoThreads:
     def __init__(self, threads: int) -> None:
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                               thread_name_prefix="pylog-io")
-        # key -> a future done when the last call submitted for that key has finished.
-        self._tails: dict[Hashable, asyncio.Future[None]] = {}
+        # key -> the future of the last call submitted for that key (done when it finished).
+        self._tails: dict[Hashable, asyncio.Future[Any]] = {}
 
     def busy(self, key: Hashable) -> bool:
         """Whether a call for ``key`` is queued or running (then a caller that wants to
@@ -62,33 +62,61 @@ class IoThreads:
         """``fn(*args)`` on a thread after every earlier call for ``key`` has finished."""
         loop = asyncio.get_running_loop()
         prev = self._tails.get(key)
-        mine: asyncio.Future[None] = loop.create_future()
+        mine: asyncio.Future[Any] = loop.create_future()  # the result, and "key is free"
         self._tails[key] = mine
-
-        def finished(_: Any = None) -> None:
-            if not mine.done():
-                mine.set_result(None)
-            if self._tails.get(key) is mine:
-                del self._tails[key]
-
         if prev is not None and not prev.done():
             try:
-                await asyncio.shield(prev)
+                await asyncio.wait((prev,))  # its outcome is its caller's, not ours
             except asyncio.CancelledError:
                 # Never ran: the next call still waits for the one before us.
-                prev.add_done_callback(finished)
+                prev.add_done_callback(lambda _: self._finish(key, mine, None, None))
                 raise
+        # One wake-up of the loop per call: the thread hands back the result and frees the
+        # key in a single call_soon_threadsafe (asyncio.wrap_future would take two).
         try:
-            cf = self.executor.submit(fn, *args)
+            cf = self.executor.submit(self._call, loop, key, mine, fn, args)
         except BaseException:
-            finished()
+            self._finish(key, mine, None, None)
             raise
-        # Done when the thread is done, whatever happens to the caller meanwhile.
-        cf.add_done_callback(lambda _: loop.call_soon_threadsafe(finished))
-        return await asyncio.wrap_future(cf)
+        try:
+            return await asyncio.shield(mine)
+        except asyncio.CancelledError:
+            if cf.cancel():  # not started: it never will; free the key now
+                self._finish(key, mine, None, None)
+            # Started: the thread finishes it and frees the key; nobody will look at its
+            # outcome, so mark an exception as seen (no "never retrieved" report).
+            mine.add_done_callback(_consume)
+            raise
+
+    def _call(self, loop: asyncio.AbstractEventLoop, key: Hashable, fut: asyncio.Future[Any],
+              fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """On the I/O thread: run, then deliver to the loop."""
+        try:
+            result, exc = fn(*args), None
+        except BaseException as e:  # noqa: BLE001 - delivered to the awaiting caller
+            result, exc = None, e
+        try:
+            loop.call_soon_threadsafe(self._finish, key, fut, result, exc)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _finish(self, key: Hashable, fut: asyncio.Future[Any], result: Any,
+                exc: BaseException | None) -> None:
+        if not fut.done():
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+        if self._tails.get(key) is fut:
+            del self._tails[key]
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=True)
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def is_cached(region: Any) -> bool:

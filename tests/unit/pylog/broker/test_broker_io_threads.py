@@ -91,3 +91,23 @@ def _in_memory_fs(path) -> bool:
             if str(path).startswith(mount) and len(mount) > len(best):
                 best, fstype = mount, fields[2]
     return fstype in ("tmpfs", "ramfs")
+
+
+def test_an_error_goes_to_its_caller_only() -> None:
+    io = IoThreads(2)
+
+    def fail() -> None:
+        time.sleep(0.02)
+        raise ValueError("boom")
+
+    async def scenario() -> tuple[BaseException | None, int]:
+        first = asyncio.ensure_future(io.run_ordered("k", fail))
+        second = asyncio.ensure_future(io.run_ordered("k", lambda: 7))
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        return results[0] if isinstance(results[0], BaseException) else None, results[1]
+
+    try:
+        err, value = asyncio.run(asyncio.wait_for(scenario(), 10))
+    finally:
+        io.shutdown()
+    assert isinstance(err, ValueError) and value == 7
