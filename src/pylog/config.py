@@ -223,7 +223,9 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF (-1: OS default).", at_least(-1)),
         ConfigDef("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF (-1: OS default).", at_least(-1)),
         ConfigDef("num.network.threads", "int", 3, "Accepted for compatibility (one event loop).", at_least(1)),
-        ConfigDef("num.io.threads", "int", 8, "Threads for blocking file work.", at_least(1)),
+        ConfigDef("num.io.threads", "int", 8,
+                  "I/O threads for disk work kept off the event loop (appends of large or "
+                  "compressed batches, cold reads, topic and retention file work).", at_least(1)),
         ConfigDef("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at start.", at_least(1)),
         ConfigDef("connections.max.idle.ms", "long", 600000, "Close idle connections after this long.", at_least(1)),
         ConfigDef("offsets.topic.replication.factor", "short", 1, "Replication of __consumer_offsets.", at_least(1)),
