@@ -142,7 +142,9 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     started = clock.monotonic()
     passes = 0
     outcome = "answered at once"
+    waiters = broker.waiters
     while True:
+        since = waiters.sequence
         topics, total, keys, any_error = await _read_all(ctx, request)
         passes += 1
         wait = deadline - clock.monotonic()
@@ -153,7 +155,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if (total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or any_error
                 or broker.stopping):
             break
-        if not await broker.waiters.wait(keys, wait):
+        if not await waiters.wait(keys, wait, since):
             # Timed out: answer with what is there now.
             topics, total, keys, any_error = await _read_all(ctx, request)
             passes += 1

@@ -94,3 +94,39 @@ def test_partitions_of_one_request_are_all_answered(broker) -> None:
     resp = asyncio.run(asyncio.wait_for(scenario(), 10))
     parts = resp.responses[0].partition_responses
     assert [(p.index, p.error_code, p.base_offset) for p in parts] == [(0, 0, 0), (1, 0, 0), (7, 3, -1)]
+
+
+def test_a_fetch_sees_an_append_that_lands_while_it_reads(broker, monkeypatch) -> None:
+    """Reads may await an I/O thread; an append (and its notify) in that window must wake
+    the fetch, not leave it waiting out max_wait_ms."""
+    from pylog.broker.handlers import fetch
+    from pylog.protocol.messages import FetchRequest
+
+    real_read_all = fetch._read_all
+    state = {"appended": False}
+
+    async def read_then_append(ctx: Any, request: Any) -> Any:
+        result = await real_read_all(ctx, request)
+        if not state["appended"]:
+            # Another client's produce lands after this pass read the partition and
+            # before the fetch waits (a read that awaited an I/O thread opens the window).
+            state["appended"] = True
+            broker.log_manager.topics["t"].partitions[0].log.append(_batch())
+            broker.waiters.notify(("t", 0))
+        return result
+
+    monkeypatch.setattr(fetch, "_read_all", read_then_append)
+    F = FetchRequest
+    body = F(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+             session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic="t", partitions=[
+                 F.FetchPartition(partition=0, fetch_offset=3, partition_max_bytes=1 << 20)])],
+             forgotten_topics_data=[], rack_id="")
+
+    async def scenario() -> Any:
+        await handlers.dispatch(_ctx(broker), _body("t", {0: _batch()}))  # offsets 0-2
+        ctx = handlers.RequestContext(broker, 1, 12, 2, "test", "127.0.0.1:1")
+        return await asyncio.wait_for(handlers.dispatch(ctx, body), 5)
+
+    resp = asyncio.run(asyncio.wait_for(scenario(), 20))
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0 and part.high_watermark == 6 and len(part.records) > 0
