@@ -1,5 +1,6 @@
-"""Produce: appends that go to an I/O thread and appends cheap enough for the loop still
-land in arrival order per partition, and one request's partitions are appended together."""
+"""Produce and fetch around the I/O threads: appends that go to a thread and appends cheap
+enough for the loop land in arrival order per partition, one request's partitions are
+appended together, and an append during a fetch's read wakes that fetch."""
 
 from __future__ import annotations
 
