@@ -18,7 +18,7 @@ transport), so nothing else writes to them between chunks.
 
 Errors: broken framing (a bad size prefix, an undecodable header, EOF mid-frame) closes that
 one connection with one log line naming the peer and the reason; other connections are
-unaffected. No parsing and no rules live here (STYLE.md section 1).
+unaffected. No parsing and no rules live here: the codec parses, handlers decide.
 
 Event-loop affinity: everything runs on the broker's loop.
 """

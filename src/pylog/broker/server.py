@@ -1,7 +1,8 @@
-"""The broker process: one asyncio event loop (DESIGN.md section 3).
+"""The broker process: one asyncio event loop for the network, plus I/O threads for disk work.
 
 ``Broker`` owns the configuration, the LogManager, the fetch waiters, the I/O thread pool
-(``num.io.threads``), the listening sockets and the periodic tasks (retention, removal of
+(``num.io.threads``, ``io_threads``), the request memory pool (``queued.max.request.bytes``,
+``memory_pool``), the listening sockets and the periodic tasks (retention, removal of
 deleted topic directories). ``run_broker`` is what ``pylog broker`` calls: it installs
 SIGTERM/SIGINT handlers that shut down cleanly (stop accepting, let in-flight requests
 finish, close every log: flush, checkpoints, clean-shutdown marker).

@@ -4,7 +4,7 @@ Bytes in, events out; objects in, chunks out. No sockets, no event loop, no cloc
 the broker's ``net.py`` (or a test) feeds ``receive_data()``, drains ``next_event()`` and
 writes the chunk lists that ``send()`` returns.
 
-Frame layouts (https://kafka.apache.org/protocol.html#protocol_messages, KAFKA-FACTS B1)::
+Frame layouts (https://kafka.apache.org/protocol.html#protocol_messages)::
 
     request   int32 size | int16 api_key | int16 api_version | int32 correlation_id
               | int16-length nullable client_id (header v1+, never compact)

@@ -65,7 +65,7 @@ INLINE_APPEND_MAX_BYTES = 128 * 1024
 
 _R = ProduceResponse
 
-# RecordBatch v2 header fields read here (DESIGN.md section 2; DefaultRecordBatch.java).
+# RecordBatch v2 header fields read here (Kafka's DefaultRecordBatch.java layout).
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
 _HEADER_SIZE = 61
