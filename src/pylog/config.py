@@ -257,12 +257,20 @@ def _broker_defs() -> list[ConfigDef]:
                   one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
         ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow unclean leader election."),
         ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame.", at_least(1)),
+        # Kafka's default is -1 (unlimited); ours bounds the broker's memory. 128 MiB admits
+        # one frame of socket.request.max.bytes (100 MiB) with 28 MiB left for others' small
+        # requests, and dozens of 1 MiB produce requests at once.
+        ConfigDef("queued.max.request.bytes", "long", 134217728,
+                  "Bytes of requests being read or queued, broker-wide, before connections are "
+                  "muted (one request of any size is always admitted; <= 0: unlimited).", at_least(-1)),
         ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF (-1: OS default).", at_least(-1)),
         ConfigDef("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF (-1: OS default).", at_least(-1)),
         ConfigDef("num.network.threads", "int", 3,
                   "Only Kafka's default 3 is accepted (with a warning): pylog's network layer is one event loop.",
                   at_least(1)),
-        ConfigDef("num.io.threads", "int", 8, "Threads for blocking file work.", at_least(1)),
+        ConfigDef("num.io.threads", "int", 8,
+                  "I/O threads for disk work kept off the event loop (appends of large or "
+                  "compressed batches, cold reads, topic and retention file work).", at_least(1)),
         ConfigDef("num.recovery.threads.per.data.dir", "int", 2,
                   "Threads opening (recovering) logs at start (Kafka 4.0's default, KIP-1030).", at_least(1)),
         ConfigDef("connections.max.idle.ms", "long", 600000, "Close idle connections after this long.", at_least(1)),

@@ -221,3 +221,60 @@ def test_aiokafka_long_poll_consumer_sees_new_records_quickly(broker, topic_name
 
     latency = asyncio.run(asyncio.wait_for(go(), 30))
     assert latency < 2.0  # far below fetch_max_wait_ms: the append woke the fetch
+
+
+@pytest.mark.parametrize("bad", ["unknown-topic", "unknown-partition", "offset-out-of-range"])
+def test_fetch_with_an_erroring_partition_answers_at_once(broker, topic_name, bad) -> None:
+    """Kafka answers a fetch at once when any partition has an error, with the others' data;
+    it must not hold the error for max_wait_ms."""
+    conn = _conn(broker)
+    try:
+        _create(conn, topic_name)
+        _produce(conn, topic_name, _batch(2))
+        wrong = {
+            "unknown-topic": (f"{topic_name}-missing", 0, 0, 1 << 20),
+            "unknown-partition": (topic_name, 7, 0, 1 << 20),
+            "offset-out-of-range": (topic_name, 0, 999, 1 << 20),
+        }[bad]
+        good = (topic_name, 0, 0, 1 << 20)
+        parts = [good] if bad == "offset-out-of-range" else [good, wrong]
+        if bad == "offset-out-of-range":
+            # Two entries cannot name one partition: the good data comes from a second topic.
+            other = f"{topic_name}-b"
+            _create(conn, other)
+            _produce(conn, other, _batch(2))
+            parts = [(other, 0, 0, 1 << 20), wrong]
+        t0 = time.monotonic()
+        got = _fetch(conn, parts, max_wait_ms=10_000, min_bytes=1 << 20)
+        elapsed = time.monotonic() - t0
+        assert elapsed < 2.0, f"answered after {elapsed:.2f} s (max_wait_ms=10000)"
+        codes = sorted(p.error_code for p in got)
+        expected = {"unknown-topic": 3, "unknown-partition": 3, "offset-out-of-range": 1}[bad]
+        assert codes == [0, expected]
+        ok = [p for p in got if p.error_code == 0][0]
+        assert ok.high_watermark == 2 and len(ok.records) > 0
+    finally:
+        conn.close()
+
+
+def test_per_fetch_timings_are_logged_at_debug(new_broker, topic_name) -> None:
+    """The per-request and per-fetch debug lines say whether a fetch waited and why; a
+    fetch that has data is answered at once, one with none waits out max_wait_ms."""
+    b = new_broker({"auto.create.topics.enable": "true"})
+    b.extra_args = ["--log-level", "DEBUG"]
+    b.start()
+    conn = _conn(b)
+    try:
+        _create(conn, topic_name, partitions=2)
+        _produce(conn, topic_name, _batch(3), partition=1)
+        _fetch(conn, [(topic_name, 0, 0, 1 << 20), (topic_name, 1, 0, 1 << 20)], max_wait_ms=5000)
+        _fetch(conn, [(topic_name, 0, 0, 1 << 20)], max_wait_ms=200)
+    finally:
+        conn.close()
+    assert b.stop() == 0
+    lines = [line for line in b.read_log().splitlines() if "pylog.broker.fetch: fetch from" in line]
+    assert len(lines) == 2, lines
+    assert "answered at once" in lines[0] and "2 partitions" in lines[0]
+    assert "waited out max_wait_ms" in lines[1] and "0 bytes" in lines[1]
+    assert any("Fetch v" in line and "queued" in line and "idle" in line
+               for line in b.read_log().splitlines())

@@ -2,8 +2,12 @@
 
 Per connection, two tasks on the broker's loop:
 
-- the reader receives bytes, feeds the sans-IO connection and queues the events it yields
-  (it stops reading while too many requests are queued: back-pressure on pipelining clients);
+- the reader receives bytes, feeds the sans-IO connection and queues the events it yields;
+- memory: every frame is admitted before its buffer is allocated, as soon as its 4-byte size
+  prefix is read: its bytes come out of the connection's share (``CONNECTION_MAX_BYTES``)
+  and the broker's pool (``queued.max.request.bytes``, ``memory_pool.MemoryPool``), and go
+  back when its request is done. A connection that does not fit, or has ``MAX_QUEUED``
+  requests queued, is muted: not read until its own requests or others' drain;
 - the worker takes requests in order, awaits their handler through the dispatcher and
   writes the response chunks, so responses leave in request order (Kafka's rule).
 
@@ -14,7 +18,7 @@ transport), so nothing else writes to them between chunks.
 
 Errors: broken framing (a bad size prefix, an undecodable header, EOF mid-frame) closes that
 one connection with one log line naming the peer and the reason; other connections are
-unaffected. No parsing and no rules live here.
+unaffected. No parsing and no rules live here: the codec parses, handlers decide.
 
 Event-loop affinity: everything runs on the broker's loop.
 """
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker import handlers
+from pylog.protocol.apis import api_name
 from pylog.protocol.connection import (
     NEED_DATA,
     ConnectionClosed,
@@ -47,6 +52,12 @@ FETCH = 1
 RECV_SIZE = 64 * 1024  # large frames go to their own buffer (receive_buffer): no head copy beyond this
 # Stop reading from a client that has this many requests queued (pipelining back-pressure).
 MAX_QUEUED = 32
+# A connection's share of the memory pool: bytes of its request frames being received,
+# queued or handled. Beyond it the connection is muted until its own requests complete (one
+# frame is always admitted, however large). 32 MiB keeps a pipelining producer busy (32
+# requests of 1 MiB, librdkafka's default batch size) while a client pipelining 20 MiB
+# requests behind a long poll holds one or two of them, not 31.
+CONNECTION_MAX_BYTES = 32 * 1024 * 1024
 
 
 class Listener:
@@ -111,7 +122,13 @@ class Connection:
                     sock.setsockopt(socket.SOL_SOCKET, opt, max(size, 1 << 20))
         except OSError:
             pass
-        self.conn = ServerConnection(broker.config["socket.request.max.bytes"])
+        self.conn = ServerConnection(broker.config["socket.request.max.bytes"], admission=True)
+        # Bytes of this connection's frames taken from the memory pool (being received,
+        # queued or handled), and this connection's share of the pool.
+        self._held = 0
+        pool = broker.memory_pool
+        self._share = CONNECTION_MAX_BYTES if pool.capacity <= 0 else min(CONNECTION_MAX_BYTES, pool.capacity)
+        self._drained = asyncio.Event()
         self.queue: collections.deque[Any] = collections.deque()
         self._queued = asyncio.Event()
         self._room = asyncio.Event()
@@ -123,6 +140,8 @@ class Connection:
         self._busy = False
         self._peer_closed = False
         self._current_api = -1
+        self._close_requested = False  # a handler asked for a close (ctx.close_connection)
+        self._last_done = 0.0  # when the last request was done (debug timing)
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -134,15 +153,43 @@ class Connection:
 
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
+        conn = self.conn
         try:
             while not self._closing:
+                # 1. Turn what is buffered into events. Each frame is admitted first: its
+                # bytes are taken from the memory pool once its size prefix is known and
+                # before its buffer exists; nothing is read while that waits (muted).
+                while True:
+                    need = conn.awaiting_admission
+                    if need >= 0:
+                        await self._admit(need)
+                        conn.admit_frame()
+                    try:
+                        event = conn.next_event()
+                    except errors.RemoteProtocolError as exc:
+                        log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
+                        self._abort()
+                        return
+                    if event is NEED_DATA:
+                        break
+                    if type(event) is ConnectionClosed:
+                        # The peer closed its side: requests already received still run
+                        # (acks=0 produces sent just before a close), no answers go out.
+                        self._peer_closed = True
+                        self._queued.set()
+                        if self._current_api == FETCH and self._worker is not None:
+                            self._worker.cancel()  # a long poll nobody waits for any more
+                        return
+                    self.queue.append((event, loop.time()))
+                    self._queued.set()
+                # 2. Pipelining bound by count (bytes are bounded by admission).
                 if len(self.queue) >= MAX_QUEUED:
                     self._room.clear()
                     await self._room.wait()
                     continue
-                conn = self.conn
-                # A large frame in progress is received straight into its own buffer
-                # (no join, and a writable frame that Log.append needs not copy).
+                # 3. Read. A large frame in progress is received straight into its own
+                # buffer (no join, and a writable frame that Log.append needs not copy).
+                spare = conn.spare_bytes
                 view = conn.receive_buffer()
                 data: bytes | None = None
                 n = 0
@@ -161,33 +208,54 @@ class Connection:
                     return
                 if data is None:
                     conn.received_into(n)
+                    if view is not None and spare and not conn.spare_bytes:
+                        self._charge_spare()  # the kept buffer became this frame's
                 else:
                     conn.receive_data(data)
-                while True:
-                    try:
-                        event = self.conn.next_event()
-                    except errors.RemoteProtocolError as exc:
-                        log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
-                        self._abort()
-                        return
-                    if event is NEED_DATA:
-                        break
-                    if type(event) is ConnectionClosed:
-                        # The peer closed its side: requests already received still run
-                        # (acks=0 produces sent just before a close), no answers go out.
-                        self._peer_closed = True
-                        self._queued.set()
-                        if self._current_api == FETCH and self._worker is not None:
-                            self._worker.cancel()  # a long poll nobody waits for any more
-                        return
-                    self.queue.append(event)
-                    self._queued.set()
         except asyncio.CancelledError:
             pass
+
+    async def _admit(self, size: int) -> None:
+        """Reserve ``size`` bytes for the next frame: first within this connection's share
+        (``CONNECTION_MAX_BYTES``; one frame is always allowed), then from the broker's
+        pool. The reader is muted while this waits."""
+        limit = self._share
+        while self._held and self._held + size > limit:
+            log.debug("connection %s: muted: %d bytes of requests held, next frame %d",
+                      self.peer, self._held, size)
+            self._drained.clear()
+            await self._drained.wait()
+        pool = self.broker.memory_pool
+        if not pool.try_acquire(size):
+            log.debug("connection %s: muted: memory pool full (%d of %d bytes in use), "
+                      "next frame %d", self.peer, pool.in_use, pool.capacity, size)
+            await pool.acquire(size)
+        if self._closed:  # aborted while waiting: give it straight back
+            pool.release(size)
+            raise asyncio.CancelledError
+        self._held += size
+
+    def _release(self, size: int) -> None:
+        """A request is done: its frame's bytes go back to the pool."""
+        if self._closed or size <= 0:
+            return  # _abort gave back everything this connection held
+        self._held -= size
+        self.broker.memory_pool.release(size)
+        self._charge_spare()
+        self._drained.set()
+
+    def _charge_spare(self) -> None:
+        """Count the receive buffer the connection keeps for its next large frame (up to
+        framing.DIRECT_MAX) in the pool, so that idle connections cannot hold memory the
+        pool does not see; the pool may refuse or later reclaim it (then it is dropped)."""
+        conn = self.conn
+        if not self.broker.memory_pool.hold_spare(self, conn.spare_bytes, conn.drop_spare):
+            conn.drop_spare()
 
     # --- working -----------------------------------------------------------------------
 
     async def _work_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 if not self.queue:
@@ -196,28 +264,34 @@ class Connection:
                     self._queued.clear()
                     await self._queued.wait()
                     continue
-                event = self.queue.popleft()
+                event, received = self.queue.popleft()
                 if self._peer_closed and event.api_key == FETCH:
+                    self._release(event.size)
                     continue  # a read nobody will receive: do not long-poll for it
                 if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
                     self._room.set()
                 self._busy = True
                 self._current_api = event.api_key
+                started = handled = loop.time()
                 try:
                     chunks = await self._handle(event)
-                finally:
-                    self._busy = False
+                    handled = loop.time()
+                    if chunks is None or self._peer_closed:
+                        if self._close_requested or (type(event) is RequestError
+                                                     and not event.can_respond):
+                            break
+                        continue
                     self._current_api = -1
-                if chunks is None or self._peer_closed:
-                    if type(event) is RequestError and not event.can_respond:
-                        break
-                    continue
-                self._busy = True
-                try:
                     await self._write(chunks)
                 finally:
                     self._busy = False
-                    self.last_active = asyncio.get_running_loop().time()
+                    self._current_api = -1
+                    now = self.last_active = loop.time()
+                    if log.isEnabledFor(logging.DEBUG):
+                        self._log_timing(event, received, started, handled, now)
+                    # The request is done (answered, or nothing to answer): its frame's
+                    # memory goes back (the response may still refer to nothing of it).
+                    self._release(event.size)
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)
@@ -228,6 +302,21 @@ class Connection:
             pass
         finally:
             self._abort()
+
+    def _log_timing(self, event: Any, received: float, started: float, handled: float,
+                    done: float) -> None:
+        """One debug line per request, Kafka's request-time breakdown: queued (received to
+        handler start: behind earlier requests of this connection), handled (in the
+        handler: a fetch's long poll, an append on a thread), written (response send),
+        and how long the connection sat with nothing to do before the request arrived
+        (time the client took, e.g. a consumer's fetch backoff)."""
+        idle = received - self._last_done if self._last_done and received > self._last_done else 0.0
+        self._last_done = done
+        log.debug("connection %s: %s v%d correlation id %d: queued %.1f ms, handled %.1f ms, "
+                  "written %.1f ms; idle %.1f ms before it", self.peer,
+                  api_name(event.api_key),
+                  event.api_version, event.correlation_id, (started - received) * 1000,
+                  (handled - started) * 1000, (done - handled) * 1000, idle * 1000)
 
     async def _handle(self, event: Any) -> list[Any] | None:
         broker = self.broker
@@ -244,6 +333,9 @@ class Connection:
                 ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
                                               event.correlation_id, event.client_id, self.peer)
                 response = entry[1].error_response(ctx, event.body, event.error_code, event.reason)
+                if ctx.close_connection:
+                    self._close_requested = True
+                    return None
                 if response is None:
                     return None
                 return self.conn.send(event, response)
@@ -252,6 +344,9 @@ class Connection:
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
                                       event.correlation_id, event.client_id, self.peer)
         response = await handlers.dispatch(ctx, event.body)
+        if ctx.close_connection:
+            self._close_requested = True
+            return None
         if response is None or not event.expects_response or self._peer_closed:
             return None
         return self.conn.send(event, response)
@@ -304,6 +399,12 @@ class Connection:
         self._closing = True
         self._room.set()
         self._queued.set()
+        self._drained.set()
+        pool = self.broker.memory_pool
+        pool.hold_spare(self, 0, self.conn.drop_spare)
+        if self._held:  # queued requests, the one being handled, a frame being received
+            pool.release(self._held)
+            self._held = 0
         me = asyncio.current_task()
         for task in (self._reader, self._worker):
             if task is not None and not task.done() and task is not me:

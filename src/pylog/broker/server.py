@@ -1,7 +1,9 @@
-"""The broker process: one asyncio event loop (docs/architecture.md).
+"""The broker process: one asyncio event loop for the network, plus I/O threads for disk work
+(docs/architecture.md).
 
-``Broker`` owns the configuration, the LogManager, the fetch waiters, a small thread pool for
-blocking file work, the listening sockets and the periodic tasks (retention, removal of
+``Broker`` owns the configuration, the LogManager, the fetch waiters, the I/O thread pool
+(``num.io.threads``, ``io_threads``), the request memory pool (``queued.max.request.bytes``,
+``memory_pool``), the listening sockets and the periodic tasks (retention, removal of
 deleted topic directories). ``run_broker`` is what ``pylog broker`` calls: it installs
 SIGTERM/SIGINT handlers that shut down cleanly (stop accepting, let in-flight requests
 finish, close every log: flush, checkpoints, clean-shutdown marker).
@@ -12,7 +14,6 @@ Event-loop affinity: every method runs on the broker's loop unless documented ot
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 import signal
@@ -21,6 +22,8 @@ from typing import Any
 
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.broker.io_threads import IoThreads
+from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig
 from pylog.log import LogManager
@@ -68,9 +71,11 @@ class Broker:
         self.node_id = config.node_id
         self.log_manager = LogManager(config, clock)
         self.waiters = PartitionWaiters()
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=min(4, config["num.io.threads"]), thread_name_prefix="pylog-io"
-        )
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        # Kafka's request-handler pool: num.io.threads threads for disk work (appends that
+        # may block, cold reads, topic and retention file work); see io_threads.
+        self.io = IoThreads(config["num.io.threads"])
+        self.executor = self.io.executor
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -199,7 +204,7 @@ class Broker:
         await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.log_manager.shutdown)
-        self.executor.shutdown(wait=True)
+        self.io.shutdown()
         if self._started:
             log.info("shut down cleanly")
         self._stopped.set()

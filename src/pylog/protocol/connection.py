@@ -269,9 +269,9 @@ def error_response(api_key: int, version: int, error_code: int,
 class _Connection:
     __slots__ = ("_state", "_reader", "_eof")
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, admission: bool = False) -> None:
         self._state = OPEN
-        self._reader = FrameReader(max_frame_size)
+        self._reader = FrameReader(max_frame_size, admission=admission)
         self._eof = False
 
     @property
@@ -304,6 +304,35 @@ class _Connection:
             self._reader.feed(data)
         else:
             self._eof = True
+
+    @property
+    def awaiting_admission(self) -> int:
+        """Size of the next frame when it waits to be admitted (``admission=True``), else
+        -1. Reserve that much memory, then ``admit_frame()``; read nothing meanwhile.
+        See ``framing.FrameReader.awaiting_admission``."""
+        if self._state is not OPEN:
+            return -1
+        return self._reader.awaiting_admission
+
+    def admit_frame(self) -> None:
+        """Admit the frame ``awaiting_admission`` names.
+
+        Raises:
+            LocalProtocolError: no frame awaits admission.
+        """
+        try:
+            self._reader.admit()
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+
+    @property
+    def spare_bytes(self) -> int:
+        """Bytes of the receive buffer kept for reuse (``FrameReader.spare_bytes``)."""
+        return self._reader.spare_bytes
+
+    def drop_spare(self) -> None:
+        """Forget the receive buffer kept for reuse (``FrameReader.drop_spare``)."""
+        self._reader.drop_spare()
 
     def receive_buffer(self) -> memoryview | None:
         """A writable view to ``recv_into`` while a large frame is incomplete, else None
@@ -346,6 +375,8 @@ class _Connection:
             self._set_state("remote_error")
             raise
         if frame is None:
+            if self._reader.awaiting_admission >= 0:
+                return NEED_DATA  # the caller admits the frame first, even after EOF
             if self._eof:
                 if self._reader.buffered:
                     self._set_state("remote_error")
@@ -386,6 +417,8 @@ class ServerConnection(_Connection):
             outside it become ``RequestError(UNSUPPORTED_VERSION)`` with the decoded body.
         serve_all: ignore ``supported`` and serve every version the codec knows (tests).
         advertised: {api_key: (min, max)} listed in ApiVersions error answers (KIP-511).
+        admission: hold each frame until ``admit_frame()`` (the broker's memory pool; see
+            ``awaiting_admission``).
 
     Not thread-safe: one event loop owns it.
     """
@@ -396,8 +429,8 @@ class ServerConnection(_Connection):
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, *,
                  supported: dict[int, tuple[int, int]] | None = None,
                  advertised: dict[int, tuple[int, int]] | None = None,
-                 serve_all: bool = False) -> None:
-        super().__init__(max_frame_size)
+                 serve_all: bool = False, admission: bool = False) -> None:
+        super().__init__(max_frame_size, admission)
         self._supported = SUPPORTED if supported is None else supported
         self._advertised = ADVERTISED if advertised is None else advertised
         self._serve_all = serve_all

@@ -27,6 +27,15 @@ much); larger frames grow it as their bytes arrive, doubling. Once nothing refer
 completed frame any more (its views are gone), its buffer is reused for the next large
 frame: one spare of at most ``DIRECT_MAX`` bytes per reader, which saves zeroing and
 page-faulting a fresh megabyte per produce request.
+
+Admission (memory bounds, Kafka's ``MemoryPool``): with ``admission=True`` no frame is
+buffered beyond what was received, or returned, before the caller admits it. Once a
+frame's 4-byte size prefix is known, ``awaiting_admission`` gives its size; the caller
+takes that many bytes from its memory pool (waiting, and not reading this peer, while the
+pool or the connection's share is exhausted) and calls ``admit()``. Only then does
+``receive_buffer`` allocate the frame's buffer and ``next_frame`` return it. The caller
+must not read from the peer while a frame awaits admission, so what a peer can make the
+reader hold before admission is one receive (the bytes already read with the prefix).
 """
 
 from __future__ import annotations
@@ -58,10 +67,14 @@ class FrameReader:
     """
 
     __slots__ = ("max_frame_size", "_chunks", "_off", "_avail", "_direct", "_direct_size",
-                 "_direct_filled", "_spare")
+                 "_direct_filled", "_spare", "_admission", "_admitted")
 
-    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, *, admission: bool = False) -> None:
         self.max_frame_size = max_frame_size
+        # With admission, the frame at the head of the stream is served only once admitted
+        # (see the module docstring); without, every frame counts as admitted.
+        self._admission = admission
+        self._admitted = not admission
         self._chunks: collections.deque[Any] = collections.deque()
         self._off = 0  # read position inside _chunks[0]
         self._avail = 0  # bytes buffered and not yet returned
@@ -77,6 +90,37 @@ class FrameReader:
     def buffered(self) -> int:
         """Bytes received and not yet returned as frames."""
         return self._avail
+
+    @property
+    def awaiting_admission(self) -> int:
+        """The size of the next frame (without its prefix) when its size prefix has arrived,
+        the size is valid and the frame is not admitted yet; else -1."""
+        if self._admitted or self._avail < 4:
+            return -1
+        size = self._peek_size()
+        if size < 0 or size > self.max_frame_size:
+            return -1  # next_frame reports it
+        return size
+
+    def admit(self) -> None:
+        """Admit the frame ``awaiting_admission`` names (its memory has been reserved).
+
+        Raises:
+            ValueError: no frame awaits admission.
+        """
+        if self.awaiting_admission < 0:
+            raise ValueError("no frame awaits admission")
+        self._admitted = True
+
+    @property
+    def spare_bytes(self) -> int:
+        """Size of the buffer kept for reuse by the next large frame (0 when none); a
+        caller that bounds memory counts it, or calls ``drop_spare``."""
+        return len(self._spare) if self._spare is not None else 0
+
+    def drop_spare(self) -> None:
+        """Forget the buffer kept for reuse (freed once no frame view refers to it)."""
+        self._spare = None
 
     def feed(self, data: Any) -> None:
         """Append received bytes (``bytes`` is kept as is, other buffers are copied once)."""
@@ -99,7 +143,7 @@ class FrameReader:
         ``received_into(n)``.
         """
         if self._direct is None:
-            if self._avail < 4:
+            if self._avail < 4 or not self._admitted:
                 return None
             size = self._peek_size()
             if size < 0 or size > self.max_frame_size or 4 + size - self._avail < DIRECT_MIN:
@@ -212,6 +256,8 @@ class FrameReader:
         if self._avail < 4 or self._direct is not None:
             return None
         size = self._peek_size()
+        if not self._admitted and 0 <= size <= self.max_frame_size:
+            return None  # awaiting admission
         if size < 0:
             raise RemoteProtocolError(f"frame size {size} is negative")
         if size > self.max_frame_size:
@@ -232,7 +278,9 @@ class FrameReader:
                 off = 0
             self._off = off
             self._avail -= 4 + size
+            self._admitted = not self._admission
             return view
+        self._admitted = not self._admission
         return self._take(4 + size)[4:]
 
 

@@ -25,3 +25,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    #: Set by a handler to have the connection closed once this request is done, instead
+    #: of answering (Kafka's ``closeConnection``: a Produce with acks=0 that failed, so
+    #: that the client refreshes its metadata).
+    close_connection: bool = False

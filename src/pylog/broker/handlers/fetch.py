@@ -3,12 +3,13 @@
 Per partition: the log is read from ``fetch_offset`` up to ``partition_max_bytes`` and the
 bytes left of the response's ``max_bytes``, never past the high watermark, as a
 ``logcore.FileRegion`` the network layer sends with ``sendfile`` (no record byte enters
-Python). KIP-74: the first partition that returns data gets at least one whole batch even
+Python). Reads that may wait for a disk run on an I/O thread (``_read``). KIP-74: the first partition that returns data gets at least one whole batch even
 when it is larger than both limits; later partitions only what fits.
 
 Long poll: while fewer than ``min_bytes`` are available and ``max_wait_ms`` has not passed,
 the handler waits on the per-partition append notifications of every partition it reads
-(``PartitionWaiters``), then reads again. ``max_wait_ms=0`` answers at once.
+(``PartitionWaiters``), then reads again. ``max_wait_ms=0`` answers at once, and so does
+a fetch in which any partition has an error (the others' data goes with it).
 
 Single node: the high watermark is the log end offset (an append is committed when it is
 written), the last stable offset equals it until transactions exist. Fetch sessions
@@ -17,17 +18,24 @@ written), the last stable offset equals it until transactions exist. Fetch sessi
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
+from pylog.broker import io_threads
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 12)
 
 _R = FetchResponse
+
+log = logging.getLogger("pylog.broker.fetch")
 
 
 def _partition_error(index: int, code: int) -> Any:
@@ -36,14 +44,43 @@ def _partition_error(index: int, code: int) -> Any:
                             records=b"")
 
 
-def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int, list[Any]]:
-    """One pass over every requested partition. Returns (topic responses, bytes, wait keys)."""
+def _read_now(plog: Any, offset: int, max_bytes: int, hw: int, min_one_batch: bool) -> Any:
+    """Log.read, then the region's pages into the page cache when they are not (on an I/O
+    thread: this may wait for the disk)."""
+    region = plog.read(offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+    if region.size and not io_threads.is_cached(region):
+        io_threads.load(region)
+    return region
+
+
+async def _read(ctx: RequestContext, plog: Any, offset: int, max_bytes: int, hw: int,
+                min_one_batch: bool) -> Any:
+    """A region of ``plog`` that the loop can ``sendfile`` without waiting for the disk.
+
+    Reads in the active segment (consumers at the tail: index and data in the page cache)
+    run on the loop, and only a region found cold is loaded on a thread; reads of older
+    segments, whose index and batch headers may be cold too, run wholly on a thread.
+    """
+    if offset < plog.active_segment.base_offset:
+        return await ctx.broker.io.run(_read_now, plog, offset, max_bytes, hw, min_one_batch)
+    region = plog.read(offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+    if region.size and not io_threads.is_cached(region):
+        await ctx.broker.io.run(io_threads.load, region)
+    return region
+
+
+async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[Any], bool]:
+    """One pass over every requested partition.
+
+    Returns (topic responses, bytes, wait keys, whether any partition has an error).
+    """
     manager = ctx.broker.log_manager
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     keys: list[Any] = []
     topics = []
     any_data = False
+    any_error = False
     for ft in request.topics:
         topic = manager.topics.get(ft.topic)
         parts = []
@@ -69,8 +106,7 @@ def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int,
             limit = min(fp.partition_max_bytes, remaining)
             if fp.fetch_offset < hw and (limit > 0 or not any_data):
                 try:
-                    region = plog.read(fp.fetch_offset, max(limit, 0), max_offset=hw,
-                                       min_one_batch=not any_data)
+                    region = await _read(ctx, plog, fp.fetch_offset, max(limit, 0), hw, not any_data)
                 except logcore.OffsetOutOfRangeError:
                     # Retention moved the start between our check and the read.
                     pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
@@ -89,32 +125,55 @@ def _read_all(ctx: Any, request: Any, first_pass: bool) -> tuple[list[Any], int,
                 preferred_read_replica=-1, records=records,
             ))
         topics.append(_R.FetchableTopicResponse(topic=ft.topic, partitions=parts))
-    return topics, total, keys
+        if not any_error:
+            any_error = any(pd.error_code for pd in parts)
+    return topics, total, keys, any_error
 
 
-async def handle_fetch(ctx: Any, request: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if request.session_id != 0 and request.session_epoch not in (-1, 0):
         # We never hand out sessions, so an incremental fetch names one we do not know.
         return _R(throttle_time_ms=0, error_code=errors.FetchSessionIdNotFoundError.code,
                   session_id=0, responses=[])
-    clock = ctx.broker.clock
+    broker = ctx.broker
+    clock = broker.clock
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
-    first = True
+    started = clock.monotonic()
+    passes = 0
+    outcome = "answered at once"
+    waiters = broker.waiters
     while True:
-        topics, total, keys = _read_all(ctx, request, first)
-        first = False
+        since = waiters.sequence
+        topics, total, keys, any_error = await _read_all(ctx, request)
+        passes += 1
         wait = deadline - clock.monotonic()
-        if total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or ctx.broker.stopping:
+        # Answer now when there is enough, when the time is up, or when a partition has an
+        # error (unknown topic or partition, offset out of range, ...): the client must act
+        # on it, so it gets it at once with whatever the other partitions have (Kafka's
+        # ReplicaManager.fetchMessages answers at once on ``errorReadingData``).
+        if (total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or any_error
+                or broker.stopping):
             break
-        if not await ctx.broker.waiters.wait(keys, wait):
+        if not await waiters.wait(keys, wait, since):
             # Timed out: answer with what is there now.
-            topics, total, keys = _read_all(ctx, request, False)
+            topics, total, keys, any_error = await _read_all(ctx, request)
+            passes += 1
+            outcome = "waited out max_wait_ms"
             break
+        outcome = "woken by an append"
+    if log.isEnabledFor(logging.DEBUG):
+        # Per-fetch timing (with net.py's per-request line): whether a fetch waited, why,
+        # and for how long; a fetch that had data must say "answered at once".
+        log.debug("fetch from %s (correlation id %d): %d bytes of %d partitions, min_bytes %d, "
+                  "%s after %.1f ms, %d read passes%s", ctx.peer, ctx.correlation_id, total,
+                  sum(len(ft.partitions) for ft in request.topics), min_bytes, outcome,
+                  (clock.monotonic() - started) * 1000, passes,
+                  ", with a partition error" if any_error else "")
     return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
-def error_response(ctx: Any, request: Any, code: int, message: str) -> Any:
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
     return _R(
         throttle_time_ms=0,
         error_code=code,

@@ -33,3 +33,22 @@ def test_zero_timeout_returns_at_once_and_notify_all() -> None:
         return immediate, await asyncio.wait_for(c, 1)
 
     assert asyncio.run(asyncio.wait_for(scenario(), 10)) == (False, True)
+
+
+def test_an_append_during_the_read_is_not_missed() -> None:
+    """A fetch notes ``sequence`` before reading; an append that lands while it reads (before
+    it waits) wakes it at once instead of leaving it to wait out its timeout."""
+
+    async def scenario() -> tuple[bool, bool, float]:
+        w = PartitionWaiters()
+        since = w.sequence
+        w.notify(("t", 0))  # appended while the fetch was reading
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        woke = await w.wait([("t", 0)], 30, since)
+        elapsed = loop.time() - t0
+        other = await w.wait([("u", 0)], 0.05, since)  # another partition: still waits
+        return woke, other, elapsed
+
+    woke, other, elapsed = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert woke is True and elapsed < 1.0 and other is False

@@ -222,3 +222,45 @@ def test_the_buffer_of_a_released_frame_is_reused_and_a_held_one_is_not() -> Non
     small = b"s" * (DIRECT_MIN + 10)
     got = _recv_into(r, frame(small) + frame(b"tail"), 1000)
     assert [bytes(g) for g in got] == [small, b"tail"] and r.buffered == 0
+
+
+def test_admission_holds_each_frame_until_admitted() -> None:
+    r = FrameReader(admission=True)
+    assert r.awaiting_admission == -1
+    r.feed(frame(b"one") + frame(b"two!")[:3])
+    assert r.awaiting_admission == 3
+    assert r.next_frame() is None  # not admitted yet
+    r.admit()
+    assert r.awaiting_admission == -1
+    assert r.next_frame() == b"one"
+    assert r.awaiting_admission == -1  # the next prefix is incomplete
+    r.feed(frame(b"two!")[3:])
+    assert r.awaiting_admission == 4 and r.next_frame() is None
+    with pytest.raises(ValueError):
+        FrameReader(admission=True).admit()
+    r.admit()
+    assert r.next_frame() == b"two!" and r.awaiting_admission == -1
+
+
+def test_admission_comes_before_the_large_frame_buffer() -> None:
+    payload = bytes(range(256)) * 1024  # 256 KiB: received in place
+    data = frame(payload)
+    r = FrameReader(admission=True)
+    r.feed(data[:10])
+    assert r.receive_buffer() is None  # no buffer before admission
+    assert r.awaiting_admission == len(payload)
+    r.admit()
+    view = r.receive_buffer()
+    assert view is not None and len(view) == len(data) - 10
+    with view:
+        view[:] = data[10:]
+    r.received_into(len(data) - 10)
+    assert r.next_frame() == payload
+
+
+def test_bad_sizes_are_not_offered_for_admission() -> None:
+    r = FrameReader(max_frame_size=100, admission=True)
+    r.feed(struct.pack(">i", 101))
+    assert r.awaiting_admission == -1
+    with pytest.raises(FrameTooLargeError):
+        r.next_frame()
