@@ -34,14 +34,18 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
                 continue
-            plog = topic.partitions[p.partition_index].log
+            part = topic.partitions[p.partition_index]
+            plog = part.log
             hw = plog.log_end_offset
             offset = hw if p.offset == -1 else p.offset
             if offset < 0 or offset > hw:
                 parts.append(_part(p.partition_index, errors.OffsetOutOfRangeError.code))
                 continue
             if offset > plog.log_start_offset:
-                plog.delete_records_before(offset)
+                # Moving the log start offset writes and fsyncs its checkpoint: on an I/O
+                # thread, in the partition's order with its appends.
+                await ctx.broker.io.run_ordered((part.topic, part.index), plog.delete_records_before,
+                                                offset)
             parts.append(_part(p.partition_index, 0, plog.log_start_offset))
         topics.append(_R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return _R(throttle_time_ms=0, topics=topics)

@@ -31,6 +31,9 @@ log = logging.getLogger("pylog.broker.init_producer_id")
 _ALLOCATORS: weakref.WeakKeyDictionary[Any, ProducerIdAllocator] = weakref.WeakKeyDictionary()
 
 
+_ALLOCATION = "producer-id-allocation"  # the io_threads ordering key of next_id calls
+
+
 def allocator(broker: Any) -> ProducerIdAllocator:
     """The broker's producer id allocator (one per broker, in its log directory)."""
     alloc = _ALLOCATORS.get(broker)
@@ -46,7 +49,8 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         return error_response(ctx, request, errors.TransactionalIdAuthorizationFailedError.code,
                               "transactions are not supported")
     try:
-        pid = allocator(ctx.broker).next_id()
+        # Taking a new block of ids fsyncs a file: on an I/O thread, one call at a time.
+        pid = await ctx.broker.io.run_ordered(_ALLOCATION, allocator(ctx.broker).next_id)
     except ProducerIdExhaustedError as exc:
         return error_response(ctx, request, errors.UnknownServerError.code, str(exc))
     except (OSError, ValueError) as exc:
