@@ -379,6 +379,8 @@ def run_kcat_consume(bootstrap: str, topic: str, args: argparse.Namespace,
     per partition (N must equal --partitions)."""
     base = [kcat(), "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
             "-f", "%o\n", "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"]
+    for prop in args.kcat_consumer_prop:
+        base += ["-X", prop]
     if args.consumers == 1:
         cmds = [base + ["-c", str(args.num_records)]]
     else:
@@ -469,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="confluent consumer processes, partitions split among them")
     ap.add_argument("--kcat-librdkafka", choices=["system", "confluent"], default="system",
                     help="librdkafka kcat runs with: its own, or the one in the confluent-kafka wheel")
+    ap.add_argument("--kcat-consumer-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra librdkafka setting for the kcat consumers (repeatable), e.g. "
+                         "fetch.queue.backoff.ms=10: librdkafka >= 2.2 pauses fetching for that long "
+                         "(default 1000 ms) once its local queue passes queued.min.messages, which a "
+                         "broker that answers whole 10 MiB partitions at once triggers")
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per broker, alternating the brokers' order; figures are medians")
     ap.add_argument("--pylog-override", action="append", default=[], metavar="KEY=VALUE",
