@@ -7,7 +7,10 @@ confluent-kafka (idempotent, acks=all, this producer's codec) until the file nam
     ok <seq> <partition> <offset>        acknowledged: the broker wrote it at that offset
     err <seq> <partition> <error name>   not acknowledged (may or may not be in the log)
     fatal <error name> <reason>          the producer raised a fatal error (idempotence lost)
-    end <produced> <undelivered>         the flush ended; undelivered were never reported
+    end <produced> <undelivered> <sent>  the flush ended; undelivered were never reported;
+                                         sent: records put on the wire (librdkafka's
+                                         ``txmsgs``), more than produced when records were
+                                         sent again after an error or a kill
 
 Records are produced at a steady pace (``rate`` per second) so that a 2-core CI machine keeps
 up; the broker is killed and restarted under it by the test.
@@ -37,6 +40,11 @@ def main() -> int:
         else:
             lines.append(f"err {seq} {partition} {err.name()}")
 
+    sent = [0]
+
+    def on_stats(text: str) -> None:
+        sent[0] = max(sent[0], json.loads(text).get("txmsgs", 0))
+
     def on_error(err: KafkaError) -> None:
         if err.fatal():
             lines.append(f"fatal {err.name()} {err.str()!r}")
@@ -64,6 +72,8 @@ def main() -> int:
         "retry.backoff.max.ms": 300,
         "topic.metadata.refresh.interval.ms": 1000,
         "error_cb": on_error,
+        "statistics.interval.ms": 500,
+        "stats_cb": on_stats,
     }
     producer = Producer(conf)
     pace = 1.0 / cfg["rate"]
@@ -79,13 +89,14 @@ def main() -> int:
             producer.poll(0.1)
             continue
         seq += 1
-        ahead = started + seq * pace - time.monotonic()
-        producer.poll(max(ahead, 0.0))
+        while (ahead := started + seq * pace - time.monotonic()) > 0:
+            producer.poll(ahead)  # returns early when it served a delivery report
         if lines:
             out.write("\n".join(lines) + "\n")
             lines.clear()
     undelivered = producer.flush(cfg["flush_timeout_s"])
-    lines.append(f"end {seq} {undelivered}")
+    producer.poll(0.6)  # one more statistics report
+    lines.append(f"end {seq} {undelivered} {sent[0]}")
     out.write("\n".join(lines) + "\n")
     out.close()
     return 0

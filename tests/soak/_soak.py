@@ -81,6 +81,7 @@ class Figures:
     duplicates: int = 0
     consumed_live: int = 0
     kills: int = 0
+    sent_again: int = 0
     errors_seen: collections.Counter[str] = dataclasses.field(
         default_factory=collections.Counter)
 
@@ -230,12 +231,12 @@ class Soak:
         return got
 
     # ------------------------------------------------------------------ the audit
-    def producer_reports(self) -> tuple[dict[tuple[int, int], tuple[int, int]], int, int,
+    def producer_reports(self) -> tuple[dict[tuple[int, int], tuple[int, int]], int, int, int,
                                         collections.Counter[str], list[str]]:
-        """(acknowledged id -> (partition, offset), produced, not acknowledged, error names,
-        problems)."""
+        """(acknowledged id -> (partition, offset), produced, not acknowledged, records sent
+        again, error names, problems)."""
         acked: dict[tuple[int, int], tuple[int, int]] = {}
-        produced = failed = 0
+        produced = failed = retries = 0
         errs: collections.Counter[str] = collections.Counter()
         problems: list[str] = []
         for i in range(self.s.producers):
@@ -253,17 +254,18 @@ class Soak:
                 elif f[0] == "end":
                     ended = True
                     produced += int(f[1])
+                    retries += max(int(f[3]) - int(f[1]), 0)
                     if int(f[2]):
                         problems.append(f"producer {i}: {f[2]} records never reported after "
                                         f"the flush")
             if not ended:
                 problems.append(f"producer {i} did not finish (see {path})")
-        return acked, produced, failed, errs, problems
+        return acked, produced, failed, retries, errs, problems
 
     def audit(self, log: dict[int, list[tuple[int, Any]]]) -> tuple[Figures, list[str]]:
-        acked, produced, failed, errs, problems = self.producer_reports()
+        acked, produced, failed, retries, errs, problems = self.producer_reports()
         fig = Figures(produced=produced, acknowledged=len(acked), not_acknowledged=failed,
-                      kills=self.kills, errors_seen=errs)
+                      kills=self.kills, sent_again=retries, errors_seen=errs)
         where: dict[tuple[int, int], list[tuple[int, int]]] = collections.defaultdict(list)
         for p, recs in log.items():
             offsets = [o for o, _ in recs]
@@ -309,8 +311,8 @@ class Soak:
                 f = line.split(" ", 3)
                 if f[0] == "rec":
                     fig.consumed_live += 1
-                    p, o, ident = int(f[1]), int(f[2]), (int(f[3].split()[0]),
-                                                         int(f[3].split()[1]))
+                    p, o, producer, seq = map(int, line[4:].split())
+                    ident = (producer, seq)
                     if final.get((p, o)) != ident:
                         problems.append(f"consumer {i} read {ident} at {p}/{o}, the log now "
                                         f"holds {final.get((p, o))}")
@@ -322,12 +324,11 @@ class Soak:
                         problems.append(f"consumer {i}: {line}")
                 elif f[0] == "end":
                     ended = True
-                    for part in f[1:]:
-                        for pe in part.split():
-                            p, o = map(int, pe.split(":"))
-                            if o != len(log[p]):
-                                problems.append(f"consumer {i} stopped at {p}/{o}, the log "
-                                                f"ends at {len(log[p])}")
+                    for pos in line.split()[1:]:
+                        p, o = map(int, pos.split(":"))
+                        if o != len(log[p]):
+                            problems.append(f"consumer {i} stopped at {p}/{o}, the log ends "
+                                            f"at {len(log[p])}")
             if not ended:
                 problems.append(f"consumer {i} did not finish (see {path})")
         return problems
@@ -338,5 +339,6 @@ def report(title: str, fig: Figures, seconds: float, settings: Settings) -> str:
     return (f"{title}: seed {settings.seed}, {seconds:.1f} s, kills survived {fig.kills}, "
             f"records produced {fig.produced}, acknowledged {fig.acknowledged}, "
             f"not acknowledged {fig.not_acknowledged} (of which in the log "
-            f"{fig.unacknowledged_present}), read live {fig.consumed_live}, in the log "
+            f"{fig.unacknowledged_present}), records sent again {fig.sent_again}, "
+            f"read live {fig.consumed_live}, in the log "
             f"{fig.in_log}, lost {fig.lost}, duplicates {fig.duplicates}; client errors: {errs}")

@@ -55,3 +55,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.soak)
             # A long run by hand must not trip the suite's 300 s timeout.
             item.add_marker(pytest.mark.timeout(int(seconds) + 300))
+
+
+# The figures of every soak run, shown at the end of the session (also when it passes, so
+# that CI logs carry them).
+_FIGURES: list[str] = []
+
+
+@pytest.fixture
+def soak_figures() -> list[str]:
+    return _FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FIGURES:
+        terminalreporter.section("soak figures")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)

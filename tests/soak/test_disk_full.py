@@ -2,8 +2,9 @@
 system where tmpfs cannot be mounted) that a filler file fills while idempotent producers
 run. Appends that do not fit must be answered with KAFKA_STORAGE_ERROR (56), not crash or
 hang the broker; reads keep being served; once the filler is deleted, appends succeed again;
-and at the end nothing acknowledged is lost or doubled (the audit of the kill soak), before
-and after a clean restart.
+every other cycle the broker is also killed -9 while the disk is full and restarted on the
+full disk. At the end nothing acknowledged is lost or doubled (the audit of the kill soak),
+before and after a clean restart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import errno
 import os
 import pathlib
+import random
 import shutil
 import subprocess
 import time
@@ -131,58 +133,78 @@ def wait_for(what: str, check, timeout: float, interval: float = 0.2):  # type: 
     raise AssertionError(f"{what} did not happen within {timeout} s (last: {last!r})")
 
 
-def test_disk_full_storage_error_then_recovery(tmp_path: pathlib.Path, soak_seed: int) -> None:
-    again = f"repeat with: make soak SOAK_SEED={soak_seed} PYTEST_ARGS='-k disk_full'"
+def test_disk_full_storage_error_then_recovery(tmp_path: pathlib.Path, soak_seed: int,
+                                               soak_budget: tuple[float, int],
+                                               soak_figures: list[str]) -> None:
+    seconds, _ = soak_budget
+    again = (f"repeat with: make soak SOAK_SEED={soak_seed} SOAK_SECONDS={seconds:g} "
+             f"PYTEST_ARGS='-k disk_full'")
     print(f"disk-full seed {soak_seed} ({again})")
+    rng = random.Random(soak_seed)
+    # Every fill/free cycle adds a few MiB of records to a 32 MiB file system that has no
+    # retention (the audit wants every offset from 0): a long run does more cycles, up to 8.
+    cycles = min(max(2, int(seconds // 10)), 8)
     mnt = tmp_path / "mnt"
-    settings = Settings(seed=soak_seed, seconds=0, min_kills=0, producers=3, consumers=1,
-                        partitions=3, rate=150, message_timeout_ms=120000,
+    settings = Settings(seed=soak_seed, seconds=seconds, min_kills=0, producers=3, consumers=1,
+                        partitions=3, rate=50, message_timeout_ms=120000,
                         topic_config={"segment.bytes": str(1 << 20),
                                       "segment.index.bytes": str(64 * 1024)})
     started = time.monotonic()
     with small_filesystem(mnt) as kind:
         soak = Soak(tmp_path, settings, data_dir=mnt / "data")
+        bootstrap = soak.broker.bootstrap
         try:
             soak.start()
-            time.sleep(2.0)
+            bootstrap = soak.broker.bootstrap
+            time.sleep(1.5)
             filler = mnt / "filler"
-            filled = fill(filler)
-            print(f"{kind} of {SIZE_MB} MiB: filler took {filled / 2**20:.1f} MiB")
-            # Appends fail now (the producers still running may take the last free bytes
-            # first, so ask until they do).
-            wait_for("KAFKA_STORAGE_ERROR on a full disk",
-                     lambda: raw_produce(soak.broker.bootstrap, soak.topic, 0)
-                     == KAFKA_STORAGE_ERROR, timeout=20)
-            assert confluent_storage_error(soak.broker.bootstrap, soak.topic) == \
-                "KAFKA_STORAGE_ERROR"
-            time.sleep(2.0)
-            assert soak.broker.alive(), f"broker died on a full disk:\n{soak.broker.read_log()}"
-            assert not soak.clients_alive(), soak.clients_alive()
-            for p in range(settings.partitions):  # still full, still failing, still serving
-                assert raw_produce(soak.broker.bootstrap, soak.topic, p) == KAFKA_STORAGE_ERROR
-            assert sum(soak.end_offsets().values()) > 0  # reads are served
-            filler.unlink()
-            wait_for("appends accepted after space returned",
-                     lambda: all(raw_produce(soak.broker.bootstrap, soak.topic, p) == 0
-                                 for p in range(settings.partitions)), timeout=30)
-            time.sleep(2.0)
+            for cycle in range(cycles):
+                filled = fill(filler)
+                print(f"cycle {cycle}: {kind} of {SIZE_MB} MiB, filler took "
+                      f"{filled / 2**20:.1f} MiB")
+                # Appends fail now (the producers still running may take the last free
+                # bytes first, so ask until they do).
+                wait_for("KAFKA_STORAGE_ERROR on a full disk",
+                         lambda: raw_produce(bootstrap, soak.topic, 0) == KAFKA_STORAGE_ERROR,
+                         timeout=20)
+                if cycle == 0:
+                    assert confluent_storage_error(bootstrap, soak.topic) == \
+                        "KAFKA_STORAGE_ERROR"
+                time.sleep(rng.uniform(0.5, 2.0))
+                if cycle % 2 == 1:
+                    # Killed while the disk is full, and started again on the full disk:
+                    # recovery must not need free space, nor lose what is there.
+                    soak.kill_and_restart(down_s=rng.uniform(0.0, 0.3))
+                assert soak.broker.alive(), f"broker died on a full disk:\n{soak.broker.read_log()}"
+                assert not soak.clients_alive(), soak.clients_alive()
+                for p in range(settings.partitions):  # still full, still failing, serving
+                    assert raw_produce(bootstrap, soak.topic, p) == KAFKA_STORAGE_ERROR
+                assert sum(soak.end_offsets().values()) > 0  # reads are served
+                filler.unlink()
+                wait_for("appends accepted after space returned",
+                         lambda: all(raw_produce(bootstrap, soak.topic, p) == 0
+                                     for p in range(settings.partitions)), timeout=30)
+                time.sleep(rng.uniform(0.5, 2.0))
             soak.stop_clients()
-            # The probes are records the audit does not know: drop them from the check by
-            # counting them apart (they carry no soak.id header).
+            # The probes are records the audit does not know (they carry no soak.id header):
+            # they count in the dense offsets, and are otherwise left out of the check.
             first = soak.read_all()
             fig, problems = soak.audit(first)
             problems = [p for p in problems if "no soak.id header" not in p]
             probes = sum(isinstance(i, str) and "no soak.id header" in i
                          for recs in first.values() for _, i in recs)
-            print(report(f"disk full ({kind})", fig, time.monotonic() - started, settings)
-                  + f"; probe records {probes}")
+            soak_figures.append(report(f"disk full ({kind}, {cycles} fill/free cycles)", fig,
+                                       time.monotonic() - started, settings)
+                                + f"; probe records {probes}")
+            print(soak_figures[-1])
             assert not problems, "\n".join([again, *problems[:40]])
             assert soak.broker.stop() == 0
             soak.start_broker()
             assert soak.read_all() == first, f"the log changed across a clean restart; {again}"
             assert fig.lost == 0 and fig.duplicates == 0 and fig.acknowledged > 0
         except BaseException:
-            print(f"disk-full test failed: {again}; files in {tmp_path}")
+            soak_figures.append(f"disk-full test FAILED: {again}; files in {tmp_path}")
+            print(soak_figures[-1])
             with contextlib.suppress(OSError):
                 print(shutil.disk_usage(mnt))
             raise

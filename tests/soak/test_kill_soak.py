@@ -38,7 +38,7 @@ def soak_settings(seed: int, seconds: float, kills: int) -> Settings:
 
 
 def test_kill9_soak_loses_nothing(tmp_path: pathlib.Path, soak_budget: tuple[float, int],
-                                  soak_seed: int) -> None:
+                                  soak_seed: int, soak_figures: list[str]) -> None:
     seconds, min_kills = soak_budget
     settings = soak_settings(soak_seed, seconds, min_kills)
     settings.max_in_flight = int(os.environ.get("SOAK_MAX_IN_FLIGHT", "1"))
@@ -63,7 +63,8 @@ def test_kill9_soak_loses_nothing(tmp_path: pathlib.Path, soak_budget: tuple[flo
         first = soak.read_all()
         fig, problems = soak.audit(first)
         elapsed = time.monotonic() - started
-        print(report("after the last kill", fig, elapsed, settings))
+        soak_figures.append(report("kill -9 soak, after the last kill", fig, elapsed, settings))
+        print(soak_figures[-1])
         assert not problems, "\n".join([again, *problems[:40]])
         # Recovery is idempotent: a clean restart changes nothing.
         rc = soak.broker.stop()
@@ -72,13 +73,16 @@ def test_kill9_soak_loses_nothing(tmp_path: pathlib.Path, soak_budget: tuple[flo
         second = soak.read_all()
         assert second == first, f"the log changed across a clean restart; {again}"
         fig, problems = soak.audit(second)
-        print(report("after a clean restart", fig, time.monotonic() - started, settings))
+        soak_figures.append(report("kill -9 soak, after a clean restart", fig,
+                                   time.monotonic() - started, settings))
+        print(soak_figures[-1])
         assert not problems, "\n".join([again, *problems[:40]])
         assert fig.lost == 0 and fig.duplicates == 0
         assert fig.kills >= min_kills
         assert fig.acknowledged > 0.5 * fig.produced, f"most records failed; {again}"
     except BaseException:
-        print(f"soak failed: {again}; files in {tmp_path}")
+        soak_figures.append(f"kill -9 soak FAILED: {again}; files in {tmp_path}")
+        print(soak_figures[-1])
         raise
     finally:
         soak.close()
