@@ -55,7 +55,9 @@ def main() -> int:
         "acks": "all",
         "compression.type": CODECS[index % len(CODECS)],
         "linger.ms": (0, 2, 5, 20, 50)[index % 5],
-        "batch.num.messages": (10, 100, 1000)[index % 3],
+        # Not too small: librdkafka sends one partition per ProduceRequest, and a backlog of
+        # tiny batches after an outage starves some partitions for tens of seconds.
+        "batch.num.messages": (50, 500, 10000)[index % 3],
         # The broker keeps each producer's last batch across a restart (as Kafka's snapshot
         # does); with one request in flight a retried batch is always that one.
         "max.in.flight.requests.per.connection": cfg["max_in_flight"],
@@ -75,11 +77,16 @@ def main() -> int:
         "statistics.interval.ms": 500,
         "stats_cb": on_stats,
     }
+    if cfg.get("client_debug"):
+        conf["debug"] = cfg["client_debug"]  # librdkafka's debug contexts, to the log file
     producer = Producer(conf)
     pace = 1.0 / cfg["rate"]
     seq = 0
     started = time.monotonic()
+    parent = os.getppid()
     while not os.path.exists(cfg["stop_file"]):
+        if os.getppid() != parent:  # the test died without stopping us: no orphans
+            return 1
         rec = make_record(seed, index, seq, partitions)
         try:
             producer.produce(

@@ -146,7 +146,7 @@ def test_disk_full_storage_error_then_recovery(tmp_path: pathlib.Path, soak_seed
     cycles = min(max(2, int(seconds // 10)), 8)
     mnt = tmp_path / "mnt"
     settings = Settings(seed=soak_seed, seconds=seconds, min_kills=0, producers=3, consumers=1,
-                        partitions=3, rate=50, message_timeout_ms=120000,
+                        partitions=3, rate=50,
                         topic_config={"segment.bytes": str(1 << 20),
                                       "segment.index.bytes": str(64 * 1024)})
     started = time.monotonic()
@@ -156,7 +156,9 @@ def test_disk_full_storage_error_then_recovery(tmp_path: pathlib.Path, soak_seed
         try:
             soak.start()
             bootstrap = soak.broker.bootstrap
-            time.sleep(1.5)
+            # Producer ids are allocated on disk too: let every producer have one first.
+            soak.wait_all_producing()
+            time.sleep(0.5)
             filler = mnt / "filler"
             for cycle in range(cycles):
                 filled = fill(filler)
@@ -178,7 +180,10 @@ def test_disk_full_storage_error_then_recovery(tmp_path: pathlib.Path, soak_seed
                 assert soak.broker.alive(), f"broker died on a full disk:\n{soak.broker.read_log()}"
                 assert not soak.clients_alive(), soak.clients_alive()
                 for p in range(settings.partitions):  # still full, still failing, serving
-                    assert raw_produce(bootstrap, soak.topic, p) == KAFKA_STORAGE_ERROR
+                    # (a partition's last tmpfs page may still hold a probe or two)
+                    wait_for(f"KAFKA_STORAGE_ERROR on partition {p}",
+                             lambda p=p: raw_produce(bootstrap, soak.topic, p)
+                             == KAFKA_STORAGE_ERROR, timeout=10, interval=0.05)
                 assert sum(soak.end_offsets().values()) > 0  # reads are served
                 filler.unlink()
                 wait_for("appends accepted after space returned",

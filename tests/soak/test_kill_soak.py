@@ -50,14 +50,16 @@ def test_kill9_soak_loses_nothing(tmp_path: pathlib.Path, soak_budget: tuple[flo
     started = time.monotonic()
     try:
         soak.start()
-        time.sleep(1.0)  # let every client connect once before the first kill
+        soak.wait_all_producing()  # every producer connected once before the first kill
         while soak.kills < min_kills or time.monotonic() - started < seconds:
             # A random moment: right after the restart (clients reconnecting, retrying),
             # or well into steady producing.
             time.sleep(rng.choice((rng.uniform(0.05, 0.4), rng.uniform(0.4, 2.5))))
             dead = soak.clients_alive()
             assert not dead, f"client processes died: {dead}; {again}"
-            soak.kill_and_restart(down_s=rng.uniform(0.0, 0.6))
+            # One restart in five is killed again while the broker loads its logs.
+            soak.kill_and_restart(down_s=rng.uniform(0.0, 0.6), kill_starting_after_s=(
+                rng.uniform(0.05, 0.5) if rng.random() < 0.2 else None))
         time.sleep(1.0)
         soak.stop_clients()
         first = soak.read_all()
