@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if here in pathlib.Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.soak)
             # A long run by hand must not trip the suite's 300 s timeout.
-            item.add_marker(pytest.mark.timeout(int(seconds) + 300))
+            item.add_marker(pytest.mark.timeout(int(seconds) + 600))
 
 
 # The figures of every soak run, shown at the end of the session (also when it passes, so
