@@ -1,7 +1,8 @@
 """One soak producer process: ``python _producer.py CONFIG.json INDEX``.
 
 Produces the records of ``_records.make_record(seed, INDEX, 0, 1, 2, ...)`` in that order with
-confluent-kafka (idempotent, acks=all, this producer's codec) until the file named by
+confluent-kafka (idempotent, acks=all, this producer's codec; kafka-python for lz4, see
+``run_kafka_python``) until the file named by
 ``stop_file`` appears, then flushes. Every delivery report is appended to ``out`` as one line:
 
     ok <seq> <partition> <offset>        acknowledged: the broker wrote it at that offset
@@ -22,6 +23,7 @@ import json
 import os
 import sys
 import time
+from typing import TextIO
 
 from _records import CODECS, make_record
 from confluent_kafka import KafkaError, Producer
@@ -30,8 +32,14 @@ from confluent_kafka import KafkaError, Producer
 def main() -> int:
     cfg = json.loads(open(sys.argv[1]).read())
     index = int(sys.argv[2])
+    with open(cfg["out"] % index, "a", buffering=1) as out:  # line-buffered: a line is a fact
+        if CODECS[index % len(CODECS)] == "lz4":
+            return run_kafka_python(cfg, index, out)
+        return run_confluent(cfg, index, out)
+
+
+def run_confluent(cfg: dict, index: int, out: TextIO) -> int:
     seed, partitions, topic = cfg["seed"], cfg["partitions"], cfg["topic"]
-    out = open(cfg["out"] % index, "a", buffering=1)  # line-buffered: a line is a fact
     lines: list[str] = []
 
     def on_delivery(err: KafkaError | None, msg: object, seq: int, partition: int) -> None:
@@ -105,7 +113,60 @@ def main() -> int:
     producer.poll(0.6)  # one more statistics report
     lines.append(f"end {seq} {undelivered} {sent[0]}")
     out.write("\n".join(lines) + "\n")
-    out.close()
+    return 0
+
+
+def run_kafka_python(cfg: dict, index: int, out: TextIO) -> int:
+    """The lz4 producer uses kafka-python (idempotent, acks=all as well): librdkafka sends
+    lz4-configured batches uncompressed to a broker whose ApiVersions lack FindCoordinator,
+    which pylog's do until consumer groups are served."""
+    from kafka import KafkaProducer
+
+    seed, partitions, topic = cfg["seed"], cfg["partitions"], cfg["topic"]
+    lines: list[str] = []
+    producer = KafkaProducer(
+        bootstrap_servers=cfg["bootstrap"], acks="all", enable_idempotence=True,
+        compression_type="lz4", linger_ms=5, batch_size=64 * 1024,
+        max_in_flight_requests_per_connection=cfg["max_in_flight"],
+        delivery_timeout_ms=cfg["message_timeout_ms"], request_timeout_ms=5000,
+        retry_backoff_ms=20, reconnect_backoff_ms=20, reconnect_backoff_max_ms=300,
+        metadata_max_age_ms=1000, max_block_ms=120000)
+    reported = 0
+
+    def done(seq: int, partition: int, md: object = None, exc: BaseException | None = None) -> None:
+        if exc is None:
+            lines.append(f"ok {seq} {partition} {md.offset}")  # type: ignore[attr-defined]
+        else:
+            lines.append(f"err {seq} {partition} {type(exc).__name__}")
+
+    pace = 1.0 / cfg["rate"]
+    seq = 0
+    started = time.monotonic()
+    parent = os.getppid()
+    while not os.path.exists(cfg["stop_file"]):
+        if os.getppid() != parent:  # the test died without stopping us: no orphans
+            return 1
+        rec = make_record(seed, index, seq, partitions)
+        fut = producer.send(topic, value=rec.value, key=rec.key, headers=rec.headers,
+                            partition=rec.partition)
+        fut.add_callback(lambda md, s=seq, p=rec.partition: done(s, p, md=md))
+        fut.add_errback(lambda exc, s=seq, p=rec.partition: done(s, p, exc=exc))
+        seq += 1
+        ahead = started + seq * pace - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+        while lines:  # callbacks run on the sender thread; pop() is atomic
+            out.write(lines.pop(0) + "\n")
+            reported += 1
+    try:
+        producer.flush(cfg["flush_timeout_s"])
+    except Exception as exc:  # noqa: BLE001 - a flush timeout: reported below
+        print(f"flush: {exc!r}", file=sys.stderr)
+    producer.close(5)
+    while lines:
+        out.write(lines.pop(0) + "\n")
+        reported += 1
+    out.write(f"end {seq} {seq - reported} 0\n")
     return 0
 
 
