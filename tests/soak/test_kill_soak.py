@@ -44,6 +44,8 @@ def test_kill9_soak_loses_nothing(tmp_path: pathlib.Path, soak_budget: tuple[flo
     settings.max_in_flight = int(os.environ.get("SOAK_MAX_IN_FLIGHT", "1"))
     again = (f"repeat with: make soak SOAK_SEED={soak_seed} SOAK_SECONDS={seconds:g} "
              f"SOAK_KILLS={min_kills}")
+    if settings.max_in_flight != 1:
+        again = f"SOAK_MAX_IN_FLIGHT={settings.max_in_flight} {again}"
     print(f"soak seed {soak_seed} ({again})")
     rng = random.Random(soak_seed)
     soak = Soak(tmp_path, settings)
