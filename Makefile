@@ -1,13 +1,15 @@
 # pylog developer and CI entry points.
 #   make run    install and start a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make test   install everything the tests need (system packages too) and run them all
+#   make soak   the kill -9 / disk-full soak with a long budget (SOAK_SECONDS=600 by default;
+#               SOAK_SEED=N repeats a run, SOAK_KILLS=N sets the least number of kills)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install compile debug sysdeps run test test-c test-pure test-debug lint bench bench-save wheel clean
+.PHONY: all install compile debug sysdeps run test test-c test-pure test-debug soak lint bench bench-save wheel clean
 
 all: compile
 
@@ -57,6 +59,14 @@ test-debug: $(STAMP)
 	cd $(DEBUG_TREE) && LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(abspath $(PY)) setup.py -q build_ext --inplace
 	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -c "import logcore._record as b; assert '$(DEBUG_TREE)/src' in b.__file__, b.__file__"
 	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -m pytest -q -p no:cacheprovider tests/unit/logcore tests/property tests/fault $(PYTEST_ARGS)
+
+# The soak (tests/soak/README.md) by hand with a long budget; `make test` runs it short.
+SOAK_SECONDS ?= 600
+SOAK_SEED ?=
+SOAK_KILLS ?=
+soak: compile
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) SOAK_KILLS=$(SOAK_KILLS) \
+		$(PY) -m pytest -q -rA tests/soak $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
