@@ -54,14 +54,17 @@ MIN_SERVED_VERSION = 3
 log = logging.getLogger("pylog.broker.produce")
 
 # Appends up to this size (uncompressed, see _inline) run on the event loop; larger ones on
-# an I/O thread. Measured on the 2-core VM: handing an append to a thread and back costs
-# 85-140 us of CPU (submit, wake-up, call_soon_threadsafe), while an uncompressed append
-# inline costs about 6 us + 0.4 us per KiB (12 us at 11 KB, 55 us at 110 KB, 330 us or more
-# at 1 MB). Below 128 KiB the hand-off costs more than the loop time it frees; above, the
-# loop parses the next requests meanwhile: kcat 1M x 100 B (1 MB requests) produced
-# 0.94-1.25M records/s on threads vs 0.91-1.02M inline, at 0.148-0.152 vs 0.125-0.132 us
-# of broker CPU per record.
-INLINE_APPEND_MAX_BYTES = 128 * 1024
+# an I/O thread. Handing an append to a thread and back costs 85-140 us of CPU (submit,
+# wake-up, call_soon_threadsafe, and the GIL changing hands while the thread runs
+# Log.append's Python parts), while an uncompressed append inline costs about 6 us + 0.3 us
+# per KiB (55 us at 110 KB, ~330 us at 1 MB): a memory copy into the page cache, no disk
+# wait. Measured with benchmarks/e2e/harness.py (kcat on librdkafka 2.16, 1M x 100 B, 1 MB
+# requests, two alternating pairs of 5-run medians against Tansu in the same runs): with
+# 1 MB appends on threads the broker spent 0.113-0.116 us of CPU per record (0.445-0.448x
+# Tansu) and produced 1.00-1.09x Tansu; inline 0.100-0.102 us (0.391-0.394x Tansu) and
+# 1.11-1.17x Tansu. Compressed batches (decompression and validation can take
+# milliseconds), segment rolls and fsync policies always go to a thread.
+INLINE_APPEND_MAX_BYTES = 1024 * 1024
 
 _R = ProduceResponse
 
