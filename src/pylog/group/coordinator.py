@@ -87,7 +87,8 @@ class GroupCoordinator(AdminMixin):
     # ------------------------------------------------------------------ driving
 
     def _mono_ms(self) -> int:
-        return int(self._clock.monotonic() * 1000)
+        # round, not int: a manual clock sums float seconds and 2.9999999 s must be 3000 ms.
+        return round(self._clock.monotonic() * 1000)
 
     def _wall_ms(self) -> int:
         return self._clock.time_ms()
