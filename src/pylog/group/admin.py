@@ -114,7 +114,17 @@ class AdminMixin:
     ) -> Pending[list[PartitionResult]]:
         """OffsetCommit (v2-9). Completes with per-partition errors once the records are
         durable. ``generation_id`` -1 with an empty member id is a simple consumer (or the
-        admin client): accepted while the group has no members."""
+        admin client): accepted while the group has no members.
+
+        Args:
+            partitions: what to commit. Whether each topic-partition exists is the handler's
+                check (UNKNOWN_TOPIC_OR_PARTITION): the coordinator does not know topics.
+            api_version: v9+ answers an unknown group with GROUP_ID_NOT_FOUND.
+            retention_time_ms: v2-v4 RetentionTimeMs (-1 = offsets.retention.minutes).
+
+        Returns:
+            ``Pending[list[PartitionResult]]``, in request order.
+        """
         def all_fail(code: int) -> Pending[list[PartitionResult]]:
             return Pending.completed([PartitionResult(p.topic, p.partition, code) for p in partitions])
 
@@ -124,6 +134,9 @@ class AdminMixin:
             return all_fail(InvalidGroupIdError.code)
         group = self._groups.get(group_id)
         if group is None:
+            # Committing to a group nobody joined is how simple consumers (assign(), no
+            # subscribe()) and admin tools store offsets: the group appears, with no
+            # protocol type. A positive generation here, though, names a group we lost.
             if generation_id >= 0:
                 # A member of a group this coordinator does not know (e.g. it was deleted).
                 return all_fail(GroupIdNotFoundError.code if api_version >= 9 else IllegalGenerationError.code)
@@ -140,9 +153,10 @@ class AdminMixin:
         pending: Pending[list[PartitionResult]] = Pending()
 
         def on_done(code: int) -> None:
-            if code == NONE:
-                self._offsets.replay_bytes(records)
-            else:
+            # The group object exists from the moment the records were built; if it was
+            # deleted since, its tombstones (which cover this commit) follow these records.
+            self._offsets.settle(group_id, records, durable=code == NONE)
+            if code != NONE:
                 mapped = map_append_error(code)
                 for r in results:
                     if r.error_code == NONE:
@@ -158,6 +172,8 @@ class AdminMixin:
             return CoordinatorNotAvailableError.code
         if generation_id < 0 and group.is_in(_S.EMPTY):
             return NONE
+        # Anything naming a member or a generation must name the current ones: a member
+        # of an older generation may no longer own the partitions it commits.
         if generation_id >= 0 or member_id or instance_id is not None:
             error = self._validate_member(group, member_id, instance_id)
             if error != NONE:
@@ -167,6 +183,9 @@ class AdminMixin:
         elif not group.is_in(_S.EMPTY):
             # No member id and no generation: only allowed while nobody is a member.
             return UnknownMemberIdError.code
+        # The generation is chosen but nobody has an assignment for it yet; the client
+        # retries after its sync (during PreparingRebalance the old generation may commit
+        # what it consumed before giving partitions up).
         if group.is_in(_S.COMPLETING_REBALANCE):
             return RebalanceInProgressError.code
         return NONE
@@ -191,6 +210,7 @@ class AdminMixin:
         """ListGroups: every hosted group; v4 filters by state (case-insensitive), v5 by type."""
         if self._loading:
             return []
+        # Kafka compares state names case-insensitively; every group here is "classic".
         states = {s.lower() for s in states_filter} if states_filter else None
         types = {t.lower() for t in types_filter} if types_filter else None
         out = []
@@ -253,6 +273,9 @@ class AdminMixin:
         return _gather(results, waiting)
 
     def _delete_group(self, group: ClassicGroup, index: int, results: list[tuple[str, int]]) -> Pending[int]:
+        # The group leaves memory at once (Dead: no join can slip in while the tombstones
+        # are written); its offsets go when the tombstones are durable, like any offset
+        # change. A snapshot lets a failed write put the group back.
         gid = group.group_id
         snapshot = group.metadata_value() if group.protocol_type is not None else None
         records = self._offsets.tombstones(gid) + [encode_group_metadata(gid, None)]
@@ -283,6 +306,8 @@ class AdminMixin:
         g = self._groups.get(group_id)
         if g is None or g.is_in(_S.DEAD):
             return Pending.completed(OffsetDeleteResult(GroupIdNotFoundError.code))
+        # Offsets of a topic the group still consumes must not vanish under it; other
+        # protocols (connect, ...) do not say what they consume, so a live one refuses all.
         active = not g.is_in(_S.EMPTY)
         if active and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return Pending.completed(OffsetDeleteResult(NonEmptyGroupError.code))
@@ -323,6 +348,8 @@ class AdminMixin:
         self._schedule_expiry()
         if self._loading:
             return
+        # Wall-clock time: retention is measured against commit and state timestamps that
+        # are stored in the records and survive restarts.
         now = self._wall_ms()
         retention = self.config.offsets_retention_ms
         for gid in sorted(set(self._groups) | self._offsets.group_ids()):
@@ -336,7 +363,9 @@ class AdminMixin:
             committed = self._offsets.committed(gid)
             expired = self._offsets.expired(gid, now, base, retention, keep)
             records = self._offsets.tombstones(gid, expired)
-            delete_group = len(expired) == len(committed) and g.is_in(_S.EMPTY)
+            # The group goes with its last offset, unless a commit is on its way to the log.
+            delete_group = (len(expired) == len(committed) and g.is_in(_S.EMPTY)
+                            and not self._offsets.has_pending(gid))
             if delete_group:
                 records.append(encode_group_metadata(gid, None))
                 g.transition_to(_S.DEAD, now)
@@ -395,6 +424,8 @@ class AdminMixin:
         """Build the groups: with members -> Stable (their session timers restart), else
         Empty; groups known only by their offsets are simple groups. A group over
         group.max.size rebalances so that it shrinks."""
+        # Only the last metadata value of each group matters (records were replayed in log
+        # order); members get fresh session timers, since nobody heartbeated during the load.
         self._loading = False
         values, self._loaded_groups = self._loaded_groups, {}
         for gid, value in values.items():
@@ -412,6 +443,9 @@ class AdminMixin:
         now = self._wall_ms()
         if value is None:
             return ClassicGroup(gid, now)
+        # The record keeps each member's metadata for the selected protocol only, so a
+        # loaded member supports just that protocol until it rejoins with its full list.
+        # Values before v1 have no rebalance timeout: the session timeout stands in.
         members = [
             Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                    m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout, m.session_timeout,
@@ -428,6 +462,8 @@ class AdminMixin:
         self._loading = False
 
     def _drop_everything(self, code: int) -> None:
+        # Parked requests are answered (the client retries elsewhere or later); timers go
+        # with the groups; the expiry timer is the one timer that outlives them.
         for g in self._groups.values():
             for m in g.members.values():
                 if m.join_pending is not None:
@@ -456,6 +492,8 @@ class AdminMixin:
 
 def _gather(results: list[tuple[str, int]], waiting: list[Pending[int]]) -> Pending[list[tuple[str, int]]]:
     """One handle completed when every per-group write has settled."""
+    # DeleteGroups answers once for all its groups; each deleted group waits on its own
+    # write (results[i] may be rewritten by a failed write before the answer goes out).
     out: Pending[list[tuple[str, int]]] = Pending()
     left = [len(waiting)]
     if not waiting:

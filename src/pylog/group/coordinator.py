@@ -99,6 +99,9 @@ class GroupCoordinator(AdminMixin):
 
     def tick(self) -> None:
         """Fire every timer that is due by the clock's current monotonic time."""
+        # One timer at a time, re-reading the table after each: a firing timer may schedule
+        # or cancel others (a session expiry completes a join, which restarts heartbeats).
+        # "now" is read once so that timers scheduled by callbacks wait for the next tick.
         now = self._mono_ms()
         while True:
             fn = self._timers.pop_due(now)
@@ -113,6 +116,8 @@ class GroupCoordinator(AdminMixin):
 
     def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                on_done: Callable[[int], None] | None = None) -> None:
+        # Writes are handed out in emission order and must complete in that order: the
+        # offsets in memory are rebuilt from them in the same order a reload would use.
         self._writes.append(Write(group_id, records, on_done or (lambda code: None)))
 
     @property
@@ -136,6 +141,8 @@ class GroupCoordinator(AdminMixin):
         return NONE
 
     def _session_timer(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
+        # One timer per member id, keyed so that rescheduling replaces it: a heartbeat,
+        # a commit or a completed join all push the same deadline forward.
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         key = ("heartbeat", group.group_id, member.member_id)
         self._timers.schedule(key, self._mono_ms() + timeout,
@@ -161,6 +168,12 @@ class GroupCoordinator(AdminMixin):
 
         ``rebalance_timeout_ms`` -1 (v0 has no such field) means the session timeout.
         ``api_version`` decides MEMBER_ID_REQUIRED (v4+) and SkipAssignment (v9+).
+        ``reason`` (v8+) is informational, as in Kafka (which logs it).
+
+        Returns:
+            A ``Pending[JoinGroupResult]``; refused joins come back completed. The result's
+            ``member_id`` is the id to use next (also on MEMBER_ID_REQUIRED), ``members``
+            is filled for the leader only.
         """
         def done(code: int, mid: str = member_id) -> Pending[JoinGroupResult]:
             return Pending.completed(JoinGroupResult(code, member_id=mid))
@@ -170,6 +183,8 @@ class GroupCoordinator(AdminMixin):
         if not group_id:
             return done(InvalidGroupIdError.code)
         cfg = self.config
+        # The session timeout bounds how long a dead member holds partitions; the broker
+        # refuses values outside group.min/max.session.timeout.ms before anything else.
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return done(InvalidSessionTimeoutError.code)
         if rebalance_timeout_ms < 0:
@@ -178,6 +193,8 @@ class GroupCoordinator(AdminMixin):
         args = (protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, group_instance_id,
                 client_id, client_host, api_version)
 
+        # Only a joiner without a member id may create the group; a member id for a group
+        # we do not know means the group was deleted or moved (the client rejoins afresh).
         group = self._groups.get(group_id)
         is_new_group = group is None
         if group is None:
@@ -185,6 +202,8 @@ class GroupCoordinator(AdminMixin):
                 return done(UnknownMemberIdError.code)
             group = self._groups[group_id] = ClassicGroup(group_id, self._wall_ms())
 
+        # group.max.size comes first, for known members too: a member over the limit is
+        # removed, which is how a group shrinks after the limit is lowered.
         if not self._accept_joining_member(group, member_id):
             member = group.members.get(member_id)
             if member is not None:
@@ -274,7 +293,9 @@ class GroupCoordinator(AdminMixin):
         if error != NONE:
             return done(error)
         member = group.members[member_id]
+        # A known member: what its join means depends on where the group is.
         if group.is_in(_S.PREPARING_REBALANCE):
+            # Part of the rebalance in progress: park until the join phase ends.
             return self._update_member(group, member, protocols, session_ms, rebalance_ms)
         if group.is_in(_S.COMPLETING_REBALANCE):
             if member.matches(protocols):
@@ -290,6 +311,8 @@ class GroupCoordinator(AdminMixin):
 
     def _join_response(self, group: ClassicGroup, member: Member, with_members: bool = True,
                        leader: str | None = None, skip_assignment: bool = False) -> JoinGroupResult:
+        # Only the leader gets the member list (with each member's metadata for the chosen
+        # protocol): it runs the assignor; followers wait for the result in SyncGroup.
         members: list[JoinGroupMember] = []
         if with_members and group.is_leader(member.member_id):
             members = [JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
@@ -337,6 +360,7 @@ class GroupCoordinator(AdminMixin):
         over its slot under a new id and the old id is fenced. In Stable, when the protocol
         the group would select does not change, there is no rebalance: the member keeps its
         assignment and gets the current generation once the new id is persisted."""
+        # Remembered for pre-KIP-814 leaders, which are told the old leader id (see below).
         current_leader = group.leader_id or ""
         old = group.members[old_id]
         # Fence whatever the old process still has parked.
@@ -349,14 +373,22 @@ class GroupCoordinator(AdminMixin):
         self._timers.cancel(("heartbeat", group.group_id, old_id))
         member = group.replace_static_member(old_id, new_id)
         self._session_timer(group, member)
+        # Kept to undo the update if the record naming the new id cannot be written.
         saved = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
         member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = protocols, session_ms, rebalance_ms
         pending: Pending[JoinGroupResult] = Pending()
         member.join_pending = pending
 
         if group.is_in(_S.STABLE):
+            # The point of static membership: a restart (same instance id, same protocols)
+            # must not move partitions. Only if the protocol the group would now select
+            # changes is a rebalance needed to keep assignment and protocol consistent.
             if group.protocol_name == group.select_protocol():
                 def on_done(code: int) -> None:
+                    if member.join_pending is not pending or pending.done:
+                        # Superseded while the record was being written (a rebalance answered
+                        # this join, or the member retried): the newer path owns the member.
+                        return
                     if code != NONE:
                         # Not persisted: put the old id back, as if this join never happened.
                         member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = saved
@@ -395,6 +427,8 @@ class GroupCoordinator(AdminMixin):
     # ------------------------------------------------------------------ rebalance core
 
     def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup) -> None:
+        # From Empty, CompletingRebalance or Stable a change starts a rebalance; during
+        # one, it may be the change that lets the join phase end.
         if group.can_rebalance():
             self._prepare_rebalance(group)
         else:
@@ -416,6 +450,8 @@ class GroupCoordinator(AdminMixin):
             self._timers.schedule(key, self._mono_ms() + delay,
                                   lambda: self._initial_delay_expired(group.group_id, delay, remaining))
             return
+        # A later rebalance ends as soon as every member has rejoined, or at the longest
+        # member rebalance timeout, when the ones still missing are dropped.
         if group.has_all_members_joined():
             self._complete_join(group)
         else:
@@ -467,9 +503,13 @@ class GroupCoordinator(AdminMixin):
                 self._schedule_join_timeout(group)
                 return
             group.leader_id = rejoined.member_id
+        # The next generation. Its number is what SyncGroup, Heartbeat and OffsetCommit
+        # check, so anything from an older generation is refused from here on.
         now = self._wall_ms()
         group.generation_id += 1
         if group.is_empty():
+            # Nobody rejoined: the group empties, and says so in the log (so that a reload
+            # does not resurrect the last generation's members).
             group.protocol_name = None
             group.transition_to(_S.EMPTY, now)
             self._write(group.group_id, [encode_group_metadata(group.group_id, group.metadata_value())])
@@ -477,6 +517,8 @@ class GroupCoordinator(AdminMixin):
         group.protocol_name = group.select_protocol()
         group.transition_to(_S.COMPLETING_REBALANCE, now)
         for member in list(group.members.values()):
+            # Every member is answered now and must sync; its session timer restarts, as
+            # it could not heartbeat while its join was parked.
             pending = member.join_pending
             member.join_pending = None
             member.is_new = False
@@ -495,6 +537,8 @@ class GroupCoordinator(AdminMixin):
             return
         if not group.is_in(_S.COMPLETING_REBALANCE, _S.STABLE):
             return
+        # A member that joined but never synced would hold the group in CompletingRebalance
+        # (or keep partitions unassigned in Stable): remove it and rebalance without it.
         for member_id in list(group.pending_sync):
             self._timers.cancel(("heartbeat", group_id, member_id))
             member = group.members.get(member_id)
@@ -591,6 +635,9 @@ class GroupCoordinator(AdminMixin):
             member.sync_pending._complete(SyncGroupResult(RebalanceInProgressError.code))
         pending: Pending[SyncGroupResult] = Pending()
         member.sync_pending = pending
+        # The leader's sync carries everyone's assignment. It is written to the log first;
+        # only once durable does anyone get it and does the group become Stable, so that a
+        # coordinator failover never hands out an assignment it has lost.
         if group.is_leader(member_id):
             given = {mid: bytes(data) for mid, data in (assignments or [])}
             # Members the leader left out get an empty assignment.
@@ -640,6 +687,8 @@ class GroupCoordinator(AdminMixin):
             return IllegalGenerationError.code
         if group.is_in(_S.EMPTY):
             return UnknownMemberIdError.code
+        # Any heartbeat that passed the checks keeps the member alive, even the ones that
+        # tell it to rejoin.
         self._session_timer(group, group.members[member_id])
         if group.is_in(_S.PREPARING_REBALANCE):
             return RebalanceInProgressError.code  # the member must rejoin
@@ -660,6 +709,7 @@ class GroupCoordinator(AdminMixin):
                                            for mid, iid in members])
         if group.is_in(_S.DEAD):
             return LeaveGroupResult(CoordinatorNotAvailableError.code)
+        # Each member is judged alone (v3+ batches): one unknown id does not stop the rest.
         out: list[LeaveGroupMemberResult] = []
         removed = False
         for mid, iid in members:
@@ -685,6 +735,7 @@ class GroupCoordinator(AdminMixin):
             self._drop(group, group.members[target])
             out.append(LeaveGroupMemberResult(mid, iid, NONE))
             removed = True
+        # One rebalance for the whole batch, not one per member.
         if removed:
             if group.is_in(_S.STABLE, _S.COMPLETING_REBALANCE):
                 self._maybe_prepare_rebalance_or_complete_join(group)

@@ -13,6 +13,7 @@ Not thread-safe: owned by one coordinator.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,10 +47,36 @@ class OffsetMetadataManager:
     def __init__(self, offset_metadata_max_bytes: int) -> None:
         self._max_metadata = offset_metadata_max_bytes
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # Partitions with a commit written but not yet durable, counted per write: a group
+        # deletion must tombstone them too (their records land before the tombstones), and
+        # an empty group with commits in flight is not expired away.
+        self._pending: dict[str, Counter[tuple[str, int]]] = {}
 
     def clear(self) -> None:
         """Forget every offset (before a load, or when the partition is unloaded)."""
         self._offsets.clear()
+        self._pending.clear()
+
+    def settle(self, group_id: str, records: list[tuple[bytes, bytes | None]], durable: bool) -> None:
+        """A commit write finished: apply its records if ``durable``, and stop counting its
+        partitions as pending either way."""
+        pending = self._pending.get(group_id)
+        for key, value in records:
+            rec = decode_record(key, value)
+            if not isinstance(rec, OffsetCommitRecord):
+                continue
+            if durable:
+                self.replay(rec)
+            if pending is not None:
+                tp = (rec.topic, rec.partition)
+                pending[tp] -= 1
+                if pending[tp] <= 0:
+                    del pending[tp]
+        if pending is not None and not pending:
+            del self._pending[group_id]
+
+    def has_pending(self, group_id: str) -> bool:
+        return bool(self._pending.get(group_id))
 
     # ------------------------------------------------------------------ replay
 
@@ -135,12 +162,15 @@ class OffsetMetadataManager:
                 metadata=metadata, commit_timestamp=now_ms, expire_timestamp=expire,
             ))
             results.append(PartitionResult(p.topic, p.partition, NONE))
+            # Counted until the caller reports the write with ``settle``.
+            self._pending.setdefault(group_id, Counter())[(p.topic, p.partition)] += 1
         return results, records
 
     def tombstones(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None) -> list[tuple[bytes, bytes | None]]:
-        """Tombstones for the given committed partitions (all of the group's when None)."""
-        offsets = self._offsets.get(group_id, {})
-        chosen = sorted(offsets) if partitions is None else [tp for tp in partitions if tp in offsets]
+        """Tombstones for the given partitions that are committed or have a commit in flight
+        (all such partitions of the group when None)."""
+        known = set(self._offsets.get(group_id, {})) | set(self._pending.get(group_id, {}))
+        chosen = sorted(known) if partitions is None else [tp for tp in partitions if tp in known]
         return [encode_offset_commit(group_id, t, p, offset=None) for t, p in chosen]
 
     def expired(self, group_id: str, now_ms: int, base_ms: int | None, retention_ms: int,

@@ -182,6 +182,29 @@ def test_delete_groups() -> None:
     assert "empty" not in h.replayed().group_ids()
 
 
+def test_delete_also_tombstones_commits_still_in_flight() -> None:
+    h = GroupHarness()
+    p = h.coord.offset_commit("g", -1, "", [P("t", 0, 5)])  # written, not yet durable
+    d = h.coord.delete_groups(["g"])
+    h.flush()
+    assert p.result[0].error_code == 0 and d.result == [("g", 0)]
+    assert fetch(h, "g") == {} and h.coord.group("g") is None
+    replayed = h.replayed()
+    assert replayed.committed_offsets("g") == {} and replayed.group_ids() == []
+
+
+def test_empty_group_is_not_expired_while_a_commit_is_in_flight() -> None:
+    h = GroupHarness(offsets_retention_ms=1_000, offsets_retention_check_interval_ms=1_000)
+    h.coord.join_group("g", "", "consumer", [("range", b"")], 10_000)  # MEMBER_ID_REQUIRED
+    h.flush()
+    h.coord.offset_commit("g", -1, "", [P("t", 0, 5)])
+    h.clock.advance(1_000)
+    h.coord.tick()  # expiry runs while the commit's write is still outstanding
+    assert h.coord.group("g") is not None
+    h.flush()
+    assert fetch(h, "g") == {("t", 0): (5, -1, "")}
+
+
 def test_failed_delete_keeps_the_group() -> None:
     h = GroupHarness()
     commit(h, "g", [P("t", 0, 1)])
