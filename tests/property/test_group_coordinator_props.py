@@ -12,7 +12,8 @@ every step:
   rebalance may briefly count old members that have not rejoined yet; static members that do
   not rejoin are kept, as Kafka keeps them);
 - replaying the records written so far rebuilds the same committed offsets and, for Stable
-  groups, the same generation, protocol, leader, members and assignments.
+  groups, the same generation, protocol, leader, members and assignments;
+- and the run can go on against a coordinator reloaded from the log (a broker restart).
 """
 
 from __future__ import annotations
@@ -146,6 +147,19 @@ class GroupMachine(RuleBasedStateMachine):
     def advance(self, ms: int) -> None:
         self.h.advance(ms)
         self._collect()
+
+    @rule()
+    def restart(self) -> None:
+        """The broker restarts: the partition is unloaded (parked requests answered) and a
+        new coordinator loads it from the log, then the run goes on against it."""
+        self.h.coord.unload()
+        self._collect()
+        self.h.coord = self.h.replayed()
+        # A generation that was chosen but never synced is not in the log, so its number
+        # may be chosen again after the restart (as in Kafka): start the books afresh.
+        self.by_generation.clear()
+        self.leaders.clear()
+        self.last_generation.clear()
 
     @rule(g=st.sampled_from(GROUPS))
     def delete(self, g: str) -> None:
