@@ -463,3 +463,15 @@ def test_requests_while_loading_and_after_unload() -> None:
     # Loaded members must heartbeat within their session timeout or go.
     h.advance(10_000)
     assert h.coord.group("g").state in (S.EMPTY, S.PREPARING_REBALANCE)
+
+
+def test_new_member_parked_too_long_is_dropped_with_unknown_member_id() -> None:
+    h = GroupHarness()
+    (old,) = h.stable_group("g", 1, session=600_000, rebalance=600_000)
+    newcomer = h.join_new("g", client_id="late", session=600_000, rebalance=600_000)
+    assert not newcomer.done and h.coord.group("g").state == S.PREPARING_REBALANCE
+    h.advance(299_000)
+    assert not newcomer.done
+    h.advance(1_000)  # the fixed 5-minute new-member join timeout
+    assert newcomer.result.error_code == UnknownMemberIdError.code
+    assert h.call("heartbeat", "g", 1, old) == RebalanceInProgressError.code
