@@ -1,0 +1,66 @@
+"""The group coordinator's settings, with Kafka's names and defaults.
+
+Kept here (not in ``pylog.config``) so the sans-IO coordinator can be built and tested on its
+own; the broker fills one from its ``BrokerConfig`` when it wires the coordinator in. Each
+field names the broker setting it stands for (``GroupCoordinatorConfig`` in Kafka).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_INT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class GroupCoordinatorConfig:
+    # group.initial.rebalance.delay.ms: how long the first rebalance of an empty group
+    # waits for more members before choosing a generation (saves rebalances at start).
+    initial_rebalance_delay_ms: int = 3_000
+    # group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup outside the
+    # range gets INVALID_SESSION_TIMEOUT.
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    # group.max.size: members beyond it get GROUP_MAX_SIZE_REACHED.
+    max_size: int = MAX_INT
+    # offsets.retention.minutes (10080 = 7 days), as milliseconds.
+    offsets_retention_ms: int = 10_080 * 60_000
+    # offsets.retention.check.interval.ms: how often expired offsets are looked for.
+    offsets_retention_check_interval_ms: int = 600_000
+    # offset.metadata.max.bytes: larger commit metadata gets OFFSET_METADATA_TOO_LARGE.
+    offset_metadata_max_bytes: int = 4_096
+    # group.classic.new.member.join.timeout.ms (internal in Kafka, fixed 5 minutes): a new
+    # member parked in a rebalance this long is dropped (it may retry).
+    new_member_join_timeout_ms: int = 300_000
+    # offsets.topic.num.partitions: how many __consumer_offsets partitions (see partition_for).
+    offsets_topic_num_partitions: int = 50
+
+    def __post_init__(self) -> None:
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
+        if self.max_size < 1:
+            raise ValueError("group.max.size must be at least 1")
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be at least 1")
+        for name in ("initial_rebalance_delay_ms", "offsets_retention_ms",
+                     "offsets_retention_check_interval_ms", "offset_metadata_max_bytes",
+                     "new_member_join_timeout_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``abs(hashCode(group_id)) % n``.
+
+    Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`` with Java's
+    ``String.hashCode`` (31*h + UTF-16 code unit, int32 wrap-around) and ``Utils.abs``
+    mapping Integer.MIN_VALUE to 0, so that a group lands on the partition Kafka would pick.
+    """
+    h = 0
+    data = group_id.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    if h >= 0x80000000:
+        h -= 0x100000000
+    h = 0 if h == -0x80000000 else abs(h)
+    return h % num_partitions

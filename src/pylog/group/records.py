@@ -1,0 +1,256 @@
+"""Framing of the records the group coordinator writes to ``__consumer_offsets``.
+
+The field layouts are generated from Kafka's record schemas (``pylog.protocol._records``,
+see ``tools/generate_protocol.py``); this module adds what the schemas do not say: how a
+key and a value become the key and value bytes of one record in the log, as Kafka's
+``CoordinatorRecordSerde`` and ``GroupCoordinatorRecordHelpers`` write them.
+
+Layout of one record (both parts big-endian)::
+
+    key   = int16 key version (= record type) | key fields at that version
+    value = int16 value version | value fields at that version      (None = tombstone)
+
+Record types (the key version selects the key schema, hence the kind of record):
+
+    0, 1   OffsetCommitKey  (group string, topic string, partition int32); Kafka writes 1
+    2      GroupMetadataKey (group string)
+    3..8   KIP-848 consumer-group records (decoded, not replayed by the classic coordinator)
+    9..15  share-group records; >15 unknown: skipped on load, as Kafka's loader does
+
+Value versions Kafka writes (``MetadataVersion.offsetCommitValueVersion`` and
+``groupMetadataValueVersion`` for every metadata version since 2.3):
+
+    OffsetCommitValue   v3: offset int64, leaderEpoch int32, metadata string,
+                        commitTimestamp int64; v1 (offset, metadata, commitTimestamp,
+                        expireTimestamp) when the commit carried a retention time (v2-v4
+                        OffsetCommit requests)
+    GroupMetadataValue  v3: protocolType, generation, protocol?, leader?,
+                        currentStateTimestamp, members [memberId, groupInstanceId?, clientId,
+                        clientHost, rebalanceTimeout, sessionTimeout, subscription,
+                        assignment]
+
+Every version the schemas define (0-4) is read. A deletion is a tombstone: the key with a
+null value (offset deleted or expired; group deleted).
+
+Decoding never trusts the bytes: truncated keys or values, versions outside the schema and
+trailing garbage raise ``CoordinatorRecordError`` (a ``ValueError``) naming what was wrong;
+nothing else escapes. Stateless and thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.errors import KafkaError, RemoteProtocolError
+from pylog.protocol._records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+
+__all__ = [
+    "CoordinatorRecordError",
+    "OffsetCommitRecord",
+    "GroupMetadataRecord",
+    "ConsumerGroupRecord",
+    "UnknownRecord",
+    "encode_offset_commit",
+    "encode_group_metadata",
+    "decode_record",
+    "OFFSET_COMMIT_KEY_VERSION",
+    "GROUP_METADATA_KEY_VERSION",
+    "OFFSET_COMMIT_VALUE_VERSION",
+    "OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY",
+    "GROUP_METADATA_VALUE_VERSION",
+]
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+
+# KIP-848 record types 3..8: key class, value class (value v0, flexible).
+_CONSUMER_GROUP_TYPES: dict[int, tuple[Any, Any]] = {
+    3: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    4: (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    5: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+}
+
+
+class CoordinatorRecordError(KafkaError, ValueError):
+    """A ``__consumer_offsets`` record whose key or value cannot be decoded.
+
+    Raised on load for a corrupt or foreign record; the message names the part (key or
+    value), the record type and what was wrong.
+    """
+
+
+@dataclass(frozen=True)
+class OffsetCommitRecord:
+    """An offset commit (``value`` set) or its deletion (``value`` None, a tombstone)."""
+
+    group: str
+    topic: str
+    partition: int
+    value: OffsetCommitValue | None
+
+
+@dataclass(frozen=True)
+class GroupMetadataRecord:
+    """A classic group's metadata (``value`` set) or the group's deletion (tombstone)."""
+
+    group: str
+    value: GroupMetadataValue | None
+
+
+@dataclass(frozen=True)
+class ConsumerGroupRecord:
+    """A KIP-848 consumer-group record (types 3-8): decoded so tools can show it."""
+
+    record_type: int
+    key: Any
+    value: Any | None
+
+
+@dataclass(frozen=True)
+class UnknownRecord:
+    """A record type this coordinator does not know (share groups, newer Kafka): skipped."""
+
+    record_type: int
+
+
+CoordinatorRecord = OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | UnknownRecord
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _framed(version: int, message: Any) -> bytes:
+    # The int16 prefix is the version the fields below it were written at.
+    return _I16.pack(version) + message.encode(version)
+
+
+def encode_offset_commit(
+    group: str,
+    topic: str,
+    partition: int,
+    *,
+    offset: int | None,
+    leader_epoch: int = -1,
+    metadata: str = "",
+    commit_timestamp: int = -1,
+    expire_timestamp: int = -1,
+) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of an offset commit, as Kafka writes them.
+
+    Args:
+        group, topic, partition: the key.
+        offset: the committed offset, or None for a tombstone (deletion or expiry).
+        leader_epoch: the leader epoch the client saw (-1 unknown); not in v1 values.
+        metadata: the client's commit metadata string.
+        commit_timestamp: wall-clock ms of the commit.
+        expire_timestamp: -1, or the absolute expiry time of a commit that carried a
+            retention time (OffsetCommit v2-v4); then the value is written at v1, as Kafka
+            does, and the leader epoch is not stored.
+
+    Returns:
+        ``(key, value)``; ``value`` is None for a tombstone.
+    """
+    key = _framed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group, topic, partition))
+    if offset is None:
+        return key, None
+    value = OffsetCommitValue(
+        offset=offset,
+        leader_epoch=leader_epoch,
+        metadata=metadata,
+        commit_timestamp=commit_timestamp,
+        expire_timestamp=expire_timestamp,
+    )
+    version = OFFSET_COMMIT_VALUE_VERSION if expire_timestamp == -1 else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    return key, _framed(version, value)
+
+
+def encode_group_metadata(group: str, value: GroupMetadataValue | None) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of a group's metadata record (value None: tombstone)."""
+    key = _framed(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group))
+    if value is None:
+        return key, None
+    return key, _framed(GROUP_METADATA_VALUE_VERSION, value)
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _version(data: Any, part: str) -> int:
+    if data is None or len(data) < 2:
+        n = 0 if data is None else len(data)
+        raise CoordinatorRecordError(f"record {part} of {n} bytes has no int16 version")
+    return int(_I16.unpack_from(data, 0)[0])
+
+
+def _decode(cls: Any, data: Any, version: int, part: str, record_type: int) -> Any:
+    lo, hi = cls.VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise CoordinatorRecordError(
+            f"record type {record_type}: {part} version {version} is not a known {cls.NAME} "
+            f"version ({lo}-{hi})"
+        )
+    try:
+        return cls.decode(memoryview(data)[2:], version)
+    except RemoteProtocolError as exc:
+        raise CoordinatorRecordError(f"record type {record_type}: bad {part}: {exc}") from None
+
+
+def decode_record(key: Any, value: Any | None) -> CoordinatorRecord:
+    """Decode one ``__consumer_offsets`` record from its key and value bytes.
+
+    Args:
+        key: the record key (bytes-like). A record without a key is corrupt here.
+        value: the record value, or None for a tombstone.
+
+    Returns:
+        An ``OffsetCommitRecord``, ``GroupMetadataRecord``, ``ConsumerGroupRecord`` or, for
+        record types this coordinator does not know, an ``UnknownRecord`` (skip it).
+
+    Raises:
+        CoordinatorRecordError: the key or value is truncated, malformed, has trailing
+            bytes, or a version its schema does not define.
+    """
+    record_type = _version(key, "key")
+    if record_type in (0, 1):
+        k = _decode(OffsetCommitKey, key, record_type, "key", record_type)
+        v = None if value is None else _decode(OffsetCommitValue, value, _version(value, "value"), "value", record_type)
+        return OffsetCommitRecord(k.group, k.topic, k.partition, v)
+    if record_type == GROUP_METADATA_KEY_VERSION:
+        k = _decode(GroupMetadataKey, key, record_type, "key", record_type)
+        v = None if value is None else _decode(GroupMetadataValue, value, _version(value, "value"), "value", record_type)
+        return GroupMetadataRecord(k.group, v)
+    classes = _CONSUMER_GROUP_TYPES.get(record_type)
+    if classes is not None:
+        k = _decode(classes[0], key, record_type, "key", record_type)
+        v = None if value is None else _decode(classes[1], value, _version(value, "value"), "value", record_type)
+        return ConsumerGroupRecord(record_type, k, v)
+    if record_type < 0:
+        raise CoordinatorRecordError(f"record key has negative type {record_type}")
+    return UnknownRecord(record_type)
