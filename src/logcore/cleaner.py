@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from . import IMPLEMENTATION, _compression, crc32c
+from . import compaction as _compaction
 from .compaction import cleaned_path
 from .errors import CorruptRecordError, LogcoreError
 from .segment import HEADER, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
@@ -421,6 +422,8 @@ class Cleaner:
         replaced = 0
         for group in groups:
             stats = self._clean_group(log, group, now, last_batches)
+            if _compaction.phase_hook is not None:
+                _compaction.phase_hook("cleaned")
             if not log.replace_segments(group, group[0].base_offset):
                 break
             replaced += len(group)

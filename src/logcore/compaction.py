@@ -46,8 +46,8 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # still .cleaned makes the loader drop the whole set (see the module docstring).
 CLEANED_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
 
-#: Test hook: called with "swap" (all .cleaned renamed), "deleted" (old segments
-#: renamed) before the next step. A crash test raises from it to leave that state.
+#: Test hook: called with "cleaned" (a group's .cleaned files written), "swap" (they
+#: are renamed .swap), "deleted" (the old segments renamed) before the next step. A crash test raises from it to leave that state.
 phase_hook: Callable[[str], None] | None = None
 
 
@@ -151,7 +151,6 @@ class LogCompaction:
             files are then in one of the states a reopen settles.
         """
         d = self.directory
-        global phase_hook
         with self._lock:
             if self._closed:
                 raise LogcoreError(f"log {d} is closed")
