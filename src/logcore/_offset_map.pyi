@@ -23,4 +23,5 @@ class OffsetMap:
     def retain_records(
         self, section: bytes | bytearray | memoryview, count: int, base_offset: int,
         base_timestamp: int, new_base_timestamp: int, retain_deletes: bool,
+        retain_from: int,
     ) -> tuple[bytes, int, int, int, int]: ...

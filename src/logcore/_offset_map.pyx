@@ -310,11 +310,14 @@ cdef class OffsetMap:
 
     def retain_records(self, section, int32_t count, int64_t base_offset,
                        int64_t base_timestamp, int64_t new_base_timestamp,
-                       bint retain_deletes):
+                       bint retain_deletes, int64_t retain_from):
         """The records of a section that a clean keeps, re-encoded if the base moves.
 
-        A record is kept when it has a key, the map holds no later offset for the key,
-        and it has a value or ``retain_deletes`` (tombstones before their horizon).
+        A record at or past ``retain_from`` (the end of the section the map covers) is
+        kept whatever it holds (Kafka's ``pastLatestOffset``: the map knows nothing of
+        later records, so a tombstone there may still hide an older value). Below it a
+        record is kept when it has a key, the map holds no later offset for the key, and
+        it has a value or ``retain_deletes`` (tombstones before their horizon).
         Kept records are copied unchanged, or with their timestamp delta rewritten
         against ``new_base_timestamp`` (a batch that gets its delete horizon, KIP-534).
 
@@ -367,20 +370,23 @@ cdef class OffsetMap:
                         or klen < -1 or body.end - body.ptr < klen):
                     st = _BAD
                     break
-                if klen < 0:
-                    keyless += 1
-                    continue
-                murmur3_128(body.ptr, klen, &h1, &h2)
-                cursor_skip(&body, klen)
+                offset = base_offset + odelta
+                if klen >= 0:
+                    if offset < retain_from:
+                        murmur3_128(body.ptr, klen, &h1, &h2)
+                    cursor_skip(&body, klen)
                 if cursor_read_varint(&body, &vlen) != 0 or vlen < -1:
                     st = _BAD
                     break
-                offset = base_offset + odelta
-                found = self._get(h1, h2)
-                if found >= 0 and offset < found:
-                    continue
-                if vlen < 0 and not retain_deletes:
-                    continue
+                if offset < retain_from:
+                    if klen < 0:
+                        keyless += 1
+                        continue
+                    found = self._get(h1, h2)
+                    if found >= 0 and offset < found:
+                        continue
+                    if vlen < 0 and not retain_deletes:
+                        continue
                 kept += 1
                 if vlen < 0:
                     tombstones += 1

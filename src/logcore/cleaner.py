@@ -421,7 +421,7 @@ class Cleaner:
         totals = [0] * 6
         replaced = 0
         for group in groups:
-            stats = self._clean_group(log, group, now, last_batches)
+            stats = self._clean_group(log, group, now, last_batches, end)
             if _compaction.phase_hook is not None:
                 _compaction.phase_hook("cleaned")
             if not log.replace_segments(group, group[0].base_offset):
@@ -473,7 +473,7 @@ class Cleaner:
         return end, nread
 
     def _clean_group(self, log: Any, group: list[LogSegment], now: int,
-                     last_batches: dict[int, int]) -> list[int]:
+                     last_batches: dict[int, int], end: int) -> list[int]:
         cfg = log.config
         omap = self.offset_map
         horizon = now + cfg.delete_retention_ms
@@ -503,10 +503,11 @@ class Cleaner:
                         retain_deletes = base_ts > now if has_horizon else True
                         section = _section(view, pos, size, attrs)
                         kept_bytes, kept, tombs, kept_max, _keyless = omap.retain_records(
-                            section, count, f[0], base_ts, base_ts, retain_deletes)
+                            section, count, f[0], base_ts, base_ts, retain_deletes, end)
                         if has_horizon and not retain_deletes:
                             # every tombstone of the batch went (its horizon passed)
-                            tombstones_removed += _count_tombstones(section, count, f[0], omap)
+                            tombstones_removed += _count_tombstones(section, count, f[0],
+                                                                    omap, end)
                         retained += kept
                         if kept == count and (has_horizon or not tombs):
                             writer.add(view[pos:pos + size], last, max_ts)
@@ -522,7 +523,7 @@ class Cleaner:
                             new_attrs |= _ATTR_DELETE_HORIZON
                             new_base = horizon
                             kept_bytes = omap.retain_records(section, count, f[0], base_ts,
-                                                             horizon, True)[0]
+                                                             horizon, retain_deletes, end)[0]
                         new_max = max_ts if attrs & _ATTR_LOG_APPEND_TIME else kept_max
                         codec = attrs & _ATTR_CODEC
                         if codec != _compression.NONE:
@@ -538,8 +539,8 @@ class Cleaner:
         return [nread, writer.written, records, retained, tombstones_removed, empties]
 
 
-def _count_tombstones(section: Any, count: int, base: int, omap: Any) -> int:
+def _count_tombstones(section: Any, count: int, base: int, omap: Any, end: int) -> int:
     """Tombstones of a section that a clean keeping deletes would keep (for the stats)."""
-    with_deletes = omap.retain_records(section, count, base, 0, 0, True)
-    without = omap.retain_records(section, count, base, 0, 0, False)
+    with_deletes = omap.retain_records(section, count, base, 0, 0, True, end)
+    without = omap.retain_records(section, count, base, 0, 0, False, end)
     return int(with_deletes[1] - without[1])

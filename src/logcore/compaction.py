@@ -116,6 +116,8 @@ class LogCompaction:
                     continue
                 if seg.base_offset >= upper:
                     break
+                if not seg.size:
+                    continue  # a segment the cleaner emptied protects nothing
                 if seg.max_timestamp < 0:
                     seg.load_max_timestamp()
                 if seg.largest_timestamp() > now - lag:

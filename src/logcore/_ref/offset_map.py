@@ -135,11 +135,9 @@ def _walk(section: bytes | bytearray | memoryview, count: int) -> list[_Parsed]:
             if klen < -1 or end - q < klen:
                 raise CorruptRecordError("bad key length")
             p.key = None if klen < 0 else body[q:q + klen]
-            p.vlen = 0
-            if klen >= 0:
-                p.vlen, _q = _varint(body, q + klen, 5, 32)
-                if p.vlen < -1:
-                    raise CorruptRecordError("bad value length")
+            p.vlen, _q = _varint(body, q + max(klen, 0), 5, 32)
+            if p.vlen < -1:
+                raise CorruptRecordError("bad value length")
             out.append(p)
             pos = end
     except CorruptRecordError:
@@ -223,20 +221,23 @@ class OffsetMap:
     def retain_records(
         self, section: bytes | bytearray | memoryview, count: int, base_offset: int,
         base_timestamp: int, new_base_timestamp: int, retain_deletes: bool,
+        retain_from: int,
     ) -> tuple[bytes, int, int, int, int]:
         data = bytes(section)
         out = bytearray()
         kept = tombstones = keyless = 0
         max_ts = -1
         for p in _walk(data, count):
-            if p.key is None:
-                keyless += 1
-                continue
-            found = self._get(murmur3_128(p.key))
-            if found >= 0 and base_offset + p.odelta < found:
-                continue
-            if p.vlen < 0 and not retain_deletes:
-                continue
+            offset = base_offset + p.odelta
+            if offset < retain_from:
+                if p.key is None:
+                    keyless += 1
+                    continue
+                found = self._get(murmur3_128(p.key))
+                if found >= 0 and offset < found:
+                    continue
+                if p.vlen < 0 and not retain_deletes:
+                    continue
             kept += 1
             if p.vlen < 0:
                 tombstones += 1

@@ -58,7 +58,7 @@ def test_bad_arguments(m) -> None:
     with pytest.raises(CorruptRecordError):
         om.put_records(sec, n + 1, 0, 100)
     with pytest.raises(CorruptRecordError):
-        om.retain_records(sec + b"\x00", n, 0, 0, 0, True)
+        om.retain_records(sec + b"\x00", n, 0, 0, 0, True, 100)
 
 
 def test_hash_is_the_same_in_both() -> None:
@@ -78,8 +78,8 @@ records_st = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(recs=records_st, base=st.integers(0, 2**40), stop=st.integers(0, 40),
-       shift=st.integers(-5000, 5000), deletes=st.booleans())
-def test_records_walks_agree_with_a_model(recs, base, stop, shift, deletes) -> None:
+       shift=st.integers(-5000, 5000), deletes=st.booleans(), past=st.integers(0, 40))
+def test_records_walks_agree_with_a_model(recs, base, stop, shift, deletes, past) -> None:
     sec, n = section(recs)
     results = []
     for m in IMPLS:
@@ -93,16 +93,16 @@ def test_records_walks_agree_with_a_model(recs, base, stop, shift, deletes) -> N
         assert put == sum(1 for i, (k, _v) in enumerate(recs) if k is not None and i < stop)
         for k, off in want.items():
             assert om.get(k) == off
-        kept = om.retain_records(sec, n, base, 1000, 1000 + shift, deletes)
+        kept = om.retain_records(sec, n, base, 1000, 1000 + shift, deletes, base + past)
         model_kept = [
             i for i, (k, v) in enumerate(recs)
-            if k is not None and (k not in want or base + i >= want[k])
-            and (v is not None or deletes)
+            if i >= past or (k is not None and (k not in want or base + i >= want[k])
+                             and (v is not None or deletes))
         ]
         assert kept[1] == len(model_kept)
         assert kept[2] == sum(1 for i in model_kept if recs[i][1] is None)
         assert kept[3] == (max(1000 + 3 * i for i in model_kept) if model_kept else -1)
-        assert kept[4] == sum(1 for k, _v in recs if k is None)
+        assert kept[4] == sum(1 for i, (k, _v) in enumerate(recs) if k is None and i < past)
         # the kept section decodes to the kept records, timestamps unchanged by a rebase
         if model_kept:
             rebuilt = _decode(kept[0], len(model_kept), base, 1000 + shift)
