@@ -28,6 +28,7 @@ from logcore._cursor cimport (
     cursor_read_varlong,
     cursor_skip,
 )
+from logcore._includes cimport lc_prefetch, lc_table_alloc, lc_table_free
 from logcore._varint cimport varint_encode_u64, zigzag_encode64
 
 from logcore.errors import CorruptRecordError
@@ -137,6 +138,23 @@ cdef enum:
     _BAD = -1
     _FULL = -2
 
+# Records hashed (and their slots prefetched) before the first of them is probed.
+cdef enum:
+    _CHUNK = 16
+
+
+cdef struct _Rec:
+    const unsigned char *start  # the length varint
+    const unsigned char *rest   # after the timestamp delta
+    const unsigned char *end
+    int64_t offset
+    int64_t tsdelta
+    uint64_t h1
+    uint64_t h2
+    int32_t klen
+    int32_t vlen
+    int8_t attrs
+
 
 cdef class OffsetMap:
     """key hash -> offset of the key's latest record, in ``memory`` bytes (24 per slot).
@@ -172,13 +190,13 @@ cdef class OffsetMap:
         self.load_factor = load_factor
         # one slot always stays empty, so that a probe for a missing key ends
         self.capacity = min(max(1, <Py_ssize_t>(self.slots * load_factor)), self.slots - 1)
-        self.table = <Entry *>malloc(self.slots * sizeof(Entry))
+        self.table = <Entry *>lc_table_alloc(self.slots * sizeof(Entry))
         if self.table == NULL:
             raise MemoryError(f"cannot allocate an offset map of {memory} bytes")
         self.clear()
 
     def __dealloc__(self):
-        free(self.table)
+        lc_table_free(self.table, self.slots * sizeof(Entry))
 
     def clear(self) -> None:
         """Empty the map (between cleaning rounds)."""
@@ -270,38 +288,49 @@ cdef class OffsetMap:
         cdef Py_ssize_t n = v.shape[0]
         cdef const unsigned char *p = &v[0] if n else NULL
         cdef int st = _OK
-        cdef int32_t i, length, odelta, klen
+        cdef int32_t i = 0, length, odelta, klen, j, m
         cdef int8_t attrs
         cdef int64_t tsdelta, offset
         cdef Cursor c, body
-        cdef uint64_t h1, h2
         cdef Py_ssize_t put = 0
+        # Records are hashed a chunk at a time and their slots prefetched before any is
+        # probed: the probes' cache misses then overlap instead of queueing.
+        cdef uint64_t hs1[_CHUNK]
+        cdef uint64_t hs2[_CHUNK]
+        cdef int64_t offs[_CHUNK]
         with nogil:
             cursor_init(&c, p, n)
-            for i in range(count):
-                if cursor_read_varint(&c, &length) != 0 or length < 6:
-                    st = _BAD
-                    break
-                body.ptr = c.ptr
-                body.end = c.ptr + length
-                if cursor_skip(&c, length) != 0:
-                    st = _BAD
-                    break
-                if (cursor_read_i8(&body, &attrs) != 0
-                        or cursor_read_varlong(&body, &tsdelta) != 0
-                        or cursor_read_varint(&body, &odelta) != 0
-                        or cursor_read_varint(&body, &klen) != 0
-                        or klen < -1 or body.end - body.ptr < klen):
-                    st = _BAD
-                    break
-                offset = base_offset + odelta
-                if klen < 0 or offset >= stop_offset:
-                    continue
-                murmur3_128(body.ptr, klen, &h1, &h2)
-                if self._put(h1, h2, offset) != _OK:
-                    st = _FULL
-                    break
-                put += 1
+            while i < count and st == _OK:
+                m = 0
+                while i < count and m < _CHUNK:
+                    if cursor_read_varint(&c, &length) != 0 or length < 6:
+                        st = _BAD
+                        break
+                    body.ptr = c.ptr
+                    body.end = c.ptr + length
+                    if cursor_skip(&c, length) != 0:
+                        st = _BAD
+                        break
+                    if (cursor_read_i8(&body, &attrs) != 0
+                            or cursor_read_varlong(&body, &tsdelta) != 0
+                            or cursor_read_varint(&body, &odelta) != 0
+                            or cursor_read_varint(&body, &klen) != 0
+                            or klen < -1 or body.end - body.ptr < klen):
+                        st = _BAD
+                        break
+                    i += 1
+                    offset = base_offset + odelta
+                    if klen < 0 or offset >= stop_offset:
+                        continue
+                    murmur3_128(body.ptr, klen, &hs1[m], &hs2[m])
+                    lc_prefetch(&self.table[hs1[m] % <uint64_t>self.slots])
+                    offs[m] = offset
+                    m += 1
+                for j in range(m):
+                    if self._put(hs1[j], hs2[j], offs[j]) != _OK:
+                        st = _FULL
+                        break
+                    put += 1
         if st == _BAD:
             raise CorruptRecordError(f"malformed record {i} of {count} in a record section")
         if st == _FULL:
@@ -336,13 +365,11 @@ cdef class OffsetMap:
         cdef unsigned char *out = <unsigned char *>malloc(cap)
         cdef Py_ssize_t w = 0
         cdef int st = _OK
-        cdef int32_t i, length, odelta, klen, vlen
-        cdef int8_t attrs
-        cdef int64_t tsdelta, offset, found, ts, max_ts = -1
+        cdef int32_t i = 0, length, odelta, j, m
+        cdef int64_t found, ts, max_ts = -1
         cdef Cursor c, body
-        cdef const unsigned char *start
-        cdef const unsigned char *rest
-        cdef uint64_t h1, h2
+        cdef _Rec recs[_CHUNK]
+        cdef _Rec *r
         cdef int32_t kept = 0, tombstones = 0, keyless = 0
         cdef unsigned char tmp[16]
         cdef int tl, ll
@@ -350,64 +377,77 @@ cdef class OffsetMap:
             raise MemoryError()
         with nogil:
             cursor_init(&c, p, n)
-            for i in range(count):
-                start = c.ptr
-                if cursor_read_varint(&c, &length) != 0 or length < 6:
-                    st = _BAD
+            while i < count and st == _OK:
+                # parse and hash a chunk, prefetching the slots the map will probe ...
+                m = 0
+                while i < count and m < _CHUNK:
+                    r = &recs[m]
+                    r.start = c.ptr
+                    if cursor_read_varint(&c, &length) != 0 or length < 6:
+                        st = _BAD
+                        break
+                    body.ptr = c.ptr
+                    body.end = c.ptr + length
+                    if cursor_skip(&c, length) != 0:
+                        st = _BAD
+                        break
+                    r.end = c.ptr
+                    if (cursor_read_i8(&body, &r.attrs) != 0
+                            or cursor_read_varlong(&body, &r.tsdelta) != 0):
+                        st = _BAD
+                        break
+                    r.rest = body.ptr
+                    if (cursor_read_varint(&body, &odelta) != 0
+                            or cursor_read_varint(&body, &r.klen) != 0
+                            or r.klen < -1 or body.end - body.ptr < r.klen):
+                        st = _BAD
+                        break
+                    r.offset = base_offset + odelta
+                    if r.klen >= 0:
+                        if r.offset < retain_from:
+                            murmur3_128(body.ptr, r.klen, &r.h1, &r.h2)
+                            lc_prefetch(&self.table[r.h1 % <uint64_t>self.slots])
+                        cursor_skip(&body, r.klen)
+                    if cursor_read_varint(&body, &r.vlen) != 0 or r.vlen < -1:
+                        st = _BAD
+                        break
+                    i += 1
+                    m += 1
+                if st != _OK:
                     break
-                body.ptr = c.ptr
-                body.end = c.ptr + length
-                if cursor_skip(&c, length) != 0:
-                    st = _BAD
-                    break
-                if (cursor_read_i8(&body, &attrs) != 0
-                        or cursor_read_varlong(&body, &tsdelta) != 0):
-                    st = _BAD
-                    break
-                rest = body.ptr
-                if (cursor_read_varint(&body, &odelta) != 0
-                        or cursor_read_varint(&body, &klen) != 0
-                        or klen < -1 or body.end - body.ptr < klen):
-                    st = _BAD
-                    break
-                offset = base_offset + odelta
-                if klen >= 0:
-                    if offset < retain_from:
-                        murmur3_128(body.ptr, klen, &h1, &h2)
-                    cursor_skip(&body, klen)
-                if cursor_read_varint(&body, &vlen) != 0 or vlen < -1:
-                    st = _BAD
-                    break
-                if offset < retain_from:
-                    if klen < 0:
-                        keyless += 1
-                        continue
-                    found = self._get(h1, h2)
-                    if found >= 0 and offset < found:
-                        continue
-                    if vlen < 0 and not retain_deletes:
-                        continue
-                kept += 1
-                if vlen < 0:
-                    tombstones += 1
-                ts = base_timestamp + tsdelta
-                if ts > max_ts:
-                    max_ts = ts
-                if new_base_timestamp == base_timestamp:
-                    memcpy(out + w, start, c.ptr - start)
-                    w += c.ptr - start
-                else:
-                    # attributes, the new delta, then the rest of the body unchanged
-                    tl = varint_encode_u64(tmp, zigzag_encode64(ts - new_base_timestamp))
-                    length = <int32_t>(1 + tl + (c.ptr - rest))
-                    ll = varint_encode_u64(out + w, zigzag_encode64(length))
-                    w += ll
-                    out[w] = <unsigned char>attrs
-                    w += 1
-                    memcpy(out + w, tmp, tl)
-                    w += tl
-                    memcpy(out + w, rest, c.ptr - rest)
-                    w += c.ptr - rest
+                # ... then decide and copy
+                for j in range(m):
+                    r = &recs[j]
+                    if r.offset < retain_from:
+                        if r.klen < 0:
+                            keyless += 1
+                            continue
+                        found = self._get(r.h1, r.h2)
+                        if found >= 0 and r.offset < found:
+                            continue
+                        if r.vlen < 0 and not retain_deletes:
+                            continue
+                    kept += 1
+                    if r.vlen < 0:
+                        tombstones += 1
+                    ts = base_timestamp + r.tsdelta
+                    if ts > max_ts:
+                        max_ts = ts
+                    if new_base_timestamp == base_timestamp:
+                        memcpy(out + w, r.start, r.end - r.start)
+                        w += r.end - r.start
+                    else:
+                        # attributes, the new delta, then the rest of the body unchanged
+                        tl = varint_encode_u64(tmp, zigzag_encode64(ts - new_base_timestamp))
+                        length = <int32_t>(1 + tl + (r.end - r.rest))
+                        ll = varint_encode_u64(out + w, zigzag_encode64(length))
+                        w += ll
+                        out[w] = <unsigned char>r.attrs
+                        w += 1
+                        memcpy(out + w, tmp, tl)
+                        w += tl
+                        memcpy(out + w, r.rest, r.end - r.rest)
+                        w += r.end - r.rest
             if st == _OK and c.ptr != c.end:
                 st = _BAD
         try:
