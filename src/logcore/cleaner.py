@@ -10,9 +10,10 @@ One clean of one log (:meth:`Cleaner.clean`), as Kafka's ``Cleaner.doClean``:
    that fitted; the rest of the dirty section is left to the next round.
 3. Every segment below the round's end offset is recopied, in groups of consecutive
    segments that fit one segment (``segment_bytes``, ``segment_index_bytes``, int32
-   relative offsets), into ``<first base>.log.cleaned`` with its indexes. A record is
-   kept when it has a key, no later record of its key is in the map, and it is not a
-   tombstone past its delete horizon. A batch keeps its base offset, last offset delta,
+   relative offsets), into ``<first base>.log.cleaned`` with its indexes. Below the
+   round's end a record is kept when it has a key, no later record of its key is in the
+   map, and it is not a tombstone past its delete horizon; past the round's end (the
+   rest of the last segment) every record is kept (Kafka's ``pastLatestOffset``). A batch keeps its base offset, last offset delta,
    producer id, epoch and base sequence, and its record offsets and timestamps; it is
    copied unchanged when all its records stay, rebuilt (re-compressed with its own codec)
    when some go, and reduced to an empty batch when none stay but it is the last batch
