@@ -40,7 +40,6 @@ may clean a log while other threads append to and read from it.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import time
@@ -227,36 +226,45 @@ def _index_size(seg: LogSegment) -> int:
 
 
 class _Batches:
-    """Batch headers of one inactive segment, from a read-only mapping."""
+    """The batches of one inactive segment, read with ``pread`` a few hundred KiB at a
+    time. Yields ``(buffer, position in buffer, size, header fields)``; the buffer stays
+    valid until the next step. Reads, not a mapping: a segment truncated meanwhile (a
+    replica's truncation the owner did not pause the cleaner for) ends the walk with
+    CorruptRecordError instead of a SIGBUS."""
 
-    def __init__(self, seg: LogSegment) -> None:
+    def __init__(self, seg: LogSegment, chunk: int) -> None:
+        file = seg.file  # held: the descriptor stays open while this walks it
+        if seg.fd < 0 or file.fd < 0:
+            raise LogcoreError(f"segment {seg.base_offset} of {seg.directory} is closed")
+        self.file = file
         self.size = seg.size
-        self.mm: Any = None
-        if self.size:
-            self.mm = mmap.mmap(seg.fd, self.size, access=mmap.ACCESS_READ)
-        self.view = memoryview(self.mm) if self.mm is not None else memoryview(b"")
+        self.chunk = chunk
 
     def __iter__(self) -> Any:
-        pos, end, view = 0, self.size, self.view
+        fd, end, chunk = self.file.fd, self.size, self.chunk
+        buf, start = b"", 0  # buf holds the file's bytes [start, start + len(buf))
+        pos = 0
         while pos + _HSIZE <= end:
-            f = HEADER.unpack_from(view, pos)
+            if pos + _HSIZE > start + len(buf):
+                buf, start = os.pread(fd, min(chunk, end - pos), pos), pos
+                if len(buf) < _HSIZE:
+                    raise CorruptRecordError(f"segment ends early at position {pos}",
+                                             position=pos)
+            f = HEADER.unpack_from(buf, pos - start)
             size = 12 + f[1]
             if f[1] < 49 or pos + size > end:
                 raise CorruptRecordError(f"bad batch at position {pos}", position=pos)
-            yield pos, size, f
+            if pos + size > start + len(buf):
+                buf, start = os.pread(fd, min(max(chunk, size), end - pos), pos), pos
+                if len(buf) < size:
+                    raise CorruptRecordError(f"segment ends early at position {pos}",
+                                             position=pos)
+            yield buf, pos - start, size, f
             pos += size
 
-    def close(self) -> None:
-        try:
-            self.view.release()
-            if self.mm is not None:
-                self.mm.close()
-        except BufferError:
-            pass  # a slice is still referenced: the mapping goes with it
 
-
-def _section(view: memoryview, pos: int, size: int, attrs: int) -> Any:
-    body = view[pos + _HSIZE:pos + size]
+def _section(buf: bytes, pos: int, size: int, attrs: int) -> Any:
+    body = memoryview(buf)[pos + _HSIZE:pos + size]
     codec = attrs & _ATTR_CODEC
     if codec == _compression.NONE:
         return body
@@ -421,16 +429,21 @@ class Cleaner:
                             for pid, e in log.producer_state.producers.items() if e.batches}
         totals = [0] * 6
         replaced = 0
+        complete = True
         for group in groups:
             stats = self._clean_group(log, group, now, last_batches, end)
             if _compaction.phase_hook is not None:
                 _compaction.phase_hook("cleaned")
             if not log.replace_segments(group, group[0].base_offset):
+                # Retention or a truncation changed these segments meanwhile: stop, and
+                # leave the checkpoint where it was (the next round starts over).
+                complete = False
                 break
             replaced += len(group)
             for k in range(6):
                 totals[k] += stats[k]
-        log.checkpoint_cleaned(end)
+        if complete:
+            log.checkpoint_cleaned(end)
         return CleanStats(first_dirty, end, upper, omap.size, replaced,
                           bytes_read + totals[0], totals[1], totals[2], totals[3], totals[4],
                           totals[5], self.throttler.slept - slept0,
@@ -447,30 +460,25 @@ class Cleaner:
                 break
             if segments[i + 1].base_offset <= first_dirty:
                 continue
-            batches = _Batches(seg)
-            try:
-                for pos, size, f in batches:
-                    base, last = f[0], f[0] + f[6]
-                    if last < first_dirty:
-                        continue
-                    if base >= upper:
-                        break
-                    count = f[12]
-                    if not f[5] & _ATTR_CONTROL and count:
-                        if omap.size + count > omap.capacity:
-                            if end == first_dirty:
-                                raise LogcoreError(
-                                    f"the offset map ({omap.capacity} entries) cannot hold "
-                                    f"the {count} records of the batch at offset {base}; "
-                                    "raise log.cleaner.dedupe.buffer.size")
-                            return end, nread
-                        omap.put_records(_section(batches.view, pos, size, f[5]), count,
-                                         base, upper)
-                    end = last + 1
-                    nread += size
-                    self.throttler.maybe_throttle(size)
-            finally:
-                batches.close()
+            for buf, pos, size, f in _Batches(seg, self.io_buffer_size):
+                base, last = f[0], f[0] + f[6]
+                if last < first_dirty:
+                    continue
+                if base >= upper:
+                    break
+                count = f[12]
+                if not f[5] & _ATTR_CONTROL and count:
+                    if omap.size + count > omap.capacity:
+                        if end == first_dirty:
+                            raise LogcoreError(
+                                f"the offset map ({omap.capacity} entries) cannot hold "
+                                f"the {count} records of the batch at offset {base}; "
+                                "raise log.cleaner.dedupe.buffer.size")
+                        return end, nread
+                    omap.put_records(_section(buf, pos, size, f[5]), count, base, upper)
+                end = last + 1
+                nread += size
+                self.throttler.maybe_throttle(size)
         return end, nread
 
     def _clean_group(self, log: Any, group: list[LogSegment], now: int,
@@ -488,51 +496,46 @@ class Cleaner:
                     mtime = max(mtime, os.stat(seg.file.path).st_mtime)
                 except OSError:
                     pass
-                batches = _Batches(seg)
-                try:
-                    view = batches.view
-                    for pos, size, f in batches:
-                        nread += size
-                        self.throttler.maybe_throttle(size)
-                        attrs, count, base_ts, max_ts = f[5], f[12], f[7], f[8]
-                        last = f[0] + f[6]
-                        if attrs & _ATTR_CONTROL or count == 0:
-                            writer.add(view[pos:pos + size], last, max_ts)
-                            continue
-                        records += count
-                        has_horizon = bool(attrs & _ATTR_DELETE_HORIZON)
-                        retain_deletes = base_ts > now if has_horizon else True
-                        section = _section(view, pos, size, attrs)
-                        kept_bytes, kept, tombs, kept_max, _keyless = omap.retain_records(
-                            section, count, f[0], base_ts, base_ts, retain_deletes, end)
-                        if has_horizon and not retain_deletes:
-                            # every tombstone of the batch went (its horizon passed)
-                            tombstones_removed += _count_tombstones(section, count, f[0],
-                                                                    omap, end)
-                        retained += kept
-                        if kept == count and (has_horizon or not tombs):
-                            writer.add(view[pos:pos + size], last, max_ts)
-                            continue
-                        if kept == 0:
-                            if f[9] >= 0 and last_batches.get(f[9]) == last:
-                                writer.add(_batch(f, attrs & ~_ATTR_CODEC, base_ts, max_ts, 0,
-                                                  b""), last, max_ts)
-                                empties += 1
-                            continue
-                        new_attrs, new_base = attrs, base_ts
-                        if tombs and not has_horizon:
-                            new_attrs |= _ATTR_DELETE_HORIZON
-                            new_base = horizon
-                            kept_bytes = omap.retain_records(section, count, f[0], base_ts,
-                                                             horizon, retain_deletes, end)[0]
-                        new_max = max_ts if attrs & _ATTR_LOG_APPEND_TIME else kept_max
-                        codec = attrs & _ATTR_CODEC
-                        if codec != _compression.NONE:
-                            kept_bytes = _compression.compress(codec, kept_bytes)
-                        writer.add(_batch(f, new_attrs, new_base, new_max, kept, kept_bytes),
-                                   last, new_max)
-                finally:
-                    batches.close()
+                for view, pos, size, f in _Batches(seg, self.io_buffer_size):
+                    nread += size
+                    self.throttler.maybe_throttle(size)
+                    attrs, count, base_ts, max_ts = f[5], f[12], f[7], f[8]
+                    last = f[0] + f[6]
+                    if attrs & _ATTR_CONTROL or count == 0:
+                        writer.add(memoryview(view)[pos:pos + size], last, max_ts)
+                        continue
+                    records += count
+                    has_horizon = bool(attrs & _ATTR_DELETE_HORIZON)
+                    retain_deletes = base_ts > now if has_horizon else True
+                    section = _section(view, pos, size, attrs)
+                    kept_bytes, kept, tombs, kept_max, _keyless = omap.retain_records(
+                        section, count, f[0], base_ts, base_ts, retain_deletes, end)
+                    if has_horizon and not retain_deletes:
+                        # every tombstone of the batch went (its horizon passed)
+                        tombstones_removed += _count_tombstones(section, count, f[0],
+                                                                omap, end)
+                    retained += kept
+                    if kept == count and (has_horizon or not tombs):
+                        writer.add(memoryview(view)[pos:pos + size], last, max_ts)
+                        continue
+                    if kept == 0:
+                        if f[9] >= 0 and last_batches.get(f[9]) == last:
+                            writer.add(_batch(f, attrs & ~_ATTR_CODEC, base_ts, max_ts, 0,
+                                              b""), last, max_ts)
+                            empties += 1
+                        continue
+                    new_attrs, new_base = attrs, base_ts
+                    if tombs and not has_horizon:
+                        new_attrs |= _ATTR_DELETE_HORIZON
+                        new_base = horizon
+                        kept_bytes = omap.retain_records(section, count, f[0], base_ts,
+                                                         horizon, retain_deletes, end)[0]
+                    new_max = max_ts if attrs & _ATTR_LOG_APPEND_TIME else kept_max
+                    codec = attrs & _ATTR_CODEC
+                    if codec != _compression.NONE:
+                        kept_bytes = _compression.compress(codec, kept_bytes)
+                    writer.add(_batch(f, new_attrs, new_base, new_max, kept, kept_bytes),
+                               last, new_max)
             writer.finish(mtime)
         except BaseException:
             writer.abort()

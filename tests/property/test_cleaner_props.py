@@ -12,6 +12,7 @@ records, and the active segment's bytes must be as before the clean.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 
@@ -103,7 +104,7 @@ class Model:
         return [(o, *self.live[o]) for o in sorted(self.live)]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=int(os.environ.get("CLEANER_PROP_EXAMPLES", "100")), deadline=None)
 @given(
     ops=ops_st,
     segment_bytes=st.integers(250, 1500),

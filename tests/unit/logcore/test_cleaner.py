@@ -418,3 +418,29 @@ def test_appends_and_reads_go_on_while_a_clean_runs(tmp_path, clock) -> None:
     assert len(recs) == 20  # one per key
     assert log.log_end_offset == 500 + appended[0]
     log.close()
+
+
+def test_a_truncation_during_a_clean_makes_the_swap_back_off(tmp_path, clock,
+                                                             monkeypatch) -> None:
+    """A replica truncation into the segments being cleaned: the swap finds its segments
+    changed, drops its .cleaned files, and the log is the truncated log."""
+    log = Log(tmp_path / "t-0", cfg(segment_bytes=100_000), clock=clock)
+    fill(log, clock, 100, 5)
+    log.roll()
+    fill(log, clock, 50, 5)  # the active segment
+    cut = 60
+
+    def hook(phase: str) -> None:
+        if phase == "cleaned":
+            log.truncate_to(cut)
+
+    monkeypatch.setattr(compaction_mod, "phase_hook", hook)
+    before = records(log)
+    stats = Cleaner(1 << 20).clean(log)
+    monkeypatch.setattr(compaction_mod, "phase_hook", None)
+    assert stats is not None and stats.segments_cleaned == 0
+    assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
+    assert records(log) == [r for r in before if r[0] < cut]
+    assert log.log_end_offset == cut
+    assert log.first_dirty_offset == 0  # the checkpoint did not move
+    log.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -76,7 +77,7 @@ records_st = st.lists(
     min_size=1, max_size=30)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(os.environ.get("OFFSET_MAP_EXAMPLES", "60")), deadline=None)
 @given(recs=records_st, base=st.integers(0, 2**40), stop=st.integers(0, 40),
        shift=st.integers(-5000, 5000), deletes=st.booleans(), past=st.integers(0, 40))
 def test_records_walks_agree_with_a_model(recs, base, stop, shift, deletes, past) -> None:
