@@ -316,12 +316,17 @@ class Crash(Exception):
     pass
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["one-per-group", "grouped"])
 @pytest.mark.parametrize("phase", ["cleaned", "swap", "deleted"])
-def test_a_crash_at_any_phase_leaves_a_correct_log(tmp_path, clock, phase, monkeypatch) -> None:
+def test_a_crash_at_any_phase_leaves_a_correct_log(tmp_path, clock, phase, grouped,
+                                                   monkeypatch) -> None:
     d = tmp_path / "t-0"
     log = Log(d, cfg(segment_bytes=4000, file_delete_delay_ms=60_000), clock=clock)
     fill(log, clock, 300, 9, every_tombstone=11)
     log.roll()
+    if grouped:
+        # several old segments per cleaned one: the swap replaces a run of segments
+        log.config = log.config.replace(segment_bytes=40_000)
     before = records(log)
 
     def hook(p: str) -> None:
@@ -336,9 +341,10 @@ def test_a_crash_at_any_phase_leaves_a_correct_log(tmp_path, clock, phase, monke
     marker = {"cleaned": ".cleaned", "swap": ".swap", "deleted": ".deleted"}[phase]
     assert any(n.endswith(marker) for n in names)
     # the process dies here: no close, no clean-shutdown marker
+    log_cfg = log.config
     log._dir_lock.release()
     del log
-    reopened = Log(d, cfg(segment_bytes=4000), clock=clock)
+    reopened = Log(d, log_cfg, clock=clock)
     assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap", ".deleted"))]
     after = records(reopened)
     offsets = [r[0] for r in after]
