@@ -194,6 +194,8 @@ class LogCleaner:
             self._mark_uncleanable(target, exc)
             return None
         except OSError as exc:
+            if target.closed:  # deleted meanwhile: its files went with it
+                return None
             self._mark_uncleanable(target, exc)
             return None
         finally:

@@ -119,3 +119,15 @@ def test_threads_clean_in_the_background_and_stop(logs) -> None:
     finally:
         lc.shutdown()
     assert not [t for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner")]
+
+
+def test_a_log_deleted_during_its_clean_is_not_an_error(logs, monkeypatch) -> None:
+    a, _b, _d = logs
+    fill(a, 100, 5)
+    lc = LogCleaner(lambda: [a], threads=0, dedupe_buffer_size=1 << 20)
+    from logcore import compaction
+
+    monkeypatch.setattr(compaction, "phase_hook",
+                        lambda phase: a.delete() if phase == "cleaned" else None)
+    assert lc.clean_once() is None
+    assert not lc.uncleanable and a.closed
