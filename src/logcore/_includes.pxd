@@ -5,6 +5,7 @@
 #   include/lc_endian.h  big-endian unaligned loads and stores (Kafka's fixed-width fields)
 #   include/lc_utf8.h    strict UTF-8 validation (record header keys)
 #   include/lc_copy.h    inline small copies (keys in decode_columns)
+#   include/lc_mem.h     prefetch hint and huge-page table allocation (the offset map)
 
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 
@@ -54,6 +55,12 @@ cdef extern from "structmember.h":
 
 cdef extern from "lc_copy.h" nogil:
     void lc_copy(unsigned char *dst, const unsigned char *src, size_t n)
+
+
+cdef extern from "lc_mem.h" nogil:
+    void lc_prefetch(const void *p)
+    void *lc_table_alloc(size_t n)
+    void lc_table_free(void *p, size_t n)
 
 
 # The debug build's switch (setup.py defines LOGCORE_DEBUG=0 or 1 for every extension):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from . import iter_batches, validate_for_append
+from . import decode_columns, iter_batches, validate_for_append
 from .checkpoint import LeaderEpochCache
-from .errors import CorruptRecordError, InvalidTimestampError
+from .errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from .producer_state import BatchMeta
 
 _HEADER_SIZE = 61
@@ -111,6 +111,22 @@ class MergedInfo:
         self.is_transactional = first.is_transactional
         self.is_control = first.is_control
         self.timestamp_type = first.timestamp_type
+
+
+def refuse_keyless(buf: Any) -> None:
+    """A compacted log keeps the latest record per key: a record without a key has no
+    place in it (Kafka's LogValidator refuses it with INVALID_RECORD).
+
+    Raises:
+        InvalidRecordError: naming the first keyless record's index.
+        CorruptRecordError: malformed batches (validate_for_append would refuse them too).
+    """
+    valid = decode_columns(buf).key_valid
+    if len(valid) and not valid.all():
+        index = int((~valid).argmax())
+        raise InvalidRecordError(
+            f"compacted topic cannot accept a record without a key (record {index})",
+            record_index=index)
 
 
 def refuse_timestamps(buf: Any, now: int, before: int, after: int) -> None:

@@ -47,9 +47,20 @@ _INT_FIELDS: dict[str, tuple[str, int, int, int]] = {
     "message_timestamp_after_max_ms": ("message.timestamp.after.max.ms", 3_600_000, 0, LONG_MAX),
     # Kafka's broker setting (TransactionLogConfig): idle idempotent producers are forgotten.
     "producer_id_expiration_ms": ("producer.id.expiration.ms", 86_400_000, 1, INT_MAX),
+    # Compaction (Kafka's LogConfig): tombstones outlive their first clean by this much,
+    # records younger than the min lag are never cleaned, older than the max lag always.
+    "delete_retention_ms": ("delete.retention.ms", 86_400_000, 0, LONG_MAX),
+    "min_compaction_lag_ms": ("min.compaction.lag.ms", 0, 0, LONG_MAX),
+    "max_compaction_lag_ms": ("max.compaction.lag.ms", LONG_MAX, 1, LONG_MAX),
 }
+_FLOAT_FIELDS: dict[str, tuple[str, float, float, float]] = {
+    "min_cleanable_dirty_ratio": ("min.cleanable.dirty.ratio", 0.5, 0.0, 1.0),
+}
+_CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 _STR_FIELDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "message_timestamp_type": ("message.timestamp.type", "CreateTime", _TIMESTAMP_TYPES),
+    # A list in Kafka; normalised here to one of three spellings (see _normalise_policy).
+    "cleanup_policy": ("cleanup.policy", "delete", _CLEANUP_POLICIES),
 }
 _BOOL_FIELDS: dict[str, tuple[str, bool]] = {
     "preallocate": ("preallocate", False),
@@ -58,7 +69,22 @@ _DOTTED = (
     {v[0]: k for k, v in _INT_FIELDS.items()}
     | {v[0]: k for k, v in _STR_FIELDS.items()}
     | {v[0]: k for k, v in _BOOL_FIELDS.items()}
+    | {v[0]: k for k, v in _FLOAT_FIELDS.items()}
 )
+
+
+def _normalise_policy(value: Any) -> Any:
+    """Kafka's cleanup.policy is a list: "compact, delete", ["delete", "compact"] and
+    "compact,delete" are the same policy."""
+    if isinstance(value, (list, tuple)):
+        parts = [str(p).strip() for p in value]
+    elif isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+    else:
+        return value
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        return value
+    return ",".join(sorted(set(parts)))
 
 
 class LogConfig:
@@ -85,6 +111,16 @@ class LogConfig:
         producer_id_expiration_ms: an idempotent producer whose last batch is older than
             this is forgotten (its duplicate detection state goes; 86400000 = 1 day).
         message_timestamp_type: "CreateTime" or "LogAppendTime".
+        cleanup_policy: "delete" (retention only), "compact" (the log cleaner keeps the
+            latest record per key) or "compact,delete" (both); also given as a list or
+            in the other order. A compacted log refuses records without a key.
+        delete_retention_ms: a tombstone (null value) of a compacted log is kept this
+            long after the clean that first saw it (1 day).
+        min_compaction_lag_ms / max_compaction_lag_ms: a record younger than the min lag
+            is never compacted (0); a log with a dirty record older than the max lag is
+            cleaned whatever its dirty ratio (Long.MAX_VALUE: never forced).
+        min_cleanable_dirty_ratio: a compacted log is cleaned when its dirty (not yet
+            cleaned) bytes are more than this share of its size (0.5).
         preallocate: reserve ``segment_bytes`` on disk (fallocate) when a segment is
             created, trimmed when it rolls or closes (False). Saves the filesystem's
             block allocation on every append.
@@ -93,7 +129,8 @@ class LogConfig:
         InvalidConfigError: an unknown name, a value of the wrong type or out of range.
     """
 
-    __slots__ = tuple(_INT_FIELDS) + tuple(_STR_FIELDS) + tuple(_BOOL_FIELDS)
+    __slots__ = (tuple(_INT_FIELDS) + tuple(_STR_FIELDS) + tuple(_BOOL_FIELDS)
+                 + tuple(_FLOAT_FIELDS))
 
     segment_bytes: int
     segment_ms: int
@@ -109,8 +146,13 @@ class LogConfig:
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
     producer_id_expiration_ms: int
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
     message_timestamp_type: str
+    cleanup_policy: str
     preallocate: bool
+    min_cleanable_dirty_ratio: float
 
     def __init__(self, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(self.__slots__))
@@ -127,6 +169,8 @@ class LogConfig:
             object.__setattr__(self, name, value)
         for name, (dotted, sdefault, allowed) in _STR_FIELDS.items():
             svalue = kwargs.get(name, sdefault)
+            if name == "cleanup_policy":
+                svalue = _normalise_policy(svalue)
             if svalue not in allowed:
                 raise InvalidConfigError(
                     f"{name} ({dotted}) must be one of {allowed}, got {svalue!r}")
@@ -136,6 +180,30 @@ class LogConfig:
             if not isinstance(bvalue, bool):
                 raise InvalidConfigError(f"{name} ({dotted}) must be a boolean, got {bvalue!r}")
             object.__setattr__(self, name, bvalue)
+        for name, (dotted, fdefault, flo, fhi) in _FLOAT_FIELDS.items():
+            fvalue = kwargs.get(name, fdefault)
+            if isinstance(fvalue, bool) or not isinstance(fvalue, (int, float)):
+                raise InvalidConfigError(
+                    f"{name} ({dotted}) must be a number, got {type(fvalue).__name__} {fvalue!r}"
+                )
+            if not flo <= fvalue <= fhi:
+                raise InvalidConfigError(
+                    f"{name} ({dotted}) must be in [{flo}, {fhi}], got {fvalue}")
+            object.__setattr__(self, name, float(fvalue))
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min_compaction_lag_ms ({self.min_compaction_lag_ms}) must not exceed "
+                f"max_compaction_lag_ms ({self.max_compaction_lag_ms})")
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact (the log cleaner works on this log)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete (retention.ms / retention.bytes apply)."""
+        return "delete" in self.cleanup_policy
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("LogConfig is immutable; use replace(**changes)")
@@ -165,6 +233,14 @@ class LogConfig:
                 if text not in ("true", "false"):
                     raise InvalidConfigError(f"{key} must be true or false, got {raw!r}")
                 kwargs[field] = text == "true"
+            elif field in _FLOAT_FIELDS:
+                if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                    kwargs[field] = raw
+                    continue
+                try:
+                    kwargs[field] = float(str(raw).strip())
+                except ValueError:
+                    raise InvalidConfigError(f"{key} must be a number, got {raw!r}") from None
             elif field in _INT_FIELDS:
                 if isinstance(raw, int) and not isinstance(raw, bool):
                     kwargs[field] = raw
@@ -185,6 +261,7 @@ class LogConfig:
         out = {dotted: str(getattr(self, f)) for f, (dotted, *_r) in _INT_FIELDS.items()}
         out.update({dotted: getattr(self, f) for f, (dotted, *_r) in _STR_FIELDS.items()})
         out.update({dotted: str(getattr(self, f)).lower() for f, (dotted, _d) in _BOOL_FIELDS.items()})
+        out.update({dotted: repr(getattr(self, f)) for f, (dotted, *_r) in _FLOAT_FIELDS.items()})
         return out
 
     def replace(self, **changes: Any) -> LogConfig:
@@ -205,6 +282,7 @@ class LogConfig:
         changed = [
             f"{n}={getattr(self, n)!r}"
             for n in self.__slots__
-            if getattr(self, n) != (_INT_FIELDS.get(n) or _STR_FIELDS.get(n) or _BOOL_FIELDS[n])[1]
+            if getattr(self, n) != (_INT_FIELDS.get(n) or _STR_FIELDS.get(n) or _BOOL_FIELDS.get(n)
+                                    or _FLOAT_FIELDS[n])[1]
         ]
         return f"LogConfig({', '.join(changed)})"

@@ -144,3 +144,15 @@ class OutOfOrderSequenceError(LogcoreError, ValueError):
         self.producer_id = producer_id
         self.sequence = sequence
         self.expected = expected
+
+
+class InvalidRecordError(LogcoreError, ValueError):
+    """A record the log refuses though it is well formed: a record without a key on a
+    compacted log (Kafka answers Produce with INVALID_RECORD).
+
+    Attributes: record_index (the first offending record's index in the appended set).
+    """
+
+    def __init__(self, message: str, *, record_index: int = -1) -> None:
+        super().__init__(message)
+        self.record_index = record_index

@@ -71,6 +71,7 @@ from .append import (
     DuplicateInfo,
     LogAppendInfo,
     TimestampOffset,
+    refuse_keyless,
     refuse_timestamps,
     validate_replica,
 )
@@ -82,6 +83,7 @@ from .checkpoint import (
     write_clean_shutdown_marker,
 )
 from .clock import SYSTEM_CLOCK, Clock
+from .compaction import LogCompaction
 from .config import LogConfig
 from .durability import LogDurability
 from .errors import (
@@ -137,7 +139,7 @@ class _View:
 
 
 
-class Log(LogReads, LogDurability):
+class Log(LogReads, LogDurability, LogCompaction):
     """One partition's log in ``directory`` (created if missing, recovered if needed).
 
     Args:
@@ -222,6 +224,7 @@ class Log(LogReads, LogDurability):
         self._check_timestamps = not self._log_append_time and (
             self._ts_before != _LONG_MAX or self._ts_after != _LONG_MAX
         )
+        self._compact = cfg.compact
         # Flush by count or age only when configured (Kafka's default is never).
         self._flush_policy = cfg.flush_messages != _LONG_MAX or cfg.flush_ms != _LONG_MAX
 
@@ -260,6 +263,10 @@ class Log(LogReads, LogDurability):
         # The writer's shortcut to the active segment changes with every new snapshot.
         self._snapshot = view
         self._active = view.segments[-1]
+
+    def _set_view(self, segments: list[LogSegment]) -> None:
+        """Publish a new segment list (caller holds the lock; the cleaner's swap)."""
+        self._view = _View(segments)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -372,6 +379,9 @@ class Log(LogReads, LogDurability):
                 is written and log_end_offset is unchanged; a writable buffer passed in
                 has had its offsets assigned already. LogAppendTime logs and replica
                 appends are not checked.
+            InvalidRecordError: leader path on a compacted log (``cleanup_policy``
+                includes compact): a record has no key (Kafka: INVALID_RECORD). Nothing
+                is written.
             InvalidProducerEpochError / OutOfOrderSequenceError: leader path, a batch of an
                 idempotent producer breaks its epoch or sequence (nothing is written). A
                 batch that repeats one of the producer's last five is not an error: the
@@ -397,6 +407,8 @@ class Log(LogReads, LogDurability):
                 if self._closed:
                     raise LogcoreError(f"log {self.directory} is closed")
                 lat = clock.time_ms() if self._log_append_time else None
+                if self._compact and assign_offsets:
+                    refuse_keyless(buf)
                 if assign_offsets:
                     info = validate_for_append(
                         buf, next_offset=self._log_end_offset,

@@ -34,9 +34,10 @@ def deletable_prefix(segments: Sequence[LogSegment], log_start_offset: int, conf
     n_lso = 0
     while n_lso < len(candidates) and segments[n_lso + 1].base_offset <= log_start_offset:
         n_lso += 1
-    # (b) time: newest record older than retention_ms.
+    # (b) time: newest record older than retention_ms; (b) and (c) only when the
+    # cleanup policy includes delete (a compact-only log keeps every segment).
     n_time = 0
-    if config.retention_ms >= 0:
+    if config.retention_ms >= 0 and config.delete:
         while n_time < len(candidates):
             seg = candidates[n_time]
             if seg.max_timestamp < 0:
@@ -47,7 +48,7 @@ def deletable_prefix(segments: Sequence[LogSegment], log_start_offset: int, conf
                 break
     # (c) size: drop oldest while what remains is still >= retention_bytes.
     n_size = 0
-    if config.retention_bytes >= 0:
+    if config.retention_bytes >= 0 and config.delete:
         total = sum(s.size for s in segments)
         while (n_size < len(candidates)
                and total - candidates[n_size].size >= config.retention_bytes):

@@ -171,8 +171,13 @@ class LogSegment:
 
     # --- indexes (mapped lazily, as Kafka's LazyIndex) ---
     def _open_index(self, kind: type, suffix: str) -> Any:
+        path = self.path(suffix)
+        if self.deleted:
+            # A reader of an older segment list: the files were renamed, and a segment
+            # the cleaner wrote may own the old name now (never map its index here).
+            path += DELETED_SUFFIX
         try:
-            return kind(self.path(suffix), self.base_offset,
+            return kind(path, self.base_offset,
                         self.config.segment_index_bytes if self.writable else -1, self.writable)
         except OSError as exc:
             if isinstance(exc, LogDirError):
@@ -279,6 +284,15 @@ class LogSegment:
                 idx, self._time_index = self._time_index, None
             if idx is not None:
                 idx.close()
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1: none or empty; Kafka's
+        ``getFirstBatchTimestamp``, for ``max.compaction.lag.ms``)."""
+        try:
+            hdr = os.pread(self.fd, HEADER.size, 0)
+        except OSError:
+            return -1
+        return HEADER.unpack(hdr)[8] if len(hdr) == HEADER.size else -1
 
     def largest_timestamp(self) -> int:
         """For retention: the newest record timestamp, or the file mtime if none."""

@@ -1,0 +1,230 @@
+"""LogCleaner: the threads that compact ``cleanup.policy=compact`` logs (Kafka's
+``LogCleaner`` + ``LogCleanerManager``).
+
+Each of ``threads`` cleaner threads owns a :class:`logcore.cleaner.Cleaner` (an offset
+map of ``dedupe_buffer_size / threads`` bytes, Kafka's split) and loops: pick the
+filthiest compacted log that no other thread is cleaning (its dirty ratio over
+``min.cleanable.dirty.ratio``, or forced by ``max.compaction.lag.ms``;
+:func:`logcore.cleaner.filthiest`), clean one round of it, and when nothing is cleanable
+sleep ``backoff_ms`` (Kafka's ``log.cleaner.backoff.ms``, 15 s) or until ``wake()``.
+
+The logs come from a callable (the LogManager's open partitions); ``upper_bound`` may
+give each log's high watermark, above which nothing is cleaned. A log whose clean fails
+(a corrupt batch, an I/O error) is marked uncleanable and skipped from then on, as
+Kafka's ``markPartitionUncleanable``; a log closed meanwhile (topic deleted) is not an
+error. ``pause(log)`` waits for a running clean of that log to end and keeps the threads
+off it until ``resume(log)`` (Kafka's ``abortAndPauseCleaning`` before a truncation or a
+deletion).
+
+I/O throttling: ``max_io_bytes_per_second`` is shared out evenly between the threads
+(each Cleaner throttles its own reads and writes to rate / threads); Kafka shares one
+throttler, which gives the same total.
+
+Thread-safety: every method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import logcore
+from logcore.cleaner import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_IO_BUFFER_SIZE,
+    DEFAULT_LOAD_FACTOR,
+    Cleaner,
+    CleanStats,
+    filthiest,
+)
+
+log = logging.getLogger("pylog.log.cleaner")
+
+DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
+
+
+class LogCleaner:
+    """Cleaner threads over the logs ``logs()`` returns.
+
+    Args:
+        logs: returns the open logs (any iterable of ``logcore.Log``); called each pass.
+        threads: ``log.cleaner.threads`` (1); 0 starts no thread (tests call
+            ``clean_once``).
+        dedupe_buffer_size: ``log.cleaner.dedupe.buffer.size`` for all threads (128 MiB).
+        load_factor: ``log.cleaner.io.buffer.load.factor`` (0.9).
+        io_buffer_size: ``log.cleaner.io.buffer.size`` (512 KiB).
+        max_io_bytes_per_second: ``log.cleaner.io.max.bytes.per.second`` (no limit).
+        backoff_ms: ``log.cleaner.backoff.ms``: the sleep when nothing is cleanable.
+        upper_bound: ``upper_bound(log)`` -> the log's high watermark (None: no bound).
+
+    Raises:
+        ValueError: threads < 0, or a buffer too small for one map per thread.
+    """
+
+    def __init__(
+        self, logs: Callable[[], Iterable[Any]], *, threads: int = 1,
+        dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
+        load_factor: float = DEFAULT_LOAD_FACTOR,
+        io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE,
+        max_io_bytes_per_second: float = float("inf"),
+        backoff_ms: int = DEFAULT_BACKOFF_MS,
+        upper_bound: Callable[[Any], int | None] | None = None,
+    ) -> None:
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0, got {threads}")
+        self._logs = logs
+        self._upper_bound = upper_bound
+        self.backoff_s = backoff_ms / 1000
+        n = max(threads, 1)
+        per_thread = dedupe_buffer_size // n
+        self._cleaners = [
+            Cleaner(per_thread, load_factor=load_factor,
+                    max_io_bytes_per_second=max_io_bytes_per_second / n,
+                    io_buffer_size=io_buffer_size)
+            for _ in range(n)
+        ]
+        self._free: list[Cleaner] = list(self._cleaners)
+        self._n_threads = threads
+        self._lock = threading.Condition()
+        self._in_progress: set[Any] = set()
+        self._paused: dict[Any, int] = {}
+        #: Logs whose clean failed (skipped from then on; Kafka's uncleanable partitions).
+        self.uncleanable: set[Any] = set()
+        #: Rounds completed, over all threads.
+        self.rounds = 0
+        self.last_stats: CleanStats | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def startup(self) -> None:
+        """Start the cleaner threads (idempotent)."""
+        with self._lock:
+            if self._threads:
+                return
+            self._stop.clear()
+            for i in range(self._n_threads):
+                t = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}",
+                                     daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop the threads; a clean in progress finishes its current round first."""
+        self._stop.set()
+        self._wake.set()
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for t in threads:
+            t.join(timeout_s)
+
+    def wake(self) -> None:
+        """Make sleeping threads look for work now."""
+        self._wake.set()
+
+    # ------------------------------------------------------------------ pausing
+    def pause(self, plog: Any, timeout_s: float | None = None) -> bool:
+        """Wait until no thread cleans ``plog`` and keep them off it until ``resume``.
+
+        Returns False if a running clean did not end within ``timeout_s`` (the log
+        stays paused either way: call ``resume``)."""
+        with self._lock:
+            self._paused[plog] = self._paused.get(plog, 0) + 1
+            if not self._lock.wait_for(lambda: plog not in self._in_progress, timeout_s):
+                return False
+        return True
+
+    def resume(self, plog: Any) -> None:
+        with self._lock:
+            n = self._paused.get(plog, 0) - 1
+            if n > 0:
+                self._paused[plog] = n
+            else:
+                self._paused.pop(plog, None)
+
+    @contextmanager
+    def paused(self, plog: Any) -> Iterator[None]:
+        """``with cleaner.paused(log):`` truncate or delete it safely."""
+        self.pause(plog)
+        try:
+            yield
+        finally:
+            self.resume(plog)
+
+    # ------------------------------------------------------------------ work
+    def clean_once(self) -> CleanStats | None:
+        """Pick the filthiest cleanable log and clean one round of it, on this thread.
+
+        Returns the round's stats, or None when no log needed cleaning.
+        """
+        with self._lock:
+            if not self._free:
+                return None
+            busy = set(self._in_progress) | set(self._paused) | self.uncleanable
+            candidates = [lg for lg in self._logs() if lg not in busy]
+        bounds = None
+        if self._upper_bound is not None:
+            bounds = {}
+            for lg in candidates:
+                b = self._upper_bound(lg)
+                if b is not None:
+                    bounds[lg] = b
+        try:
+            pick = filthiest(candidates, upper_bounds=bounds)
+        except logcore.LogcoreError as exc:  # a log closed while measured
+            log.debug("measuring logs to clean: %s", exc)
+            return None
+        if pick is None:
+            return None
+        target = pick.log
+        with self._lock:
+            if target in self._in_progress or target in self._paused or not self._free:
+                return None
+            self._in_progress.add(target)
+            cleaner = self._free.pop()
+        try:
+            stats = cleaner.clean(target, upper_bound=None if bounds is None else bounds.get(target))
+        except logcore.LogcoreError as exc:
+            if target.closed:
+                return None
+            self._mark_uncleanable(target, exc)
+            return None
+        except OSError as exc:
+            if target.closed:  # deleted meanwhile: its files went with it
+                return None
+            self._mark_uncleanable(target, exc)
+            return None
+        finally:
+            with self._lock:
+                self._in_progress.discard(target)
+                self._free.append(cleaner)
+                self._lock.notify_all()
+        if stats is not None:
+            with self._lock:
+                self.rounds += 1
+                self.last_stats = stats
+            log.info("cleaned %s: offsets [%d, %d), %d -> %d bytes in %.3f s",
+                     target.directory, stats.first_dirty_offset, stats.end_offset,
+                     stats.bytes_read, stats.bytes_written, stats.elapsed_s)
+        return stats
+
+    def _mark_uncleanable(self, target: Any, exc: BaseException) -> None:
+        log.error("log cleaner: %s cannot be cleaned, skipped from now on: %s",
+                  target.directory, exc)
+        with self._lock:
+            self.uncleanable.add(target)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                stats = self.clean_once()
+            except Exception:  # a bug must not kill the thread silently
+                log.exception("log cleaner thread failed; backing off")
+                stats = None
+            if stats is None and not self._stop.is_set():
+                self._wake.wait(self.backoff_s)
+                self._wake.clear()
