@@ -66,13 +66,14 @@ def _produce(bootstrap: str, topic: str, n: int, partitions: int = PARTITIONS, *
     assert p.flush(15) == 0
 
 
-def _wait(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
+def _wait(cond: Callable[[], bool], what: str, timeout: float = DEADLINE,
+          state: Callable[[], object] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f": {state()}" if state else ""))
 
 
 # --------------------------------------------------------------------------- members
@@ -186,7 +187,8 @@ def test_three_members_get_disjoint_complete_assignments_and_a_leaver_moves(
     group = f"g-{topic_name}"
     members = [_Member(client, gbroker.bootstrap, group, topic_name, assignor) for _ in range(3)]
     try:
-        _wait(lambda: _balanced(members), "3 members to share 6 partitions")
+        _wait(lambda: _balanced(members), "3 members to share 6 partitions",
+              state=lambda: [sorted(m.assignment) for m in members])
         # Stays so (no member keeps rebalancing): still a disjoint cover a little later.
         time.sleep(0.5)
         assert _balanced(members), [sorted(m.assignment) for m in members]
@@ -330,3 +332,40 @@ def test_librdkafka_producer_compresses_with_lz4(gbroker: BrokerProcess, topic_n
         data = pathlib.Path(seg).read_bytes()
         codecs += [b.attributes & 0x07 for b in logcore.iter_batches(data)]
     assert codecs and set(codecs) == {3}, codecs
+
+
+# --------------------------------------------------------------------------- admin APIs
+
+
+def test_admin_lists_describes_and_deletes_groups(gbroker: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
+
+    _create_topic(gbroker.bootstrap, topic_name, 1)
+    _produce(gbroker.bootstrap, topic_name, 10, 1)
+    group = f"g-{topic_name}"
+    admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+    member = _Member("confluent", gbroker.bootstrap, group, topic_name, "range")
+    try:
+        _wait(lambda: _balanced([member], 1), "the member to get the partition")
+        listed = admin.list_consumer_groups(states={ConsumerGroupState.STABLE}).result(timeout=10)
+        assert group in {g.group_id for g in listed.valid}
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        assert desc.state == ConsumerGroupState.STABLE and desc.partition_assignor == "range"
+        (m,) = desc.members
+        assert [tp.partition for tp in m.assignment.topic_partitions] == [0]
+        # A group with members cannot be deleted.
+        with pytest.raises(confluent_kafka.KafkaException) as exc:
+            admin.delete_consumer_groups([group])[group].result(timeout=10)
+        assert exc.value.args[0].code() == confluent_kafka.KafkaError.NON_EMPTY_GROUP
+    finally:
+        member.close()
+    _consume_and_commit(gbroker.bootstrap, group, topic_name, 4)
+    offsets = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [confluent_kafka.TopicPartition(topic_name, 0)])])[group].result(10)
+    assert [(tp.partition, tp.offset) for tp in offsets.topic_partitions] == [(0, 4)]
+    admin.delete_consumer_groups([group])[group].result(timeout=10)
+    listed = admin.list_consumer_groups().result(timeout=10)
+    assert group not in {g.group_id for g in listed.valid}
+    offsets = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [confluent_kafka.TopicPartition(topic_name, 0)])])[group].result(10)
+    assert [(tp.partition, tp.offset) for tp in offsets.topic_partitions] == [(0, confluent_kafka.OFFSET_INVALID)]

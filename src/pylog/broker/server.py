@@ -206,10 +206,12 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         # Wake long polls so that they answer now with what they have.
         self.waiters.notify_all()
+        # Before the connections: parked JoinGroup/SyncGroup requests are answered now
+        # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
+        # are appended first.
+        await self.groups.shutdown()
         conns = list(self.connections)
         await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
-        self.groups.close()
-        await self.groups.wait_closed()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.log_manager.shutdown)
         self.io.shutdown()

@@ -127,21 +127,25 @@ class GroupService:
         if topic is not None:
             self._host(topic)
 
-    def close(self) -> None:
-        """Stop timers and appenders (the logs close after this); parked requests are
-        answered with NOT_COORDINATOR."""
+    async def shutdown(self) -> None:
+        """Stop for a broker shutdown (before the logs close): new group requests get
+        COORDINATOR_NOT_AVAILABLE, timers stop, writes already queued are appended (their
+        requests are answered), then parked joins and syncs get NOT_COORDINATOR."""
         self._closed = True
         for shard in self._shards.values():
             if shard.timer is not None:
                 shard.timer.cancel()
+                shard.timer = None
+        appenders = [s.appender for s in self._shards.values() if s.appender is not None]
+        if appenders:
+            await asyncio.gather(*appenders, return_exceptions=True)
+        for shard in self._shards.values():
             shard.coordinator.unload()
-            for w in shard.queue:
+            for w in [*shard.queue, *shard.coordinator.take_writes()]:
                 w.fail(errors.NotCoordinatorError.code)
             shard.queue.clear()
         for task in list(self._tasks):
             task.cancel()
-
-    async def wait_closed(self) -> None:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
@@ -163,8 +167,14 @@ class GroupService:
     async def _load(self, shard: _Shard, partition: Any) -> None:
         coord = shard.coordinator
         started = self.broker.clock.monotonic()
-        records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
-                                                   partition.log)
+        try:
+            records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
+                                                       partition.log)
+        except (OSError, logcore.LogcoreError) as exc:
+            # The partition stays loading (its groups get COORDINATOR_LOAD_IN_PROGRESS), as
+            # Kafka leaves a partition whose load failed; the log says why.
+            log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
+            return
         replayed = 0
         for key, value in records:
             if key is None:
@@ -238,14 +248,13 @@ class GroupService:
 
     def drive(self, shard: _Shard) -> None:
         """Take the coordinator's writes into the appender and re-arm its timer."""
-        if self._closed:
-            return
         writes = shard.coordinator.take_writes()
         if writes:
             shard.queue.extend(writes)
             if shard.appender is None or shard.appender.done():
                 shard.appender = self._spawn(self._append_loop(shard))
-        self._arm(shard)
+        if not self._closed:
+            self._arm(shard)
 
     def _arm(self, shard: _Shard) -> None:
         deadline = shard.coordinator.next_deadline_ms()
