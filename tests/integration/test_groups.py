@@ -123,10 +123,16 @@ class _Member:
         assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                     "sticky": StickyPartitionAssignor}[self.assignor]
         c = kafka.KafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
+            bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, enable_auto_commit=False,
             partition_assignment_strategy=[assignor], request_timeout_ms=SESSION_MS + 5000,
         )
+        # The topic's metadata first: a kafka-python 3.0.12 leader that assigned before it
+        # knew the topic rejoins when the metadata arrives, and in about one run in five
+        # that rejoin left it stuck after a SyncGroup the broker answered with NONE (no
+        # more heartbeats; the client never applied the assignment).
+        c.partitions_for_topic(self.topic)
+        c.subscribe([self.topic])
         try:
             while not self.stop.is_set():
                 c.poll(50)
