@@ -375,3 +375,97 @@ def test_admin_lists_describes_and_deletes_groups(gbroker: BrokerProcess, topic_
     offsets = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [confluent_kafka.TopicPartition(topic_name, 0)])])[group].result(10)
     assert [(tp.partition, tp.offset) for tp in offsets.topic_partitions] == [(0, confluent_kafka.OFFSET_INVALID)]
+
+
+def test_two_groups_each_get_every_message(gbroker: BrokerProcess, topic_name: str) -> None:
+    _create_topic(gbroker.bootstrap, topic_name, 1)
+    _produce(gbroker.bootstrap, topic_name, 20, 1)
+    for group in (f"g1-{topic_name}", f"g2-{topic_name}"):
+        assert _consume_and_commit(gbroker.bootstrap, group, topic_name, 20) == list(range(20))
+
+
+_KILLED_MEMBER = """
+import sys, confluent_kafka
+c = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                              "session.timeout.ms": int(sys.argv[4]), "heartbeat.interval.ms": 200})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.05)
+"""
+
+
+def test_a_killed_member_loses_its_partitions_within_the_session_timeout(
+        gbroker: BrokerProcess, topic_name: str, tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    _create_topic(gbroker.bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    script = tmp_path / "member.py"
+    script.write_text(_KILLED_MEMBER)
+    proc = subprocess.Popen([sys.executable, str(script), gbroker.bootstrap, group, topic_name, str(SESSION_MS)])
+    member = _Member("confluent", gbroker.bootstrap, group, topic_name, "range")
+    try:
+        _wait(lambda: len(member.assignment) == PARTITIONS // 2, "the two members to share the topic",
+              state=lambda: sorted(member.assignment))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        killed = time.monotonic()
+        _wait(lambda: _balanced([member]), "the survivor to get every partition", state=lambda: sorted(member.assignment))
+        # The session timeout, plus a rebalance, with a wide margin for a loaded machine.
+        assert time.monotonic() - killed < SESSION_MS / 1000 + 8
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        member.close()
+
+
+def test_a_static_member_rejoins_without_a_rebalance(gbroker: BrokerProcess, topic_name: str) -> None:
+    _create_topic(gbroker.bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    events: list[tuple[str, list[int]]] = []
+    stop = threading.Event()
+    conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": group, "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": "range"}
+
+    def static_b() -> None:
+        c = confluent_kafka.Consumer({**conf, "group.instance.id": "b"})
+        c.subscribe([topic_name],
+                    on_assign=lambda _c, tps: events.append(("assign", sorted(tp.partition for tp in tps))),
+                    on_revoke=lambda _c, tps: events.append(("revoke", sorted(tp.partition for tp in tps))))
+        try:
+            while not stop.is_set():
+                c.poll(0.05)
+        finally:
+            c.close()
+
+    def static_a() -> Any:
+        c = confluent_kafka.Consumer({**conf, "group.instance.id": "a"})
+        c.subscribe([topic_name])
+        return c
+
+    thread = threading.Thread(target=static_b, daemon=True)
+    a = static_a()
+    thread.start()
+    try:
+        def a_has_half() -> bool:
+            a.poll(0.05)
+            return len(a.assignment()) == PARTITIONS // 2
+        _wait(a_has_half, "the two static members to share the topic")
+        _wait(lambda: events and events[-1][0] == "assign" and len(events[-1][1]) == PARTITIONS // 2,
+              "b's assignment", state=lambda: events)
+        before = list(events)
+        owned = sorted(tp.partition for tp in a.assignment())
+        # A static member's close sends no LeaveGroup: the same instance id comes back with a
+        # new member id within the session timeout and gets its partitions, no rebalance.
+        a.close()
+        a = static_a()
+        _wait(lambda: (a.poll(0.05), sorted(tp.partition for tp in a.assignment()))[1] == owned,
+              "the returning static member's partitions")
+        time.sleep(1.0)
+        assert events == before, events
+    finally:
+        a.close()
+        stop.set()
+        thread.join(20)
