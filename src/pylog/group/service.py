@@ -155,14 +155,16 @@ class GroupService:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _host(self, topic: Any) -> None:
+    def _host(self, topic: Any) -> list[asyncio.Task[Any]]:
+        loads = []
         for p in topic.partitions:
             if p.index in self._shards:
                 continue
             coord = GroupCoordinator(self.broker.clock, self.config)
             coord.begin_load()
             shard = self._shards[p.index] = _Shard(p.index, coord)
-            self._spawn(self._load(shard, p))
+            loads.append(self._spawn(self._load(shard, p)))
+        return loads
 
     async def _load(self, shard: _Shard, partition: Any) -> None:
         coord = shard.coordinator
@@ -203,6 +205,11 @@ class GroupService:
                     self.broker.config["offsets.topic.replication.factor"],
                     offsets_topic_configs(self.broker.config))
                 log.info("created %s (%d partitions)", GROUP_METADATA_TOPIC_NAME, self.num_partitions)
+                # Empty partitions load at once: wait, so that the client's next request
+                # (JoinGroup, OffsetFetch) does not get COORDINATOR_LOAD_IN_PROGRESS.
+                loads = self._host(topic)
+                if loads:
+                    await asyncio.gather(*loads)
             self._host(topic)
             return topic
 

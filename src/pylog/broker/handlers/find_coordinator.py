@@ -1,7 +1,9 @@
 """FindCoordinator (key 10), versions 0-4 (v4: several keys in one request, KIP-699).
 
 Key type 0 (group): this node coordinates every group (it leads every partition of
-``__consumer_offsets``); the topic is created here on first use, as Kafka's broker does.
+``__consumer_offsets``); the topic is created here on first use. Kafka's broker asks its
+controller to create it and answers COORDINATOR_NOT_AVAILABLE meanwhile (the client
+retries); a single node creates it at once and answers with itself.
 Key type 1 (transaction): refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED until
 transactions exist (the code InitProducerId and Produce use for transactional requests,
 fatal for clients, rather than a retriable code they would spin on). Other key types:
