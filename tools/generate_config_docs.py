@@ -40,7 +40,7 @@ LONG_MAX = 2**63 - 1
 _CLEANER = ("Governs compacted topics only, which cannot be created yet (no log cleaner): "
             "accepted and validated, no effect, as Kafka ignores it for delete-policy topics.")
 _DEPRECATED = "Deprecated in Kafka 3.x, removed in 4.0: accepted with a logged warning and ignored"
-_GROUPS = "No group or transaction coordinator yet: accepted and validated, has no effect."
+_TXN = "No transaction coordinator yet: accepted and validated, has no effect."
 PYLOG_NOTES: dict[str, str] = {
     # broker
     "node.id": "Honoured: the broker's id in Metadata and in `meta.properties`.",
@@ -106,11 +106,23 @@ PYLOG_NOTES: dict[str, str] = {
     "queued.max.request.bytes": "Honoured: bytes of requests being read or queued, broker-wide; "
     "a connection over its share is not read until its responses drain.",
     "connections.max.idle.ms": "Honoured: idle connections are closed after this long.",
-    "offsets.topic.replication.factor": _GROUPS,
-    "offsets.topic.num.partitions": _GROUPS,
-    "transaction.state.log.replication.factor": _GROUPS,
-    "transaction.state.log.min.isr": _GROUPS,
-    "group.initial.rebalance.delay.ms": _GROUPS,
+    "offsets.topic.replication.factor": "Single node: must be 1 (refused otherwise when the topic is created).",
+    "offsets.topic.num.partitions": ("Honoured: `__consumer_offsets` is created with this many partitions on "
+                                     "the first FindCoordinator; a group's partition is Kafka's "
+                                     "`abs(hashCode(group.id)) % n`. Changing it later strands existing groups."),
+    "offsets.topic.segment.bytes": ("Honoured: `segment.bytes` of `__consumer_offsets` at its creation. The "
+                                    "topic is `cleanup.policy=compact`, but there is no log cleaner yet: it is "
+                                    "not compacted and grows with every commit."),
+    "transaction.state.log.replication.factor": _TXN,
+    "transaction.state.log.min.isr": _TXN,
+    "group.initial.rebalance.delay.ms": "Honoured by the group coordinator.",
+    "group.min.session.timeout.ms": "Honoured: JoinGroup below it gets INVALID_SESSION_TIMEOUT.",
+    "group.max.session.timeout.ms": "Honoured: JoinGroup above it gets INVALID_SESSION_TIMEOUT.",
+    "group.max.size": "Honoured: members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "offsets.retention.minutes": "Honoured: offsets of an empty group expire this long after it emptied "
+                                 "(or after the commit, for groups without members).",
+    "offsets.retention.check.interval.ms": "Honoured: how often the coordinator looks for expired offsets.",
+    "offset.metadata.max.bytes": "Honoured: larger commit metadata gets OFFSET_METADATA_TOO_LARGE.",
     # topic
     "cleanup.policy": "`delete` is honoured (time and size retention); `compact` is refused "
     "with INVALID_CONFIG until the log cleaner exists.",

@@ -234,10 +234,13 @@ def test_unsupported_versions(conn, topic_name) -> None:
     del Response
 
 
-def test_api_versions_advertises_exactly_issue_4(conn) -> None:
+def test_api_versions_advertises_exactly_issues_4_and_7(conn) -> None:
     assert conn.versions == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
         21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+        # issue 7: consumer groups
+        8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
+        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
     }
 
 

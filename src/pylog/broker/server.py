@@ -26,6 +26,7 @@ from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig
+from pylog.group.service import GroupService
 from pylog.log import LogManager
 
 log = logging.getLogger("pylog.broker")
@@ -76,6 +77,8 @@ class Broker:
         # may block, cold reads, topic and retention file work); see io_threads.
         self.io = IoThreads(config["num.io.threads"])
         self.executor = self.io.executor
+        # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
+        self.groups = GroupService(self)
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -138,6 +141,9 @@ class Broker:
             request_class(key)
             response_class(key)
 
+        # Loads __consumer_offsets in the background when it exists (group requests get
+        # COORDINATOR_LOAD_IN_PROGRESS until their partition is loaded).
+        await self.groups.start()
         for listener, lst in zip(self.config.listeners, self.servers, strict=True):
             lst.start()
             log.info("listening on %s://%s:%d", listener.name, *lst.address)
@@ -200,6 +206,10 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         # Wake long polls so that they answer now with what they have.
         self.waiters.notify_all()
+        # Before the connections: parked JoinGroup/SyncGroup requests are answered now
+        # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
+        # are appended first.
+        await self.groups.shutdown()
         conns = list(self.connections)
         await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
         loop = asyncio.get_running_loop()

@@ -3,7 +3,7 @@
 ``ADVERTISED`` is what ApiVersions lists; ``SUPPORTED`` is what the broker accepts on use.
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
 compression when Produce v0 is in the broker's range, KAFKA-18659) but refused with
-UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Groups, transactions, SASL
+UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Transactions, SASL
 and ACLs are not listed until they work: clients use the newest advertised version, so
 everything advertised must be implemented.
 
@@ -129,6 +129,18 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # Consumer groups (Kafka's classic protocol): pylog.group and its handlers.
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

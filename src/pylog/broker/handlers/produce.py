@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import logcore
 from pylog import errors
 from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
+from pylog.log.internal_topics import is_internal
 from pylog.protocol.messages import ProduceResponse
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ _NEVER = 2**63 - 1  # flush.messages / flush.ms unset (Long.MAX_VALUE)
 _ATTR_CONTROL = 0x20
 
 
-class _PartitionError(Exception):
+class AppendError(Exception):
+    """A partition append refused with Kafka error ``code`` (and per-record errors)."""
+
     def __init__(self, code: int, message: str, record_errors: list[Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
@@ -89,32 +92,32 @@ def _check_shape(records: Any) -> None:
     """Exactly one magic-2 batch, not control, not transactional (from the header only)."""
     n = len(records)
     if n == 0:
-        raise _PartitionError(errors.InvalidRecordError.code,
+        raise AppendError(errors.InvalidRecordError.code,
                               "Produce requests must contain exactly one record batch per partition")
     if n < _HEADER_SIZE:
-        raise _PartitionError(errors.CorruptMessageError.code,
+        raise AppendError(errors.CorruptMessageError.code,
                               f"record set of {n} bytes is shorter than a batch header")
     magic = records[16]
     if magic != 2:
-        raise _PartitionError(
+        raise AppendError(
             errors.InvalidRecordError.code,
             f"Produce requests with version 3+ may only contain record batches with magic 2 (got {magic})")
     (batch_length,) = _BATCH_LENGTH.unpack_from(records, 8)
     size = 12 + batch_length
     if size > n:
-        raise _PartitionError(errors.CorruptMessageError.code,
+        raise AppendError(errors.CorruptMessageError.code,
                               f"batch declares {size} bytes, the record set has {n}")
     if size < n:
-        raise _PartitionError(errors.InvalidRecordError.code,
+        raise AppendError(errors.InvalidRecordError.code,
                               "Produce requests with version 3+ must contain exactly one record batch per partition")
     (attributes,) = _ATTRIBUTES.unpack_from(records, 21)
     if attributes & _ATTR_CONTROL:
-        raise _PartitionError(errors.InvalidRecordError.code, "Clients may not write control batches")
+        raise AppendError(errors.InvalidRecordError.code, "Clients may not write control batches")
     if attributes & _ATTR_TRANSACTIONAL:
-        raise _PartitionError(errors.InvalidRecordError.code, "transactional batches are not supported yet")
+        raise AppendError(errors.InvalidRecordError.code, "transactional batches are not supported yet")
 
 
-def _timestamp_error(exc: logcore.InvalidTimestampError) -> _PartitionError:
+def _timestamp_error(exc: logcore.InvalidTimestampError) -> AppendError:
     """INVALID_TIMESTAMP with Kafka's per-record errors (``batch_index`` = the record's
     index in the one batch), from the offending records logcore found on its error path."""
     low, high = exc.low, exc.high
@@ -128,22 +131,22 @@ def _timestamp_error(exc: logcore.InvalidTimestampError) -> _PartitionError:
     ]
     if not bad:  # not raised by the timestamp check itself: still name the batch
         bad.append(_R.BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=str(exc)))
-    return _PartitionError(errors.InvalidTimestampError.code,
+    return AppendError(errors.InvalidTimestampError.code,
                            "One or more records have been rejected due to invalid timestamp", bad)
 
 
-def _too_large(partition: Any, exc: logcore.RecordTooLargeError) -> _PartitionError:
+def _too_large(partition: Any, exc: logcore.RecordTooLargeError) -> AppendError:
     """MESSAGE_TOO_LARGE for a batch over ``max.message.bytes`` (checked first, in
     validation), RECORD_LIST_TOO_LARGE for one that passed it but cannot fit in a segment
     (Kafka's ``UnifiedLog.append`` throws RecordBatchTooLargeException after validation)."""
     size = exc.size
     config = partition.config
     if size is not None and size <= config["max.message.bytes"] and size > config["segment.bytes"]:
-        return _PartitionError(
+        return AppendError(
             errors.RecordListTooLargeError.code,
             f"The record batch of {size} bytes is larger than the segment size "
             f"segment.bytes={config['segment.bytes']} of {partition.topic}-{partition.index}")
-    return _PartitionError(errors.MessageTooLargeError.code, str(exc))
+    return AppendError(errors.MessageTooLargeError.code, str(exc))
 
 
 def _recompress(records: Any, codec: str) -> Any:
@@ -162,7 +165,7 @@ def _recompress(records: Any, codec: str) -> Any:
             builder.append(rec.value, key=rec.key, timestamp_ms=rec.timestamp, headers=rec.headers)
         return builder.build()
     except logcore.CorruptRecordError as exc:
-        raise _PartitionError(errors.CorruptMessageError.code, str(exc)) from None
+        raise AppendError(errors.CorruptMessageError.code, str(exc)) from None
 
 
 def _append_now(partition: Any, records: Any, acks: int) -> Any:
@@ -170,7 +173,7 @@ def _append_now(partition: Any, records: Any, acks: int) -> Any:
     runs on an I/O thread unless ``_inline`` allows the loop."""
     config = partition.config
     if acks == -1 and config["min.insync.replicas"] > 1:
-        raise _PartitionError(
+        raise AppendError(
             errors.NotEnoughReplicasError.code,
             f"The size of the current ISR 1 is insufficient to satisfy the min.isr requirement of "
             f"{config['min.insync.replicas']} for partition {partition.topic}-{partition.index}",
@@ -187,7 +190,7 @@ def _append_now(partition: Any, records: Any, acks: int) -> Any:
         raise _too_large(partition, exc) from None
     except (logcore.CorruptRecordError, logcore.LogDirError,
             logcore.InvalidProducerEpochError, logcore.OutOfOrderSequenceError) as exc:
-        raise _PartitionError(errors.code_for_exception(exc), str(exc)) from None
+        raise AppendError(errors.code_for_exception(exc), str(exc)) from None
 
 
 def _inline(partition: Any, records: Any) -> bool:
@@ -204,9 +207,15 @@ def _inline(partition: Any, records: Any) -> bool:
     return bool(partition.log.active_segment.size + n <= config["segment.bytes"])
 
 
-async def _append(ctx: RequestContext, partition: Any, records: Any, acks: int) -> Any:
+async def append_records(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
+    """Append one record batch to ``partition`` the way Produce does (steps 2-6 above):
+    the one partition-append path, also used by the group coordinator for
+    ``__consumer_offsets`` (so that what covers Produce, e.g. replication later, covers it).
+
+    Returns logcore's ``LogAppendInfo``. Raises ``AppendError`` (``.code``: Kafka's error).
+    """
     key = (partition.topic, partition.index)
-    io = ctx.broker.io
+    io = broker.io
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
     if not io.busy(key) and _inline(partition, records):
@@ -214,7 +223,7 @@ async def _append(ctx: RequestContext, partition: Any, records: Any, acks: int) 
     else:
         info = await io.run_ordered(key, _append_now, partition, records, acks)
     if not info.duplicate:
-        ctx.broker.waiters.notify(key)
+        broker.waiters.notify(key)
     return info
 
 
@@ -226,9 +235,14 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         resp.error_message = "This server does not host this topic-partition."
         return resp
     partition = topic.partitions[pd.index]
+    if is_internal(topic.name):
+        # Kafka's ReplicaManager: only the coordinators append to their topics.
+        resp.error_code = errors.InvalidTopicError.code
+        resp.error_message = f"Cannot append to internal topic {topic.name}"
+        return resp
     try:
-        info = await _append(ctx, partition, pd.records if pd.records is not None else b"", acks)
-    except _PartitionError as exc:
+        info = await append_records(ctx.broker, partition, pd.records if pd.records is not None else b"", acks)
+    except AppendError as exc:
         resp.error_code = exc.code
         resp.error_message = str(exc)
         resp.record_errors = exc.record_errors

@@ -14,10 +14,13 @@ def test_api_key_names_match_the_specs() -> None:
         assert key.name.replace("_", "") == spec[: -len("Request")].upper()
 
 
-def test_advertised_table_is_issue_4() -> None:
+def test_advertised_table_is_issue_4_and_7() -> None:
     assert ADVERTISED == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
         21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
+        # issue 7: consumer groups (classic protocol)
+        8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
+        15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
     }
 
 
@@ -28,7 +31,8 @@ def test_produce_0_to_2_advertised_but_not_served() -> None:
     }
     assert not apis.is_supported(0, 2) and apis.is_supported(0, 3)
     assert apis.is_supported(0, 2, ADVERTISED)
-    assert not apis.is_supported(8, 0)  # OffsetCommit: groups come later
+    assert not apis.is_supported(8, 1) and apis.is_supported(8, 2)  # OffsetCommit 2-9
+    assert not apis.is_supported(24, 0)  # AddPartitionsToTxn: transactions come later
 
 
 def test_advertised_versions_exist_in_the_schemas() -> None:

@@ -1,0 +1,47 @@
+"""Helpers shared by the group handlers (FindCoordinator, JoinGroup, ... OffsetDelete).
+
+The rules are in the coordinator (``pylog.group``); these handlers translate requests into
+its calls and its results into responses, through ``broker.groups`` (``GroupService``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.group.results import Pending
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+    from pylog.group.coordinator import GroupCoordinator
+
+COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code
+
+
+def coordinator(ctx: RequestContext, group_id: str | None) -> GroupCoordinator | None:
+    """The coordinator of ``group_id``; None when ``__consumer_offsets`` does not exist yet
+    (answer COORDINATOR_NOT_AVAILABLE: the client then asks FindCoordinator, which creates it)."""
+    return ctx.broker.groups.coordinator(group_id or "")
+
+
+async def wait(ctx: RequestContext, coord: GroupCoordinator, pending: Pending[Any]) -> Any:
+    """Drive the coordinator's writes and timer, then the result of ``pending``."""
+    return await ctx.broker.groups.wait(coord, pending)
+
+
+def driven(ctx: RequestContext, coord: GroupCoordinator, result: Any) -> Any:
+    """For calls answered at once: drive the coordinator (they may have scheduled timers or
+    writes), return ``result``."""
+    ctx.broker.groups.after_call(coord)
+    return result
+
+
+def client_host(ctx: RequestContext) -> str:
+    """The member's host as Kafka reports it (``/`` + address)."""
+    host = ctx.peer.rsplit(":", 1)[0]
+    return "/" + host.strip("[]")
+
+
+def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    t = ctx.broker.log_manager.topics.get(topic)
+    return t is not None and 0 <= partition < len(t.partitions)

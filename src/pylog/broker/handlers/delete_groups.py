@@ -1,0 +1,39 @@
+"""DeleteGroups (key 42), versions 0-2: delete empty groups with their offsets
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); answered once the tombstones are in the log."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from pylog.broker.handlers import _groups
+from pylog.protocol.apis import ADVERTISED, ApiKey
+from pylog.protocol.messages import DeleteGroupsResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+
+API_KEY = ApiKey.DELETE_GROUPS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
+
+_R = DeleteGroupsResponse
+
+
+async def _delete(ctx: RequestContext, gid: str) -> int:
+    coord = _groups.coordinator(ctx, gid)
+    if coord is None:
+        return _groups.COORDINATOR_NOT_AVAILABLE
+    ((_, code),) = await _groups.wait(ctx, coord, coord.delete_groups([gid]))
+    return int(code)
+
+
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    names = list(request.groups_names)
+    codes = await asyncio.gather(*(_delete(ctx, gid) for gid in names))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        _R.DeletableGroupResult(group_id=gid, error_code=code) for gid, code in zip(names, codes, strict=True)])
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        _R.DeletableGroupResult(group_id=gid, error_code=code) for gid in request.groups_names])

@@ -1,0 +1,47 @@
+"""DescribeGroups (key 15), versions 0-5: state, protocol and members (with their
+metadata and assignments) of each named group; an unknown group is described as Dead."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pylog.broker.handlers import _groups
+from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
+from pylog.protocol.apis import ADVERTISED, ApiKey
+from pylog.protocol.messages import DescribeGroupsResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
+
+_R = DescribeGroupsResponse
+
+
+def _error_group(gid: str, code: int) -> Any:
+    return _R.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data="",
+                             members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    out = []
+    for gid in request.groups:
+        coord = _groups.coordinator(ctx, gid)
+        if coord is None:
+            out.append(_error_group(gid, _groups.COORDINATOR_NOT_AVAILABLE))
+            continue
+        (g,) = coord.describe_groups([gid])
+        out.append(_R.DescribedGroup(
+            error_code=g.error_code, group_id=g.group_id, group_state=g.group_state,
+            protocol_type=g.protocol_type, protocol_data=g.protocol_data,
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            members=[_R.DescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host, member_metadata=m.member_metadata,
+                member_assignment=m.member_assignment) for m in g.members]))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_error_group(g, code) for g in request.groups])

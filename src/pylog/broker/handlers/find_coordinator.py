@@ -1,0 +1,76 @@
+"""FindCoordinator (key 10), versions 0-4 (v4: several keys in one request, KIP-699).
+
+Key type 0 (group): this node coordinates every group (it leads every partition of
+``__consumer_offsets``); the topic is created here on first use. Kafka's broker asks its
+controller to create it and answers COORDINATOR_NOT_AVAILABLE meanwhile (the client
+retries); a single node creates it at once and answers with itself.
+Key type 1 (transaction): refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED until
+transactions exist (the code InitProducerId and Produce use for transactional requests,
+fatal for clients, rather than a retriable code they would spin on). Other key types:
+INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.protocol.apis import ADVERTISED, ApiKey
+from pylog.protocol.messages import FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+
+API_KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
+
+log = logging.getLogger("pylog.broker.find_coordinator")
+
+_R = FindCoordinatorResponse
+GROUP, TRANSACTION = 0, 1
+
+
+async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
+    """(error code, message) for one key; 0 means this node."""
+    if key_type == TRANSACTION:
+        return (errors.TransactionalIdAuthorizationFailedError.code, "transactions are not supported yet")
+    if key_type != GROUP:
+        return errors.InvalidRequestError.code, f"unknown coordinator key type {key_type}"
+    try:
+        await ctx.broker.groups.ensure_topic()
+    except errors.ApiError as exc:
+        log.error("cannot create __consumer_offsets: %s", exc)
+        return errors.CoordinatorNotAvailableError.code, str(exc)
+    return 0, None
+
+
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    host, port = ctx.broker.advertised()
+    node = ctx.broker.node_id
+    if ctx.api_version >= 4:
+        out = []
+        for key in request.coordinator_keys:
+            code, message = await _find(ctx, key, request.key_type)
+            if code:
+                out.append(_R.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                                          error_message=message))
+            else:
+                out.append(_R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=0,
+                                          error_message=None))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
+    key_type = request.key_type if ctx.api_version >= 1 else GROUP
+    code, message = await _find(ctx, request.key, key_type)
+    if code:
+        return error_response(ctx, request, code, message or "")
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=0, error_message=None, node_id=node,
+                                   host=host, port=port)
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            _R.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+            for k in request.coordinator_keys])
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message, node_id=-1,
+                                   host="", port=-1)

@@ -1,0 +1,316 @@
+"""The asyncio glue between the broker and the sans-IO group coordinators.
+
+``GroupService`` (one per broker, ``broker.groups``) hosts one ``GroupCoordinator`` per
+``__consumer_offsets`` partition (a single node leads them all) and drives them:
+
+- the topic is created on the first FindCoordinator (as Kafka does), with
+  ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
+  ``offsets.topic.segment.bytes``; when it exists at start, every partition is loaded
+  (``begin_load``, ``replay`` of each record from log start to end, read on an I/O thread,
+  ``complete_load``), and requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile;
+- after every call into a coordinator, ``drive`` takes its writes and appends them, in
+  order, through the partition-append path Produce uses (``append_records``), then reports
+  each with ``complete()`` or ``fail(code)``; one appender task per partition keeps the
+  order (a write is appended only after the previous one is settled);
+- one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``.
+
+Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
+(an I/O thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import TYPE_CHECKING, Any
+
+import logcore
+from pylog import errors
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+
+from .config import GroupCoordinatorConfig, partition_for
+from .coordinator import GroupCoordinator
+from .records import CoordinatorRecordError
+from .results import Pending, Write
+
+if TYPE_CHECKING:
+    from pylog.broker.server import Broker
+    from pylog.config import BrokerConfig
+
+log = logging.getLogger("pylog.group")
+
+# Bytes read per step while loading a partition.
+_LOAD_READ_BYTES = 4 * 1024 * 1024
+
+
+def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
+    """The coordinator's settings from the broker's (Kafka's names, see pylog.config)."""
+    return GroupCoordinatorConfig(
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        max_size=config["group.max.size"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+    )
+
+
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, Any]:
+    """Topic configs ``__consumer_offsets`` is created with (Kafka's
+    ``GroupCoordinator.groupMetadataTopicConfigs``: compacted, small segments, the
+    producer's codec kept)."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+        "compression.type": "producer",
+    }
+
+
+def _read_partition(plog: Any) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of a ``__consumer_offsets`` partition, from log start to end, as (key,
+    value) pairs (blocking: an I/O thread). Control batches are skipped."""
+    out: list[tuple[bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        region = plog.read(offset, _LOAD_READ_BYTES, min_one_batch=True)
+        if region.size == 0:
+            break
+        data = region.read()
+        last = offset - 1
+        for batch in logcore.iter_batches(data):
+            last = batch.last_offset
+            if batch.is_control:
+                continue
+            for rec in batch:
+                if rec.offset >= offset:
+                    out.append((rec.key, rec.value))
+        if last < offset:
+            break
+        offset = last + 1
+    return out
+
+
+class _Shard:
+    """One hosted partition: its coordinator, its appender queue and its timer."""
+
+    def __init__(self, index: int, coordinator: GroupCoordinator) -> None:
+        self.index = index
+        self.coordinator = coordinator
+        self.queue: collections.deque[Write] = collections.deque()
+        self.appender: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_deadline: int | None = None
+
+
+class GroupService:
+    """The broker's group coordinators. See the module docstring."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = coordinator_config(broker.config)
+        self.num_partitions = self.config.offsets_topic_num_partitions
+        self._shards: dict[int, _Shard] = {}
+        self._create_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the coordinators of an existing ``__consumer_offsets`` (in the background:
+        requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS)."""
+        topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
+        if topic is not None:
+            self._host(topic)
+
+    async def shutdown(self) -> None:
+        """Stop for a broker shutdown (before the logs close): new group requests get
+        COORDINATOR_NOT_AVAILABLE, timers stop, writes already queued are appended (their
+        requests are answered), then parked joins and syncs get NOT_COORDINATOR."""
+        self._closed = True
+        for shard in self._shards.values():
+            if shard.timer is not None:
+                shard.timer.cancel()
+                shard.timer = None
+        appenders = [s.appender for s in self._shards.values() if s.appender is not None]
+        if appenders:
+            await asyncio.gather(*appenders, return_exceptions=True)
+        for shard in self._shards.values():
+            shard.coordinator.unload()
+            for w in [*shard.queue, *shard.coordinator.take_writes()]:
+                w.fail(errors.NotCoordinatorError.code)
+            shard.queue.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _host(self, topic: Any) -> list[asyncio.Task[Any]]:
+        loads = []
+        for p in topic.partitions:
+            if p.index in self._shards:
+                continue
+            coord = GroupCoordinator(self.broker.clock, self.config)
+            coord.begin_load()
+            shard = self._shards[p.index] = _Shard(p.index, coord)
+            loads.append(self._spawn(self._load(shard, p)))
+        return loads
+
+    async def _load(self, shard: _Shard, partition: Any) -> None:
+        coord = shard.coordinator
+        started = self.broker.clock.monotonic()
+        try:
+            records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
+                                                       partition.log)
+        except (OSError, logcore.LogcoreError) as exc:
+            # The partition stays loading (its groups get COORDINATOR_LOAD_IN_PROGRESS), as
+            # Kafka leaves a partition whose load failed; the log says why.
+            log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
+            return
+        replayed = 0
+        for key, value in records:
+            if key is None:
+                continue  # not a coordinator record (Kafka skips keyless records too)
+            try:
+                coord.replay(key, value)
+            except CoordinatorRecordError as exc:
+                log.error("%s-%d: skipping an unreadable record while loading: %s",
+                          partition.topic, partition.index, exc)
+                continue
+            replayed += 1
+        coord.complete_load()
+        if replayed:
+            log.info("loaded %d records of %s-%d (%d groups) in %.3f s", replayed, partition.topic,
+                     partition.index, len(coord.group_ids()), self.broker.clock.monotonic() - started)
+        self.drive(shard)
+
+    async def ensure_topic(self) -> Any:
+        """The ``__consumer_offsets`` topic, created (and hosted) on first use."""
+        manager = self.broker.log_manager
+        async with self._create_lock:
+            topic = manager.topics.get(GROUP_METADATA_TOPIC_NAME)
+            if topic is None:
+                topic = await manager.create_topic_async(
+                    self.broker.executor, GROUP_METADATA_TOPIC_NAME, self.num_partitions,
+                    self.broker.config["offsets.topic.replication.factor"],
+                    offsets_topic_configs(self.broker.config))
+                log.info("created %s (%d partitions)", GROUP_METADATA_TOPIC_NAME, self.num_partitions)
+                # Empty partitions load at once: wait, so that the client's next request
+                # (JoinGroup, OffsetFetch) does not get COORDINATOR_LOAD_IN_PROGRESS.
+                loads = self._host(topic)
+                if loads:
+                    await asyncio.gather(*loads)
+            self._host(topic)
+            return topic
+
+    # ------------------------------------------------------------------ lookup
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def coordinator(self, group_id: str) -> GroupCoordinator | None:
+        """The coordinator hosting ``group_id``; None when ``__consumer_offsets`` does not
+        exist yet (the caller answers COORDINATOR_NOT_AVAILABLE, the client asks
+        FindCoordinator, which creates it)."""
+        shard = self._shards.get(self.partition_for(group_id))
+        return None if shard is None or self._closed else shard.coordinator
+
+    def coordinators(self) -> list[GroupCoordinator]:
+        return [s.coordinator for s in self._shards.values()]
+
+    def shard_of(self, coord: GroupCoordinator) -> _Shard:
+        for shard in self._shards.values():
+            if shard.coordinator is coord:
+                return shard
+        raise KeyError("not a hosted coordinator")
+
+    async def wait(self, coord: GroupCoordinator, pending: Pending[Any]) -> Any:
+        """Drive ``coord`` (its writes and timer), then wait for ``pending``."""
+        self.drive(self.shard_of(coord))
+        if pending.done:
+            return pending.result
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any) -> None:
+            if not fut.done():
+                fut.set_result(result)
+        pending.add_done_callback(done)
+        return await fut
+
+    def after_call(self, coord: GroupCoordinator) -> None:
+        """Call after any request method of ``coord`` that returned at once."""
+        self.drive(self.shard_of(coord))
+
+    # ------------------------------------------------------------------ driving
+
+    def drive(self, shard: _Shard) -> None:
+        """Take the coordinator's writes into the appender and re-arm its timer."""
+        writes = shard.coordinator.take_writes()
+        if writes:
+            shard.queue.extend(writes)
+            if shard.appender is None or shard.appender.done():
+                shard.appender = self._spawn(self._append_loop(shard))
+        if not self._closed:
+            self._arm(shard)
+
+    def _arm(self, shard: _Shard) -> None:
+        deadline = shard.coordinator.next_deadline_ms()
+        if deadline == shard.timer_deadline and shard.timer is not None:
+            return
+        if shard.timer is not None:
+            shard.timer.cancel()
+            shard.timer = None
+        shard.timer_deadline = deadline
+        if deadline is None:
+            return
+        now_ms = self.broker.clock.monotonic() * 1000
+        delay = max(deadline - now_ms, 0) / 1000.0
+        shard.timer = asyncio.get_running_loop().call_later(delay, self._fire, shard)
+
+    def _fire(self, shard: _Shard) -> None:
+        shard.timer = None
+        shard.timer_deadline = None
+        if self._closed:
+            return
+        shard.coordinator.tick()
+        self.drive(shard)
+
+    async def _append_loop(self, shard: _Shard) -> None:
+        from pylog.broker.handlers.produce import AppendError, append_records
+
+        topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
+        while shard.queue:
+            write = shard.queue.popleft()
+            code = 0
+            if topic is None or shard.index >= len(topic.partitions):
+                code = errors.NotCoordinatorError.code
+            else:
+                try:
+                    await append_records(self.broker, topic.partitions[shard.index], self._batch(write))
+                except AppendError as exc:
+                    code = exc.code
+                    log.warning("group %r: append to %s-%d failed: %s", write.group_id,
+                                GROUP_METADATA_TOPIC_NAME, shard.index, exc)
+            if code:
+                write.fail(code)
+            else:
+                write.complete()
+            # Completing a write may release answers that lead to more writes.
+            self.drive(shard)
+
+    def _batch(self, write: Write) -> bytes:
+        builder = logcore.BatchBuilder(compression="none")
+        now = self.broker.clock.time_ms()
+        for key, value in write.records:
+            builder.append(value, key=key, timestamp_ms=now)
+        return bytes(builder.build())
