@@ -285,3 +285,21 @@ def test_asyncio_back_pressure_times_out(new_broker, topic_name) -> None:
             await p.close(timeout=1)
 
     asyncio.run(asyncio.wait_for(go(), 60))
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def _doc_blocks() -> list[str]:
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_doc_blocks())))
+def test_docs_examples_run(broker, index, capsys) -> None:
+    """Every Python example of docs/client.md runs as written (against this test's broker)."""
+    code = _doc_blocks()[index].replace("127.0.0.1:9092", broker.bootstrap)
+    exec(compile(code, f"docs/client.md example {index}", "exec"), {"__name__": "__doc__"})

@@ -1,6 +1,6 @@
 """The asyncio consumer (``pylog.client.aio.Consumer``) and the core the blocking one shares.
 
-A pull consumer that controls its own position (the seeds' design): ``assign()`` partitions,
+A pull consumer that controls its own position (Kafka's consumer design): ``assign()`` partitions,
 optionally ``seek()``, then ``poll()`` records or ``poll_columns()`` numpy columns. A
 partition without a position gets one from ``auto.offset.reset`` (``earliest``: the log
 start offset, ``latest``: the end, ``none``: ``NoOffsetForPartitionError``); a position that
