@@ -24,12 +24,12 @@ Thread-safety: every method may be called from any thread, except that a blockin
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.client._future import RecordFuture
 from pylog.client._loop import LoopThread
 from pylog.client.aio.producer import ProducerCore, producer_settings
 from pylog.client.config import Resolved
@@ -76,8 +76,7 @@ class Producer:
 
     def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
              partition: int | None = None, timestamp_ms: int | None = None, *,
-             on_delivery: DeliveryCallback | None = None
-             ) -> concurrent.futures.Future[RecordMetadata]:
+             on_delivery: DeliveryCallback | None = None) -> RecordFuture:
         """Queue a record for ``topic``.
 
         Args:
@@ -90,7 +89,9 @@ class Producer:
                 thread when the record succeeded (error None) or failed.
 
         Returns:
-            A ``concurrent.futures.Future`` of the record's ``RecordMetadata``.
+            A future of the record's ``RecordMetadata`` (``result(timeout)``,
+            ``exception(timeout)``, ``done()``, ``add_done_callback(fn)``, as
+            ``concurrent.futures.Future``; one shared result per batch underneath).
 
         Raises:
             KafkaTimeoutError: no metadata for the topic or no room in ``buffer.memory``
@@ -107,16 +108,21 @@ class Producer:
         if info is None:
             info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
         p = core.place(info, rec, partition)
-        if not core.acc.reserve(rec.size, deadline - time.monotonic(), blocking=True):
-            raise KafkaTimeoutError(
-                f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
-                f"max.block.ms ({core.settings['max.block.ms']} ms)")
-        fut: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
-        fut.set_running_or_notify_cancel()
+        placed = core.append(rec, p, None)
+        if placed is None:  # buffer.memory is full: wait for room (max.block.ms in all)
+            if not core.acc.reserve(rec.size, deadline - time.monotonic(), blocking=True):
+                raise KafkaTimeoutError(
+                    f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
+                    f"max.block.ms ({core.settings['max.block.ms']} ms)")
+            placed = core.append(rec, p, None, reserved=True)
+            assert placed is not None
+        batch, index = placed
+        fut = RecordFuture(batch.result, index, topic, p, rec.timestamp,
+                           len(rec.key) if rec.key is not None else -1,
+                           len(rec.value) if rec.value is not None else -1)
         if on_delivery is not None:
-            fut.add_done_callback(lambda f: on_delivery(f.exception(),
-                                                        None if f.exception() else f.result()))
-        core.append(rec, p, fut)
+            fut.add_done_callback(lambda f: on_delivery(f.exception(0),
+                                                        None if f.exception(0) else f.result(0)))
         return fut
 
     def flush(self, timeout: float | None = None) -> None:

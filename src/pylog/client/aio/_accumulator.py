@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import logcore
+from pylog.client._future import BatchResult
 
 __all__ = ["PendingBatch", "RecordAccumulator", "estimate_size", "RECORD_OVERHEAD",
            "BATCH_OVERHEAD"]
@@ -49,11 +50,13 @@ def estimate_size(key: bytes | None, value: bytes | None,
 class PendingBatch:
     """One partition's batch: records until drained, then encoded bytes until answered.
 
-    ``futures[i]`` is completed with record i's ``RecordMetadata`` or error.
+    ``result`` is completed once for the whole batch (the blocking facade's
+    ``RecordFuture``s read it); ``futures[i]``, when not None, is completed with record i's
+    ``RecordMetadata`` or error (the asyncio face's per-record futures).
     """
 
     __slots__ = ("topic", "partition", "batch_id", "values", "keys", "timestamps", "headers",
-                 "futures", "size", "created", "attempts", "next_attempt", "data",
+                 "futures", "result", "has_futures", "size", "created", "attempts", "next_attempt", "data",
                  "base_sequence", "producer_id", "producer_epoch", "in_flight", "done")
 
     def __init__(self, topic: str, partition: int, batch_id: int, created: float) -> None:
@@ -65,6 +68,8 @@ class PendingBatch:
         self.timestamps: list[int] = []
         self.headers: list[list[tuple[str, bytes | None]] | None] | None = None
         self.futures: list[Any] = []
+        self.result = BatchResult()
+        self.has_futures = False
         self.size = BATCH_OVERHEAD
         self.created = created
         self.attempts = 0
@@ -152,23 +157,38 @@ class RecordAccumulator:
 
     def append(self, topic: str, partition: int, value: bytes | None, key: bytes | None,
                timestamp: int, headers: list[tuple[str, bytes | None]] | None, size: int,
-               future: Any, now: float) -> None:
-        """Add a record (its ``size`` already reserved) to the partition's open batch."""
+               future: Any, *, reserved: bool = False) -> tuple[PendingBatch, int] | None:
+        """Add a record to the partition's open batch, taking ``size`` bytes of memory.
+
+        Args:
+            future: a per-record future to complete, or None (use ``batch.result``).
+            reserved: the bytes were already taken with ``reserve``.
+
+        Returns:
+            (batch, index of the record in it), or None when ``buffer.memory`` has no room
+            (nothing was added; ``reserve`` and call again with ``reserved=True``).
+        """
         wake = False
         with self.lock:
+            if not reserved:
+                if self.used + size > self.buffer_memory:
+                    return None
+                self.used += size
             q = self.queues.get((topic, partition))
             if q is None:
                 q = self.queues[(topic, partition)] = collections.deque()
             batch = q[-1] if q else None
-            if batch is None or batch.data is not None or batch.size + size > self.batch_size and len(batch):
-                batch = PendingBatch(topic, partition, self.next_batch_id, now)
+            if batch is None or batch.data is not None or (
+                    batch.size + size > self.batch_size and len(batch)):
+                batch = PendingBatch(topic, partition, self.next_batch_id, time.monotonic())
                 self.next_batch_id += 1
                 self.incomplete[batch.batch_id] = batch
                 q.append(batch)
-                wake = len(q) == 1 or len(q) == 2  # first batch, or the previous one is full
+                wake = len(q) <= 2  # a first batch, or the previous one is now full
+            index = len(batch.values)
             if headers:
                 if batch.headers is None:
-                    batch.headers = [None] * len(batch.values)
+                    batch.headers = [None] * index
                 batch.headers.append(headers)
             elif batch.headers is not None:
                 batch.headers.append(None)
@@ -176,11 +196,14 @@ class RecordAccumulator:
             batch.keys.append(key)
             batch.timestamps.append(timestamp)
             batch.futures.append(future)
+            if future is not None:
+                batch.has_futures = True
             batch.size += size
             if batch.size >= self.batch_size:
                 wake = True
         if wake:
             self.on_ready()
+        return batch, index
 
     # ------------------------------------------------------------------ sender's side
 

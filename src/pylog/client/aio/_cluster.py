@@ -39,7 +39,7 @@ class PartitionInfo:
 
 
 class TopicInfo:
-    __slots__ = ("name", "error_code", "partitions", "topic_id", "is_internal")
+    __slots__ = ("name", "error_code", "partitions", "topic_id", "is_internal", "_available")
 
     def __init__(self, name: str, error_code: int, partitions: dict[int, PartitionInfo],
                  topic_id: Any, is_internal: bool) -> None:
@@ -48,14 +48,17 @@ class TopicInfo:
         self.partitions = partitions
         self.topic_id = topic_id
         self.is_internal = is_internal
+        # Immutable once built (a refresh builds a new TopicInfo): computed once, read by
+        # every keyless send.
+        self._available = [p for p, info in partitions.items() if info.leader >= 0]
 
     @property
     def num_partitions(self) -> int:
         return len(self.partitions)
 
     def available(self) -> list[int]:
-        """Partitions with a leader now."""
-        return [p for p, info in self.partitions.items() if info.leader >= 0]
+        """Partitions with a leader now (do not modify the list)."""
+        return self._available
 
 
 class Cluster:

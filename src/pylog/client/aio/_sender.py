@@ -376,22 +376,27 @@ class Sender:
         self._tp_in_flight[tp] -= 1
         self._retrying.discard(tp)
         b.in_flight = False
-        size_k = [len(k) if k is not None else -1 for k in b.keys]
-        for i, fut in enumerate(b.futures):
-            if fut.done():
-                continue
-            v = b.values[i]
-            fut.set_result(RecordMetadata(
-                b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
-                log_append_time if log_append_time >= 0 else b.timestamps[i],
-                size_k[i], len(v) if v is not None else -1))
+        if b.has_futures:
+            for i, fut in enumerate(b.futures):
+                if fut is None or fut.done():
+                    continue
+                k, v = b.keys[i], b.values[i]
+                fut.set_result(RecordMetadata(
+                    b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
+                    log_append_time if log_append_time >= 0 else b.timestamps[i],
+                    len(k) if k is not None else -1, len(v) if v is not None else -1))
+        result = b.result
         self._finish(b)
+        result.set(base_offset, log_append_time, None)
 
     def _fail(self, b: PendingBatch, exc: BaseException) -> None:
-        for fut in b.futures:
-            if not fut.done():
-                fut.set_exception(exc)
+        if b.has_futures:
+            for fut in b.futures:
+                if fut is not None and not fut.done():
+                    fut.set_exception(exc)
+        result = b.result
         self._finish(b)
+        result.set(-1, -1, exc)
 
     def _finish(self, b: PendingBatch) -> None:
         self.acc.release(b)

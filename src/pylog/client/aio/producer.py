@@ -126,6 +126,7 @@ class ProducerCore:
         self.max_record = min(settings["max.request.size"], settings["buffer.memory"])
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = -1
+        self._wake_pending = False
         self.closed = False
 
     def start(self) -> None:
@@ -140,11 +141,18 @@ class ProducerCore:
             return
         if threading.get_ident() == self._loop_thread:
             self.sender.wake()
-        else:
+        elif not self._wake_pending:
+            # One cross-thread wake-up at a time: each costs a self-pipe write and a GIL
+            # hand-over, and the sender looks at every queue when it wakes anyway.
+            self._wake_pending = True
             try:
-                loop.call_soon_threadsafe(self.sender.wake)
+                loop.call_soon_threadsafe(self._wake_from_thread)
             except RuntimeError:  # loop closed: the producer is closing
-                pass
+                self._wake_pending = False
+
+    def _wake_from_thread(self) -> None:
+        self._wake_pending = False
+        self.sender.wake()
 
     def prepare(self, topic: str, value: Any, key: Any, headers: Any,
                 timestamp_ms: int | None) -> _Record:
@@ -200,9 +208,11 @@ class ProducerCore:
         with self._plock:
             return self.partitioner.partition(info.name, n, info.available(), rec.size)
 
-    def append(self, rec: _Record, partition: int, future: Any) -> None:
-        self.acc.append(rec.topic, partition, rec.value, rec.key, rec.timestamp, rec.headers,
-                        rec.size, future, time.monotonic())
+    def append(self, rec: _Record, partition: int, future: Any, *, reserved: bool = False
+               ) -> tuple[Any, int] | None:
+        """Append to the accumulator (see ``RecordAccumulator.append``)."""
+        return self.acc.append(rec.topic, partition, rec.value, rec.key, rec.timestamp,
+                               rec.headers, rec.size, future, reserved=reserved)
 
     def flush_mark(self) -> int:
         with self.acc.lock:
@@ -268,6 +278,9 @@ class Producer:
         if info is None:
             info = await core.cluster.wait_for_topic(topic, core.max_block)
         p = core.place(info, rec, partition)
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if core.append(rec, p, fut) is not None:
+            return fut
         while not core.acc.reserve(rec.size, 0, blocking=False):
             left = deadline - time.monotonic()
             self._memory.clear()
@@ -283,8 +296,7 @@ class Producer:
             finally:
                 with core.acc.lock:
                     core.acc.waiting_for_memory -= 1
-        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        core.append(rec, p, fut)
+        core.append(rec, p, fut, reserved=True)
         return fut
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,

@@ -27,7 +27,8 @@ def _add(acc: RecordAccumulator, p: int, value: bytes, key: bytes | None = None,
          headers=None) -> int:
     size = estimate_size(key, value, headers)
     assert acc.reserve(size, 0, blocking=False)
-    acc.append("t", p, value, key, 1_700_000_000_000, headers, size, _Fut(), time.monotonic())
+    assert acc.append("t", p, value, key, 1_700_000_000_000, headers, size, _Fut(),
+                      reserved=True) is not None
     return size
 
 
@@ -43,6 +44,14 @@ def test_batches_fill_per_partition_and_wake_the_sender() -> None:
     assert [len(b) for b in acc.queues[("t", 1)]] == [1]
     assert len(wakes) >= 3
     assert len(acc.incomplete) == 3
+
+
+def test_append_takes_memory_or_refuses() -> None:
+    acc, _ = _acc(memory=500)
+    placed = acc.append("t", 0, b"a" * 300, None, 0, None, 321, None)
+    assert placed is not None and placed[1] == 0 and acc.used == 321
+    assert acc.append("t", 0, b"b" * 300, None, 0, None, 321, None) is None
+    assert acc.used == 321 and len(acc.queues[("t", 0)][0]) == 1  # nothing added
 
 
 def test_memory_is_reserved_and_given_back() -> None:
