@@ -1,0 +1,68 @@
+"""pylog.client: pylog's own Kafka client (producer, consumer, admin).
+
+Works against any Kafka-compatible broker. Two faces over one asyncio core:
+
+- blocking: ``pylog.client.Producer``, ``Consumer``, ``Admin`` — the core runs on a
+  private event loop in a background thread per client;
+- asyncio: ``pylog.client.aio.Producer``, ``Consumer``, ``Admin``.
+
+Settings are Kafka's, given as a mapping of dotted names and/or keyword arguments with
+underscores; an unknown or mistyped name is a ``ConfigError`` naming it::
+
+    Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
+    Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5)
+
+Not there yet (see docs/client.md): consumer groups (``subscribe``, ``commit``: need the
+group coordinator, issue 7), transactions, embedded mode (``log_dir=``).
+"""
+
+from pylog.client.admin import Admin
+from pylog.client.aio.admin import (
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    PartitionDescription,
+    TopicDescription,
+)
+from pylog.client.config import ConfigError
+from pylog.client.consumer import Consumer
+from pylog.client.errors import (
+    ClientClosedError,
+    GroupsNotAvailableError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    RecordTooLargeError,
+)
+from pylog.client.partitioner import murmur2, partition_for_key
+from pylog.client.producer import Producer
+from pylog.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+
+__all__ = [
+    "Admin",
+    "BrokerDescription",
+    "ClientClosedError",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigError",
+    "ConfigResource",
+    "Consumer",
+    "ConsumerRecord",
+    "GroupsNotAvailableError",
+    "IllegalStateError",
+    "KafkaConnectionError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "NoOffsetForPartitionError",
+    "PartitionDescription",
+    "Producer",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "TopicDescription",
+    "TopicPartition",
+    "murmur2",
+    "partition_for_key",
+]

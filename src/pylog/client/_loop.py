@@ -1,0 +1,90 @@
+"""The blocking facade's background event loop: one daemon thread per client.
+
+The blocking ``Producer``, ``Consumer`` and ``Admin`` own the same asyncio core as
+``pylog.client.aio`` and run it on a private event loop in a thread of their own (as the
+Java producer runs its ``Sender`` on an I/O thread). Calls from the user's thread go
+through ``run()`` (``asyncio.run_coroutine_threadsafe``); the producer's ``send()`` only
+touches the thread-safe accumulator and wakes the loop when a batch becomes ready.
+
+Calling a blocking method from the loop thread itself (e.g. ``flush()`` inside a delivery
+callback) would wait for itself: ``run()`` refuses it with ``IllegalStateError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from pylog.client.errors import IllegalStateError, KafkaTimeoutError
+
+T = TypeVar("T")
+
+__all__ = ["LoopThread"]
+
+
+class LoopThread:
+    """An event loop running in a daemon thread until ``stop()``."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self.thread.start()
+        self._started.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    def in_loop_thread(self) -> bool:
+        return threading.get_ident() == self.thread.ident
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds (the coroutine is
+                cancelled).
+            IllegalStateError: called from the loop thread (it would wait for itself).
+        """
+        if self.in_loop_thread():
+            coro.close()
+            raise IllegalStateError("a blocking client call from the client's own I/O thread "
+                                    "(e.g. inside a delivery callback) would deadlock")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            if fut.done():  # the coroutine's own timeout error (TimeoutError subclasses)
+                raise
+            fut.cancel()
+            raise KafkaTimeoutError(f"not done within {timeout:g} s") from None
+
+    def call_soon(self, fn: Any, *args: Any) -> None:
+        """Schedule ``fn(*args)`` on the loop from any thread."""
+        if self.in_loop_thread():
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self) -> None:
+        """Stop the loop (tasks still running are cancelled) and join the thread."""
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if not self.in_loop_thread():
+                self.thread.join()

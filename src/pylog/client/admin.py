@@ -1,0 +1,142 @@
+"""The blocking admin client: ``pylog.client.Admin``.
+
+Thin calls over Kafka's admin APIs, run on a private event loop thread (the asyncio core
+is ``pylog.client.aio.admin``). Each call raises the ``pylog.errors`` class of the first
+error code the broker returned (``TopicAlreadyExistsError``, ``InvalidPartitionsError``,
+``UnknownTopicOrPartitionError`` ...), naming the topic or resource.
+
+Example::
+
+    from pylog.client import Admin, NewTopic, ConfigResource
+
+    with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3,
+                                      config={"retention.ms": "86400000"})])
+        admin.create_partitions({"events": 6})
+        admin.alter_configs(ConfigResource("topic", "events"), {"cleanup.policy": "compact"})
+        print(admin.describe_configs([ConfigResource("topic", "events")]))
+        print(admin.list_offsets({("events", 0): "latest"}))
+        admin.delete_records({("events", 0): 100})
+        print(admin.describe_cluster())
+        admin.delete_topics(["events"])
+
+Thread-safety: calls may come from any thread (each runs on the client's loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pylog.client._loop import LoopThread
+from pylog.client.aio.admin import (
+    Admin as _AioAdmin,
+)
+from pylog.client.aio.admin import (
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    TopicDescription,
+)
+from pylog.client.records import TopicPartition
+
+__all__ = ["Admin"]
+
+
+class Admin:
+    """Kafka admin client (blocking facade).
+
+    Args:
+        config: Kafka's dotted names (``{"bootstrap.servers": ...}``).
+        **kwargs: the same names with underscores.
+
+    Raises:
+        ConfigError: an unknown or mistyped setting.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._thread = LoopThread("pylog-admin-io")
+        try:
+            self._aio: _AioAdmin = self._thread.run(self._make(config, kwargs))
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+
+    @staticmethod
+    async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> _AioAdmin:
+        return _AioAdmin(config, **kwargs)
+
+    def _run(self, coro: Any) -> Any:
+        return self._thread.run(coro)
+
+    def create_topics(self, topics: Iterable[NewTopic | str], validate_only: bool = False) -> None:
+        """Create topics (``NewTopic`` or a name for broker defaults).
+
+        Raises:
+            TopicAlreadyExistsError, InvalidPartitionsError, InvalidReplicationFactorError,
+            InvalidConfigError, InvalidTopicError ...: the first topic that failed.
+        """
+        self._run(self._aio.create_topics(topics, validate_only))
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics. Raises ``UnknownTopicOrPartitionError`` for a missing one."""
+        self._run(self._aio.delete_topics(names))
+
+    def create_partitions(self, counts: Mapping[str, int], validate_only: bool = False) -> None:
+        """Grow topics to ``{topic: new_total_partition_count}``.
+
+        Raises:
+            InvalidPartitionsError: a count not larger than the current one.
+        """
+        self._run(self._aio.create_partitions(counts, validate_only))
+
+    def describe_configs(self, resources: Iterable[Any]
+                         ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each resource (``ConfigResource("topic", name)`` or
+        ``("broker", "0")``) with its value and source."""
+        return self._run(self._aio.describe_configs(resources))  # type: ignore[no-any-return]
+
+    def alter_configs(self, resource: Any, changes: Mapping[str, str | None],
+                      validate_only: bool = False) -> None:
+        """Set (value) or delete (None) configs of one resource (IncrementalAlterConfigs)."""
+        self._run(self._aio.alter_configs(resource, changes, validate_only))
+
+    def list_offsets(self, specs: Mapping[Any, Any], isolation_level: str = "read_uncommitted"
+                     ) -> dict[TopicPartition, tuple[int, int]]:
+        """``{tp: (offset, timestamp)}`` for ``{tp: "earliest" | "latest" | timestamp_ms}``;
+        offset -1 when no record is at or after the timestamp."""
+        return self._run(self._aio.list_offsets(specs, isolation_level))  # type: ignore[no-any-return]
+
+    def delete_records(self, before: Mapping[Any, int]) -> dict[TopicPartition, int]:
+        """Delete records below ``{tp: offset}`` (-1: the high watermark); returns each
+        partition's new low watermark (log start offset)."""
+        return self._run(self._aio.delete_records(before))  # type: ignore[no-any-return]
+
+    def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller id and brokers."""
+        return self._run(self._aio.describe_cluster())  # type: ignore[no-any-return]
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of topics (all topics if None)."""
+        return self._run(self._aio.describe_topics(names))  # type: ignore[no-any-return]
+
+    def list_topics(self) -> list[str]:
+        """Names of the non-internal topics."""
+        return self._run(self._aio.list_topics())  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._aio.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,11 @@
+"""pylog's asyncio Kafka client: the core under the blocking ``pylog.client`` classes.
+
+``Producer`` (``await send()`` returns a future of ``RecordMetadata``), ``Consumer``
+(``await poll()``), ``Admin``. Each object belongs to the event loop it is used on.
+"""
+
+from pylog.client.aio.admin import Admin
+from pylog.client.aio.consumer import Consumer
+from pylog.client.aio.producer import Producer
+
+__all__ = ["Admin", "Consumer", "Producer"]

@@ -1,0 +1,276 @@
+"""One asyncio TCP connection to one broker, speaking through ``ClientConnection``.
+
+The sans-IO ``pylog.protocol.ClientConnection`` does framing and encoding; this module only
+moves bytes. Requests are pipelined: ``send()`` writes a frame and returns a future that a
+single reader task resolves when the response with that correlation id arrives (Kafka
+answers in order on one connection, but we match by id anyway). The number of requests in
+flight is bounded by a semaphore (``max.in.flight.requests.per.connection`` for the
+producer's connection).
+
+Versions are negotiated once with ApiVersions (KIP-511: a broker that does not know our
+ApiVersions version answers in the v0 layout listing its range, and we retry with the
+highest it has); each request then uses the highest version both sides implement, capped
+by ``MAX_VERSIONS`` where newer versions need features this client does not use (Fetch 13+
+names topics by id).
+
+A connection that loses its socket, times out a request or receives garbage fails every
+request in flight with ``KafkaConnectionError`` / ``KafkaTimeoutError`` and is closed:
+responses on one connection are ordered, so after a timeout nothing later can be trusted.
+The owner (``Cluster``) opens a new one on next use.
+
+Event-loop affinity: one connection belongs to the loop that opened it; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+from pylog import errors
+from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pylog.protocol.connection import NEED_DATA, ClientConnection, ConnectionClosed, Response
+from pylog.protocol.messages import ApiVersionsRequest
+
+__all__ = ["BrokerConnection", "MAX_VERSIONS"]
+
+# The newest version of each API this client knows how to fill in and read.
+MAX_VERSIONS = {
+    0: 11,  # Produce
+    1: 12,  # Fetch (13+ names topics by id)
+    2: 7,  # ListOffsets
+    3: 12,  # Metadata
+    18: 4,  # ApiVersions
+    19: 7,  # CreateTopics
+    20: 6,  # DeleteTopics
+    21: 2,  # DeleteRecords
+    22: 5,  # InitProducerId
+    32: 4,  # DescribeConfigs
+    37: 3,  # CreatePartitions
+    44: 1,  # IncrementalAlterConfigs
+    60: 1,  # DescribeCluster
+}
+
+_READ_SIZE = 1 << 18
+
+
+class BrokerConnection:
+    """A pipelined connection to ``host:port`` (``node_id`` -1 for a bootstrap address)."""
+
+    def __init__(self, host: str, port: int, *, node_id: int, client_id: str,
+                 request_timeout: float, max_in_flight: int = 100) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.address = f"{host}:{port}"
+        self.request_timeout = request_timeout
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._conn = ClientConnection(client_id=client_id)
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._closed = False
+        self._next_cid = 0
+        self.error: BaseException | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiters)
+
+    async def connect(self, timeout: float) -> None:
+        """Open the socket and negotiate versions.
+
+        Raises:
+            KafkaConnectionError: the broker cannot be reached or answers garbage.
+            KafkaTimeoutError: no connection and answer within ``timeout`` seconds.
+        """
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), timeout)
+        except asyncio.TimeoutError:
+            self._closed = True
+            raise KafkaTimeoutError(f"connecting to {self.address} took over {timeout} s") from None
+        except OSError as exc:
+            self._closed = True
+            raise KafkaConnectionError(
+                f"cannot connect to {self.address}: {exc.strerror or exc}") from None
+        sock = self._writer.get_extra_info("socket") if self._writer is not None else None
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        try:
+            await asyncio.wait_for(self._negotiate(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(KafkaTimeoutError(f"{self.address}: no ApiVersions answer"))
+            raise KafkaTimeoutError(f"{self.address}: no ApiVersions answer in {timeout} s") from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _negotiate(self) -> None:
+        version = MAX_VERSIONS[18]
+        for _ in range(3):
+            body = ApiVersionsRequest(client_software_name="pylog", client_software_version="0.1.0")
+            resp = await self.send(body, version)
+            if resp.error_code == errors.UnsupportedVersionError.code:
+                ours = [k for k in resp.api_keys if k.api_key == 18]
+                version = min(version - 1, ours[0].max_version) if ours else 0
+                continue
+            if resp.error_code:
+                raise KafkaConnectionError(
+                    f"{self.address}: ApiVersions failed with error {resp.error_code}")
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+        raise KafkaConnectionError(f"{self.address}: could not agree on an ApiVersions version")
+
+    def version_for(self, cls: Any, max_version: int | None = None) -> int:
+        """The highest version of ``cls``'s API both sides implement.
+
+        Raises:
+            UnsupportedVersionError: the broker does not serve the API at a version we know.
+        """
+        key = cls.API_KEY
+        rng = self.versions.get(key)
+        name = cls.NAME[: -len("Request")]
+        if rng is None:
+            raise errors.UnsupportedVersionError(f"{self.address} does not serve {name}")
+        lo, hi = cls.VALID_VERSIONS
+        top = min(hi, MAX_VERSIONS.get(key, hi), rng[1])
+        if max_version is not None:
+            top = min(top, max_version)
+        if top < max(lo, rng[0]):
+            raise errors.UnsupportedVersionError(
+                f"{self.address}: no common version of {name} (broker {rng[0]}-{rng[1]})")
+        return top
+
+    async def send(self, body: Any, version: int | None = None, *,
+                   timeout: float | None = None) -> Any:
+        """Send one request and wait for its response body (None for acks=0 Produce).
+
+        Several tasks may call this at once: requests are pipelined up to the in-flight
+        bound.
+
+        Raises:
+            KafkaConnectionError: the connection is closed or broke.
+            KafkaTimeoutError: no answer within ``timeout`` (default ``request.timeout.ms``);
+                the connection is closed.
+        """
+        timeout = self.request_timeout if timeout is None else timeout
+        async with self._slots:
+            fut = self.send_nowait(body, version)
+            try:
+                assert self._writer is not None
+                await self._writer.drain()
+            except (OSError, AssertionError) as exc:
+                err = KafkaConnectionError(f"{self.address}: {exc}")
+                await self.close(err)
+                raise err from None
+            if fut is None:
+                return None
+            return await self.wait(fut, timeout, type(body).NAME)
+
+    def send_nowait(self, body: Any, version: int | None = None) -> asyncio.Future[Any] | None:
+        """Write one request now (requests go out in call order); the future of its answer.
+
+        No in-flight bound: callers that pipeline (the producer's sender) keep their own.
+
+        Returns:
+            The future of the response body; None for a Produce with acks=0.
+
+        Raises:
+            KafkaConnectionError: the connection is closed.
+        """
+        if self._closed or self._writer is None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed"
+                                       + (f": {self.error}" if self.error else ""))
+        if version is None:
+            version = self.version_for(type(body))
+        cid = self._next_cid
+        self._next_cid = (cid + 1) & 0x7FFFFFFF
+        chunks = self._conn.send(body, version, correlation_id=cid)
+        fut: asyncio.Future[Any] | None = None
+        if not (type(body).API_KEY == 0 and body.acks == 0):
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters[cid] = fut
+        self._writer.writelines(chunks)
+        return fut
+
+    async def wait(self, fut: asyncio.Future[Any], timeout: float | None = None,
+                   what: str = "request") -> Any:
+        """Wait for a ``send_nowait`` answer; on timeout close the connection.
+
+        Raises:
+            KafkaConnectionError: the connection broke first.
+            KafkaTimeoutError: no answer within ``timeout`` (default ``request.timeout.ms``).
+        """
+        timeout = self.request_timeout if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            err = KafkaTimeoutError(f"{self.address}: no answer to {what} within {timeout:g} s")
+            await self.close(err)
+            raise err from None
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        err: BaseException | None = None
+        try:
+            while True:
+                data = await self._reader.read(_READ_SIZE)
+                self._conn.receive_data(data)
+                while True:
+                    event = self._conn.next_event()
+                    if event is NEED_DATA:
+                        break
+                    if isinstance(event, ConnectionClosed):
+                        raise KafkaConnectionError(f"{self.address} closed the connection")
+                    assert isinstance(event, Response)
+                    fut = self._waiters.pop(event.correlation_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(event.body)
+        except asyncio.CancelledError:
+            err = KafkaConnectionError(f"connection to {self.address} closed")
+        except (OSError, errors.ProtocolError, KafkaConnectionError) as exc:
+            err = exc if isinstance(exc, KafkaConnectionError) else KafkaConnectionError(
+                f"{self.address}: {exc}")
+        self._fail_all(err)
+        self._closed = True
+        if self.error is None:
+            self.error = err
+        if self._writer is not None:
+            self._writer.close()
+
+    def _fail_all(self, err: BaseException) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for fut in waiters.values():
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: a late failure nobody awaits is not a warning
+
+    async def close(self, error: BaseException | None = None) -> None:
+        """Close the socket and fail everything in flight (idempotent)."""
+        if error is not None and self.error is None:
+            self.error = error
+        self._closed = True
+        self._fail_all(error or KafkaConnectionError(f"connection to {self.address} closed"))
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+            self._writer = None
+        self._conn.close()

@@ -1,0 +1,316 @@
+"""The consumer's fetcher: Fetch requests per leader, fetched data turned into records or
+columns.
+
+One Fetch per broker at a time, for the assigned, unpaused partitions it leads that have a
+position and no data waiting to be polled (prefetching: the next fetch is sent as soon as
+a partition's data is handed out, so it overlaps the application's processing).
+Sessionless fetches (``session_epoch`` -1, KIP-227 full requests): the broker has no fetch
+sessions.
+
+A fetch answer is kept as received (the record bytes are a slice of the response frame)
+until ``poll`` or ``poll_columns`` takes it:
+
+- ``records``: each batch is CRC-checked (``check.crcs``), control batches and — with
+  ``read_committed`` — batches of aborted transactions are skipped, records below the
+  position (a compressed batch is returned whole from its base offset) are dropped.
+- ``columns``: the selected batches go to ``logcore.decode_columns`` in one call, with no
+  Python object per record; the leading records below the position are sliced off the
+  numpy columns.
+
+Fetched data is dropped if the position moved (``seek``) while it was in flight.
+
+Event-loop affinity: runs on the consumer's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any
+
+import numpy as np
+
+import logcore
+from pylog import errors
+from pylog.client.aio._cluster import Cluster
+from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError, RecordTooLargeError
+from pylog.client.records import ConsumerRecord, TopicPartition
+from pylog.protocol.messages import FetchRequest
+
+__all__ = ["Fetcher", "PartitionState", "CompletedFetch"]
+
+log = logging.getLogger("pylog.client.consumer")
+
+OFFSET_OUT_OF_RANGE = 1
+
+
+class PartitionState:
+    """An assigned partition: its position and what the last fetch said about it."""
+
+    __slots__ = ("position", "paused", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "reset_to")
+
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.paused = False
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.reset_to: str | None = None  # pending reset strategy
+
+
+class CompletedFetch:
+    """One partition's fetched bytes, waiting to be polled."""
+
+    __slots__ = ("tp", "data", "fetch_offset", "aborted", "records", "next_offset")
+
+    def __init__(self, tp: TopicPartition, data: Any, fetch_offset: int,
+                 aborted: list[tuple[int, int]]) -> None:
+        self.tp = tp
+        self.data = data
+        self.fetch_offset = fetch_offset
+        self.aborted = aborted
+        self.records: collections.deque[ConsumerRecord] | None = None
+        self.next_offset = fetch_offset
+
+
+class Fetcher:
+    def __init__(self, cluster: Cluster, assignment: dict[TopicPartition, PartitionState],
+                 settings: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.assignment = assignment
+        self.min_bytes: int = settings["fetch.min.bytes"]
+        self.max_wait_ms: int = settings["fetch.max.wait.ms"]
+        self.max_bytes: int = settings["fetch.max.bytes"]
+        self.partition_max_bytes: int = settings["max.partition.fetch.bytes"]
+        self.isolation_level = 1 if settings["isolation.level"] == "read_committed" else 0
+        self.check_crcs: bool = settings["check.crcs"]
+        self.key_deserializer = settings["key.deserializer"]
+        self.value_deserializer = settings["value.deserializer"]
+        self.request_timeout = settings["request.timeout.ms"] / 1000
+        self.completed: collections.OrderedDict[TopicPartition, CompletedFetch] = (
+            collections.OrderedDict())
+        self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self.arrived = asyncio.Event()
+        self.errors: list[BaseException] = []  # raised by the next poll
+        self.out_of_range: list[TopicPartition] = []  # reset by the consumer
+
+    # ------------------------------------------------------------------ sending
+
+    def send_fetches(self) -> None:
+        """Start a fetch to every leader without one in flight that has work."""
+        by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
+        for tp, st in self.assignment.items():
+            if st.paused or st.position is None or tp in self.completed:
+                continue
+            info = self.cluster.topic(tp.topic)
+            p = info.partitions.get(tp.partition) if info is not None else None
+            if p is None or p.leader < 0:
+                self.cluster.request_update()
+                continue
+            if p.leader in self.in_flight:
+                continue
+            by_node.setdefault(p.leader, []).append((tp, st.position))
+        for node, parts in by_node.items():
+            task = asyncio.get_running_loop().create_task(self._fetch(node, parts))
+            self.in_flight[node] = task
+
+    async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int]]) -> None:
+        try:
+            R = FetchRequest
+            topics: dict[str, list[Any]] = {}
+            for tp, offset in parts:
+                topics.setdefault(tp.topic, []).append(R.FetchPartition(
+                    partition=tp.partition, current_leader_epoch=-1, fetch_offset=offset,
+                    last_fetched_epoch=-1, log_start_offset=-1,
+                    partition_max_bytes=self.partition_max_bytes))
+            req = R(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+                    max_bytes=self.max_bytes, isolation_level=self.isolation_level,
+                    session_id=0, session_epoch=-1,
+                    topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                    forgotten_topics_data=[], rack_id="")
+            try:
+                conn = await self.cluster.connection(node)
+                resp = await conn.send(req, timeout=self.request_timeout + self.max_wait_ms / 1000)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.debug("fetch from broker %d failed: %s", node, exc)
+                self.cluster.request_update()
+                await asyncio.sleep(0.05)
+                return
+            if resp.error_code:
+                cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
+                self.errors.append(cls(f"Fetch: {cls.name}"))
+                return
+            asked = dict(parts)
+            for t in resp.responses:
+                for p in t.partitions:
+                    self._on_partition(TopicPartition(t.topic, p.partition_index), p, asked)
+        finally:
+            self.in_flight.pop(node, None)
+            self.arrived.set()
+
+    def _on_partition(self, tp: TopicPartition, p: Any, asked: dict[TopicPartition, int]) -> None:
+        st = self.assignment.get(tp)
+        fetch_offset = asked.get(tp)
+        if st is None or fetch_offset is None or st.position != fetch_offset:
+            return  # unassigned or seeked while in flight: stale
+        if p.error_code == 0:
+            st.high_watermark = p.high_watermark
+            st.last_stable_offset = p.last_stable_offset
+            st.log_start_offset = p.log_start_offset
+            data = p.records
+            if data is not None and len(data):
+                aborted = sorted((a.first_offset, a.producer_id)
+                                 for a in (p.aborted_transactions or ()))
+                self.completed[tp] = CompletedFetch(tp, data, fetch_offset,
+                                                    [(pid, off) for off, pid in aborted])
+            return
+        cls = errors.error_for_code(p.error_code) or errors.UnknownServerError
+        if p.error_code == OFFSET_OUT_OF_RANGE:
+            self.out_of_range.append(tp)
+        elif cls.invalid_metadata or cls.retriable:
+            self.cluster.request_update()
+        else:
+            self.errors.append(cls(f"{tp.topic}-{tp.partition}: {cls.name}"))
+
+    # ------------------------------------------------------------------ handing out
+
+    def _select(self, c: CompletedFetch) -> tuple[list[Any], int]:
+        """The batches of a fetch to hand out as (batch, start, end) byte spans of the
+        fetched data, and the offset after the last whole batch."""
+        st = self.assignment[c.tp]
+        position = st.position if st.position is not None else c.fetch_offset
+        out = []
+        next_offset = c.fetch_offset
+        aborted = list(c.aborted)
+        active: set[int] = set()
+        pos = 0
+        try:
+            for batch in logcore.iter_batches(c.data):
+                start = pos
+                pos += batch.size_in_bytes
+                if self.check_crcs:
+                    batch.validate()
+                last = batch.last_offset
+                if last < position:
+                    next_offset = max(next_offset, last + 1)
+                    continue
+                next_offset = last + 1
+                if self.isolation_level == 1:
+                    while aborted and aborted[0][1] <= last:
+                        active.add(aborted.pop(0)[0])
+                    if batch.is_control:
+                        active.discard(batch.producer_id)
+                        continue
+                    if batch.is_transactional and batch.producer_id in active:
+                        continue
+                if batch.is_control:
+                    continue
+                out.append((batch, start, pos))
+        except logcore.CorruptRecordError as exc:
+            raise errors.CorruptMessageError(
+                f"{c.tp.topic}-{c.tp.partition}: corrupt record batch fetched at offset "
+                f"{c.fetch_offset}: {exc}") from None
+        if next_offset == c.fetch_offset and len(c.data) >= self.partition_max_bytes:
+            raise RecordTooLargeError(
+                f"{c.tp.topic}-{c.tp.partition}: a batch at offset {c.fetch_offset} is larger "
+                f"than max.partition.fetch.bytes ({self.partition_max_bytes})")
+        return out, next_offset
+
+    def take_records(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records from fetched data; positions move past them."""
+        out: list[ConsumerRecord] = []
+        kd, vd = self.key_deserializer, self.value_deserializer
+        while self.completed and len(out) < max_records:
+            tp, c = next(iter(self.completed.items()))
+            st = self.assignment.get(tp)
+            if st is None or st.position is None or st.paused:
+                del self.completed[tp]
+                continue
+            if c.records is None:
+                batches, c.next_offset = self._select(c)
+                recs: collections.deque[ConsumerRecord] = collections.deque()
+                position = st.position
+                for batch, _, _ in batches:
+                    ts_type = 1 if batch.timestamp_type == "log_append" else 0
+                    epoch = batch.partition_leader_epoch
+                    for r in batch:
+                        if r.offset < position:
+                            continue
+                        key = r.key if kd is None else kd(r.key)
+                        value = r.value if vd is None else vd(r.value)
+                        recs.append(ConsumerRecord(tp.topic, tp.partition, r.offset,
+                                                   r.timestamp, ts_type, key, value,
+                                                   list(r.headers), epoch))
+                c.records = recs
+                c.data = None
+            recs = c.records
+            while recs and len(out) < max_records:
+                rec = recs.popleft()
+                out.append(rec)
+                st.position = rec.offset + 1
+            if not recs:
+                st.position = max(st.position, c.next_offset)
+                del self.completed[tp]
+        return out
+
+    def take_columns(self) -> dict[TopicPartition, logcore.Columns]:
+        """Every fetched partition's records as ``logcore.Columns``; positions move past."""
+        out: dict[TopicPartition, logcore.Columns] = {}
+        while self.completed:
+            tp, c = self.completed.popitem(last=False)
+            st = self.assignment.get(tp)
+            if st is None or st.position is None or st.paused:
+                continue
+            if c.records is not None:  # half handed out as records: finish as columns
+                recs = list(c.records)
+                if recs:
+                    out[tp] = _columns_from_records(recs)
+                st.position = max(recs[-1].offset + 1 if recs else st.position, c.next_offset)
+                continue
+            batches, next_offset = self._select(c)
+            position = st.position
+            st.position = max(position, next_offset)
+            if not batches:
+                continue
+            view = memoryview(c.data).cast("B")
+            spans = [(a, b) for _, a, b in batches]
+            if all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1)):
+                buf: Any = view[spans[0][0]:spans[-1][1]]  # contiguous: no copy
+            else:
+                buf = b"".join(view[a:b] for a, b in spans)
+            cols = logcore.decode_columns(buf)
+            if cols.num_records and cols.offsets[0] < position:
+                cols = _slice_columns(cols, int(np.searchsorted(cols.offsets, position)))
+            if cols.num_records:
+                out[tp] = cols
+        return out
+
+
+def _slice_columns(c: Any, i: int) -> Any:
+    return logcore.Columns(c.offsets[i:], c.timestamps[i:], c.timestamp_types[i:],
+                           c.key_offsets[i:], c.value_offsets[i:], c.key_data, c.value_data,
+                           c.key_valid[i:], c.value_valid[i:], c.header_counts[i:])
+
+
+def _columns_from_records(recs: list[ConsumerRecord]) -> Any:
+    keys = [r.key if isinstance(r.key, (bytes, type(None))) else bytes(r.key) for r in recs]
+    values = [r.value if isinstance(r.value, (bytes, type(None))) else bytes(r.value)
+              for r in recs]
+
+    def pack(items: list[bytes | None]) -> tuple[Any, Any, Any]:
+        lens = np.array([len(x) if x is not None else 0 for x in items], dtype=np.int32)
+        offs = np.zeros(len(items) + 1, dtype=np.int32)
+        np.cumsum(lens, out=offs[1:])
+        data = np.frombuffer(b"".join(x for x in items if x is not None), dtype=np.uint8)
+        valid = np.array([x is not None for x in items], dtype=np.bool_)
+        return offs, data, valid
+
+    ko, kdata, kv = pack(keys)
+    vo, vdata, vv = pack(values)
+    return logcore.Columns(
+        np.array([r.offset for r in recs], dtype=np.int64),
+        np.array([r.timestamp for r in recs], dtype=np.int64),
+        np.array([r.timestamp_type for r in recs], dtype=np.int8), ko, vo, kdata, vdata, kv, vv,
+        np.array([len(r.headers) for r in recs], dtype=np.int32))

@@ -1,0 +1,343 @@
+"""The asyncio producer (``pylog.client.aio.Producer``) and the core both faces share.
+
+``ProducerCore`` holds the cluster view, the accumulator, the sender task and the
+partitioner. The asyncio ``Producer`` here and the blocking ``pylog.client.Producer`` are
+thin: they serialize and check a record, find its partition, reserve its bytes of
+``buffer.memory`` (waiting up to ``max.block.ms``) and append it; the sender does the rest
+(see ``_sender``).
+
+Example::
+
+    async with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as p:
+        fut = await p.send("events", b"hello", key=b"user-1")
+        meta = await fut          # RecordMetadata(topic, partition, offset, timestamp, ...)
+        await p.flush()
+
+Event-loop affinity: an asyncio ``Producer`` belongs to the loop it was started on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.client.aio._accumulator import RecordAccumulator, estimate_size
+from pylog.client.aio._cluster import Cluster, TopicInfo
+from pylog.client.aio._sender import Sender
+from pylog.client.config import PRODUCER, ConfigError, Resolved, resolve
+from pylog.client.errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
+from pylog.client.partitioner import StickyPartitioner, partition_for_key
+from pylog.client.records import RecordMetadata
+
+__all__ = ["Producer", "ProducerCore", "producer_settings"]
+
+_ids = itertools.count(1)
+
+Headers = list[tuple[str, bytes | None]]
+
+
+def producer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> Resolved:
+    """Resolve producer settings and settle idempotence as Kafka 3.x+ does.
+
+    ``enable.idempotence`` defaults to true but needs ``acks=all``, ``retries > 0`` and at most
+    5 requests in flight: given explicitly with a conflicting setting it is an error;
+    left at its default, a conflicting setting turns it off.
+
+    Raises:
+        ConfigError: as ``resolve``; conflicting explicit settings; ``transactional.id``
+            (the broker has no transactions yet).
+    """
+    s = resolve(PRODUCER, config, kwargs)
+    if s["transactional.id"] is not None:
+        raise ConfigError("transactional.id: transactions are not available yet (the broker "
+                          "has no transaction coordinator)")
+    if s["enable.idempotence"]:
+        conflicts = []
+        if s["acks"] != -1:
+            conflicts.append("acks must be all")
+        if s["retries"] == 0:
+            conflicts.append("retries must be > 0")
+        if s["max.in.flight.requests.per.connection"] > 5:
+            conflicts.append("max.in.flight.requests.per.connection must be <= 5")
+        if conflicts:
+            if "enable.idempotence" in s.explicit:
+                raise ConfigError("enable.idempotence=true: " + "; ".join(conflicts))
+            s["enable.idempotence"] = False
+    need = s["linger.ms"] + s["request.timeout.ms"]
+    if s["delivery.timeout.ms"] < need:
+        if "delivery.timeout.ms" in s.explicit:
+            raise ConfigError(f"delivery.timeout.ms must be at least linger.ms + "
+                              f"request.timeout.ms ({need})")
+        s["delivery.timeout.ms"] = need
+    return s
+
+
+class _Record:
+    __slots__ = ("topic", "value", "key", "headers", "timestamp", "size")
+
+    def __init__(self, topic: str, value: bytes | None, key: bytes | None,
+                 headers: Headers | None, timestamp: int, size: int) -> None:
+        self.topic = topic
+        self.value = value
+        self.key = key
+        self.headers = headers
+        self.timestamp = timestamp
+        self.size = size
+
+
+def _as_bytes(what: str, data: Any) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)  # a copy: the caller may reuse its buffer after send()
+    raise TypeError(f"{what} must be bytes or None (or set {what}.serializer), "
+                    f"got {type(data).__name__}")
+
+
+class ProducerCore:
+    """Everything of a producer but its public face. Built and started on its loop."""
+
+    def __init__(self, settings: Resolved, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.client_id = settings["client.id"] or f"pylog-producer-{next(_ids)}"
+        self.cluster = Cluster(
+            settings["bootstrap.servers"], client_id=self.client_id,
+            request_timeout=settings["request.timeout.ms"] / 1000,
+            connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
+            metadata_max_age=settings["metadata.max.age.ms"] / 1000,
+            max_in_flight=settings["max.in.flight.requests.per.connection"],
+            auto_create=True, retry_backoff=settings["retry.backoff.ms"] / 1000)
+        self.acc = RecordAccumulator(settings["batch.size"], settings["buffer.memory"],
+                                     self._on_ready)
+        self.sender = Sender(self.cluster, self.acc, settings, settings["enable.idempotence"])
+        self.partitioner = StickyPartitioner(settings["batch.size"])
+        self._custom_partitioner: Callable[..., int] | None = settings["partitioner.class"]
+        self._ignore_keys: bool = settings["partitioner.ignore.keys"]
+        self._plock = threading.Lock()
+        self._key_ser = settings["key.serializer"]
+        self._value_ser = settings["value.serializer"]
+        self.max_block = settings["max.block.ms"] / 1000
+        self.max_record = min(settings["max.request.size"], settings["buffer.memory"])
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = -1
+        self._wake_pending = False
+        self.closed = False
+
+    def start(self) -> None:
+        """Start the sender (call on the owning loop)."""
+        self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self.sender.start()
+
+    def _on_ready(self) -> None:
+        loop = self.loop
+        if loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.sender.wake()
+        elif not self._wake_pending:
+            # One cross-thread wake-up at a time: each costs a self-pipe write and a GIL
+            # hand-over, and the sender looks at every queue when it wakes anyway.
+            self._wake_pending = True
+            try:
+                loop.call_soon_threadsafe(self._wake_from_thread)
+            except RuntimeError:  # loop closed: the producer is closing
+                self._wake_pending = False
+
+    def _wake_from_thread(self) -> None:
+        self._wake_pending = False
+        self.sender.wake()
+
+    def prepare(self, topic: str, value: Any, key: Any, headers: Any,
+                timestamp_ms: int | None) -> _Record:
+        """Serialize and check one record (any thread).
+
+        Raises:
+            ClientClosedError, TypeError, RecordTooLargeError, ValueError.
+        """
+        if self.closed:
+            raise ClientClosedError("send() on a closed producer")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if self._key_ser is not None:
+            key = self._key_ser(key)
+        if self._value_ser is not None:
+            value = self._value_ser(value)
+        value = _as_bytes("value", value)
+        key = _as_bytes("key", key)
+        hdrs: Headers | None = None
+        if headers:
+            items = headers.items() if isinstance(headers, Mapping) else headers
+            hdrs = []
+            for name, hv in items:
+                if not isinstance(name, str):
+                    raise TypeError(f"header names must be str, got {name!r}")
+                hdrs.append((name, _as_bytes(f"header {name!r}", hv)))
+        size = estimate_size(key, value, hdrs)
+        if size > self.max_record:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than max.request.size "
+                f"({self.settings['max.request.size']}) or buffer.memory "
+                f"({self.settings['buffer.memory']})")
+        ts = self.clock.time_ms() if timestamp_ms is None else int(timestamp_ms)
+        if ts < 0:
+            raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+        return _Record(topic, value, key, hdrs, ts, size)
+
+    def place(self, info: TopicInfo, rec: _Record, partition: int | None) -> int:
+        """The record's partition: explicit, custom partitioner, murmur2 of the key, sticky."""
+        n = info.num_partitions
+        if partition is not None:
+            if not isinstance(partition, int) or not 0 <= partition < n:
+                raise ValueError(f"partition {partition!r} is not in topic {info.name!r} "
+                                 f"(0-{n - 1})")
+            return partition
+        if self._custom_partitioner is not None:
+            p = self._custom_partitioner(rec.key, list(range(n)), info.available())
+            if not isinstance(p, int) or not 0 <= p < n:
+                raise ValueError(f"partitioner.class returned {p!r} for a topic of {n} partitions")
+            return p
+        if rec.key is not None and not self._ignore_keys:
+            return partition_for_key(rec.key, n)
+        with self._plock:
+            return self.partitioner.partition(info.name, n, info.available(), rec.size)
+
+    def append(self, rec: _Record, partition: int, future: Any, *, reserved: bool = False
+               ) -> tuple[Any, int] | None:
+        """Append to the accumulator (see ``RecordAccumulator.append``)."""
+        return self.acc.append(rec.topic, partition, rec.value, rec.key, rec.timestamp,
+                               rec.headers, rec.size, future, reserved=reserved)
+
+    def flush_mark(self) -> int:
+        with self.acc.lock:
+            return self.acc.next_batch_id
+
+    async def flush(self, mark: int) -> None:
+        self.sender.flush_mark = max(self.sender.flush_mark, mark)
+        self.sender.wake()
+        await self.sender.wait_for_completion(mark)
+
+    async def close(self, timeout: float | None) -> None:
+        self.closed = True
+        await self.sender.stop(1e9 if timeout is None else timeout)
+        await self.cluster.close()
+
+
+class Producer:
+    """Kafka producer, asyncio API. Settings as ``pylog.client.config`` describes.
+
+    Args:
+        config: Kafka's dotted names (``{"bootstrap.servers": ..., "linger.ms": 5}``).
+        **kwargs: the same names with underscores (``linger_ms=5``).
+
+    Raises:
+        ConfigError: an unknown, mistyped or conflicting setting.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **kwargs: Any) -> None:
+        self._core = ProducerCore(producer_settings(config, kwargs), clock)
+        self._memory = asyncio.Event()
+        self._core.acc.memory_listeners.append(self._memory.set)
+        self._started = False
+
+    @property
+    def settings(self) -> Resolved:
+        return self._core.settings
+
+    async def start(self) -> None:
+        """Start the sender (``async with`` does it)."""
+        if not self._started:
+            self._started = True
+            self._core.start()
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                   partition: int | None = None, timestamp_ms: int | None = None
+                   ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record; returns a future of its ``RecordMetadata``.
+
+        Waits (up to ``max.block.ms``) only for the topic's metadata and for room in
+        ``buffer.memory``.
+
+        Raises:
+            KafkaTimeoutError: no metadata or no memory within ``max.block.ms``.
+            RecordTooLargeError, TypeError, ValueError: a record that cannot be sent.
+            ClientClosedError: the producer is closed.
+        """
+        await self.start()
+        core = self._core
+        deadline = time.monotonic() + core.max_block
+        rec = core.prepare(topic, value, key, headers, timestamp_ms)
+        info = core.cluster.topic(topic)
+        if info is None:
+            info = await core.cluster.wait_for_topic(topic, core.max_block)
+        p = core.place(info, rec, partition)
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if core.append(rec, p, fut) is not None:
+            return fut
+        while not core.acc.reserve(rec.size, 0, blocking=False):
+            left = deadline - time.monotonic()
+            self._memory.clear()
+            core.sender.wake()
+            with core.acc.lock:
+                core.acc.waiting_for_memory += 1
+            try:
+                await asyncio.wait_for(self._memory.wait(), max(0.0, left))
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(
+                    f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) "
+                    f"within max.block.ms ({core.settings['max.block.ms']} ms)") from None
+            finally:
+                with core.acc.lock:
+                    core.acc.waiting_for_memory -= 1
+        core.append(rec, p, fut, reserved=True)
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            headers: Any = None, partition: int | None = None,
+                            timestamp_ms: int | None = None) -> RecordMetadata:
+        """``send()`` and wait for the record's metadata."""
+        fut = await self.send(topic, value, key, headers, partition, timestamp_ms)
+        return await fut
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send every record queued so far and wait until each succeeded or failed.
+
+        Raises:
+            KafkaTimeoutError: not all completed within ``timeout`` seconds.
+        """
+        await self.start()
+        mark = self._core.flush_mark()
+        try:
+            await asyncio.wait_for(self._core.flush(mark), timeout)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(f"flush did not complete within {timeout:g} s") from None
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (fetching metadata if needed)."""
+        info = self._core.cluster.topic(topic) or await self._core.cluster.wait_for_topic(
+            topic, self._core.max_block)
+        return sorted(info.partitions)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (up to ``timeout`` s; None waits), fail the rest, close."""
+        if self._core.closed:
+            return
+        if not self._started:
+            self._core.closed = True
+            await self._core.cluster.close()
+            return
+        await self._core.close(timeout)
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,254 @@
+"""Client configuration: Kafka's names and defaults, given the way both Python camps do.
+
+A client takes its settings as a mapping with Kafka's dotted names (confluent-kafka's
+style) and/or keyword arguments with the same names spelled with underscores
+(kafka-python's style)::
+
+    Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
+    Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5)
+
+Values may be given as Python values or as the strings a properties file holds
+(``"5"``, ``"true"``). An unknown name is an error naming it and the closest known name;
+so is a value of the wrong type or outside its range, and a setting given twice with two
+different values. Defaults are Kafka's (the Java client's ``ProducerConfig`` /
+``ConsumerConfig`` / ``AdminClientConfig``, Kafka 4.x: ``linger.ms`` 5 per KIP-1030,
+``enable.idempotence`` true, ``acks`` all).
+
+Only settings this client implements are accepted: a Kafka setting we do not honour is
+rejected like an unknown one rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pylog.errors import KafkaError
+
+__all__ = ["ConfigError", "Setting", "PRODUCER", "CONSUMER", "ADMIN", "Resolved", "resolve"]
+
+
+class ConfigError(KafkaError, ValueError):
+    """A client setting is unknown, mistyped, out of range or contradicts another."""
+
+
+class Setting:
+    """One setting: its Kafka name, a parser from any accepted form, and its default."""
+
+    __slots__ = ("name", "parse", "default", "doc")
+
+    def __init__(self, name: str, parse: Callable[[str, Any], Any], default: Any, doc: str) -> None:
+        self.name = name
+        self.parse = parse
+        self.default = default
+        self.doc = doc
+
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def _int(lo: int = 0, hi: int = 2**31 - 1) -> Callable[[str, Any], int]:
+    def parse(name: str, value: Any) -> int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if not lo <= value <= hi:
+            raise ConfigError(f"{name}: {value} is outside [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def parse(name: str, value: Any) -> str:
+        text = str(value).strip().lower() if isinstance(value, str) else value
+        if text not in choices:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        return text  # type: ignore[no-any-return]
+
+    return parse
+
+
+def _str_or_none(name: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{name}: expected a string, got {value!r}")
+
+
+def _servers(name: str, value: Any) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9092"`` or a list of ``"host:port"`` -> [(host, port)]."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[tuple[str, int]] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"{name}: expected HOST:PORT strings, got {item!r}")
+        text = item.strip()
+        if not text:
+            continue
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{name}: bad address {text!r}: expected HOST:PORT")
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    if not out:
+        raise ConfigError(f"{name}: no address given")
+    return out
+
+
+def _acks(name: str, value: Any) -> int:
+    """``all``/``-1`` -> -1, ``0``, ``1`` (the int16 sent in ProduceRequest)."""
+    text = str(value).strip().lower()
+    table = {"all": -1, "-1": -1, "0": 0, "1": 1}
+    if isinstance(value, bool) or text not in table:
+        raise ConfigError(f"{name}: {value!r} is not one of all, -1, 0, 1")
+    return table[text]
+
+
+def _callable_or_none(name: str, value: Any) -> Any:
+    if value is None or callable(value):
+        return value
+    raise ConfigError(f"{name}: expected a callable or None, got {value!r}")
+
+
+_COMMON = [
+    Setting("bootstrap.servers", _servers, None,
+            "HOST:PORT pairs to learn the cluster from (comma-separated or a list). Required."),
+    Setting("client.id", _str_or_none, None, "Sent in every request header; default pylog-<kind>-N."),
+    Setting("request.timeout.ms", _int(1), 30000,
+            "How long to wait for an answer to one request before failing or retrying it."),
+    Setting("retry.backoff.ms", _int(0), 100, "Wait before retrying a failed request."),
+    Setting("retry.backoff.max.ms", _int(0), 1000,
+            "Cap of the exponential retry backoff (KIP-580)."),
+    Setting("metadata.max.age.ms", _int(0), 300000,
+            "Refresh metadata at least this often even without errors."),
+    Setting("socket.connection.setup.timeout.ms", _int(1), 10000,
+            "How long a TCP connect plus ApiVersions may take."),
+]
+
+PRODUCER: dict[str, Setting] = {s.name: s for s in _COMMON + [
+    Setting("acks", _acks, -1, "all (-1): the ISR has it; 1: the leader has it; 0: no answer."),
+    Setting("linger.ms", _int(0), 5, "Wait up to this long for a batch to fill before sending."),
+    Setting("batch.size", _int(0), 16384, "Target size of one partition's batch in bytes."),
+    Setting("compression.type", _choice("none", "gzip", "snappy", "lz4", "zstd"), "none",
+            "Codec of produced batches."),
+    Setting("max.in.flight.requests.per.connection", _int(1), 5,
+            "Produce requests pipelined on one connection (at most 5 with idempotence)."),
+    Setting("retries", _int(0), 2147483647, "Resends of a failed batch (bounded by delivery.timeout.ms)."),
+    Setting("delivery.timeout.ms", _int(1), 120000,
+            "Upper bound on the time from send() to success or failure."),
+    Setting("enable.idempotence", _bool, True,
+            "Producer id + per-partition sequence numbers: retries never duplicate."),
+    Setting("transactional.id", _str_or_none, None,
+            "Transactions: refused until the broker serves them."),
+    Setting("partitioner.class", _callable_or_none, None,
+            "A callable (key_bytes, all_partitions, available_partitions) -> partition; None"
+            " is Kafka's built-in: murmur2 for keys, sticky for keyless records."),
+    Setting("partitioner.ignore.keys", _bool, False, "Place keyed records as keyless ones."),
+    Setting("buffer.memory", _int(1, 2**62), 33554432,
+            "Bytes of records waiting to be sent; send() blocks beyond it."),
+    Setting("max.block.ms", _int(0, 2**62), 60000,
+            "How long send() may block on metadata or buffer.memory before raising."),
+    Setting("max.request.size", _int(1), 1048576, "Largest record (and produce request) sent."),
+    Setting("key.serializer", _callable_or_none, None, "Turns a key into bytes (default: keys are bytes)."),
+    Setting("value.serializer", _callable_or_none, None, "Turns a value into bytes."),
+]}
+
+CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
+    Setting("group.id", _str_or_none, None,
+            "Consumer group (needs the group coordinator: subscribe() is not available yet)."),
+    Setting("auto.offset.reset", _choice("earliest", "latest", "none"), "latest",
+            "Where to start when there is no position or it is out of range."),
+    Setting("fetch.min.bytes", _int(0), 1, "The broker waits for this many bytes..."),
+    Setting("fetch.max.wait.ms", _int(0), 500, "... or this long, whichever comes first."),
+    Setting("max.partition.fetch.bytes", _int(1), 1048576, "Per-partition fetch size."),
+    Setting("fetch.max.bytes", _int(1), 52428800, "Whole fetch response size (soft)."),
+    Setting("isolation.level", _choice("read_uncommitted", "read_committed"), "read_uncommitted",
+            "read_committed: stop at the last stable offset and drop aborted records."),
+    Setting("max.poll.records", _int(1), 500, "Most records one poll() returns."),
+    Setting("check.crcs", _bool, True, "Verify each batch's CRC-32C on the record path."),
+    Setting("default.api.timeout.ms", _int(0), 60000,
+            "Timeout of blocking calls without their own (position, offsets lookups)."),
+    Setting("key.deserializer", _callable_or_none, None, "Turns key bytes into a key."),
+    Setting("value.deserializer", _callable_or_none, None, "Turns value bytes into a value."),
+]}
+
+ADMIN: dict[str, Setting] = {s.name: s for s in _COMMON + [
+    Setting("default.api.timeout.ms", _int(0), 60000, "Timeout of an admin call."),
+]}
+
+
+class Resolved(dict):  # type: ignore[type-arg]
+    """Parsed settings by dotted name; ``explicit`` holds the names the user gave."""
+
+    explicit: frozenset[str] = frozenset()
+
+
+def resolve(table: Mapping[str, Setting], config: Mapping[str, Any] | None,
+            kwargs: Mapping[str, Any]) -> Resolved:
+    """Merge a dotted-name mapping and underscore keyword arguments into parsed settings.
+
+    Args:
+        table: the settings a client accepts (``PRODUCER``, ``CONSUMER``, ``ADMIN``).
+        config: ``{"linger.ms": 5, ...}`` or None.
+        kwargs: ``{"linger_ms": 5, ...}``.
+
+    Returns:
+        Every setting of ``table`` by dotted name, parsed, defaults filled in; its
+        ``explicit`` attribute names the settings given.
+
+    Raises:
+        ConfigError: an unknown name (with the closest known one), a bad value, a name given
+            twice with different values, or a missing ``bootstrap.servers``.
+    """
+    given: dict[str, tuple[Any, str]] = {}
+
+    def put(name: str, value: Any, spelled: str) -> None:
+        setting = table.get(name)
+        if setting is None:
+            raise ConfigError(_unknown(table, spelled, underscore=spelled != name))
+        parsed = setting.parse(name, value)
+        if name in given and given[name][0] != parsed:
+            raise ConfigError(f"{name} given twice ({given[name][1]} and {spelled}) with "
+                              f"different values")
+        given[name] = (parsed, spelled)
+
+    for key, value in (config or {}).items():
+        if not isinstance(key, str):
+            raise ConfigError(f"setting names are strings, got {key!r}")
+        put(key.strip(), value, key)
+    for key, value in kwargs.items():
+        put(key.replace("_", "."), value, key)
+    out = Resolved((name, s.default) for name, s in table.items())
+    out.update({name: v for name, (v, _) in given.items()})
+    out.explicit = frozenset(given)
+    if out.get("bootstrap.servers") is None:
+        raise ConfigError("bootstrap.servers is required (e.g. '127.0.0.1:9092')")
+    return out
+
+
+def _unknown(table: Mapping[str, Setting], spelled: str, *, underscore: bool) -> str:
+    names = list(table)
+    key = spelled.replace("_", ".").lower() if underscore else spelled.lower()
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    hint = ""
+    if close:
+        suggestion = close[0].replace(".", "_") if underscore else close[0]
+        hint = f"; did you mean {suggestion!r}?"
+    return f"unknown setting {spelled!r}{hint}"

@@ -1,0 +1,51 @@
+"""Errors the client raises besides the broker's (``pylog.errors.ApiError`` per Kafka code).
+
+Broker answers with an error code surface as the ``pylog.errors`` class for that code
+(``NotLeaderOrFollowerError``, ``TopicAlreadyExistsError``, ...). The classes here are the
+client-side failures Kafka's Java client also has names for.
+"""
+
+from __future__ import annotations
+
+from pylog.client.config import ConfigError
+from pylog.errors import KafkaError
+
+__all__ = ["ConfigError", "KafkaTimeoutError", "KafkaConnectionError", "ClientClosedError",
+           "NoOffsetForPartitionError", "RecordTooLargeError", "IllegalStateError",
+           "GroupsNotAvailableError"]
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """Something did not finish within its bound (``max.block.ms``, ``delivery.timeout.ms``,
+    ``request.timeout.ms`` or a call's timeout): Kafka's ``TimeoutException``."""
+
+
+class KafkaConnectionError(KafkaError, ConnectionError):
+    """A broker could not be reached or dropped the connection (retriable)."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class ClientClosedError(KafkaError):
+    """The client was closed; nothing more can be sent or polled."""
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A partition has no position and ``auto.offset.reset`` is ``none`` (or the position is
+    out of range with ``none``)."""
+
+
+class RecordTooLargeError(KafkaError, ValueError):
+    """A record is larger than ``max.request.size`` or ``buffer.memory``."""
+
+
+class IllegalStateError(KafkaError):
+    """The call is not legal in the client's current state (e.g. position of an unassigned
+    partition)."""
+
+
+class GroupsNotAvailableError(KafkaError, NotImplementedError):
+    """Consumer-group calls (``subscribe``, ``commit``, ``committed``) need the broker's
+    group coordinator, which pylog does not have yet (issue 7); use ``assign()`` and
+    ``seek()`` meanwhile."""

@@ -1,0 +1,168 @@
+"""The blocking producer: ``pylog.client.Producer``.
+
+The asyncio core (``pylog.client.aio.producer.ProducerCore``) runs on a private event loop
+in a daemon thread (``_loop.LoopThread``). ``send()`` runs in the caller's thread: it
+serializes the record, picks its partition and appends it to the thread-safe accumulator;
+it blocks only for the topic's first metadata and for room in ``buffer.memory`` (both
+bounded by ``max.block.ms``). Batches are built, compressed, sent, retried and answered on
+the loop thread.
+
+Example::
+
+    from pylog.client import Producer
+
+    with Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5}) as p:
+        fut = p.send("events", b"hello", key=b"user-1")
+        print(fut.result().offset)
+        p.send("events", b"again", on_delivery=lambda err, meta: print(err, meta))
+        p.flush()
+
+Thread-safety: every method may be called from any thread, except that a blocking call
+(``flush``, ``close``) from inside a delivery callback raises ``IllegalStateError``
+(callbacks run on the client's I/O thread; keep them short).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.client._future import RecordFuture
+from pylog.client._loop import LoopThread
+from pylog.client.aio.producer import ProducerCore, producer_settings
+from pylog.client.config import Resolved
+from pylog.client.errors import KafkaTimeoutError
+from pylog.client.records import RecordMetadata
+
+__all__ = ["Producer"]
+
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
+
+
+class Producer:
+    """Kafka producer (blocking facade over the asyncio core).
+
+    Args:
+        config: Kafka's dotted names (``{"bootstrap.servers": ..., "acks": "all"}``).
+        **kwargs: the same names with underscores (``bootstrap_servers=..., acks="all"``).
+
+    Raises:
+        ConfigError: an unknown, mistyped or conflicting setting (named in the message).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **kwargs: Any) -> None:
+        settings = producer_settings(config, kwargs)
+        self._thread = LoopThread(f"pylog-producer-io-{settings['client.id'] or ''}")
+        try:
+            self._core = self._thread.run(self._make(settings, clock))
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+
+    @staticmethod
+    async def _make(settings: Resolved, clock: Clock) -> ProducerCore:
+        core = ProducerCore(settings, clock)
+        core.start()
+        return core
+
+    @property
+    def settings(self) -> Resolved:
+        """The resolved settings, by Kafka name."""
+        return self._core.settings
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp_ms: int | None = None, *,
+             on_delivery: DeliveryCallback | None = None) -> RecordFuture:
+        """Queue a record for ``topic``.
+
+        Args:
+            value, key: bytes (or anything the configured serializers take), or None.
+            headers: list of ``(str, bytes | None)`` or a dict.
+            partition: explicit partition; else the partitioner (murmur2 of the key as the
+                Java client, sticky for keyless records).
+            timestamp_ms: record timestamp (default: now).
+            on_delivery: ``callback(error, metadata)`` called once on the client's I/O
+                thread when the record succeeded (error None) or failed.
+
+        Returns:
+            A future of the record's ``RecordMetadata`` (``result(timeout)``,
+            ``exception(timeout)``, ``done()``, ``add_done_callback(fn)``, as
+            ``concurrent.futures.Future``; one shared result per batch underneath).
+
+        Raises:
+            KafkaTimeoutError: no metadata for the topic or no room in ``buffer.memory``
+                within ``max.block.ms``.
+            RecordTooLargeError: the record is larger than ``max.request.size`` or
+                ``buffer.memory``.
+            TypeError, ValueError: a bad key, value, header, partition or timestamp.
+            ClientClosedError: the producer is closed.
+        """
+        core = self._core
+        deadline = time.monotonic() + core.max_block
+        rec = core.prepare(topic, value, key, headers, timestamp_ms)
+        info = core.cluster.topic(topic)
+        if info is None:
+            info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
+        p = core.place(info, rec, partition)
+        placed = core.append(rec, p, None)
+        if placed is None:  # buffer.memory is full: wait for room (max.block.ms in all)
+            if not core.acc.reserve(rec.size, deadline - time.monotonic(), blocking=True):
+                raise KafkaTimeoutError(
+                    f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
+                    f"max.block.ms ({core.settings['max.block.ms']} ms)")
+            placed = core.append(rec, p, None, reserved=True)
+            assert placed is not None
+        batch, index = placed
+        fut = RecordFuture(batch.result, index, topic, p, rec.timestamp,
+                           len(rec.key) if rec.key is not None else -1,
+                           len(rec.value) if rec.value is not None else -1)
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(f.exception(0),
+                                                        None if f.exception(0) else f.result(0)))
+        return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every record queued so far and wait until each succeeded or failed.
+
+        Raises:
+            KafkaTimeoutError: not all completed within ``timeout`` seconds.
+        """
+        mark = self._core.flush_mark()
+        self._thread.run(self._core.flush(mark), timeout)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (fetching metadata if needed)."""
+        core = self._core
+        info = core.cluster.topic(topic) or self._thread.run(
+            core.cluster.wait_for_topic(topic, core.max_block))
+        return sorted(info.partitions)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (up to ``timeout`` s; None waits, bounded by
+        ``delivery.timeout.ms``), fail what is left with ``ClientClosedError``, stop the
+        I/O thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.run(self._core.close(timeout))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A producer dropped without close(): stop its thread (records still queued fail).
+        if not getattr(self, "_closed", True):
+            try:
+                self._thread.stop()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass

@@ -1,0 +1,75 @@
+"""Value types the client hands out: topic-partitions, produced-record metadata, records."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord"]
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic (hashable; ``("t", 0)`` compares equal)."""
+
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed.
+
+    Attributes:
+        topic, partition: the partition it was written to.
+        offset: its offset (-1 with ``acks=0``, which gets no answer, and for a retried batch
+            the broker recognised as a duplicate without reporting the offset).
+        timestamp: the record's timestamp (the broker's append time for topics with
+            ``message.timestamp.type=LogAppendTime``), milliseconds since the epoch.
+        serialized_key_size, serialized_value_size: bytes of key and value (-1 for None).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class ConsumerRecord:
+    """One consumed record.
+
+    Attributes:
+        topic, partition, offset: where it was read.
+        timestamp: milliseconds since the epoch; ``timestamp_type`` 0 create time, 1 log
+            append time.
+        key, value: bytes or None (or what the deserializers made of them).
+        headers: list of (str, bytes | None).
+        leader_epoch: the batch's partition leader epoch (-1 if unknown).
+    """
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
+                 "value", "headers", "leader_epoch")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 timestamp_type: int, key: Any, value: Any,
+                 headers: list[tuple[str, bytes | None]], leader_epoch: int = -1) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.leader_epoch = leader_epoch
+
+    def __repr__(self) -> str:
+        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConsumerRecord):
+            return NotImplemented
+        return all(getattr(self, a) == getattr(other, a) for a in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,79 @@
+"""Client settings: dotted mapping and underscore keywords, Kafka defaults, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pylog.client.aio.producer import producer_settings
+from pylog.client.config import ADMIN, CONSUMER, PRODUCER, ConfigError, resolve
+
+B = {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_mapping_and_keywords_give_the_same_settings() -> None:
+    a = resolve(PRODUCER, {"bootstrap.servers": "h:1,h2:2", "linger.ms": 7, "acks": "1"}, {})
+    b = resolve(PRODUCER, None, {"bootstrap_servers": ["h:1", "h2:2"], "linger_ms": "7", "acks": 1})
+    assert a == b
+    assert a["bootstrap.servers"] == [("h", 1), ("h2", 2)]
+    assert a["linger.ms"] == 7 and a["acks"] == 1
+    assert a.explicit == {"bootstrap.servers", "linger.ms", "acks"}
+
+
+def test_kafka_defaults() -> None:
+    p = resolve(PRODUCER, B, {})
+    assert p["acks"] == -1  # all
+    assert p["enable.idempotence"] is True
+    assert p["linger.ms"] == 5 and p["batch.size"] == 16384
+    assert p["buffer.memory"] == 33554432 and p["max.block.ms"] == 60000
+    assert p["delivery.timeout.ms"] == 120000 and p["request.timeout.ms"] == 30000
+    assert p["max.in.flight.requests.per.connection"] == 5 and p["retries"] == 2147483647
+    assert p["compression.type"] == "none" and p["retry.backoff.ms"] == 100
+    c = resolve(CONSUMER, B, {})
+    assert c["auto.offset.reset"] == "latest" and c["fetch.min.bytes"] == 1
+    assert c["fetch.max.wait.ms"] == 500 and c["max.partition.fetch.bytes"] == 1048576
+    assert c["fetch.max.bytes"] == 52428800 and c["isolation.level"] == "read_uncommitted"
+    assert c["max.poll.records"] == 500
+    assert resolve(ADMIN, B, {})["default.api.timeout.ms"] == 60000
+
+
+@pytest.mark.parametrize(("config", "kwargs", "message"), [
+    ({"linger.msec": 5}, {}, "unknown setting 'linger.msec'; did you mean 'linger.ms'?"),
+    ({}, {"linger_msec": 5}, "unknown setting 'linger_msec'; did you mean 'linger_ms'?"),
+    ({}, {"bootstrap_server": "h:1"}, "did you mean 'bootstrap_servers'?"),
+    ({"group.id": "g"}, {}, "unknown setting 'group.id'"),  # a consumer setting
+    ({"linger.ms": "soon"}, {}, "linger.ms: expected an integer, got 'soon'"),
+    ({"linger.ms": -1}, {}, "linger.ms: -1 is outside"),
+    ({"acks": "2"}, {}, "acks: '2' is not one of all, -1, 0, 1"),
+    ({"compression.type": "brotli"}, {}, "compression.type: 'brotli' is not one of"),
+    ({"enable.idempotence": "yes"}, {}, "enable.idempotence: expected true or false"),
+    ({"linger.ms": 5}, {"linger_ms": 6}, "linger.ms given twice"),
+])
+def test_bad_settings_are_named(config: dict, kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        resolve(PRODUCER, {**B, **config}, kwargs)
+    assert message in str(info.value)
+
+
+def test_bootstrap_servers_is_required_and_checked() -> None:
+    with pytest.raises(ConfigError, match="bootstrap.servers is required"):
+        resolve(CONSUMER, {}, {})
+    with pytest.raises(ConfigError, match="bad address 'nohost'"):
+        resolve(CONSUMER, {"bootstrap.servers": "nohost"}, {})
+
+
+def test_same_value_twice_is_fine() -> None:
+    assert resolve(PRODUCER, {**B, "linger.ms": 5}, {"linger_ms": "5"})["linger.ms"] == 5
+
+
+def test_idempotence_settles_as_kafka() -> None:
+    # Left at its default, a conflicting setting turns idempotence off ...
+    assert producer_settings({**B, "acks": 1}, {})["enable.idempotence"] is False
+    assert producer_settings(
+        {**B, "max.in.flight.requests.per.connection": 6}, {})["enable.idempotence"] is False
+    # ... asked for explicitly, the conflict is an error.
+    with pytest.raises(ConfigError, match="acks must be all"):
+        producer_settings({**B, "acks": 1, "enable.idempotence": True}, {})
+    with pytest.raises(ConfigError, match="transactions are not available"):
+        producer_settings({**B, "transactional.id": "tx"}, {})
+    with pytest.raises(ConfigError, match="delivery.timeout.ms must be at least"):
+        producer_settings({**B, "delivery.timeout.ms": 1000}, {})

@@ -1,0 +1,112 @@
+"""Fetched bytes to records and columns: positions inside compressed batches, control
+batches, aborted transactions under read_committed, CRC checks."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+import logcore
+from pylog import errors
+from pylog.client.aio._fetcher import CompletedFetch, Fetcher, PartitionState
+from pylog.client.config import CONSUMER, resolve
+from pylog.client.records import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def _batch(base: int, n: int, *, compression: str = "none", pid: int = -1,
+           transactional: bool = False) -> bytes:
+    b = logcore.BatchBuilder(compression=compression, base_offset=base,  # type: ignore[arg-type]
+                             producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                             base_sequence=0 if pid >= 0 else -1, transactional=transactional)
+    for i in range(n):
+        b.append(b"v%d" % (base + i), key=b"k%d" % (base + i), timestamp_ms=1000 + base + i)
+    return b.build()
+
+
+def _marker(offset: int, pid: int, commit: bool) -> bytes:
+    b = logcore.BatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=0,
+                             transactional=True, is_control=True)
+    b.append(struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, 1 if commit else 0),
+             timestamp_ms=5000)
+    return b.build()
+
+
+def _fetcher(**overrides: object) -> tuple[Fetcher, PartitionState]:
+    settings = resolve(CONSUMER, {"bootstrap.servers": "h:1", **overrides}, {})
+    st = PartitionState()
+    f = Fetcher(None, {TP: st}, settings)  # type: ignore[arg-type]
+    return f, st
+
+
+def test_records_start_at_the_position_inside_a_compressed_batch() -> None:
+    f, st = _fetcher()
+    data = _batch(0, 10, compression="lz4") + _batch(10, 5)
+    st.position = 4
+    f.completed[TP] = CompletedFetch(TP, memoryview(data), 4, [])
+    recs = f.take_records(3)
+    assert [r.offset for r in recs] == [4, 5, 6] and st.position == 7
+    recs = f.take_records(100)
+    assert [r.offset for r in recs] == list(range(7, 15)) and st.position == 15
+    assert recs[0].key == b"k7" and recs[0].value == b"v7" and recs[0].timestamp == 1007
+
+
+def test_columns_are_sliced_to_the_position() -> None:
+    f, st = _fetcher()
+    data = _batch(0, 10, compression="zstd") + _batch(10, 5)
+    st.position = 6
+    f.completed[TP] = CompletedFetch(TP, memoryview(data), 6, [])
+    cols = f.take_columns()[TP]
+    assert list(cols.offsets) == list(range(6, 15)) and st.position == 15
+    first = bytes(cols.value_data[cols.value_offsets[0]:cols.value_offsets[1]])
+    assert first == b"v6"
+    assert list(cols.timestamps[:2]) == [1006, 1007]
+
+
+def test_read_committed_drops_aborted_and_control_batches() -> None:
+    f, st = _fetcher(**{"isolation.level": "read_committed"})
+    data = (_batch(0, 2) + _batch(2, 2, pid=7, transactional=True) + _marker(4, 7, False)
+            + _batch(5, 2, pid=8, transactional=True) + _marker(7, 8, True) + _batch(8, 1))
+    st.position = 0
+    f.completed[TP] = CompletedFetch(TP, data, 0, [(7, 2)])
+    recs = f.take_records(100)
+    assert [r.offset for r in recs] == [0, 1, 5, 6, 8]
+    assert st.position == 9
+    # read_uncommitted keeps the aborted records but still never shows markers.
+    f2, st2 = _fetcher()
+    st2.position = 0
+    f2.completed[TP] = CompletedFetch(TP, data, 0, [(7, 2)])
+    assert [r.offset for r in f2.take_records(100)] == [0, 1, 2, 3, 5, 6, 8]
+    f3, st3 = _fetcher(**{"isolation.level": "read_committed"})
+    st3.position = 0
+    f3.completed[TP] = CompletedFetch(TP, data, 0, [(7, 2)])
+    assert list(f3.take_columns()[TP].offsets) == [0, 1, 5, 6, 8]
+
+
+def test_truncated_tail_is_left_for_the_next_fetch() -> None:
+    f, st = _fetcher()
+    data = _batch(0, 3) + _batch(3, 3)[:-5]
+    st.position = 0
+    f.completed[TP] = CompletedFetch(TP, data, 0, [])
+    assert [r.offset for r in f.take_records(100)] == [0, 1, 2]
+    assert st.position == 3
+
+
+def test_corrupt_batch_raises_corrupt_message() -> None:
+    f, st = _fetcher()
+    data = bytearray(_batch(0, 3))
+    data[-1] ^= 0xFF
+    st.position = 0
+    f.completed[TP] = CompletedFetch(TP, bytes(data), 0, [])
+    with pytest.raises(errors.CorruptMessageError, match="t-0: corrupt record batch"):
+        f.take_records(10)
+
+
+def test_stale_data_after_seek_is_not_returned() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    f.completed[TP] = CompletedFetch(TP, _batch(0, 3), 0, [])
+    st.paused = True
+    assert f.take_records(10) == [] and TP not in f.completed
