@@ -1,0 +1,245 @@
+"""Consumer-group benchmark: rebalance time and commit throughput through real
+confluent-kafka consumers, against pylog and Tansu in the same run (issue 7).
+
+Scenarios, each timed on the wall clock of this process:
+
+- ``join``: ``--members`` consumers (10) subscribe at once to a topic of ``--partitions``
+  partitions (100); the time from the first ``subscribe()`` until every member holds its
+  share of one assignment that covers every partition exactly once.
+- ``leave``: from that stable group one member closes (LeaveGroup); the time until the
+  others cover every partition again.
+- ``join-one``: a new member subscribes to the stable group; the time until the members
+  again cover every partition with the newcomer holding some.
+- ``commits``: one consumer of the group commits one offset at a time, synchronously
+  (``commit(asynchronous=False)``, one round trip each), for ``--seconds``; and then
+  asynchronously (``asynchronous=True``, librdkafka pipelines them), counting the
+  acknowledged commits from its ``on_commit`` callback: commits/s.
+
+The members are confluent-kafka consumers (librdkafka) in threads of one child process per
+scenario run, all with ``partition.assignment.strategy=range`` (eager: an assignment is
+whole) and the heartbeat at 500 ms so that a rebalance is noticed quickly; the broker runs
+in its own process (harness.BrokerProc). pylog runs with ``group.initial.rebalance.delay.ms``
+as given by ``--initial-delay-ms`` (0 by default so that the join figure measures the
+protocol and not Kafka's deliberate 3 s wait; Tansu has no such delay).
+
+Examples::
+
+    python benchmarks/e2e/groups.py --broker both --repeat 3
+    python benchmarks/e2e/groups.py --broker pylog --members 4 --partitions 12 --seconds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import BrokerProc, create_topic, git_commit  # noqa: E402
+
+_GROUP_CLIENT = r"""
+import json, sys, threading, time
+from confluent_kafka import Consumer, TopicPartition
+a = json.loads(sys.argv[1])
+topic, nparts = a["topic"], a["partitions"]
+conf = {"bootstrap.servers": a["bootstrap"], "group.id": a["group"], "enable.auto.commit": False,
+        "partition.assignment.strategy": "range", "session.timeout.ms": 10000,
+        "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"}
+
+
+class Member:
+    def __init__(self, i):
+        self.owned = set()
+        self.lock = threading.Lock()
+        self.stop = False
+        self.c = Consumer(dict(conf, **{"client.id": f"m{i}"}))
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def on_assign(self, c, parts):
+        with self.lock:
+            self.owned = {p.partition for p in parts}
+
+    def on_revoke(self, c, parts):
+        with self.lock:
+            self.owned = set()
+
+    def start(self):
+        self.c.subscribe([topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            self.c.poll(0.05)
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.c.close()
+
+
+def covered(members, need_nonempty=()):
+    seen = []
+    for m in members:
+        with m.lock:
+            seen.extend(m.owned)
+    if len(seen) != nparts or set(seen) != set(range(nparts)):
+        return False
+    return all(m.owned for m in need_nonempty)
+
+
+def wait(members, need_nonempty=(), timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if covered(members, need_nonempty):
+            return True
+        time.sleep(0.002)
+    return False
+
+
+out = {}
+if a["mode"] == "rebalance":
+    members = [Member(i) for i in range(a["members"])]
+    for m in members:  # connected, metadata known: not part of the timing
+        m.c.list_topics(topic, timeout=30)
+    t0 = time.monotonic()
+    for m in members:
+        m.start()
+    ok = wait(members, need_nonempty=members if a["members"] <= nparts else ())
+    out["join_s"] = time.monotonic() - t0 if ok else None
+    gone = members.pop()
+    t0 = time.monotonic()
+    gone.close()
+    # the others first lose their partitions (eager revoke), then get the new assignment
+    ok = wait(members, need_nonempty=members if len(members) <= nparts else ())
+    out["leave_s"] = time.monotonic() - t0 if ok else None
+    new = Member(len(members) + 1)
+    new.c.list_topics(topic, timeout=30)
+    t0 = time.monotonic()
+    new.start()
+    ok = wait(members + [new], need_nonempty=[new])
+    out["join_one_s"] = time.monotonic() - t0 if ok else None
+    for m in members + [new]:
+        m.close()
+else:
+    acked = [0]
+    errors = [0]
+
+    def on_commit(err, parts):
+        if err is not None:
+            errors[0] += 1
+        else:
+            acked[0] += 1
+
+    c = Consumer(dict(conf, on_commit=on_commit))
+    c.list_topics(topic, timeout=30)
+    tp0 = [TopicPartition(topic, 0, 0)]
+    c.assign(tp0)
+    c.commit(offsets=tp0, asynchronous=False)  # coordinator found: not part of the timing
+    secs = a["seconds"]
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        n += 1
+        c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=False)
+    out["sync_commits_per_s"] = n / (time.monotonic() - t0)
+    acked[0] = 0
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        n += 1
+        c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=True)
+        if n % 1000 == 0:
+            c.poll(0)
+            while n - acked[0] - errors[0] > 20000:  # bound what is outstanding
+                c.poll(0.001)
+    deadline = time.monotonic() + 60
+    while acked[0] + errors[0] < n and time.monotonic() < deadline:
+        c.poll(0.01)
+    out["async_commits_per_s"] = acked[0] / (time.monotonic() - t0)
+    out["async_errors"] = errors[0]
+    out["async_unacked"] = n - acked[0] - errors[0]
+    got = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    out["last_committed_ok"] = got == n
+    c.close()
+print(json.dumps(out))
+"""
+
+
+def run_client(params: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", _GROUP_CLIENT, json.dumps(params)],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode:
+        raise RuntimeError(f"group client failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_one(kind: str, args: argparse.Namespace, round_no: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"groups-{kind}-") as workdir:
+        overrides = [f"group.initial.rebalance.delay.ms={args.initial_delay_ms}",
+                     "offsets.topic.num.partitions=50"] if kind == "pylog" else []
+        broker = BrokerProc(kind, workdir, overrides)
+        try:
+            topic = f"groups-{round_no}"
+            create_topic(broker.bootstrap, topic, args.partitions)
+            base = dict(bootstrap=broker.bootstrap, topic=topic, partitions=args.partitions)
+            cpu0 = broker.cpu()
+            result = run_client(dict(base, mode="rebalance", group=f"rb-{round_no}",
+                                     members=args.members))
+            result.update(run_client(dict(base, mode="commits", group=f"cm-{round_no}",
+                                          seconds=args.seconds)))
+            result["broker_cpu_s"] = broker.cpu() - cpu0
+        finally:
+            broker.stop()
+    result["broker"] = kind
+    return result
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--broker", choices=("pylog", "tansu", "both"), default="both")
+    p.add_argument("--members", type=int, default=10)
+    p.add_argument("--partitions", type=int, default=100)
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each commit phase")
+    p.add_argument("--initial-delay-ms", type=int, default=0,
+                   help="pylog's group.initial.rebalance.delay.ms (Kafka's default is 3000)")
+    p.add_argument("--repeat", type=int, default=1, help="rounds, alternating the brokers")
+    args = p.parse_args(argv)
+    kinds = ["tansu", "pylog"] if args.broker == "both" else [args.broker]
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    for r in range(args.repeat):
+        for kind in kinds:
+            res = run_one(kind, args, r)
+            runs[kind].append(res)
+            print(json.dumps(res), file=sys.stderr, flush=True)
+    keys = ("join_s", "leave_s", "join_one_s", "sync_commits_per_s", "async_commits_per_s",
+            "broker_cpu_s")
+    summary: dict[str, Any] = {"commit": git_commit(), "members": args.members,
+                               "partitions": args.partitions, "seconds": args.seconds,
+                               "initial_delay_ms": args.initial_delay_ms, "repeat": args.repeat,
+                               "median": {k: {key: _median(v, key) for key in keys}
+                                          for k, v in runs.items()},
+                               "runs": runs}
+    if len(kinds) == 2:
+        med = summary["median"]
+        ratios = {}
+        for key in keys:
+            a, b = med["pylog"][key], med["tansu"][key]
+            if a and b:
+                # times: Tansu / pylog (above 1 = pylog faster); rates: pylog / Tansu
+                ratios[key] = round(a / b if key.endswith("_per_s") else b / a, 3)
+        summary["ratio_pylog_vs_tansu"] = ratios
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
