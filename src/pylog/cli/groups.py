@@ -345,7 +345,7 @@ def _describe_json(admin: Admin, descs: dict[str, GroupDescription]) -> int:
 
 
 def _parse_topic_args(topics: list[str]) -> list[tuple[str, list[int] | None]]:
-    out = []
+    out: list[tuple[str, list[int] | None]] = []
     for arg in topics:
         topic, sep, parts = arg.partition(":")
         if not topic:
