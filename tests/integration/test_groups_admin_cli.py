@@ -556,3 +556,30 @@ def test_help_and_unreachable_broker(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-m", "pylog", "groups", "list", "-b", f"127.0.0.1:{port}"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "cannot reach the broker" in out.stderr
+
+
+def test_admin_waits_out_a_broker_restart(new_broker: Callable[..., BrokerProcess],
+                                         topic_name: str) -> None:
+    import signal
+
+    b = new_broker(OVERRIDES).start()
+    _topic(b, topic_name, 2)
+    group = f"g-{topic_name}"
+    tps = [TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)]
+    with Admin(bootstrap_servers=b.bootstrap, default_api_timeout_ms=60_000) as a:
+        for i in range(200):  # records for the restarted coordinator to load
+            a.alter_group_offsets(group, {tps[0]: i, tps[1]: 2 * i})
+        # The broker is down when the call starts and back 1.5 s later: the call keeps
+        # reconnecting and looking the coordinator up until it answers.
+        b.stop(sig=signal.SIGKILL)
+        restart = threading.Timer(1.5, b.start)
+        restart.start()
+        started = time.monotonic()
+        try:
+            assert a.list_group_offsets(group) == {tps[0]: OffsetAndMetadata(199),
+                                                   tps[1]: OffsetAndMetadata(398)}
+        finally:
+            restart.join(60)
+        assert time.monotonic() - started >= 1.4
+        assert a.describe_groups([group])[group].state == "Empty"
+    assert "loaded" in b.read_log()
