@@ -363,7 +363,7 @@ def _parse_topic_args(topics: list[str]) -> list[tuple[str, list[int] | None]]:
     return out
 
 
-def _topic_partitions(admin: Admin, topics: list[str]) -> list[TopicPartition]:
+def _topic_partitions(admin: Admin, topics: list[str], hint: str = "") -> list[TopicPartition]:
     """The partitions ``--topic`` arguments name, checked against the topics' metadata."""
     from pylog.client import TopicPartition
 
@@ -373,7 +373,7 @@ def _topic_partitions(admin: Admin, topics: list[str]) -> list[TopicPartition]:
             desc = admin.describe_topics([topic])[topic]
         except errors.UnknownTopicOrPartitionError:
             raise CommandError(f"topic {topic!r} does not exist (`pylog topics list` shows the "
-                               f"topics; a deleted topic's committed offsets go with it)") from None
+                               f"topics){hint}") from None
         have = [p.partition for p in desc.partitions]
         if numbers is None:
             out += [TopicPartition(topic, p) for p in have]
@@ -549,7 +549,9 @@ def groups_delete(admin: Admin, args: argparse.Namespace) -> int:
 
 def groups_delete_offsets(admin: Admin, args: argparse.Namespace) -> int:
     group = args.group
-    tps = _topic_partitions(admin, args.topic)
+    tps = _topic_partitions(admin, args.topic, (
+        "; the broker keeps no partition to delete offsets of: a deleted topic's offsets "
+        f"expire (offsets.retention.minutes) or go with `pylog groups delete {group}`"))
     try:
         results = admin.delete_group_offsets(group, tps)
     except (errors.GroupIdNotFoundError, errors.NonEmptyGroupError) as exc:
