@@ -129,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
 
     where = f"pylog groups {args.groups_command}"
     try:
+        _check_args(args)
+    except UsageError as exc:
+        print(f"{where}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         admin = Admin({"bootstrap.servers": args.bootstrap_server, "client.id": "pylog-groups",
                        "request.timeout.ms": max(1, int(args.timeout * 1000)),
                        "default.api.timeout.ms": max(1, int(args.timeout * 1000))})
@@ -137,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with admin:
+            # One request first: a wrong address fails now, not after the group calls'
+            # retries (they wait out coordinator moves and broker restarts until --timeout).
+            admin.describe_cluster()
             return int(_ACTIONS[args.groups_command](admin, args))
     except UsageError as exc:
         print(f"{where}: error: {exc}", file=sys.stderr)
@@ -159,6 +167,25 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse a malformed command line before any request."""
+    action = args.groups_command
+    if action == "describe":
+        if args.all_groups and args.groups:
+            raise UsageError("give group ids or --all-groups, not both")
+        if not args.all_groups and not args.groups:
+            raise UsageError("name a group (or --all-groups)")
+        if args.verbose and not args.members:
+            raise UsageError("--verbose goes with --members")
+    if action in ("reset-offsets", "delete-offsets") and args.topic:
+        _parse_topic_args(args.topic)
+    if action == "reset-offsets":
+        if args.to_datetime is not None:
+            parse_datetime(args.to_datetime)
+        if args.by_duration is not None:
+            parse_duration(args.by_duration)
 
 
 # --- list -------------------------------------------------------------------------------------
@@ -186,11 +213,7 @@ def groups_list(admin: Admin, args: argparse.Namespace) -> int:
 
 def _group_ids(admin: Admin, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
-        if args.groups:
-            raise UsageError("give group ids or --all-groups, not both")
         return [g.group_id for g in admin.list_groups()]
-    if not args.groups:
-        raise UsageError("name a group (or --all-groups)")
     return list(dict.fromkeys(args.groups))
 
 
@@ -258,8 +281,6 @@ def _table(header: list[str], rows: list[list[Any]], widths: list[int]) -> None:
 
 def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
     ids = _group_ids(admin, args)
-    if args.verbose and not args.members:
-        raise UsageError("--verbose goes with --members")
     descs = admin.describe_groups(ids)
     if args.json:
         return _describe_json(admin, descs)
@@ -486,10 +507,6 @@ def _new_offsets(admin: Admin, args: argparse.Namespace, group: str,
 
 def groups_reset_offsets(admin: Admin, args: argparse.Namespace) -> int:
     group = args.group
-    if args.to_datetime is not None:
-        parse_datetime(args.to_datetime)  # a malformed argument fails before any request
-    if args.by_duration is not None:
-        parse_duration(args.by_duration)
     desc = admin.describe_groups([group])[group]
     if desc.state not in ("Empty", "Dead"):
         raise CommandError(
