@@ -3,10 +3,11 @@
 Commands:
     pylog broker [--config F] [--override k=v ...] [--log-level L] [--allow-pure-python]
     pylog topics create|list|describe|delete|alter-config ...
+    pylog groups list|describe|reset-offsets|delete|delete-offsets ...
     pylog produce TOPIC [options] < lines
     pylog consume TOPIC [options]
 
-``topics``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
+``topics``, ``groups``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
 (``--bootstrap-server``), so they work against any Kafka-compatible broker.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import sys
 
 import pylog
+from pylog.cli import groups as groups_cmd
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     ta.add_argument("--delete", action="append", default=[], metavar="KEY")
     _add_bootstrap(ta)
 
+    # --- groups (pylog.cli.groups) ---
+    groups_cmd.add_parser(sub, _add_bootstrap)
+
     # --- produce ---
     p = sub.add_parser("produce", help="produce lines from stdin or a file")
     p.add_argument("topic")
@@ -123,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli.broker_cmd import run
 
         return run(args)
+    if args.command == "groups":
+        return groups_cmd.run(args)
     from pylog.cli import tools
 
     return tools.run(args)

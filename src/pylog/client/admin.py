@@ -18,6 +18,11 @@ Example::
         print(admin.list_offsets({("events", 0): "latest"}))
         admin.delete_records({("events", 0): 100})
         print(admin.describe_cluster())
+        print(admin.list_groups(states=["Stable"]))
+        print(admin.describe_groups(["billing"])["billing"].members)
+        print(admin.list_group_offsets("billing"))
+        admin.alter_group_offsets("billing", {("events", 0): 0})  # group must be empty
+        admin.delete_groups(["billing"])
         admin.delete_topics(["events"])
 
 Thread-safety: calls may come from any thread (each runs on the client's loop).
@@ -36,10 +41,14 @@ from pylog.client.aio.admin import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    GroupDescription,
+    GroupListing,
     NewTopic,
+    OffsetAndMetadata,
     TopicDescription,
 )
 from pylog.client.records import TopicPartition
+from pylog.errors import ApiError
 
 __all__ = ["Admin"]
 
@@ -125,6 +134,52 @@ class Admin:
     def list_topics(self) -> list[str]:
         """Names of the non-internal topics."""
         return self._run(self._aio.list_topics())  # type: ignore[no-any-return]
+
+    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        """Groups of every broker, sorted by id; ``states`` (e.g. ``["Stable", "Empty"]``,
+        case-insensitive) keeps the groups in those states.
+
+        Raises:
+            ValueError: a state Kafka does not have.
+        """
+        return self._run(self._aio.list_groups(states))  # type: ignore[no-any-return]
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State, protocol type, protocol (the assignor) and members of groups, each member
+        with its decoded assignment. An unknown group comes back with state ``"Dead"``."""
+        return self._run(self._aio.describe_groups(group_ids))  # type: ignore[no-any-return]
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[Any] | None = None
+                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """A group's committed offsets: all of them, or those of ``partitions`` (None for a
+        partition without a commit)."""
+        return self._run(self._aio.list_group_offsets(group_id, partitions))  # type: ignore[no-any-return]
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[Any, Any]) -> None:
+        """Set a group's committed offsets: ``{tp: offset}`` or ``{tp: (offset, metadata)}``.
+        Only for a group without members (or a new group, which this creates).
+
+        Raises:
+            NonEmptyGroupError: the group has members: stop its consumers first.
+            UnknownTopicOrPartitionError: a partition that does not exist.
+        """
+        self._run(self._aio.alter_group_offsets(group_id, offsets))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ApiError | None]:
+        """Delete groups and their committed offsets. Returns ``{group: None}`` for each
+        group deleted, else the error (``NonEmptyGroupError``: it has members;
+        ``GroupIdNotFoundError``: no such group); nothing is raised for these."""
+        return self._run(self._aio.delete_groups(group_ids))  # type: ignore[no-any-return]
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[Any]
+                             ) -> dict[TopicPartition, ApiError | None]:
+        """Delete a group's committed offsets of ``partitions``. Returns ``{tp: None}`` where
+        deleted, else the error (``GroupSubscribedToTopicError``: a member consumes it).
+
+        Raises:
+            GroupIdNotFoundError: no such group.
+        """
+        return self._run(self._aio.delete_group_offsets(group_id, partitions))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._closed:

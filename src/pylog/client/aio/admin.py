@@ -2,8 +2,10 @@
 
 Topic creation, deletion and partition growth go to the controller (from Metadata);
 configs of a topic to any broker, of a broker to that broker; offsets and record deletion
-to each partition's leader. Every call raises the ``pylog.errors`` class of the first
-error code the broker returned, with the topic or resource named in the message.
+to each partition's leader; group calls to the group's coordinator (``_group_admin``).
+Every call raises the ``pylog.errors`` class of the first error code the broker returned,
+with the topic or resource named in the message, except ``delete_groups`` and
+``delete_group_offsets``, which answer per group / partition (some may succeed).
 
 Event-loop affinity: an asyncio ``Admin`` belongs to the loop it is used on.
 """
@@ -16,6 +18,13 @@ from typing import Any, NamedTuple
 
 from pylog import errors
 from pylog.client.aio._cluster import Cluster
+from pylog.client.aio._group_admin import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    OffsetAndMetadata,
+)
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.config import ADMIN, Resolved, resolve
@@ -32,7 +41,8 @@ from pylog.protocol.messages import (
 )
 
 __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescription",
-           "ClusterDescription", "TopicDescription", "PartitionDescription", "AdminCore"]
+           "ClusterDescription", "TopicDescription", "PartitionDescription", "AdminCore",
+           "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata"]
 
 _ids = itertools.count(1)
 
@@ -124,6 +134,7 @@ class AdminCore:
             retry_backoff=settings["retry.backoff.ms"] / 1000)
         self.timeout = settings["default.api.timeout.ms"] / 1000
         self.timeout_ms = int(settings["request.timeout.ms"])
+        self.groups = GroupAdmin(self.cluster, self.timeout)
 
     async def _controller(self) -> Any:
         if self.cluster.controller_id < 0 or self.cluster.needs_update():
@@ -328,6 +339,26 @@ class Admin:
     async def list_topics(self) -> list[str]:
         return sorted(n for n, t in (await self._core.describe_topics(None)).items()
                       if not t.is_internal)
+
+    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        return await self._core.groups.list_groups(states)
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        return await self._core.groups.describe_groups(group_ids)
+
+    async def list_group_offsets(self, group_id: str, partitions: Iterable[Any] | None = None
+                                 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return await self._core.groups.list_group_offsets(group_id, partitions)
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[Any, Any]) -> None:
+        await self._core.groups.alter_group_offsets(group_id, offsets)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, errors.ApiError | None]:
+        return await self._core.groups.delete_groups(group_ids)
+
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[Any]
+                                   ) -> dict[TopicPartition, errors.ApiError | None]:
+        return await self._core.groups.delete_group_offsets(group_id, partitions)
 
     async def close(self) -> None:
         await self._core.close()
