@@ -5,6 +5,7 @@ Commands:
     pylog topics create|list|describe|delete|alter-config ...
     pylog produce TOPIC [options] < lines
     pylog consume TOPIC [options]
+    pylog dump-log PATH... [options]     (offline: reads data files, no broker)
 
 ``topics``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
 (``--bootstrap-server``), so they work against any Kafka-compatible broker.
@@ -108,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--offsets", action="store_true", help="print partition and offset")
     c.add_argument("--max-wait-ms", type=int, default=500)
     _add_bootstrap(c)
+
+    # --- dump-log (offline) ---
+    from pylog.cli import dump_log
+
+    dump_log.add_parser(sub)
     return parser
 
 
@@ -123,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli.broker_cmd import run
 
         return run(args)
+    if args.command == "dump-log":
+        from pylog.cli import dump_log
+
+        return dump_log.run(args)
     from pylog.cli import tools
 
     return tools.run(args)
