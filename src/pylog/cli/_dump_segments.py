@@ -448,10 +448,14 @@ class _Entries:
         self.offset_field = offset_field
         n = index.entries
         # Kafka's dump stops at the first entry after the first whose offset is the base
-        # offset: the preallocated (zero-filled) tail of an active segment's index.
+        # offset: the preallocated (zero-filled) tail of an active segment's index. An
+        # all-zero first entry starts that tail too: neither Kafka nor logcore ever indexes
+        # the batch at position 0 (an entry is added once index.interval.bytes have gone
+        # by), and a real time index entry has a timestamp.
         self.count = n
-        for i in range(1, n):
-            if index.entry(i)[offset_field] == base:
+        for i in range(n):
+            entry = index.entry(i)
+            if entry[offset_field] == base and (i > 0 or entry[1 - offset_field] == 0):
                 self.count = i
                 break
 
@@ -516,18 +520,17 @@ def dump_offset_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
     idx = _open_index(logcore.OffsetIndex, path, base)
     seg: SegmentFile | None = None
     try:
-        if idx.entries == 0:
-            report.emit(f"{path} is empty.", {"type": "empty", "file": path})
+        entries = _Entries(idx, base, 0)
+        if _empty(report, path, idx, entries):
             return
         has_log = os.path.exists(log_path)
         if opts.index_sanity_check:
-            _sanity(report, path, idx, os.path.getsize(log_path) if has_log else None)
+            _sanity(report, path, idx, entries, os.path.getsize(log_path) if has_log else None)
             return
         if has_log:
             seg = SegmentFile(log_path)
         else:
             _missing_log(report, path, log_path)
-        entries = _Entries(idx, base, 0)
         prev_off = prev_pos = -1
         for i in range(len(entries)):
             off, pos = idx.entry(i)
@@ -568,13 +571,26 @@ def _zero_tail(report: DumpReport, path: str, total: int, used: int, entry_size:
                       position=used * entry_size, entries=total - used)
 
 
-def _sanity(report: DumpReport, path: str, idx: Any, log_size: int | None) -> None:
+def _empty(report: DumpReport, path: str, idx: Any, entries: _Entries) -> bool:
+    """Kafka's "<file> is empty." for an index without entries (zero-filled ones aside)."""
+    if len(entries):
+        return False
+    # All zeros: the preallocated index of an active segment that has no entry yet.
+    report.emit(f"{path} is empty.", {"type": "empty", "file": path, "zeroEntries": idx.entries})
+    return True
+
+
+def _sanity(report: DumpReport, path: str, idx: Any, entries: _Entries,
+            log_size: int | None) -> None:
+    """The check logcore runs when it opens an inactive segment's index."""
     try:
         idx.sanity_check(log_size)
     except logcore.CorruptRecordError as exc:
+        live = ("; its zero-filled tail is that of an active segment's index, expected while "
+                "a broker has the log open" if len(entries) < idx.entries else "")
         report.problem(path, "sanity_check",
                        f"{path} failed sanity check: {exc} (pylog rebuilds such an index from "
-                       "the log when it opens the segment)")
+                       f"the log when it opens the segment{live})")
         return
     report.emit(f"{path} passed sanity check.", {"type": "sanity_check", "file": path,
                                                   "passed": True})
@@ -614,11 +630,11 @@ def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
     oidx: Any = None
     seg: SegmentFile | None = None
     try:
-        if tidx.entries == 0:
-            report.emit(f"{path} is empty.", {"type": "empty", "file": path})
+        entries = _Entries(tidx, base, 1)
+        if _empty(report, path, tidx, entries):
             return
         if opts.index_sanity_check:
-            _sanity(report, path, tidx, None)
+            _sanity(report, path, tidx, entries, None)
             return
         if os.path.exists(log_path):
             seg = SegmentFile(log_path)
@@ -626,7 +642,6 @@ def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
             _missing_log(report, path, log_path)
         if os.path.exists(index_path):
             oidx = _open_index(logcore.OffsetIndex, index_path, base)
-        entries = _Entries(tidx, base, 1)
         offsets = _Entries(oidx, base, 0) if oidx is not None and oidx.entries else None
         abspath = os.path.abspath(path)
         prev_ts = -1
