@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+MAX_LISTED = 20  # problems repeated in the summary on stderr
+
 
 class DumpReport:
     """Collects output, problems and notices of one ``dump-log`` run.
@@ -38,6 +40,8 @@ class DumpReport:
         self.problems_by_file: dict[str, int] = {}
         # Kafka's end-of-run reports: heading -> detail lines, in first-seen order.
         self._grouped: dict[str, list[str]] = {}
+        # The first problems again, for the summary on stderr (stdout may be redirected).
+        self._listed: list[str] = []
 
     # ------------------------------------------------------------------ output
 
@@ -74,6 +78,8 @@ class DumpReport:
         """
         self.problems += 1
         self.problems_by_file[path] = self.problems_by_file.get(path, 0) + 1
+        if len(self._listed) < MAX_LISTED:
+            self._listed.append(f"  {path}: {message}")
         self._report("problem", path, kind, message, group, detail, fields)
 
     def notice(self, path: str, kind: str, message: str, *, group: str | None = None,
@@ -114,9 +120,13 @@ class DumpReport:
                 for line in lines:
                     self.err.write(line + "\n")
             if self.problems:
-                files = ", ".join(f"{p} ({n})" for p, n in self.problems_by_file.items())
                 self.err.write(f"Found {self.problems} problem{'s' if self.problems != 1 else ''} "
-                               f"in {len(self.problems_by_file)} of {self.files} files: {files}\n")
+                               f"in {len(self.problems_by_file)} of {self.files} files:\n")
+                for line in self._listed:
+                    self.err.write(line + "\n")
+                if self.problems > len(self._listed):
+                    self.err.write(f"  ... and {self.problems - len(self._listed)} more "
+                                   "(all of them above, or with --json)\n")
         self.out.flush()
         return 1 if self.problems else 0
 

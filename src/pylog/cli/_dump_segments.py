@@ -222,7 +222,7 @@ class SegmentFile:
 # ---------------------------------------------------------------------------------- .log
 
 
-def _batch_line(h: Header, valid: bool) -> tuple[str, dict[str, Any]]:
+def _batch_line(path: str, h: Header, valid: bool) -> tuple[str, dict[str, Any]]:
     last_seq = increment_sequence(h.base_sequence, h.last_offset_delta)
     horizon = h.base_timestamp if h.attributes & ATTR_DELETE_HORIZON else None
     horizon_text = "OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]"
@@ -234,7 +234,7 @@ def _batch_line(h: Header, valid: bool) -> tuple[str, dict[str, Any]]:
             f"deleteHorizonMs: {horizon_text} position: {h.position} {h.timestamp_type}: "
             f"{h.max_timestamp} size: {h.size} magic: {h.magic} compresscodec: {h.codec} "
             f"crc: {h.crc} isvalid: {str(valid).lower()}")
-    obj = {"type": "batch", "baseOffset": h.base_offset, "lastOffset": h.last_offset,
+    obj = {"type": "batch", "file": path, "baseOffset": h.base_offset, "lastOffset": h.last_offset,
            "count": h.records_count, "baseSequence": h.base_sequence, "lastSequence": last_seq,
            "producerId": h.producer_id, "producerEpoch": h.producer_epoch,
            "partitionLeaderEpoch": h.partition_leader_epoch, "isTransactional": tx,
@@ -276,9 +276,7 @@ class _LogDump:
             data = seg.batch_bytes(h) if h.size <= READ_CHUNK else None
             crc = seg.batch_crc(h, data)
             valid = crc == h.crc
-            text, obj = _batch_line(h, valid)
-            obj["file"] = self.path
-            report.emit(text, obj)
+            report.emit(*_batch_line(self.path, h, valid))
             if not valid:
                 report.problem(self.path, "crc_mismatch",
                                f"CRC mismatch in the batch at position {h.position} of {seg.name}: "

@@ -86,6 +86,7 @@ def test_torn_tail_and_corrupt_index_are_both_reported(tmp_path: Path, capsys) -
             "a batch of") in out
     assert f"Mismatches in :{index.resolve()}\n  Index offset: {rel + 1}, log offset: {rel}\n" in err
     assert "Found 2 problems in 2 of" in err
+    assert f"  {active}: Found 37 invalid bytes at the end of {active.name}" in err
     assert "Traceback" not in out + err
 
     rc, objs = dump_json(capsys, str(part))
