@@ -189,6 +189,11 @@ def dump_checkpoint(report: DumpReport, path: str) -> None:
             _offsets(report, path, read_checkpoint_file(path, _offset_entry))
     except logcore.CorruptRecordError as exc:
         report.problem(path, "corrupt_checkpoint", f"{exc}", line=exc.position)
+    except UnicodeDecodeError as exc:
+        # logcore's reader lets this one through (a checkpoint is UTF-8 text).
+        report.problem(path, "corrupt_checkpoint",
+                       f"malformed checkpoint file {path}: byte {exc.start} is not UTF-8 text",
+                       position=exc.start)
 
 
 def _count_line(report: DumpReport, path: str, entries: list | None) -> None:

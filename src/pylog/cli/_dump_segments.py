@@ -605,16 +605,41 @@ def _max_record_timestamp(seg: SegmentFile, h: Header, opts: DumpOptions) -> int
         return h.max_timestamp
 
 
-def _find_batch(seg: SegmentFile, start: int, offset: int) -> Header | None:
-    """The first batch from ``start`` whose last offset is at or above ``offset``; walked
-    again from the start of the log when a (corrupt) offset index sent it astray."""
-    for pos in (start, 0) if start else (0,):
-        for h in seg.walk(pos, seg.size):
+class _BatchFinder:
+    """Finds the batch holding an offset for the time index check, in bounded work.
+
+    A walk starts at the offset index's position for the offset, or further on where the
+    previous (lower) offset was found; if that misses (a corrupt offset index sent it
+    astray), it walks once from the start of the log, and remembers the lowest offset a
+    whole walk did not find, so that later entries do not walk the segment again.
+    """
+
+    def __init__(self, seg: SegmentFile, offsets: _Entries | None) -> None:
+        self.seg = seg
+        self.offsets = offsets
+        self.last: Header | None = None
+        self.missing_from: int | None = None
+
+    def find(self, offset: int) -> Header | None:
+        start = _index_position(self.offsets, offset)
+        if self.last is not None and self.last.base_offset <= offset:
+            start = max(start, self.last.position)
+        h = self._walk(start, offset)
+        if h is None or h.base_offset > offset:
+            if start and (self.missing_from is None or offset < self.missing_from):
+                h = self._walk(0, offset)
+            if h is None:
+                self.missing_from = offset if self.missing_from is None else min(
+                    offset, self.missing_from)
+        if h is not None:
+            self.last = h
+        return h
+
+    def _walk(self, start: int, offset: int) -> Header | None:
+        for h in self.seg.walk(start, self.seg.size):
             if h.magic == 2 and h.last_offset >= offset:
-                if pos == 0 or h.base_offset <= offset:
-                    return h
-                break
-    return None
+                return h
+        return None
 
 
 def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
@@ -644,10 +669,11 @@ def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
         abspath = os.path.abspath(path)
         prev_ts = -1
         inside = 0
+        finder = _BatchFinder(seg, offsets) if seg is not None else None
         for i in range(len(entries)):
             ts, off = tidx.entry(i)
-            if seg is not None:
-                found = _find_batch(seg, _index_position(offsets, off), off)
+            if seg is not None and finder is not None:
+                found = finder.find(off)
                 if found is None or found.base_offset > off:
                     log_off = -1 if found is None else found.last_offset
                     report.problem(path, "timeindex_offset_not_found",

@@ -595,3 +595,61 @@ def test_pure_python_logcore_gives_the_same_output(tmp_path: Path) -> None:
         assert run.returncode == 0, run.stderr
         outs.append(run.stdout)
     assert outs[0] == outs[1] and outs[0].count("| offset") == 24
+
+
+def test_scribbled_files_never_stop_the_dump(tmp_path: Path) -> None:
+    """Seeded scribbles, truncations and garbage over every file of a partition (and a
+    __consumer_offsets one): each run ends with problems or none, never an unexpected
+    exception, and --json stays parseable."""
+    import io
+    import random
+    import shutil
+
+    from pylog.cli._dump_output import DumpOptions, DumpReport
+    from pylog.cli.dump_log import dump_file, expand
+    from pylog.group.records import encode_offset_commit
+
+    src = tmp_path / "src-0"
+    write_log(src, 12, compression="lz4", producer_id=4, segment_bytes=1500,
+              index_interval_bytes=100)
+    with Log(tmp_path / "offsets-src") as log:
+        for i in range(6):
+            b = BatchBuilder()
+            key, value = encode_offset_commit("g", "t", i, offset=i, commit_timestamp=T0)
+            b.append(value, key=key, timestamp_ms=T0)
+            log.append(bytearray(b.build()))
+    rng = random.Random(20251125)
+    for it in range(80):
+        origin = src if it % 2 else tmp_path / "offsets-src"
+        part = tmp_path / "run" / ("events-0" if it % 2 else "__consumer_offsets-0")
+        shutil.rmtree(tmp_path / "run", ignore_errors=True)
+        shutil.copytree(origin, part)
+        for path in part.iterdir():
+            data = bytearray(path.read_bytes())
+            mode = rng.random()
+            if mode < 0.35 and data:
+                for _ in range(rng.randint(1, 6)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+            elif mode < 0.5:
+                data = data[:rng.randint(0, len(data))]
+            elif mode < 0.6:
+                data = bytearray(rng.randbytes(rng.randint(0, 200)))
+            path.write_bytes(bytes(data))
+        out, err = io.StringIO(), io.StringIO()
+        report = DumpReport(it % 3 == 0, out, err)
+        opts = DumpOptions(deep=True, print_data=it % 4 == 0, index_sanity_check=it % 10 == 9)
+        for f in expand(str(part), report):
+            dump_file(report, f, opts)
+        assert report.finish() in (0, 1)
+        text = out.getvalue() + err.getvalue()
+        assert "internal_error" not in text and "Stopped dumping" not in text, text
+        if it % 3 == 0:
+            for line in out.getvalue().splitlines():
+                json.loads(line)
+
+
+def test_a_checkpoint_that_is_not_text_is_a_problem(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_bytes(b"0\n1\nt\xff 0 5\n")
+    rc, out, _ = dump(capsys, str(path))
+    assert rc == 1 and f"malformed checkpoint file {path}: byte 5 is not UTF-8 text" in out
