@@ -20,6 +20,9 @@ import sys
 from typing import Any, TextIO
 
 MAX_LISTED = 20  # problems repeated in the summary on stderr
+# Lines kept per grouped report (Kafka's "Mismatches in :...", ...) so that memory stays
+# bounded on a badly damaged file; --json streams every one.
+MAX_GROUP_LINES = 1000
 
 
 class DumpReport:
@@ -40,6 +43,7 @@ class DumpReport:
         self.problems_by_file: dict[str, int] = {}
         # Kafka's end-of-run reports: heading -> detail lines, in first-seen order.
         self._grouped: dict[str, list[str]] = {}
+        self._omitted: dict[str, int] = {}  # lines past MAX_GROUP_LINES, per heading
         # The first problems again, for the summary on stderr (stdout may be redirected).
         self._listed: list[str] = []
 
@@ -102,7 +106,11 @@ class DumpReport:
             obj.update(fields)
             self.emit("", obj)
         elif group is not None:
-            self._grouped.setdefault(group, []).append(detail if detail is not None else message)
+            lines = self._grouped.setdefault(group, [])
+            if len(lines) < MAX_GROUP_LINES:
+                lines.append(detail if detail is not None else message)
+            else:
+                self._omitted[group] = self._omitted.get(group, 0) + 1
         else:
             self.out.write(message + "\n")
 
@@ -119,6 +127,9 @@ class DumpReport:
                 self.err.write(heading + "\n")
                 for line in lines:
                     self.err.write(line + "\n")
+                if heading in self._omitted:
+                    self.err.write(f"  ... and {self._omitted[heading]} more (all of them with "
+                                   "--json)\n")
             if self.problems:
                 self.err.write(f"Found {self.problems} problem{'s' if self.problems != 1 else ''} "
                                f"in {len(self.problems_by_file)} of {self.files} files:\n")

@@ -208,6 +208,10 @@ def dump_file(report: DumpReport, path: str, opts: DumpOptions) -> None:
     if fn is None:
         report.notice(path, "unknown_file", f"Ignoring unknown file {path}")
         return
+    if not os.path.isfile(path):  # a directory or a FIFO named like a data file
+        report.start_file(path, "unknown")
+        report.problem(path, "unreadable", f"Cannot read {path}: not a regular file")
+        return
     try:
         fn(report, path)
     except (OSError, logcore.LogcoreError) as exc:

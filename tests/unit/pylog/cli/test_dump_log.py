@@ -653,3 +653,34 @@ def test_a_checkpoint_that_is_not_text_is_a_problem(tmp_path: Path, capsys) -> N
     path.write_bytes(b"0\n1\nt\xff 0 5\n")
     rc, out, _ = dump(capsys, str(path))
     assert rc == 1 and f"malformed checkpoint file {path}: byte 5 is not UTF-8 text" in out
+
+
+def test_grouped_reports_are_capped_and_json_has_them_all(tmp_path: Path, capsys) -> None:
+    part = tmp_path / "t-0"
+    with Log(part, LogConfig(index_interval_bytes=0)) as log:
+        for i in range(1102):
+            b = BatchBuilder()
+            b.append(b"v", timestamp_ms=T0 + i)
+            log.append(bytearray(b.build()))
+    index = part / f"{SEG}.index"
+    entries = [struct.unpack_from(">ii", index.read_bytes(), i) for i in range(0, 1101 * 8, 8)]
+    assert len(entries) == 1101
+    index.write_bytes(b"".join(struct.pack(">ii", rel + 1, pos) for rel, pos in entries))
+    rc, out, err = dump(capsys, "--verify-index-only", str(index))
+    assert rc == 1 and out == f"Dumping {index}\n"
+    lines = err.splitlines()
+    assert lines[0] == f"Mismatches in :{index.resolve()}"
+    assert lines[1:1001] == [f"  Index offset: {rel + 1}, log offset: {rel}" for rel, _ in entries[:1000]]
+    assert lines[1001] == "  ... and 101 more (all of them with --json)"
+    assert lines[1002] == "Found 1101 problems in 1 of 1 files:"
+    assert len(lines) == 1003 + 20 + 1 and lines[-1].startswith("  ... and 1081 more")
+    rc, objs = dump_json(capsys, "--verify-index-only", str(index))
+    assert rc == 1 and sum(o["type"] == "problem" for o in objs) == 1101
+
+
+def test_a_directory_named_like_a_segment_is_a_problem(tmp_path: Path, capsys) -> None:
+    part = tmp_path / "t-0"
+    write_log(part, 2)
+    (part / f"{99:020d}.log").mkdir()
+    rc, out, _ = dump(capsys, str(part))
+    assert rc == 1 and f"Cannot read {part / f'{99:020d}.log'}: not a regular file" in out
