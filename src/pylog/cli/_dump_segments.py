@@ -398,7 +398,8 @@ class _LogDump:
                                     f"Record at offset {off} of {self.seg.name} is not a "
                                     f"__consumer_offsets record: {error}", offset=off)
             obj["key"] = k
-            obj["payload"] = None if payload == "<DELETE>" else payload
+            if payload is not None:  # none when the record did not decode
+                obj["payload"] = None if payload == "<DELETE>" else payload
             parts.append(f"{prefix}key: {_as_text(k)}")
             if payload is not None:
                 parts.append(f" payload: {_as_text(payload)}")

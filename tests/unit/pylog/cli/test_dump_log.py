@@ -157,6 +157,12 @@ def test_deep_iteration_prints_what_was_written(tmp_path: Path, capsys, codec: s
     assert rc == 0 and "| offset" not in out
     rc, out, _ = dump(capsys, "--deep", str(part / f"{SEG}.log"))
     assert out.count("| offset") == 20 and " payload: " not in out and " key: " not in out
+    # Kafka's --skip-record-metadata: "| key: K payload: V", " payload: V" without a key.
+    rc, out, _ = dump(capsys, "--print-data-log", "--skip-record-metadata", str(part))
+    data = [line for line in out.splitlines() if not line.startswith(("Dumping", "Log", "base"))]
+    assert data[:5] == [" payload: v0-0 ", "| key: key-1 payload: v0-1 v0-1 ",
+                        "| key: key-2 payload: v0-2 v0-2 v0-2 ",
+                        "| key: key-3 payload: v0-3 v0-3 v0-3 v0-3 ", "| key: key-4"]
 
 
 def test_keys_and_values_are_escaped_on_one_line(tmp_path: Path, capsys) -> None:
@@ -465,6 +471,7 @@ def test_consumer_offsets_records_decode_as_kafka_prints_them(tmp_path: Path, ca
     assert recs[0]["key"] == {"type": "1", "data": {"group": "g1", "topic": "ev", "partition": 0}}
     assert recs[0]["payload"]["data"]["offset"] == 42
     assert recs[1]["key"].startswith("Error at offset 1, skipping. record key of 1 bytes")
+    assert "payload" not in recs[1]
     assert [o["kind"] for o in objs if o["type"] == "problem"] == ["undecodable_offsets_record"]
 
 
