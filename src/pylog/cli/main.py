@@ -6,6 +6,7 @@ Commands:
     pylog groups list|describe|reset-offsets|delete|delete-offsets ...
     pylog produce TOPIC [options] < lines
     pylog consume TOPIC [options]
+    pylog dump-log PATH... [options]     (offline: reads data files, no broker)
 
 ``topics``, ``groups``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
 (``--bootstrap-server``), so they work against any Kafka-compatible broker.
@@ -113,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--offsets", action="store_true", help="print partition and offset")
     c.add_argument("--max-wait-ms", type=int, default=500)
     _add_bootstrap(c)
+
+    # --- dump-log (offline) ---
+    from pylog.cli import dump_log
+
+    dump_log.add_parser(sub)
     return parser
 
 
@@ -130,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     if args.command == "groups":
         return groups_cmd.run(args)
+    if args.command == "dump-log":
+        from pylog.cli import dump_log
+
+        return dump_log.run(args)
     from pylog.cli import tools
 
     return tools.run(args)
