@@ -76,13 +76,18 @@ def read_checkpoint_file(
 
     Raises:
         CorruptRecordError: wrong version, count mismatch or a malformed line
-            (``path`` and ``position`` = 1-based line number are set).
+            (``path`` and ``position`` = 1-based line number are set), or bytes that are
+            not UTF-8 (``position`` = their byte offset).
     """
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(
+            f"malformed checkpoint file {path}: byte {exc.start} is not UTF-8 text",
+            path=path, position=exc.start) from None
     if lines and lines[-1] == "":
         lines.pop()
 

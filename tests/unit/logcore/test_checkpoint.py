@@ -54,6 +54,16 @@ def test_malformed_checkpoint_names_file_and_line(tmp_path, text: str, line: int
     assert path in str(ei.value)
 
 
+def test_checkpoint_that_is_not_text_names_file_and_byte(tmp_path) -> None:
+    path = str(tmp_path / "cp")
+    with open(path, "wb") as f:
+        f.write(b"0\n1\na 0 \xff\xfe12\n")
+    with pytest.raises(CorruptRecordError) as ei:
+        read_offset_checkpoint(path)
+    assert ei.value.path == path and ei.value.position == 8
+    assert path in str(ei.value) and "UTF-8" in str(ei.value)
+
+
 def test_topic_with_space_refused(tmp_path) -> None:
     with pytest.raises(ValueError):
         write_offset_checkpoint(str(tmp_path / "cp"), {("a b", 0): 1})
