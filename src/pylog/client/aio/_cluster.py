@@ -203,7 +203,7 @@ class Cluster:
         async with self._any_lock:  # one search at a time: no duplicate bootstrap sockets
             return await self._any_connection()
 
-    async def _any_connection(self) -> BrokerConnection:
+    async def _any_connection(self) -> Connection:
         last: BaseException | None = None
         for conn in list(self._conns.values()):
             if not conn.closed:
@@ -285,11 +285,11 @@ class Cluster:
                      for p in t.partitions}
             self.topics[t.name] = TopicInfo(t.name, t.error_code, parts, t.topic_id,
                                             t.is_internal)
-        if asked is not None:
-            answered = {t.name for t in resp.topics}
-            for name in asked:
-                if name not in answered:
-                    self.topics.pop(name, None)
+        answered = {t.name for t in resp.topics}
+        for name in list(self.topics) if asked is None else asked:
+            # Asked and not answered, or not in a listing of all topics: gone.
+            if name not in answered:
+                self.topics.pop(name, None)
         self._updated_at = time.monotonic()
         self._need_update = any(
             info.error_code or any(p.leader < 0 for p in info.partitions.values())

@@ -159,7 +159,7 @@ class EmbeddedGroup:
             cluster.wanted = set(names)
         else:
             names = set(self.topics or ())
-        target = set()
+        target: set[TopicPartition] = set()
         for name in names:
             info = cluster.topic(name)
             if info is not None:
