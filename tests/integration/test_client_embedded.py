@@ -81,6 +81,11 @@ def test_commits_survive_reopen(tmp_path: pathlib.Path) -> None:
             TopicPartition("orders", 0)] == sum(1 for r in first + rest if r.partition == 0)
         c.commit({("orders", 0): 2})
         assert c.committed([("orders", 0)]) == {TopicPartition("orders", 0): 2}
+        c.commit({("orders", 0): 5}, asynchronous=True)
+        deadline = time.monotonic() + 20
+        while c.committed([("orders", 0)])[TopicPartition("orders", 0)] != 5:
+            assert time.monotonic() < deadline, "the asynchronous commit did not land"
+            time.sleep(0.05)
         c.seek_to_beginning()
         assert c.position(("orders", 0)) == 0  # an explicit reset wins over the commit
 

@@ -322,10 +322,12 @@ class Consumer:
             return
         self._closed = True
         try:
-            if self._core.subscribed and not self._core.closed:
-                rebalance_callback(self._listener, "on_partitions_revoked",
-                                   sorted(self._core.assignment))
-            self._run(self._core.close())
+            try:
+                if self._core.subscribed and not self._core.closed:
+                    rebalance_callback(self._listener, "on_partitions_revoked",
+                                       sorted(self._core.assignment))
+            finally:
+                self._run(self._core.close())
         finally:
             self._thread.stop()
 

@@ -447,9 +447,11 @@ class Consumer:
     async def close(self) -> None:
         """Stop fetching and close (a subscribed consumer's listener hears its partitions
         revoked first). Idempotent."""
-        if self._core.subscribed and not self._core.closed:
-            await self._notify("on_partitions_revoked", sorted(self._core.assignment))
-        await self._core.close()
+        try:
+            if self._core.subscribed and not self._core.closed:
+                await self._notify("on_partitions_revoked", sorted(self._core.assignment))
+        finally:
+            await self._core.close()
 
     async def __aenter__(self) -> Consumer:
         await self._core.cluster.open()
