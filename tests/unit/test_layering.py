@@ -77,3 +77,17 @@ def test_log_layer_does_not_import_the_broker() -> None:
         for name in _full_imports(path):
             assert not (name == "pylog.broker" or name.startswith("pylog.broker.")), (
                 f"{path}: imports {name}")
+
+
+def test_client_reaches_the_broker_only_in_embedded_mode() -> None:
+    """pylog.client speaks the wire protocol; only its embedded-mode transport
+    (``client/aio/_embedded.py``, loaded when ``log.dir`` is given) runs the broker in
+    process. The broker never imports the client."""
+    client = SRC / "pylog" / "client"
+    for path in client.rglob("*.py"):
+        for name in _full_imports(path):
+            if name == "pylog.broker" or name.startswith("pylog.broker."):
+                assert path == client / "aio" / "_embedded.py", f"{path}: imports {name}"
+    for path in (SRC / "pylog" / "broker").rglob("*.py"):
+        for name in _full_imports(path):
+            assert not name.startswith("pylog.client"), f"{path}: imports {name}"

@@ -62,13 +62,18 @@ class Broker:
         config: validated broker configuration.
         clock: injected time (timestamps, retention).
         allow_pure_python: accept logcore's pure-Python twin (slow; for debugging).
+        listen: open the ``listeners``. False for the embedded mode of ``pylog.client``
+            (``log_dir=``), whose clients hand their requests to ``handlers.dispatch`` in
+            the same process: everything else (logs, retention, groups, I/O threads) runs
+            as in a listening broker.
     """
 
     def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK,
-                 allow_pure_python: bool = False) -> None:
+                 allow_pure_python: bool = False, *, listen: bool = True) -> None:
         self.config = config
         self.clock = clock
         self.allow_pure_python = allow_pure_python
+        self.listen = listen
         self.node_id = config.node_id
         self.log_manager = LogManager(config, clock)
         self.waiters = PartitionWaiters()
@@ -93,7 +98,10 @@ class Broker:
 
     def advertised(self) -> tuple[str, int]:
         """Host and port given to clients in Metadata (advertised.listeners, else the bound
-        listener; a wildcard host is replaced by the loopback name)."""
+        listener; a wildcard host is replaced by the loopback name). A broker that does not
+        listen (embedded mode) gives its log directory as host and port 0."""
+        if not self.listen:
+            return self.log_manager.log_dir, 0
         adv = self.config.advertised_listeners[0]
         host, port = adv.host, adv.port
         if not self.config.is_explicit("advertised.listeners") and self.bound:
@@ -119,7 +127,7 @@ class Broker:
 
         # Bind before touching the data directory: a taken port is reported (naming it)
         # before anything is created or written there. Accepting starts once the logs are open.
-        for listener in self.config.listeners:
+        for listener in self.config.listeners if self.listen else []:
             host = listener.host or "0.0.0.0"
             try:
                 lst = Listener(self, host, listener.port)
@@ -144,7 +152,8 @@ class Broker:
         # Loads __consumer_offsets in the background when it exists (group requests get
         # COORDINATOR_LOAD_IN_PROGRESS until their partition is loaded).
         await self.groups.start()
-        for listener, lst in zip(self.config.listeners, self.servers, strict=True):
+        for listener, lst in zip(self.config.listeners if self.listen else [], self.servers,
+                                 strict=True):
             lst.start()
             log.info("listening on %s://%s:%d", listener.name, *lst.address)
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))

@@ -12,8 +12,14 @@ underscores; an unknown or mistyped name is a ``ConfigError`` naming it::
     Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
     Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5)
 
-Not there yet (see docs/client.md): consumer groups (``subscribe``, ``commit``: need the
-group coordinator, issue 7), transactions, embedded mode (``log_dir=``).
+Embedded mode: ``log_dir=`` (or ``"log.dir"``) instead of ``bootstrap.servers`` opens a
+data directory in this process, with no broker: the same API and the broker's own
+semantics (``pylog.client.aio._embedded``)::
+
+    Producer(log_dir="./data")
+
+Not there yet (see docs/client.md): consumer groups over the network (``subscribe``,
+``commit``, ``committed`` work in embedded mode), transactions.
 """
 
 from pylog.client.admin import Admin
@@ -38,6 +44,7 @@ from pylog.client.errors import (
     IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    LogDirInUseError,
     NoOffsetForPartitionError,
     RecordTooLargeError,
 )
@@ -62,6 +69,7 @@ __all__ = [
     "IllegalStateError",
     "KafkaConnectionError",
     "KafkaTimeoutError",
+    "LogDirInUseError",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",

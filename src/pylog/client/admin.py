@@ -75,7 +75,13 @@ class Admin:
 
     @staticmethod
     async def _make(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> _AioAdmin:
-        return _AioAdmin(config, **kwargs)
+        admin = _AioAdmin(config, **kwargs)
+        try:
+            await admin.__aenter__()  # embedded mode: the directory in use fails here
+        except BaseException:
+            await admin.close()
+            raise
+        return admin
 
     def _run(self, coro: Any) -> Any:
         return self._thread.run(coro)

@@ -16,11 +16,18 @@ different values. Defaults are Kafka's (the Java client's ``ProducerConfig`` /
 
 Only settings this client implements are accepted: a Kafka setting we do not honour is
 rejected like an unknown one rather than silently ignored.
+
+``log.dir`` instead of ``bootstrap.servers`` selects embedded mode: the data directory is
+opened in this process (``pylog.client.aio._embedded``), with ``broker.config`` as its
+broker settings::
+
+    Producer(log_dir="./data", broker_config={"num.partitions": 3})
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -121,6 +128,38 @@ def _acks(name: str, value: Any) -> int:
     return table[text]
 
 
+def _path_or_none(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}: expected a directory path, got {value!r}")
+    return value
+
+
+def _broker_config(name: str, value: Any) -> dict[str, str] | str | None:
+    """A mapping of broker settings (values kept as their string form, so that two
+    clients giving the same settings compare equal) or the path of a properties file."""
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        return _path_or_none(name, value)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: expected a mapping of broker settings or the path of a "
+                          f"server.properties file, got {value!r}")
+    out: dict[str, str] = {}
+    for key, v in value.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{name}: setting names are strings, got {key!r}")
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v)
+        out[key.strip()] = str(v).strip()
+    return out
+
+
 def _callable_or_none(name: str, value: Any) -> Any:
     if value is None or callable(value):
         return value
@@ -129,7 +168,16 @@ def _callable_or_none(name: str, value: Any) -> Any:
 
 _COMMON = [
     Setting("bootstrap.servers", _servers, None,
-            "HOST:PORT pairs to learn the cluster from (comma-separated or a list). Required."),
+            "HOST:PORT pairs to learn the cluster from (comma-separated or a list). Required "
+            "unless log.dir is given."),
+    Setting("log.dir", _path_or_none, None,
+            "Embedded mode: open this data directory in this process, with no broker (the "
+            "broker's layout; one process at a time). Instead of bootstrap.servers."),
+    Setting("broker.config", _broker_config, None,
+            "Embedded mode: broker settings for log.dir (server.properties names: "
+            "num.partitions, log.retention.check.interval.ms, ...), a mapping or the path of "
+            "a properties file. The first client of the process that opens the directory "
+            "applies them; later ones give the same or none."),
     Setting("client.id", _str_or_none, None, "Sent in every request header; default pylog-<kind>-N."),
     Setting("request.timeout.ms", _int(1), 30000,
             "How long to wait for an answer to one request before failing or retrying it."),
@@ -172,7 +220,8 @@ PRODUCER: dict[str, Setting] = {s.name: s for s in _COMMON + [
 
 CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("group.id", _str_or_none, None,
-            "Consumer group (needs the group coordinator: subscribe() is not available yet)."),
+            "Consumer group: positions start from its committed offsets; commit(), "
+            "committed() and subscribe() (embedded mode only for now)."),
     Setting("auto.offset.reset", _choice("earliest", "latest", "none"), "latest",
             "Where to start when there is no position or it is out of range."),
     Setting("fetch.min.bytes", _int(0), 1, "The broker waits for this many bytes..."),
@@ -215,7 +264,8 @@ def resolve(table: Mapping[str, Setting], config: Mapping[str, Any] | None,
 
     Raises:
         ConfigError: an unknown name (with the closest known one), a bad value, a name given
-            twice with different values, or a missing ``bootstrap.servers``.
+            twice with different values, neither or both of ``bootstrap.servers`` and
+            ``log.dir``, or ``broker.config`` without ``log.dir``.
     """
     given: dict[str, tuple[Any, str]] = {}
 
@@ -238,8 +288,17 @@ def resolve(table: Mapping[str, Setting], config: Mapping[str, Any] | None,
     out = Resolved((name, s.default) for name, s in table.items())
     out.update({name: v for name, (v, _) in given.items()})
     out.explicit = frozenset(given)
-    if out.get("bootstrap.servers") is None:
-        raise ConfigError("bootstrap.servers is required (e.g. '127.0.0.1:9092')")
+    if out["log.dir"] is not None:
+        if out["bootstrap.servers"] is not None:
+            raise ConfigError("give bootstrap.servers (a broker over the network) or log.dir "
+                              "(embedded mode: the data directory opened in this process), "
+                              "not both")
+    elif out["bootstrap.servers"] is None:
+        raise ConfigError("bootstrap.servers is required (e.g. '127.0.0.1:9092'), or log.dir "
+                          "for embedded mode (a data directory opened in this process)")
+    elif out["broker.config"] is not None:
+        raise ConfigError("broker.config applies to embedded mode only (with log.dir); a "
+                          "broker reached over the network has its own configuration")
     return out
 
 

@@ -5,9 +5,9 @@ loop in a daemon thread; each blocking call runs one coroutine there and waits f
 Fetches for the next ``poll`` are sent as soon as data is handed out, so the network works
 while the application processes the records.
 
-Consumer groups (``subscribe``, ``commit``, ``committed``) need the broker's group
-coordinator, which pylog does not have yet (issue 7): they raise
-``GroupsNotAvailableError``. Use ``assign`` and ``seek``.
+Consumer groups (``subscribe``, ``commit``, ``committed``) work in embedded mode
+(``log_dir=``, see ``pylog.client.aio._embedded_group``); over the network they raise
+``GroupsNotAvailableError`` for now: use ``assign`` and ``seek``.
 
 Example::
 
@@ -26,7 +26,10 @@ Thread-safety: one thread at a time (as Kafka's ``KafkaConsumer``).
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -34,16 +37,28 @@ import logcore
 from pylog.client._loop import LoopThread
 from pylog.client.aio._offsets import EARLIEST, LATEST
 from pylog.client.aio.consumer import _GROUPS as GROUPS_MESSAGE
-from pylog.client.aio.consumer import ConsumerCore, as_partitions
+from pylog.client.aio.consumer import (
+    ConsumerCore,
+    as_partitions,
+    commit_offsets,
+    rebalance_callback,
+)
 from pylog.client.config import CONSUMER, Resolved, resolve
 from pylog.client.errors import GroupsNotAvailableError
 from pylog.client.records import ConsumerRecord, TopicPartition
 
 __all__ = ["Consumer"]
 
+log = logging.getLogger("pylog.client.consumer")
+
+
+def _log_failed_commit(fut: concurrent.futures.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("asynchronous commit failed: %s", fut.exception())
+
 
 class Consumer:
-    """Kafka consumer (blocking facade over the asyncio core; manual assignment).
+    """Kafka consumer (blocking facade over the asyncio core).
 
     Args:
         config: Kafka's dotted names (``{"bootstrap.servers": ..., "auto.offset.reset":
@@ -64,10 +79,17 @@ class Consumer:
             raise
         self._closed = False
         self._iter_buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self._listener: Any = None
 
     @staticmethod
     async def _make(settings: Resolved) -> ConsumerCore:
-        return ConsumerCore(settings)
+        core = ConsumerCore(settings)
+        try:
+            await core.cluster.open()  # embedded mode: the directory in use fails here
+        except BaseException:
+            await core.close()
+            raise
+        return core
 
     @property
     def settings(self) -> Resolved:
@@ -87,18 +109,91 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._core.assignment)
 
+    def _group(self, call: str) -> Any:
+        if self._core.group is None:
+            raise GroupsNotAvailableError(f"{call} " + GROUPS_MESSAGE)
+        return self._core.group
+
     def subscribe(self, topics: Any = None, pattern: Any = None, listener: Any = None) -> None:
-        """Not available yet: subscribing joins a consumer group, which needs the broker's
-        group coordinator (issue 7). Raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("subscribe() " + GROUPS_MESSAGE)
+        """Consume every partition of ``topics`` (or of the topics matching ``pattern``) as
+        a member of ``group.id``. Embedded mode only for now: over the network it raises
+        ``GroupsNotAvailableError``.
+
+        ``listener.on_partitions_revoked(partitions)`` and
+        ``listener.on_partitions_assigned(partitions)`` are called from ``poll`` (in the
+        caller's thread) when the assignment changes; they may call ``commit``.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``. IllegalStateError: after ``assign()``,
+            or another consumer of this process is subscribed in the group.
+        """
+        group = self._group("subscribe()")
+        self._iter_buffer.clear()
+        self._run(group.subscribe(topics, pattern))
+        self._listener = listener
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription or the assignment."""
+        self._iter_buffer.clear()
+        dropped = self._run(self._unsubscribe())
+        rebalance_callback(self._listener, "on_partitions_revoked", dropped)
+        self._listener = None
+
+    async def _unsubscribe(self) -> list[TopicPartition]:
+        if self._core.group is not None:
+            return self._core.group.unsubscribe()  # type: ignore[no-any-return]
+        dropped = sorted(self._core.assignment)
+        await self._core.assign([])
+        return dropped
 
     def commit(self, offsets: Any = None, asynchronous: bool = False) -> None:
-        """Not available yet (group coordinator, issue 7): raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("commit() " + GROUPS_MESSAGE)
+        """Store ``offsets`` (``{partition: offset}``; default: the position of every
+        assigned partition, records taken by the iterator but not yet yielded excepted) as
+        the group's committed offsets. Embedded mode only for now (else
+        ``GroupsNotAvailableError``).
 
-    def committed(self, partitions: Any, timeout: float | None = None) -> Any:
-        """Not available yet (group coordinator, issue 7): raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("committed() " + GROUPS_MESSAGE)
+        Args:
+            asynchronous: return at once; a failure is logged.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError, ApiError: the
+            coordinator did not take them.
+        """
+        group = self._group("commit()")
+        wanted = commit_offsets(offsets)
+        if wanted is None:
+            wanted = self._consumed()
+        if asynchronous:
+            fut = asyncio.run_coroutine_threadsafe(group.commit(wanted), self._thread.loop)
+            fut.add_done_callback(_log_failed_commit)
+            return
+        self._run(group.commit(wanted))
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        out = {tp: st.position for tp, st in self._core.assignment.items()
+               if st.position is not None}
+        for r in reversed(self._iter_buffer):  # not yet yielded: not consumed
+            out[TopicPartition(r.topic, r.partition)] = r.offset
+        return out
+
+    def committed(self, partitions: Iterable[Any], timeout: float | None = None
+                  ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition; None where there is none.
+        Embedded mode only for now (else ``GroupsNotAvailableError``)."""
+        group = self._group("committed()")
+        return self._run(group.committed(as_partitions(partitions), timeout))  # type: ignore[no-any-return]
+
+    def _rebalance(self) -> None:
+        """A subscribed consumer's assignment brought up to date; the listener hears of it
+        here, in the caller's thread (so that it may call the consumer)."""
+        if self._core.subscribed:
+            revoked, assigned = self._run(self._core.group.refresh())
+            if revoked:
+                dropped = set(revoked)
+                self._iter_buffer = collections.deque(
+                    r for r in self._iter_buffer if (r.topic, r.partition) not in dropped)
+            rebalance_callback(self._listener, "on_partitions_revoked", revoked)
+            rebalance_callback(self._listener, "on_partitions_assigned", assigned)
 
     def seek(self, partition: Any, offset: int) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll (records already fetched
@@ -182,12 +277,14 @@ class Consumer:
         if self._iter_buffer:
             n = max_records or self._core.max_poll_records
             return [self._iter_buffer.popleft() for _ in range(min(n, len(self._iter_buffer)))]
+        self._rebalance()
         return self._run(self._core.poll(timeout, max_records))  # type: ignore[no-any-return]
 
     def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
         """Fetched records as ``logcore.Columns`` per partition (numpy arrays: offsets,
         timestamps, key/value offsets and bytes, validity, header counts), with no Python
         object per record; positions move past them. Headers are not decoded."""
+        self._rebalance()
         return self._run(self._core.poll_columns(timeout))  # type: ignore[no-any-return]
 
     def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
@@ -214,6 +311,7 @@ class Consumer:
         """Records forever (polling with a 1 s timeout) until the consumer is closed."""
         while not self._closed:
             if not self._iter_buffer:
+                self._rebalance()
                 self._iter_buffer.extend(self._run(self._core.poll(1.0, None)))
                 continue
             yield self._iter_buffer.popleft()
@@ -224,7 +322,12 @@ class Consumer:
             return
         self._closed = True
         try:
-            self._run(self._core.close())
+            try:
+                if self._core.subscribed and not self._core.closed:
+                    rebalance_callback(self._listener, "on_partitions_revoked",
+                                       sorted(self._core.assignment))
+            finally:
+                self._run(self._core.close())
         finally:
             self._thread.stop()
 

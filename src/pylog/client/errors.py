@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pylog.client.config import ConfigError
 from pylog.errors import KafkaError
+from pylog.log.dir_lock import LogDirInUseError
 
 __all__ = ["ConfigError", "KafkaTimeoutError", "KafkaConnectionError", "ClientClosedError",
            "NoOffsetForPartitionError", "RecordTooLargeError", "IllegalStateError",
-           "GroupsNotAvailableError"]
+           "GroupsNotAvailableError", "LogDirInUseError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -46,6 +47,10 @@ class IllegalStateError(KafkaError):
 
 
 class GroupsNotAvailableError(KafkaError, NotImplementedError):
-    """Consumer-group calls (``subscribe``, ``commit``, ``committed``) need the broker's
-    group coordinator, which pylog does not have yet (issue 7); use ``assign()`` and
-    ``seek()`` meanwhile."""
+    """Consumer-group calls (``subscribe``, ``commit``, ``committed``) over the network:
+    the client's side of the group protocols is not there yet; use ``assign()`` and
+    ``seek()`` meanwhile, or embedded mode (``log_dir=``), where they work.
+
+    ``LogDirInUseError`` (an ``OSError``, from ``pylog.log.dir_lock``): embedded mode
+    could not open ``log.dir`` because another process (a broker, or another program's
+    embedded clients) holds it; the message and ``.holder`` name that process."""

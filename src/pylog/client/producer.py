@@ -66,6 +66,11 @@ class Producer:
     @staticmethod
     async def _make(settings: Resolved, clock: Clock) -> ProducerCore:
         core = ProducerCore(settings, clock)
+        try:
+            await core.open()  # embedded mode: the directory in use fails here
+        except BaseException:
+            await core.cluster.close()
+            raise
         core.start()
         return core
 

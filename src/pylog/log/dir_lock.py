@@ -1,7 +1,8 @@
 """The data directory's lock: Kafka's ``.lock`` file at the root of each log dir.
 
 A broker takes it first thing in ``LogManager.startup`` and holds it until shutdown, so a second
-broker on the same directory fails at once, before it reads or writes anything there, with a
+broker on the same directory (or a process opening it in embedded mode, ``pylog.client``'s
+``log_dir=``, which runs the same LogManager) fails at once, before it reads or writes anything there, with a
 message naming the directory and (where Linux can tell, from ``/proc/locks``) the pid and
 command line of the process that holds it.
 
@@ -30,7 +31,24 @@ _HELD_GUARD = threading.Lock()
 
 
 class LogDirInUseError(OSError):
-    """The data directory is locked by another broker (or another LogManager of this process)."""
+    """The data directory is locked by another broker (or another LogManager of this process).
+
+    Attributes:
+        log_dir: the directory asked for.
+        holder: ``(pid, command line)`` of the process holding it, when Linux can tell;
+            ``(os.getpid(), ...)`` when it is this process; None when unknown.
+    """
+
+    log_dir: str = ""
+    holder: tuple[int, str] | None = None
+
+
+def _in_use(errno_: int, message: str, log_dir: str, holder: tuple[int, str] | None
+            ) -> LogDirInUseError:
+    exc = LogDirInUseError(errno_, message)
+    exc.log_dir = log_dir
+    exc.holder = holder
+    return exc
 
 
 class DataDirLock:
@@ -46,8 +64,9 @@ class DataDirLock:
         self._fd = -1
         with _HELD_GUARD:
             if self.path in _HELD:
-                raise LogDirInUseError(errno.EAGAIN, f"data directory {log_dir} is already in use by "
-                                       f"this process (pid {os.getpid()})")
+                raise _in_use(errno.EAGAIN, f"data directory {log_dir} is already in use by this "
+                              f"process (pid {os.getpid()})", log_dir,
+                              (os.getpid(), _command_line(os.getpid())))
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -58,9 +77,10 @@ class DataDirLock:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                     raise
                 who = f"pid {holder[0]} ({holder[1]})" if holder else "another process"
-                raise LogDirInUseError(
+                raise _in_use(
                     exc.errno, f"data directory {log_dir} is in use: {who} holds {self.path}; "
-                    "stop that broker or give this one another log.dirs") from None
+                    "stop that process (a broker, or a program with embedded pylog clients open on "
+                    "the directory) or give this one another log.dirs", log_dir, holder) from None
             _HELD.add(self.path)
             self._fd = fd
 

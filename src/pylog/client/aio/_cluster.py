@@ -8,6 +8,11 @@ connection ...), when a topic in use is missing, and at least every
 request. A refresh asks any reachable broker (known brokers first, then the bootstrap
 addresses), so the cluster is found again after the broker a client first met restarts.
 
+``make_cluster`` picks the transport from the settings: this class (TCP connections to
+brokers) for ``bootstrap.servers``, ``_embedded.EmbeddedCluster`` (a broker run in this
+process, no sockets) for ``log.dir``. The producer, consumer and admin cores only talk to
+a ``Cluster`` and the connections it hands out, so both modes share all their code.
+
 Event-loop affinity: owned by one loop; not thread-safe.
 """
 
@@ -15,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.client.aio._connection import BrokerConnection
+from pylog.client.aio._connection import BrokerConnection, Connection
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.protocol.messages import MetadataRequest
 
-__all__ = ["Cluster", "PartitionInfo", "TopicInfo"]
+if TYPE_CHECKING:
+    from pylog.client.config import Resolved
+
+__all__ = ["Cluster", "PartitionInfo", "TopicInfo", "make_cluster"]
 
 
 class PartitionInfo:
@@ -59,6 +67,22 @@ class TopicInfo:
     def available(self) -> list[int]:
         """Partitions with a leader now (do not modify the list)."""
         return self._available
+
+
+def make_cluster(settings: Resolved, client_id: str, *, auto_create: bool = False,
+                 max_in_flight: int = 100) -> Cluster:
+    """The cluster view of a client: over TCP (``bootstrap.servers``) or embedded
+    (``log.dir``: the data directory opened in this process)."""
+    common: dict[str, Any] = dict(
+        client_id=client_id, request_timeout=settings["request.timeout.ms"] / 1000,
+        metadata_max_age=settings["metadata.max.age.ms"] / 1000, max_in_flight=max_in_flight,
+        auto_create=auto_create, retry_backoff=settings["retry.backoff.ms"] / 1000)
+    if settings["log.dir"] is not None:
+        from pylog.client.aio._embedded import EmbeddedCluster
+
+        return EmbeddedCluster(settings["log.dir"], settings["broker.config"], **common)
+    return Cluster(settings["bootstrap.servers"],
+                   connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000, **common)
 
 
 class Cluster:
@@ -104,9 +128,17 @@ class Cluster:
         self._closed = False
         self.last_error: BaseException | None = None
 
+    #: True for ``EmbeddedCluster`` (a broker in this process).
+    embedded = False
+
     # ------------------------------------------------------------------ connections
 
-    async def connection(self, node_id: int) -> BrokerConnection:
+    async def open(self) -> None:
+        """Get ready to serve requests. Nothing to do over TCP (connections open on first
+        use); embedded mode opens the data directory here, so that a directory in use or
+        a bad ``broker.config`` fails the client's constructor or ``start()``."""
+
+    async def connection(self, node_id: int) -> Connection:
         """An open connection to broker ``node_id`` (opened if needed).
 
         Raises:
@@ -128,7 +160,7 @@ class Cluster:
         # not abort it for the others.
         return await asyncio.shield(pending)
 
-    def ready_connection(self, node_id: int) -> BrokerConnection | None:
+    def ready_connection(self, node_id: int) -> Connection | None:
         """The open connection to ``node_id`` now, or None (then one is being opened)."""
         conn = self._conns.get(node_id)
         if conn is not None and not conn.closed:
@@ -162,7 +194,7 @@ class Cluster:
         self._conns[node_id] = conn
         return conn
 
-    async def any_connection(self) -> BrokerConnection:
+    async def any_connection(self) -> Connection:
         """A connection to any reachable broker: known ones first, then bootstrap addresses.
 
         Raises:
@@ -171,7 +203,7 @@ class Cluster:
         async with self._any_lock:  # one search at a time: no duplicate bootstrap sockets
             return await self._any_connection()
 
-    async def _any_connection(self) -> BrokerConnection:
+    async def _any_connection(self) -> Connection:
         last: BaseException | None = None
         for conn in list(self._conns.values()):
             if not conn.closed:
@@ -253,11 +285,11 @@ class Cluster:
                      for p in t.partitions}
             self.topics[t.name] = TopicInfo(t.name, t.error_code, parts, t.topic_id,
                                             t.is_internal)
-        if asked is not None:
-            answered = {t.name for t in resp.topics}
-            for name in asked:
-                if name not in answered:
-                    self.topics.pop(name, None)
+        answered = {t.name for t in resp.topics}
+        for name in list(self.topics) if asked is None else asked:
+            # Asked and not answered, or not in a listing of all topics: gone.
+            if name not in answered:
+                self.topics.pop(name, None)
         self._updated_at = time.monotonic()
         self._need_update = any(
             info.error_code or any(p.leader < 0 for p in info.partitions.values())

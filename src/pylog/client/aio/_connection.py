@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from typing import Any, Protocol
 
 from pylog import errors
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.protocol.connection import NEED_DATA, ClientConnection, ConnectionClosed, Response
 from pylog.protocol.messages import ApiVersionsRequest
 
-__all__ = ["BrokerConnection", "MAX_VERSIONS"]
+__all__ = ["BrokerConnection", "Connection", "MAX_VERSIONS", "pick_version"]
 
 # The newest version of each API this client knows how to fill in and read.
 MAX_VERSIONS = {
@@ -52,6 +52,53 @@ MAX_VERSIONS = {
 }
 
 _READ_SIZE = 1 << 18
+
+
+class Connection(Protocol):
+    """What the client cores use of a connection: ``BrokerConnection`` (TCP) and
+    ``_embedded.EmbeddedConnection`` (a broker in this process) both provide it."""
+
+    node_id: int
+    address: str
+    versions: dict[int, tuple[int, int]]
+
+    @property
+    def closed(self) -> bool: ...
+
+    def version_for(self, cls: Any, max_version: int | None = None) -> int: ...
+
+    async def send(self, body: Any, version: int | None = None, *,
+                   timeout: float | None = None) -> Any: ...
+
+    def send_nowait(self, body: Any, version: int | None = None) -> asyncio.Future[Any] | None: ...
+
+    async def wait(self, fut: asyncio.Future[Any], timeout: float | None = None,
+                   what: str = "request") -> Any: ...
+
+    async def close(self, error: BaseException | None = None) -> None: ...
+
+
+def pick_version(versions: dict[int, tuple[int, int]], cls: Any, address: str,
+                 max_version: int | None = None) -> int:
+    """The highest version of ``cls``'s API that the broker serves (``versions``, from
+    ApiVersions) and this client implements (the codec's range capped by ``MAX_VERSIONS``).
+
+    Raises:
+        UnsupportedVersionError: the broker does not serve the API at a version we know.
+    """
+    key = cls.API_KEY
+    rng = versions.get(key)
+    name = cls.NAME[: -len("Request")]
+    if rng is None:
+        raise errors.UnsupportedVersionError(f"{address} does not serve {name}")
+    lo, hi = cls.VALID_VERSIONS
+    top = min(hi, MAX_VERSIONS.get(key, hi), rng[1])
+    if max_version is not None:
+        top = min(top, max_version)
+    if top < max(lo, rng[0]):
+        raise errors.UnsupportedVersionError(
+            f"{address}: no common version of {name} (broker {rng[0]}-{rng[1]})")
+    return top
 
 
 class BrokerConnection:
@@ -130,24 +177,8 @@ class BrokerConnection:
         raise KafkaConnectionError(f"{self.address}: could not agree on an ApiVersions version")
 
     def version_for(self, cls: Any, max_version: int | None = None) -> int:
-        """The highest version of ``cls``'s API both sides implement.
-
-        Raises:
-            UnsupportedVersionError: the broker does not serve the API at a version we know.
-        """
-        key = cls.API_KEY
-        rng = self.versions.get(key)
-        name = cls.NAME[: -len("Request")]
-        if rng is None:
-            raise errors.UnsupportedVersionError(f"{self.address} does not serve {name}")
-        lo, hi = cls.VALID_VERSIONS
-        top = min(hi, MAX_VERSIONS.get(key, hi), rng[1])
-        if max_version is not None:
-            top = min(top, max_version)
-        if top < max(lo, rng[0]):
-            raise errors.UnsupportedVersionError(
-                f"{self.address}: no common version of {name} (broker {rng[0]}-{rng[1]})")
-        return top
+        """The highest version of ``cls``'s API both sides implement (``pick_version``)."""
+        return pick_version(self.versions, cls, self.address, max_version)
 
     async def send(self, body: Any, version: int | None = None, *,
                    timeout: float | None = None) -> Any:

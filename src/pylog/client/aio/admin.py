@@ -7,6 +7,9 @@ Every call raises the ``pylog.errors`` class of the first error code the broker 
 with the topic or resource named in the message, except ``delete_groups`` and
 ``delete_group_offsets``, which answer per group / partition (some may succeed).
 
+In embedded mode (``log.dir``) the same requests go to the broker run in this process
+(``_embedded``): topics, configs, offsets and record deletion behave as on a broker.
+
 Event-loop affinity: an asyncio ``Admin`` belongs to the loop it is used on.
 """
 
@@ -17,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
-from pylog.client.aio._cluster import Cluster
+from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
     GroupDescription,
@@ -125,13 +128,7 @@ class AdminCore:
 
     def __init__(self, settings: Resolved) -> None:
         self.settings = settings
-        self.cluster = Cluster(
-            settings["bootstrap.servers"],
-            client_id=settings["client.id"] or f"pylog-admin-{next(_ids)}",
-            request_timeout=settings["request.timeout.ms"] / 1000,
-            connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
-            metadata_max_age=settings["metadata.max.age.ms"] / 1000,
-            retry_backoff=settings["retry.backoff.ms"] / 1000)
+        self.cluster = make_cluster(settings, settings["client.id"] or f"pylog-admin-{next(_ids)}")
         self.timeout = settings["default.api.timeout.ms"] / 1000
         self.timeout_ms = int(settings["request.timeout.ms"])
         self.groups = GroupAdmin(self.cluster, self.timeout)
@@ -364,6 +361,7 @@ class Admin:
         await self._core.close()
 
     async def __aenter__(self) -> Admin:
+        await self._core.cluster.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -6,8 +6,9 @@ partition without a position gets one from ``auto.offset.reset`` (``earliest``: 
 start offset, ``latest``: the end, ``none``: ``NoOffsetForPartitionError``); a position that
 fell out of the log (``OFFSET_OUT_OF_RANGE``, e.g. after retention) is reset the same way.
 
-Consumer groups (``subscribe``, ``commit``, ``committed``) need the broker's group
-coordinator, which is not there yet (issue 7): they raise ``GroupsNotAvailableError``.
+Consumer groups (``subscribe``, ``commit``, ``committed``): in embedded mode
+(``log.dir``) through the embedded broker's group coordinator (``_embedded_group``); over
+the network not yet, they raise ``GroupsNotAvailableError``.
 
 Example::
 
@@ -23,12 +24,13 @@ Event-loop affinity: an asyncio ``Consumer`` belongs to the loop it is used on.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import logcore
-from pylog.client.aio._cluster import Cluster
+from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._fetcher import Fetcher, PartitionState
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
 from pylog.client.config import CONSUMER, Resolved, resolve
@@ -40,7 +42,7 @@ from pylog.client.errors import (
 )
 from pylog.client.records import ConsumerRecord, TopicPartition
 
-__all__ = ["Consumer", "ConsumerCore", "as_partitions"]
+__all__ = ["Consumer", "ConsumerCore", "as_partitions", "commit_offsets", "rebalance_callback"]
 
 _ids = itertools.count(1)
 
@@ -68,12 +70,7 @@ class ConsumerCore:
     def __init__(self, settings: Resolved) -> None:
         self.settings = settings
         self.client_id = settings["client.id"] or f"pylog-consumer-{next(_ids)}"
-        self.cluster = Cluster(
-            settings["bootstrap.servers"], client_id=self.client_id,
-            request_timeout=settings["request.timeout.ms"] / 1000,
-            connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
-            metadata_max_age=settings["metadata.max.age.ms"] / 1000,
-            retry_backoff=settings["retry.backoff.ms"] / 1000)
+        self.cluster = make_cluster(settings, self.client_id)
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.fetcher = Fetcher(self.cluster, self.assignment, settings)
         self.reset_policy: str = settings["auto.offset.reset"]
@@ -81,6 +78,16 @@ class ConsumerCore:
         self.max_poll_records: int = settings["max.poll.records"]
         self.isolation_level = self.fetcher.isolation_level
         self.closed = False
+        # Group calls: embedded mode only for now (None over the network).
+        self.group: Any = None
+        if self.cluster.embedded:
+            from pylog.client.aio._embedded_group import EmbeddedGroup
+
+            self.group = EmbeddedGroup(self)
+
+    @property
+    def subscribed(self) -> bool:
+        return self.group is not None and self.group.subscribed
 
     def _check(self) -> None:
         if self.closed:
@@ -94,6 +101,9 @@ class ConsumerCore:
 
     async def assign(self, partitions: list[TopicPartition]) -> None:
         self._check()
+        if self.subscribed:
+            raise IllegalStateError("assign() after subscribe(): a consumer either assigns "
+                                    "partitions or subscribes; call unsubscribe() first")
         keep = set(partitions)
         for tp in list(self.assignment):
             if tp not in keep:
@@ -125,6 +135,16 @@ class ConsumerCore:
     async def update_positions(self, timeout: float | None = None) -> None:
         """Give every assigned partition without a position one (pending seeks first, then
         ``auto.offset.reset``)."""
+        if self.group is not None and self.group.group_id:
+            # A consumer with a group starts where the group left off (Kafka's
+            # refreshCommittedOffsetsIfNeeded), unless a reset was asked for.
+            initial = [tp for tp, st in self.assignment.items()
+                       if st.position is None and st.reset_to is None]
+            if initial:
+                for tp, offset in (await self.group.committed(initial, timeout)).items():
+                    st = self.assignment.get(tp)
+                    if offset is not None and st is not None and st.position is None:
+                        st.position = offset
         need: dict[TopicPartition, int] = {}
         for tp, st in self.assignment.items():
             if st.position is not None:
@@ -156,6 +176,7 @@ class ConsumerCore:
                     f"{tp.topic}-{tp.partition}: offset {st.position} is out of range and "
                     "auto.offset.reset is none")
             st.position = None
+            st.reset_to = self.reset_policy  # not the committed offset that is out of range
 
     def _raise_errors(self) -> None:
         errs, self.fetcher.errors = self.fetcher.errors, []
@@ -189,7 +210,7 @@ class ConsumerCore:
 
     async def poll(self, timeout: float, max_records: int | None) -> list[ConsumerRecord]:
         self._check()
-        if not self.assignment:
+        if not self.assignment and not self.subscribed:
             raise IllegalStateError("poll() before assign(): no partitions assigned")
         await self._wait_for_data(timeout)
         out = self.fetcher.take_records(max_records or self.max_poll_records)
@@ -198,7 +219,7 @@ class ConsumerCore:
 
     async def poll_columns(self, timeout: float) -> dict[TopicPartition, logcore.Columns]:
         self._check()
-        if not self.assignment:
+        if not self.assignment and not self.subscribed:
             raise IllegalStateError("poll_columns() before assign(): no partitions assigned")
         await self._wait_for_data(timeout)
         out = self.fetcher.take_columns()
@@ -224,6 +245,8 @@ class ConsumerCore:
         if self.closed:
             return
         self.closed = True
+        if self.group is not None:
+            self.group.close()
         for task in list(self.fetcher.in_flight.values()):
             task.cancel()
             try:
@@ -234,12 +257,43 @@ class ConsumerCore:
         await self.cluster.close()
 
 
-_GROUPS = ("needs the broker's group coordinator, which pylog does not have yet (issue 7); "
-           "use assign() and seek()")
+_GROUPS = ("needs the client's side of the group protocols, which is not there yet over the "
+           "network (the broker's group coordinator is); use assign() and seek(), or embedded "
+           "mode (log_dir=), where consumer groups work")
+
+
+def commit_offsets(offsets: Any) -> dict[TopicPartition, int] | None:
+    """``commit()``'s argument: None (every position), or ``{partition: offset}``.
+
+    Raises:
+        TypeError / ValueError: not a mapping of partitions to offsets >= 0.
+    """
+    if offsets is None:
+        return None
+    if not isinstance(offsets, Mapping):
+        raise TypeError(f"commit() takes {{TopicPartition: offset}}, got {offsets!r}")
+    out = {}
+    for k, v in offsets.items():
+        (tp,) = as_partitions([k])
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{tp.topic}-{tp.partition}: an offset is an int >= 0, got {v!r}")
+        out[tp] = v
+    return out
+
+
+def rebalance_callback(listener: Any, name: str, partitions: list[TopicPartition]) -> Any:
+    """Call ``listener.<name>(partitions)`` (``on_partitions_revoked`` /
+    ``on_partitions_assigned``, kafka-python's ``ConsumerRebalanceListener`` names) if
+    there is something to report; returns what it returned (an awaitable is awaited by
+    the asyncio face)."""
+    if listener is None or not partitions:
+        return None
+    fn = getattr(listener, name, None)
+    return fn(list(partitions)) if fn is not None else None
 
 
 class Consumer:
-    """Kafka consumer, asyncio API (manual assignment; groups not available yet).
+    """Kafka consumer, asyncio API (assign; groups in embedded mode).
 
     Args:
         config: Kafka's dotted names (``{"bootstrap.servers": ..., "auto.offset.reset": ...}``).
@@ -251,6 +305,7 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._core = ConsumerCore(resolve(CONSUMER, config, kwargs))
+        self._listener: Any = None
 
     @property
     def settings(self) -> Resolved:
@@ -258,23 +313,58 @@ class Consumer:
 
     async def assign(self, partitions: Iterable[Any]) -> None:
         """Consume exactly these partitions (replacing the previous assignment)."""
+        await self._core.cluster.open()
         await self._core.assign(as_partitions(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._core.assignment)
 
+    def _group(self, call: str) -> Any:
+        if self._core.group is None:
+            raise GroupsNotAvailableError(f"{call} " + _GROUPS)
+        return self._core.group
+
+    async def _notify(self, name: str, partitions: list[TopicPartition]) -> None:
+        result = rebalance_callback(self._listener, name, partitions)
+        if inspect.isawaitable(result):
+            await result
+
     async def subscribe(self, topics: Any = None, pattern: Any = None, listener: Any = None) -> None:
-        """Not available yet: subscribing joins a consumer group, which needs the group
-        coordinator (issue 7). Raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("subscribe() " + _GROUPS)
+        """Consume every partition of ``topics`` (or of the topics matching ``pattern``) as
+        a member of ``group.id``: embedded mode only (see ``_embedded_group``); over the
+        network it raises ``GroupsNotAvailableError``. ``listener``'s
+        ``on_partitions_revoked`` / ``on_partitions_assigned`` (plain or async) are called
+        by ``poll`` when the assignment changes."""
+        await self._group("subscribe()").subscribe(topics, pattern)
+        self._listener = listener
+
+    async def unsubscribe(self) -> None:
+        """Drop the subscription or the assignment."""
+        if self._core.group is not None:
+            dropped = self._core.group.unsubscribe()
+        else:
+            dropped = sorted(self._core.assignment)
+            await self._core.assign([])
+        await self._notify("on_partitions_revoked", dropped)
+        self._listener = None
 
     async def commit(self, offsets: Any = None) -> None:
-        """Not available yet (group coordinator, issue 7): raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("commit() " + _GROUPS)
+        """Store ``offsets`` (``{partition: offset}``; default: every position) as the
+        group's committed offsets (embedded mode; ``GroupsNotAvailableError`` over the
+        network)."""
+        await self._group("commit()").commit(commit_offsets(offsets))
 
-    async def committed(self, partitions: Any) -> Any:
-        """Not available yet (group coordinator, issue 7): raises ``GroupsNotAvailableError``."""
-        raise GroupsNotAvailableError("committed() " + _GROUPS)
+    async def committed(self, partitions: Iterable[Any], timeout: float | None = None
+                        ) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition, None where none (embedded mode;
+        ``GroupsNotAvailableError`` over the network)."""
+        return await self._group("committed()").committed(as_partitions(partitions), timeout)  # type: ignore[no-any-return]
+
+    async def _rebalance(self) -> None:
+        if self._core.subscribed:
+            revoked, assigned = await self._core.group.refresh()
+            await self._notify("on_partitions_revoked", revoked)
+            await self._notify("on_partitions_assigned", assigned)
 
     def seek(self, partition: Any, offset: int) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll."""
@@ -324,6 +414,7 @@ class Consumer:
             NoOffsetForPartitionError: no position and ``auto.offset.reset`` is none.
             ApiError: a non-retriable fetch error (e.g. CORRUPT_MESSAGE).
         """
+        await self._rebalance()
         return await self._core.poll(timeout, max_records)
 
     async def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
@@ -331,6 +422,7 @@ class Consumer:
 
         Headers are not decoded (``header_counts`` says how many each record has).
         """
+        await self._rebalance()
         return await self._core.poll_columns(timeout)
 
     async def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
@@ -353,9 +445,16 @@ class Consumer:
         return {tp: (v if v[0] >= 0 else None) for tp, v in found.items()}
 
     async def close(self) -> None:
-        await self._core.close()
+        """Stop fetching and close (a subscribed consumer's listener hears its partitions
+        revoked first). Idempotent."""
+        try:
+            if self._core.subscribed and not self._core.closed:
+                await self._notify("on_partitions_revoked", sorted(self._core.assignment))
+        finally:
+            await self._core.close()
 
     async def __aenter__(self) -> Consumer:
+        await self._core.cluster.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -366,6 +465,7 @@ class Consumer:
 
     async def __anext__(self) -> ConsumerRecord:
         while not self._core.closed:
+            await self._rebalance()
             recs = await self._core.poll(1.0, 1)
             if recs:
                 return recs[0]

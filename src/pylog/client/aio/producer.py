@@ -27,7 +27,7 @@ from typing import Any
 
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.client.aio._accumulator import RecordAccumulator, estimate_size
-from pylog.client.aio._cluster import Cluster, TopicInfo
+from pylog.client.aio._cluster import TopicInfo, make_cluster
 from pylog.client.aio._sender import Sender
 from pylog.client.config import PRODUCER, ConfigError, Resolved, resolve
 from pylog.client.errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
@@ -106,13 +106,9 @@ class ProducerCore:
         self.settings = settings
         self.clock = clock
         self.client_id = settings["client.id"] or f"pylog-producer-{next(_ids)}"
-        self.cluster = Cluster(
-            settings["bootstrap.servers"], client_id=self.client_id,
-            request_timeout=settings["request.timeout.ms"] / 1000,
-            connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
-            metadata_max_age=settings["metadata.max.age.ms"] / 1000,
-            max_in_flight=settings["max.in.flight.requests.per.connection"],
-            auto_create=True, retry_backoff=settings["retry.backoff.ms"] / 1000)
+        self.cluster = make_cluster(
+            settings, self.client_id, auto_create=True,
+            max_in_flight=settings["max.in.flight.requests.per.connection"])
         self.acc = RecordAccumulator(settings["batch.size"], settings["buffer.memory"],
                                      self._on_ready)
         self.sender = Sender(self.cluster, self.acc, settings, settings["enable.idempotence"])
@@ -129,8 +125,12 @@ class ProducerCore:
         self._wake_pending = False
         self.closed = False
 
+    async def open(self) -> None:
+        """Embedded mode: open the data directory (a directory in use fails here)."""
+        await self.cluster.open()
+
     def start(self) -> None:
-        """Start the sender (call on the owning loop)."""
+        """Start the sender (call on the owning loop, after ``open``)."""
         self.loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self.sender.start()
@@ -254,6 +254,7 @@ class Producer:
     async def start(self) -> None:
         """Start the sender (``async with`` does it)."""
         if not self._started:
+            await self._core.open()
             self._started = True
             self._core.start()
 

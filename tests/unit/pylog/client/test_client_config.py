@@ -77,3 +77,25 @@ def test_idempotence_settles_as_kafka() -> None:
         producer_settings({**B, "transactional.id": "tx"}, {})
     with pytest.raises(ConfigError, match="delivery.timeout.ms must be at least"):
         producer_settings({**B, "delivery.timeout.ms": 1000}, {})
+
+
+def test_log_dir_selects_embedded_mode(tmp_path) -> None:
+    import pathlib
+
+    s = resolve(CONSUMER, None, {"log_dir": pathlib.Path(tmp_path), "broker_config": {
+        "num.partitions": 3, "auto.create.topics.enable": False, "log.dirs.extra": ["a", "b"]}})
+    assert s["log.dir"] == str(tmp_path) and s["bootstrap.servers"] is None
+    # Values kept as the strings a properties file holds: two clients giving the same
+    # settings in different forms compare equal.
+    assert s["broker.config"] == {"num.partitions": "3", "auto.create.topics.enable": "false",
+                                  "log.dirs.extra": "a,b"}
+    assert resolve(ADMIN, {"log.dir": "d", "broker.config": "server.properties"}, {})[
+        "broker.config"] == "server.properties"
+    with pytest.raises(ConfigError, match="not both"):
+        resolve(PRODUCER, {**B, "log.dir": "d"}, {})
+    with pytest.raises(ConfigError, match="embedded mode only"):
+        resolve(PRODUCER, {**B, "broker.config": {"num.partitions": 2}}, {})
+    with pytest.raises(ConfigError, match="log.dir: expected a directory path"):
+        resolve(PRODUCER, {"log.dir": ""}, {})
+    with pytest.raises(ConfigError, match="broker.config: expected a mapping"):
+        resolve(PRODUCER, {"log.dir": "d", "broker.config": 3}, {})
