@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from pylog import errors
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import BrokerConnection
+from pylog.client.aio._connection import Connection
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import TopicPartition
@@ -173,7 +173,7 @@ class GroupAdmin:
         return int(node)
 
     async def _at_coordinator(self, group_id: str, what: str,
-                              call: Callable[[BrokerConnection], Awaitable[T]]) -> T:
+                              call: Callable[[Connection], Awaitable[T]]) -> T:
         """``call(connection to the group's coordinator)``, retried on coordinator errors
         until the timeout."""
         loop = asyncio.get_running_loop()
@@ -198,7 +198,7 @@ class GroupAdmin:
 
     async def coordinator(self, group_id: str) -> int:
         """Node id of the group's coordinator."""
-        async def ask(conn: BrokerConnection) -> int:
+        async def ask(conn: Connection) -> int:
             return conn.node_id
         return await self._at_coordinator(group_id, f"find the coordinator of {group_id!r}", ask)
 
@@ -248,7 +248,7 @@ class GroupAdmin:
         """State, protocol and members of one group (state "Dead" if unknown)."""
         _group_id(group_id)
 
-        async def ask(conn: BrokerConnection) -> GroupDescription:
+        async def ask(conn: Connection) -> GroupDescription:
             R = DescribeGroupsRequest
             resp = await conn.send(R(groups=[group_id], include_authorized_operations=False))
             (g,) = resp.groups
@@ -280,7 +280,7 @@ class GroupAdmin:
         for tp in asked or ():
             by_topic.setdefault(tp.topic, []).append(tp.partition)
 
-        async def ask(conn: BrokerConnection) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        async def ask(conn: Connection) -> dict[TopicPartition, OffsetAndMetadata | None]:
             R = OffsetFetchRequest
             version = conn.version_for(R)
             if asked is None and version < 2:
@@ -341,7 +341,7 @@ class GroupAdmin:
                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
         what = f"alter offsets of group {group_id!r}"
 
-        async def ask(conn: BrokerConnection) -> None:
+        async def ask(conn: Connection) -> None:
             req = R(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                     group_instance_id=None, retention_time_ms=-1,
                     topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps)
@@ -380,7 +380,7 @@ class GroupAdmin:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         what = f"delete offsets of group {group_id!r}"
 
-        async def ask(conn: BrokerConnection) -> dict[TopicPartition, errors.ApiError | None]:
+        async def ask(conn: Connection) -> dict[TopicPartition, errors.ApiError | None]:
             R = OffsetDeleteRequest
             resp = await conn.send(R(group_id=group_id, topics=[
                 R.OffsetDeleteRequestTopic(name=t, partitions=[
@@ -407,7 +407,7 @@ class GroupAdmin:
     async def _delete_group(self, group_id: str) -> errors.ApiError | None:
         what = f"delete group {group_id!r}"
 
-        async def ask(conn: BrokerConnection) -> errors.ApiError | None:
+        async def ask(conn: Connection) -> errors.ApiError | None:
             resp = await conn.send(DeleteGroupsRequest(groups_names=[group_id]))
             (r,) = resp.results
             if not r.error_code:
