@@ -437,8 +437,13 @@ class LogManager:
 
     def _on_roll(self, plog: Any, base_offset: int) -> None:
         """A log rolled (called on the appending thread): flush the segments below the new
-        one in the background, as Kafka's ``UnifiedLog.roll`` schedules ``flush-log``."""
+        one in the background, as Kafka's ``UnifiedLog.roll`` schedules ``flush-log``. A
+        compacted log's rolled segment is cleanable now: the cleaner is woken (Kafka's
+        threads only look again after ``log.cleaner.backoff.ms``; under a commit storm on
+        ``__consumer_offsets`` that is 15 s of segments piling up)."""
         self.scheduler.schedule_once("flush-log", functools.partial(self._flush_rolled, plog, base_offset))
+        if self.cleaner is not None and plog.config.compact:
+            self.cleaner.wake()
 
     @staticmethod
     def _flush_rolled(plog: Any, base_offset: int) -> None:
