@@ -37,8 +37,9 @@ LONG_MAX = 2**63 - 1
 
 # What pylog does with each key. "Honoured" means it works as in Kafka; anything else says
 # how it differs. Keep each to one sentence or two: the table is read on a screen.
-_CLEANER = ("Governs compacted topics only, which cannot be created yet (no log cleaner): "
-            "accepted and validated, no effect, as Kafka ignores it for delete-policy topics.")
+_CLEANER = ("Honoured by the log cleaner on compacted topics (no effect on delete-policy topics, "
+            "as in Kafka); see [compaction.md](compaction.md).")
+_CLEANER_THREADS = "Honoured by the log cleaner threads; see [compaction.md](compaction.md)."
 _DEPRECATED = "Deprecated in Kafka 3.x, removed in 4.0: accepted with a logged warning and ignored"
 _TXN = "No transaction coordinator yet: accepted and validated, has no effect."
 PYLOG_NOTES: dict[str, str] = {
@@ -78,15 +79,27 @@ PYLOG_NOTES: dict[str, str] = {
     "log.flush.start.offset.checkpoint.interval.ms": "Honoured: log start offsets are "
     "checkpointed this often.",
     "background.threads": "Honoured: threads for background segment flushes and checkpoints.",
-    "log.cleanup.policy": "Through `cleanup.policy`: `delete` is honoured, `compact` refused.",
+    "log.cleanup.policy": "Honoured through `cleanup.policy`.",
     "log.message.format.version": _DEPRECATED + " (records are always written in format v2).",
     "log.message.downconversion.enable": _DEPRECATED + ".",
     "log.message.timestamp.type": "Honoured through `message.timestamp.type`.",
     "log.message.timestamp.before.max.ms": "Honoured through `message.timestamp.before.max.ms`.",
     "log.message.timestamp.after.max.ms": "Honoured through `message.timestamp.after.max.ms`.",
     "log.preallocate": "Through `preallocate` (not honoured yet: see there).",
-    "log.cleaner.enable": "No log cleaner yet: `false` is accepted, `true` refused; the "
-    "default is reported as false (Kafka's is true).",
+    "log.cleaner.enable": "Honoured: the LogManager starts the cleaner threads at start and "
+    "stops them at shutdown; with false, compacted topics (`__consumer_offsets` too) grow "
+    "without bound, as in Kafka.",
+    "log.cleaner.threads": _CLEANER_THREADS + " 0 is refused unless `log.cleaner.enable=false` "
+    "(Kafka fails its start dividing by it).",
+    "log.cleaner.dedupe.buffer.size": _CLEANER_THREADS + " Split evenly between the threads; "
+    "Kafka's 1 MiB-per-thread minimum is enforced at start.",
+    "log.cleaner.io.buffer.size": _CLEANER_THREADS + " Per thread: the chunk read from a "
+    "segment and written to a cleaned one (at least 4 KiB; a larger batch is read whole).",
+    "log.cleaner.io.buffer.load.factor": _CLEANER_THREADS + " Validated to (0, 1] (Kafka does "
+    "not validate it).",
+    "log.cleaner.io.max.bytes.per.second": _CLEANER_THREADS + " Shared evenly between the "
+    "threads; the default (Double.MAX_VALUE) means no limit.",
+    "log.cleaner.backoff.ms": _CLEANER_THREADS,
     "log.cleaner.delete.retention.ms": _CLEANER,
     "log.cleaner.min.compaction.lag.ms": _CLEANER,
     "log.cleaner.max.compaction.lag.ms": _CLEANER,
@@ -111,8 +124,8 @@ PYLOG_NOTES: dict[str, str] = {
                                      "the first FindCoordinator; a group's partition is Kafka's "
                                      "`abs(hashCode(group.id)) % n`. Changing it later strands existing groups."),
     "offsets.topic.segment.bytes": ("Honoured: `segment.bytes` of `__consumer_offsets` at its creation. The "
-                                    "topic is `cleanup.policy=compact`, but there is no log cleaner yet: it is "
-                                    "not compacted and grows with every commit."),
+                                    "topic is `cleanup.policy=compact`: the log cleaner keeps the latest "
+                                    "commit of each group, topic and partition."),
     "transaction.state.log.replication.factor": _TXN,
     "transaction.state.log.min.isr": _TXN,
     "group.initial.rebalance.delay.ms": "Honoured by the group coordinator.",
@@ -124,8 +137,9 @@ PYLOG_NOTES: dict[str, str] = {
     "offsets.retention.check.interval.ms": "Honoured: how often the coordinator looks for expired offsets.",
     "offset.metadata.max.bytes": "Honoured: larger commit metadata gets OFFSET_METADATA_TOO_LARGE.",
     # topic
-    "cleanup.policy": "`delete` is honoured (time and size retention); `compact` is refused "
-    "with INVALID_CONFIG until the log cleaner exists.",
+    "cleanup.policy": "Honoured: `delete` (time and size retention), `compact` (the log "
+    "cleaner; records without a key are refused with INVALID_RECORD) or both; a change "
+    "applies to the running logs.",
     "message.format.version": _DEPRECATED + " (records are always written in format v2).",
     "message.downconversion.enable": _DEPRECATED + " (pylog serves Fetch v4 and later, which "
     "never down-converts).",
@@ -174,6 +188,8 @@ def _default(type_: str, value: Any) -> str:
     text = _config.format_value(type_, value)
     if value == LONG_MAX and type_ == "long":
         return "`9223372036854775807` (Long.MAX_VALUE)"
+    if value == _config.DOUBLE_MAX and type_ == "double":
+        return f"`{text}` (Double.MAX_VALUE)"
     if text == "":
         return '`""`'
     return f"`{text}`"
@@ -252,12 +268,6 @@ def render() -> str:
         "A key that is not in these tables is refused at start (or with INVALID_CONFIG for a",
         "topic) as an unknown configuration, naming it.",
     ]
-    refused = getattr(_config, "CLEANER_THREAD_CONFIGS", ())
-    if refused:
-        out += [
-            "The log cleaner's own settings are refused with a message that says why (there is no",
-            "cleaner yet): " + ", ".join(f"`{k}`" for k in refused) + ".",
-        ]
     out.append("")
     return "\n".join(out)
 

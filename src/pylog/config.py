@@ -23,6 +23,7 @@ from typing import Any
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+DOUBLE_MAX = 1.7976931348623157e308  # Java's Double.MAX_VALUE
 
 # DescribeConfigs ConfigSource codes (DescribeConfigsResponse.json).
 SOURCE_UNKNOWN = 0
@@ -138,6 +139,23 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str, Any]
     return check
 
 
+def cleanup_policy(key: str, value: Any) -> None:
+    """Kafka's ``ValidList.in("compact", "delete")``, and not empty (a topic must have a policy)."""
+    if not value:
+        raise ConfigError(key, "an empty policy is not valid; use delete, compact or compact,delete")
+    one_of("delete", "compact")(key, value)
+
+
+def load_factor(key: str, value: Any) -> None:
+    if not 0 < value <= 1:
+        raise ConfigError(key, f"value {value} must be more than 0 and at most 1")
+
+
+def positive(key: str, value: Any) -> None:
+    if not value > 0:
+        raise ConfigError(key, f"value {value} must be more than 0")
+
+
 def _metadata_version_names() -> frozenset[str]:
     """Kafka 3.9's ``MetadataVersion`` names: each release, and each release-IVn."""
     releases = {
@@ -231,7 +249,9 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("background.threads", "int", 10,
                   "Threads for background work (segment flushes, checkpoints).", at_least(1)),
         ConfigDef("log.cleanup.policy", "list", ["delete"],
-                  "delete (compact is refused until the log cleaner exists).", one_of("delete", "compact")),
+                  "Default cleanup policy of topics: delete (time and size retention), compact (the "
+                  "log cleaner keeps the latest record of each key) or both (compact,delete).",
+                  cleanup_policy),
         ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
                   one_of(*_TIMESTAMP_TYPES)),
         ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX,
@@ -245,13 +265,34 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("log.message.downconversion.enable", "boolean", True,
                   "[DEPRECATED] Ignored: pylog serves Fetch v4 and later only, which never needs "
                   "down-conversion; removed in Kafka 4.0."),
-        # Kafka's default is true; pylog has no cleaner, so it reports false and refuses true.
-        ConfigDef("log.cleaner.enable", "boolean", False,
-                  "Run the log cleaner. pylog has none yet: only false is accepted (Kafka's default is true)."),
-        ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention.", at_least(0)),
-        ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum compaction lag.", at_least(0)),
-        ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum compaction lag.", at_least(1)),
-        ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio to clean at.", between(0, 1)),
+        # The log cleaner (Kafka's CleanerConfig): names, defaults and validators as Kafka's.
+        ConfigDef("log.cleaner.enable", "boolean", True,
+                  "Run the log cleaner, which compacts cleanup.policy=compact topics (__consumer_offsets "
+                  "among them); when false they are not compacted and grow without bound."),
+        ConfigDef("log.cleaner.threads", "int", 1, "Background threads cleaning logs.", at_least(0)),
+        ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728,
+                  "Memory of the offset maps, shared out between the cleaner threads (at least 1 MiB each).",
+                  at_least(0)),
+        ConfigDef("log.cleaner.io.buffer.size", "int", 524288,
+                  "Bytes the cleaner reads and writes per call.", at_least(0)),
+        ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9,
+                  "How full an offset map may become before a clean round ends (in (0, 1]).",
+                  load_factor),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX,
+                  "Limit of the cleaner threads' reads plus writes, bytes per second.", positive),
+        ConfigDef("log.cleaner.backoff.ms", "long", 15000,
+                  "How long a cleaner thread sleeps when no log needs cleaning.", at_least(0)),
+        ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000,
+                  "How long a tombstone of a compacted topic outlives the clean that first kept it.",
+                  at_least(0)),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0,
+                  "A record younger than this is never compacted.", at_least(0)),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX,
+                  "A log holding a dirty record older than this is cleaned whatever its dirty ratio.",
+                  at_least(1)),
+        ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5,
+                  "A compacted log is cleaned when its dirty bytes are more than this share of it.",
+                  between(0, 1)),
         ConfigDef("min.insync.replicas", "int", 1, "Replicas that must acknowledge acks=-1.", at_least(1)),
         ConfigDef("compression.type", "string", "producer", "Compression of stored batches.",
                   one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
@@ -320,7 +361,7 @@ class TopicConfigDef:
 TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
-        TopicConfigDef("cleanup.policy", "list", ("log.cleanup.policy",), one_of("delete", "compact")),
+        TopicConfigDef("cleanup.policy", "list", ("log.cleanup.policy",), cleanup_policy),
         TopicConfigDef("compression.type", "string", ("compression.type",),
                        one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
         TopicConfigDef("delete.retention.ms", "long", ("log.cleaner.delete.retention.ms",), at_least(0)),
@@ -353,28 +394,13 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _broker_defs()}
 
 
-# --- Kafka settings pylog knows but cannot honour yet ------------------------------------------
+# --- Kafka settings pylog knows but cannot honour -----------------------------------------------
 #
-# A setting that is accepted must work. These are refused, naming the key and what to do
-# instead: ConfigError here, INVALID_CONFIG (40) from CreateTopics / AlterConfigs /
-# IncrementalAlterConfigs, a one-line start-up error from server.properties or --override.
-# Deprecated settings that Kafka 3.x still accepts and ignores are accepted with a warning.
-
-_NO_CLEANER = "pylog has no log cleaner yet (compaction comes with its own release)"
-
-# The cleaner threads' own settings (Kafka's CleanerConfig) tune a component that does not
-# exist: refused whatever their value. The per-topic compaction defaults
-# (log.cleaner.delete.retention.ms, log.cleaner.min/max.compaction.lag.ms,
-# log.cleaner.min.cleanable.ratio) stay accepted: they only govern compacted topics, which
-# cannot be created, just as Kafka ignores them for topics whose policy is delete.
-CLEANER_THREAD_CONFIGS = (
-    "log.cleaner.threads",
-    "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size",
-    "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.max.bytes.per.second",
-    "log.cleaner.backoff.ms",
-)
+# A setting that is accepted must work. Those pylog cannot honour are refused, naming the key
+# and what to do instead: ConfigError here, INVALID_CONFIG (40) from CreateTopics /
+# AlterConfigs / IncrementalAlterConfigs, a one-line start-up error from server.properties or
+# --override. Deprecated settings that Kafka 3.x still accepts and ignores are accepted with
+# a warning.
 
 # Kafka's default, found in every server.properties Kafka ships: accepted (with a warning) so
 # that such a file starts; any other count would promise network threads pylog does not have.
@@ -395,39 +421,16 @@ def _deprecation_warning(key: str, topic_key: str) -> str:
     return f"{key} is deprecated and ignored: {DEPRECATED_TOPIC_CONFIGS[topic_key]}"
 
 
-def _refuse_compact(key: str, policy: list[str]) -> None:
-    if "compact" in policy:
-        raise ConfigError(key, f"{','.join(policy)!r} is not supported: {_NO_CLEANER}; "
-                               "use delete (time and size retention)")
-
-
 def check_topic_configs(overrides: Mapping[str, Any]) -> list[str]:
-    """Refuse parsed topic configs that pylog cannot honour yet (``cleanup.policy`` with
-    ``compact``); return warnings for the deprecated ones it accepts and ignores.
-
-    Raises:
-        ConfigError: naming the key and what to use instead.
-    """
-    policy = overrides.get("cleanup.policy")
-    if policy is not None:
-        _refuse_compact("cleanup.policy", policy)
+    """Warnings for the deprecated topic configs among ``overrides`` (parsed), which pylog
+    accepts and ignores."""
     return [_deprecation_warning(k, k) for k in sorted(overrides) if k in DEPRECATED_TOPIC_CONFIGS]
-
-
-def _refuse_cleaner_settings(keys: Iterable[str]) -> None:
-    """Name a cleaner thread setting as such (they are not in the table: "unknown" would
-    not say what to do)."""
-    for key in keys:
-        if key in CLEANER_THREAD_CONFIGS:
-            raise ConfigError(key, f"{_NO_CLEANER}: remove this setting")
 
 
 def _check_broker_configs(explicit: Mapping[str, Any]) -> list[str]:
     """Broker-level counterpart of ``check_topic_configs`` on the parsed explicit settings.
     Returns warnings; raises ConfigError."""
-    _refuse_compact("log.cleanup.policy", explicit.get("log.cleanup.policy") or [])
-    if explicit.get("log.cleaner.enable"):
-        raise ConfigError("log.cleaner.enable", f"{_NO_CLEANER}: remove this setting or set it to false")
+    _check_cleaner_configs(explicit)
     warnings = []
     threads = explicit.get("num.network.threads")
     if threads is not None:
@@ -442,6 +445,26 @@ def _check_broker_configs(explicit: Mapping[str, Any]) -> list[str]:
         if "log." + topic_key in explicit:
             warnings.append(_deprecation_warning("log." + topic_key, topic_key))
     return warnings
+
+
+def _check_cleaner_configs(explicit: Mapping[str, Any]) -> None:
+    """Kafka's ``KafkaConfig.validateValues`` for the cleaner: each thread's offset map gets
+    more than 1 MiB. Kafka divides by ``log.cleaner.threads`` there, so 0 threads fails its
+    start too; here the message says what to do."""
+    defaults = {k: BROKER_CONFIG_DEFS[k].default for k in
+                ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size")}
+    values = {k: explicit.get(k, v) for k, v in defaults.items()}
+    threads = values["log.cleaner.threads"]
+    if threads == 0:
+        if values["log.cleaner.enable"]:
+            raise ConfigError("log.cleaner.threads",
+                              "0 threads clean nothing: set log.cleaner.enable=false to run no log "
+                              "cleaner, or give at least 1 thread")
+        return
+    if values["log.cleaner.dedupe.buffer.size"] // threads <= 1024 * 1024:
+        raise ConfigError("log.cleaner.dedupe.buffer.size",
+                          f"must be at least 1MB per cleaner thread ({threads} threads): raise it "
+                          "or lower log.cleaner.threads")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,7 +514,6 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         explicit: dict[str, Any] = {}
         values = values or {}
-        _refuse_cleaner_settings(values)
         for key, raw in values.items():
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:

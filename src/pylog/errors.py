@@ -1059,6 +1059,7 @@ def _logcore_table() -> tuple[tuple[type[BaseException], int], ...]:
             (le.InvalidConfigError, InvalidConfigError.code),
             (le.InvalidProducerEpochError, InvalidProducerEpochError.code),
             (le.OutOfOrderSequenceError, OutOfOrderSequenceNumberError.code),
+            (le.InvalidRecordError, InvalidRecordError.code),
         )
     return _LOGCORE_TABLE
 

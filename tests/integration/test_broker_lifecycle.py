@@ -137,10 +137,11 @@ def test_deleted_topic_directories_are_removed_in_background(new_broker, topic_n
     ("override", "fragment"),
     [("no.such.setting=1", "no.such.setting"), ("num.partitions=many", "num.partitions"),
      ("listeners=SASL_SSL://127.0.0.1:0", "listeners"),
-     # Accepted by Kafka, not implemented by pylog (yet): refused with what to do instead.
-     ("log.cleanup.policy=compact", "log.cleanup.policy: 'compact' is not supported: pylog has no log cleaner"),
-     ("log.cleaner.enable=true", "log.cleaner.enable: pylog has no log cleaner yet"),
-     ("log.cleaner.threads=2", "log.cleaner.threads: pylog has no log cleaner yet"),
+     ("log.cleanup.policy=compact,shrink", "log.cleanup.policy: invalid value 'shrink'"),
+     ("log.cleaner.threads=0", "log.cleaner.threads: 0 threads clean nothing: set log.cleaner.enable=false"),
+     ("log.cleaner.dedupe.buffer.size=1000000",
+      "log.cleaner.dedupe.buffer.size: must be at least 1MB per cleaner thread"),
+     # Accepted by Kafka, not implemented by pylog: refused with what to do instead.
      ("num.network.threads=8", "num.network.threads: pylog's network layer is one event loop")],
 )
 def test_invalid_settings_fail_at_start_naming_the_key(tmp_path, override, fragment) -> None:

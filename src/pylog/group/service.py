@@ -12,7 +12,11 @@
   order, through the partition-append path Produce uses (``append_records``), then reports
   each with ``complete()`` or ``fail(code)``; one appender task per partition keeps the
   order (a write is appended only after the previous one is settled);
-- one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``.
+- one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``;
+- ``__consumer_offsets`` deleted by DeleteTopics (Kafka allows it): every hosted partition
+  resigns (``on_offsets_topic_deleted``, Kafka's ``onResignation``): its groups are unloaded,
+  parked requests and queued writes get NOT_COORDINATOR, and the next FindCoordinator creates
+  the topic anew (the committed offsets went with it, as in Kafka).
 
 Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
 (an I/O thread).
@@ -104,6 +108,7 @@ class _Shard:
         self.appender: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_deadline: int | None = None
+        self.resigned = False
 
 
 class GroupService:
@@ -148,6 +153,24 @@ class GroupService:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def on_offsets_topic_deleted(self) -> None:
+        """``__consumer_offsets`` was deleted: resign every hosted partition (Kafka's
+        ``onResignation`` for the partitions of a deleted topic). An append in flight fails
+        on the closed log and its request gets NOT_COORDINATOR too."""
+        shards, self._shards = list(self._shards.values()), {}
+        for shard in shards:
+            shard.resigned = True
+            if shard.timer is not None:
+                shard.timer.cancel()
+                shard.timer = None
+            shard.coordinator.unload()
+            for w in [*shard.queue, *shard.coordinator.take_writes()]:
+                w.fail(errors.NotCoordinatorError.code)
+            shard.queue.clear()
+        if shards:
+            log.info("%s deleted: resigned %d partitions; the next FindCoordinator creates it "
+                     "anew", GROUP_METADATA_TOPIC_NAME, len(shards))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -255,6 +278,10 @@ class GroupService:
 
     def drive(self, shard: _Shard) -> None:
         """Take the coordinator's writes into the appender and re-arm its timer."""
+        if shard.resigned:
+            for w in shard.coordinator.take_writes():
+                w.fail(errors.NotCoordinatorError.code)
+            return
         writes = shard.coordinator.take_writes()
         if writes:
             shard.queue.extend(writes)
@@ -292,15 +319,23 @@ class GroupService:
         while shard.queue:
             write = shard.queue.popleft()
             code = 0
-            if topic is None or shard.index >= len(topic.partitions):
+            if shard.resigned or topic is None or shard.index >= len(topic.partitions):
                 code = errors.NotCoordinatorError.code
             else:
+                partition = topic.partitions[shard.index]
                 try:
-                    await append_records(self.broker, topic.partitions[shard.index], self._batch(write))
+                    await append_records(self.broker, partition, self._batch(write))
                 except AppendError as exc:
                     code = exc.code
                     log.warning("group %r: append to %s-%d failed: %s", write.group_id,
                                 GROUP_METADATA_TOPIC_NAME, shard.index, exc)
+                except logcore.LogcoreError as exc:
+                    if not partition.log.closed:
+                        raise
+                    # The topic was deleted meanwhile (the shard resigns).
+                    code = errors.NotCoordinatorError.code
+                    log.info("group %r: %s-%d was deleted during an append: %s",
+                             write.group_id, GROUP_METADATA_TOPIC_NAME, shard.index, exc)
             if code:
                 write.fail(code)
             else:

@@ -14,7 +14,11 @@ give each log's high watermark, above which nothing is cleaned. A log whose clea
 Kafka's ``markPartitionUncleanable``; a log closed meanwhile (topic deleted) is not an
 error. ``pause(log)`` waits for a running clean of that log to end and keeps the threads
 off it until ``resume(log)`` (Kafka's ``abortAndPauseCleaning`` before a truncation or a
-deletion).
+deletion). After each pass a thread runs retention (``apply_retention``) on the compacted
+logs no thread is cleaning (Kafka's ``deletableLogs``): segments below the log start
+offset go, time and size retention apply to ``compact,delete`` logs, and the ``.deleted``
+files of earlier swaps are unlinked once their ``file.delete.delay.ms`` passed; the owner
+runs retention on the other logs.
 
 I/O throttling: ``max_io_bytes_per_second`` is shared out evenly between the threads
 (each Cleaner throttles its own reads and writes to rate / threads); Kafka shares one
@@ -44,6 +48,10 @@ from logcore.cleaner import (
 log = logging.getLogger("pylog.log.cleaner")
 
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
+# Smallest read / write chunk given to a Cleaner. log.cleaner.io.buffer.size may be 0 in
+# Kafka, whose cleaner grows its buffers to fit the batch at hand; logcore reads one chunk
+# to see a batch header, then the whole batch whatever the chunk.
+MIN_IO_BUFFER_SIZE = 4096
 
 
 class LogCleaner:
@@ -83,7 +91,7 @@ class LogCleaner:
         self._cleaners = [
             Cleaner(per_thread, load_factor=load_factor,
                     max_io_bytes_per_second=max_io_bytes_per_second / n,
-                    io_buffer_size=io_buffer_size)
+                    io_buffer_size=max(io_buffer_size, MIN_IO_BUFFER_SIZE))
             for _ in range(n)
         ]
         self._free: list[Cleaner] = list(self._cleaners)
@@ -125,6 +133,18 @@ class LogCleaner:
     def wake(self) -> None:
         """Make sleeping threads look for work now."""
         self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        """Whether cleaner threads run (they look after the compacted logs' retention)."""
+        with self._lock:
+            return bool(self._threads)
+
+    def forget(self, plog: Any) -> None:
+        """Drop what is kept about ``plog`` (closed for good: its topic was deleted)."""
+        with self._lock:
+            self.uncleanable.discard(plog)
+            self._paused.pop(plog, None)
 
     # ------------------------------------------------------------------ pausing
     def pause(self, plog: Any, timeout_s: float | None = None) -> bool:
@@ -218,10 +238,34 @@ class LogCleaner:
         with self._lock:
             self.uncleanable.add(target)
 
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention of the compacted logs that no thread cleans, none paused or
+        uncleanable (Kafka's ``deletableLogs`` then ``deleteOldSegments``). Returns the
+        number of segments removed."""
+        with self._lock:
+            busy = set(self._in_progress) | set(self._paused) | self.uncleanable
+            mine = [lg for lg in self._logs()
+                    if lg not in busy and not lg.closed and lg.config.compact]
+            self._in_progress.update(mine)
+        removed = 0
+        try:
+            for lg in mine:
+                try:
+                    removed += lg.apply_retention(now_ms)
+                except logcore.LogcoreError as exc:
+                    if not lg.closed:
+                        log.error("retention of %s failed: %s", lg.directory, exc)
+        finally:
+            with self._lock:
+                self._in_progress.difference_update(mine)
+                self._lock.notify_all()
+        return removed
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 stats = self.clean_once()
+                self.delete_old_segments()
             except Exception:  # a bug must not kill the thread silently
                 log.exception("log cleaner thread failed; backing off")
                 stats = None

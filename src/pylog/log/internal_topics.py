@@ -16,6 +16,9 @@ import dataclasses
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+# KRaft's metadata log: not a topic clients may create (Kafka's controller refuses
+# CreateTopics of it with INVALID_REQUEST). It is not "internal" in Metadata's sense.
+CLUSTER_METADATA_TOPIC_NAME = "__cluster_metadata"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -33,13 +34,14 @@ import re
 import resource
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import logcore
 from pylog import errors
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.config import (
+    DOUBLE_MAX,
     TOPIC_CONFIG_DEFS,
     BrokerConfig,
     ConfigError,
@@ -47,6 +49,7 @@ from pylog.config import (
     parse_topic_configs,
 )
 from pylog.log import topics as _topics
+from pylog.log.cleaner import LogCleaner
 from pylog.log.dir_lock import DataDirLock
 from pylog.log.scheduler import Scheduler
 
@@ -68,8 +71,8 @@ _MAP_MARGIN = 1024
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETE_DIR = re.compile(r".+-\d+\.[0-9a-f]{32}-delete")
 
-# Topic configs a logcore.LogConfig understands (dotted names); the others (cleanup.policy,
-# min.insync.replicas, compression.type, ...) are enforced by the broker.
+# Topic configs a logcore.LogConfig understands (dotted names); the others
+# (min.insync.replicas, compression.type, ...) are enforced by the broker.
 _LOGCORE_KEYS = (
     "segment.bytes",
     "segment.ms",
@@ -86,7 +89,15 @@ _LOGCORE_KEYS = (
     "message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms",
     "preallocate",
+    "cleanup.policy",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
 )
+# How long a topic deletion or a truncation waits for a clean of the log in progress to end
+# before it goes ahead anyway (the clean then fails on the closed log, which is not an error).
+_PAUSE_TIMEOUT_S = 30.0
 
 
 @dataclasses.dataclass(eq=False)
@@ -139,6 +150,21 @@ class LogManager:
         #: Background work (Kafka's KafkaScheduler): flushes of rolled segments, flush.ms,
         #: checkpoints, idle index mappings. Started by startup, stopped by shutdown.
         self.scheduler = Scheduler(config["background.threads"], clock, name="pylog-background")
+        #: The log cleaner (Kafka's LogCleaner): compacts cleanup.policy=compact logs. None
+        #: when log.cleaner.enable is false. Started by startup, stopped by shutdown.
+        self.cleaner: LogCleaner | None = None
+        if config["log.cleaner.enable"]:
+            rate = config["log.cleaner.io.max.bytes.per.second"]
+            self.cleaner = LogCleaner(
+                self._open_logs, threads=config["log.cleaner.threads"],
+                dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                load_factor=config["log.cleaner.io.buffer.load.factor"],
+                io_buffer_size=config["log.cleaner.io.buffer.size"],
+                # Kafka's default, Double.MAX_VALUE, means no limit.
+                max_io_bytes_per_second=(float("inf") if rate >= DOUBLE_MAX else rate),
+                backoff_ms=config["log.cleaner.backoff.ms"],
+                # A single node: the high watermark is the log end offset.
+                upper_bound=lambda plog: plog.log_end_offset)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -240,7 +266,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Stop the background work, then close every log cleanly (flush, checkpoints,
-        clean-shutdown marker)."""
+        clean-shutdown marker). A clean in progress finishes its round first."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         self.scheduler.shutdown()
         parts = self.all_partitions()
 
@@ -349,6 +377,8 @@ class LogManager:
                        delay_ms=INDEX_IDLE_CHECK_MS, period_ms=INDEX_IDLE_CHECK_MS)
         if not sched.is_started:
             sched.startup()
+        if self.cleaner is not None:
+            self.cleaner.startup()
 
     def _partitions_snapshot(self) -> list[Partition]:
         """All partitions, from a background thread (topics change on the loop meanwhile)."""
@@ -358,6 +388,10 @@ class LogManager:
             except RuntimeError:  # the dict changed size during the copy: try again
                 continue
         return []
+
+    def _open_logs(self) -> list[Any]:
+        """The open partition logs (the cleaner's view; any thread)."""
+        return [p.log for p in self._partitions_snapshot() if not p.log.closed]
 
     def _each_log(self, what: str, fn: Callable[[Partition], object]) -> int:
         done = 0
@@ -403,8 +437,13 @@ class LogManager:
 
     def _on_roll(self, plog: Any, base_offset: int) -> None:
         """A log rolled (called on the appending thread): flush the segments below the new
-        one in the background, as Kafka's ``UnifiedLog.roll`` schedules ``flush-log``."""
+        one in the background, as Kafka's ``UnifiedLog.roll`` schedules ``flush-log``. A
+        compacted log's rolled segment is cleanable now: the cleaner is woken (Kafka's
+        threads only look again after ``log.cleaner.backoff.ms``; under a commit storm on
+        ``__consumer_offsets`` that is 15 s of segments piling up)."""
         self.scheduler.schedule_once("flush-log", functools.partial(self._flush_rolled, plog, base_offset))
+        if self.cleaner is not None and plog.config.compact:
+            self.cleaner.wake()
 
     @staticmethod
     def _flush_rolled(plog: Any, base_offset: int) -> None:
@@ -501,12 +540,40 @@ class LogManager:
         self._store.save(doc)
         targets = []
         for p in topic.partitions:
-            p.log.close()
-            target = f"{p.directory}.{uuid.uuid4().hex}-delete"
-            os.rename(p.directory, target)
+            # Kafka's abortAndPauseCleaning: no clean runs while the log closes and its
+            # directory is renamed.
+            with self._cleaning_paused(p):
+                p.log.close()
+                target = f"{p.directory}.{uuid.uuid4().hex}-delete"
+                os.rename(p.directory, target)
+            if self.cleaner is not None:
+                self.cleaner.forget(p.log)
             targets.append(target)
         log.info("deleted topic %s", topic.name)
         return targets
+
+    @contextlib.contextmanager
+    def _cleaning_paused(self, p: Partition) -> Iterator[None]:
+        """Keep the cleaner off ``p``'s log (waiting for a clean in progress to end, up to
+        ``_PAUSE_TIMEOUT_S``), then let it back on. Blocking: a worker thread."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            yield
+            return
+        if not cleaner.pause(p.log, _PAUSE_TIMEOUT_S):
+            log.warning("%s-%d: the clean in progress did not end within %.0f s; going ahead",
+                        p.topic, p.index, _PAUSE_TIMEOUT_S)
+        try:
+            yield
+        finally:
+            cleaner.resume(p.log)
+
+    def truncate_to(self, p: Partition, offset: int) -> bool:
+        """Truncate ``p``'s log to ``offset`` with its cleaning paused (Kafka's
+        ``LogManager.truncateTo``: abortAndPauseCleaning, truncate, resume). Returns
+        whether anything was removed. Blocking: a worker thread."""
+        with self._cleaning_paused(p):
+            return bool(p.log.truncate_to(offset))
 
     def _check_partition_count(self, name: str, count: int) -> Topic:
         topic = self.topics.get(name)
@@ -541,6 +608,9 @@ class LogManager:
         for p in topic.partitions:
             p.config = effective
             _set_log_config(p.log, log_config)
+        if self.cleaner is not None and log_config.compact:
+            # The topic may have become compacted, or its compaction settings changed.
+            self.cleaner.wake()
 
     def set_topic_configs(self, name: str, overrides: Mapping[str, Any], validate_only: bool = False) -> None:
         """Replace a topic's overrides (already parsed) and apply them to the running logs."""
@@ -616,16 +686,24 @@ class LogManager:
 
     def apply_retention(self, now_ms: int | None = None,
                         partitions: list[Partition] | None = None) -> int:
-        """Run retention on every log whose cleanup.policy includes delete. Returns the
-        number of segments deleted (as reported by the logs).
+        """Run retention on every log the cleaner does not look after. Returns the number
+        of segments deleted (as reported by the logs).
+
+        logcore applies the policy: time and size retention only with ``delete``; every log
+        loses the segments below its log start offset (DeleteRecords) and the ``.deleted``
+        files whose ``file.delete.delay.ms`` passed. Compacted logs are left to the cleaner
+        threads while the cleaner runs (Kafka's ``cleanupLogs`` takes the non-compacted
+        logs; its cleaner threads delete old segments of the compacted ones), so that
+        retention never runs on a log while it is cleaned.
 
         May run on a worker thread when given ``partitions``, a snapshot taken on the loop
         (topics may be created or deleted meanwhile; a log closed by a deletion is skipped).
         """
         now = self.clock.time_ms() if now_ms is None else now_ms
         deleted = 0
+        cleaner_runs = self.cleaner is not None and self.cleaner.running
         for p in self.all_partitions() if partitions is None else partitions:
-            if "delete" not in p.config["cleanup.policy"] or p.log.closed:
+            if p.log.closed or (cleaner_runs and "compact" in p.config["cleanup.policy"]):
                 continue
             try:
                 n = p.log.apply_retention(now)

@@ -119,19 +119,23 @@ def test_describe_topic_sources_and_synonyms() -> None:
     assert broker["num.partitions"].value == "1"
 
 
-# --- settings pylog knows but cannot honour yet, and deprecated ones it ignores ------------------
+# --- settings pylog knows but cannot honour, bad cleaner settings, deprecated ones ---------------
 
 
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [
-        ("log.cleanup.policy", "compact", "use delete"),
-        ("log.cleanup.policy", "delete,compact", "no log cleaner"),
-        ("log.cleaner.enable", "true", "set it to false"),
-        ("log.cleaner.threads", "1", "remove this setting"),
-        ("log.cleaner.dedupe.buffer.size", "134217728", "no log cleaner"),
-        ("log.cleaner.io.max.bytes.per.second", "1e6", "no log cleaner"),
-        ("log.cleaner.backoff.ms", "15000", "no log cleaner"),
+        ("log.cleanup.policy", "", "use delete, compact or compact,delete"),
+        ("log.cleanup.policy", "compact,shrink", "expected one of delete, compact"),
+        ("log.cleaner.threads", "0", "set log.cleaner.enable=false"),
+        ("log.cleaner.threads", "-1", "must be at least 0"),
+        ("log.cleaner.dedupe.buffer.size", "1048576", "at least 1MB per cleaner thread"),
+        ("log.cleaner.io.buffer.load.factor", "1.5", "at most 1"),
+        ("log.cleaner.io.buffer.load.factor", "0", "more than 0"),
+        ("log.cleaner.io.max.bytes.per.second", "0", "more than 0"),
+        ("log.cleaner.io.buffer.size", "-1", "must be at least 0"),
+        ("log.cleaner.backoff.ms", "-1", "must be at least 0"),
+        ("log.cleaner.min.cleanable.ratio", "1.1", "between 0 and 1"),
         ("num.network.threads", "8", "one event loop"),
         ("num.network.threads", "1", "remove this setting"),
         ("log.message.format.version", "0.10.9", "not a valid version"),
@@ -144,16 +148,29 @@ def test_unimplemented_settings_are_refused_naming_the_key(key: str, value: str,
     assert str(info.value).startswith(key + ":") and fragment in str(info.value)
 
 
-def test_settings_that_need_no_cleaner_are_accepted() -> None:
+def test_cleaner_settings_accepted_with_kafkas_defaults() -> None:
+    d = BrokerConfig()
+    assert d["log.cleaner.enable"] is True  # Kafka's CleanerConfig defaults
+    assert (d["log.cleaner.threads"], d["log.cleaner.dedupe.buffer.size"], d["log.cleaner.io.buffer.size"],
+            d["log.cleaner.io.buffer.load.factor"], d["log.cleaner.backoff.ms"]) == (1, 134217728, 524288, 0.9, 15000)
+    assert d["log.cleaner.io.max.bytes.per.second"] == 1.7976931348623157e308
+    assert d.topic_default("cleanup.policy") == ["delete"]
+    assert d.topic_default("min.cleanable.dirty.ratio") == 0.5
     c = BrokerConfig({
-        "log.cleaner.enable": "false",  # what pylog does: no cleaner
-        "log.cleaner.delete.retention.ms": "1000",  # compaction defaults: no compacted topic can exist
+        "log.cleaner.enable": "false", "log.cleaner.threads": "0",  # no cleaner: 0 threads is fine
+        "log.cleaner.delete.retention.ms": "1000",
         "log.cleaner.min.cleanable.ratio": "0.1",
+        "log.cleanup.policy": "compact,delete",
         "num.io.threads": "4", "num.recovery.threads.per.data.dir": "2", "log.flush.interval.ms": "1000",
     })
     assert c.warnings == []
-    assert c["log.cleaner.enable"] is False and BrokerConfig()["log.cleaner.enable"] is False
+    assert c["log.cleaner.enable"] is False
     assert c.topic_default("delete.retention.ms") == 1000
+    assert c.topic_default("min.cleanable.dirty.ratio") == 0.1
+    assert c.topic_default("cleanup.policy") == ["compact", "delete"]
+    c = BrokerConfig({"log.cleaner.threads": "4", "log.cleaner.dedupe.buffer.size": str(64 << 20),
+                      "log.cleaner.io.max.bytes.per.second": "1e6", "log.cleaner.backoff.ms": "100"})
+    assert c["log.cleaner.threads"] == 4 and c["log.cleaner.io.max.bytes.per.second"] == 1e6
 
 
 def test_kafka_default_network_threads_accepted_with_a_warning() -> None:
@@ -197,10 +214,12 @@ def test_message_format_version_refuses_other_names(value: str) -> None:
         parse_topic_configs({"message.format.version": value})
 
 
-def test_check_topic_configs_refuses_compact_and_warns_on_deprecated() -> None:
+def test_check_topic_configs_accepts_compact_and_warns_on_deprecated() -> None:
+    for policy in ("compact", "compact,delete", "delete, compact", "delete"):
+        assert check_topic_configs(parse_topic_configs({"cleanup.policy": policy})) == []
     with pytest.raises(ConfigError) as info:
-        check_topic_configs(parse_topic_configs({"cleanup.policy": "compact,delete"}))
-    assert info.value.key == "cleanup.policy" and "use delete" in str(info.value)
+        parse_topic_configs({"cleanup.policy": ""})
+    assert info.value.key == "cleanup.policy"
     assert check_topic_configs(parse_topic_configs({"cleanup.policy": "delete", "retention.ms": "5"})) == []
     warnings = check_topic_configs(parse_topic_configs(
         {"message.format.version": "0.10.0.0", "message.downconversion.enable": "true"}))

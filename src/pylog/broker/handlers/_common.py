@@ -7,7 +7,11 @@ import logging
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
 from pylog.log import Topic, TopicNameError, validate_topic_name
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, is_internal
+from pylog.log.internal_topics import (
+    CLUSTER_METADATA_TOPIC_NAME,
+    GROUP_METADATA_TOPIC_NAME,
+    is_internal,
+)
 
 log = logging.getLogger("pylog.broker.handlers")
 
@@ -28,10 +32,11 @@ async def lookup_topic(ctx: RequestContext, name: str, *, auto_create: bool) -> 
     topic = manager.topics.get(name)
     if topic is not None:
         return topic
-    if is_internal(name):
+    if is_internal(name) or name == CLUSTER_METADATA_TOPIC_NAME:
         # Internal topics are created by their coordinators, with their own configs, never
         # as ordinary topics: __consumer_offsets by the group coordinator (as Kafka's
-        # auto-creation does); __transaction_state has no coordinator yet.
+        # auto-creation does); __transaction_state has no coordinator yet;
+        # __cluster_metadata is KRaft's metadata log, never created as a topic.
         if auto_create and ctx.broker.config["auto.create.topics.enable"] and name == GROUP_METADATA_TOPIC_NAME:
             return await ctx.broker.groups.ensure_topic()
         raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")

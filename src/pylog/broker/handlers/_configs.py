@@ -31,8 +31,8 @@ def topic_of(ctx: RequestContext, name: str) -> Any:
 
 
 def check_implemented(overrides: Mapping[str, Any]) -> list[str]:
-    """Refuse parsed topic configs pylog cannot honour yet (INVALID_CONFIG naming the key);
-    return the warnings for deprecated ones it accepts and ignores."""
+    """The warnings for deprecated topic configs pylog accepts and ignores; a config
+    ``check_topic_configs`` refuses becomes INVALID_CONFIG naming the key."""
     try:
         return check_topic_configs(overrides)
     except ConfigError as exc:

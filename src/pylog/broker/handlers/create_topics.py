@@ -5,6 +5,12 @@ manual assignments must name only this node, one replica per partition. Every na
 legal and new, with no ``.``/``_`` collision; duplicates in one request are
 INVALID_REQUEST. v5+ answers with the partition count, replication factor and every config
 of the created topic; v7 with its topic ID. ``validate_only`` checks without creating.
+
+Internal topics, as Kafka's controller answers (``ControllerApis.createTopics``,
+``ReplicationControlManager``): ``__cluster_metadata`` is refused with INVALID_REQUEST
+("Creation of internal topic __cluster_metadata is prohibited."); ``__consumer_offsets``
+and ``__transaction_state`` are created like any topic when they do not exist yet
+(TOPIC_ALREADY_EXISTS when they do), with the request's partition count and configs.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
+from pylog.log.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import CreateTopicsResponse
@@ -48,6 +55,10 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         if counts[t.name] > 1:
             results.append(_result(t.name, errors.InvalidRequestError.code,
                                    f"Create topics request from client contains duplicate topic {t.name}"))
+            continue
+        if t.name == CLUSTER_METADATA_TOPIC_NAME:
+            results.append(_result(t.name, errors.InvalidRequestError.code,
+                                   f"Creation of internal topic {CLUSTER_METADATA_TOPIC_NAME} is prohibited."))
             continue
         try:
             num_partitions, rf = t.num_partitions, t.replication_factor

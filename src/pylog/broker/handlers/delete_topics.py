@@ -2,6 +2,12 @@
 
 Each topic's partition directories are renamed ``-delete`` at once and removed in the
 background (LogManager); fetches waiting on them are woken so they answer now.
+
+Internal topics are deleted like any other, as Kafka's controller does
+(``ControllerApis.deleteTopics`` and ``ReplicationControlManager.deleteTopic`` make no
+exception for them; only ``kafka-topics.sh`` leaves them out of ``--topic`` patterns).
+Deleting ``__consumer_offsets`` resigns the group coordinators (their groups and committed
+offsets are gone); the next FindCoordinator creates the topic anew.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import DeleteTopicsResponse
@@ -41,6 +48,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             elif topic_id != ZERO_UUID:
                 raise errors.InvalidRequestError("give a topic name or a topic ID, not both")
             topic = await manager.delete_topic_async(ctx.broker.executor, name)
+            if name == GROUP_METADATA_TOPIC_NAME:
+                ctx.broker.groups.on_offsets_topic_deleted()
             res.topic_id = topic.topic_id
             for p in topic.partitions:
                 ctx.broker.waiters.notify((p.topic, p.index))

@@ -21,6 +21,9 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
    ``message.timestamp.before.max.ms`` / ``message.timestamp.after.max.ms`` and the broker
    clock (the smallest and largest come out of validation, so the happy path costs two
    comparisons): INVALID_TIMESTAMP with one ``record_errors`` entry per offending record;
+   on a compacted topic (``cleanup.policy`` includes ``compact``) a record without a key is
+   INVALID_RECORD, again with one ``record_errors`` entry per keyless record and Kafka's
+   texts (``LogValidator.validateKey``, ``processRecordErrors``);
 6. fetches waiting on the partition are woken.
 
 Where steps 2-5 run: on an I/O thread (``broker.io``, ``num.io.threads``) in arrival order
@@ -135,6 +138,28 @@ def _timestamp_error(exc: logcore.InvalidTimestampError) -> AppendError:
                            "One or more records have been rejected due to invalid timestamp", bad)
 
 
+def _keyless_error(partition: Any, records: Any, exc: logcore.InvalidRecordError) -> AppendError:
+    """INVALID_RECORD for records without a key on a compacted topic, as Kafka answers it:
+    one ``record_errors`` entry per keyless record (its index in the batch), and a message
+    that counts them and shows the first three (``LogValidator.processRecordErrors``).
+    logcore names the first keyless record; this error path finds the others."""
+    what = (f"Compacted topic cannot accept message without key in topic partition "
+            f"{partition.topic}-{partition.index}")
+    try:
+        valid = logcore.decode_columns(records).key_valid
+        indexes = [int(i) for i in (~valid).nonzero()[0]]
+    except logcore.CorruptRecordError:
+        indexes = []
+    if not indexes:
+        indexes = [max(exc.record_index, 0)]
+    bad = [_R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=what) for i in indexes]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{what}')" for i in indexes[:3])
+    return AppendError(
+        errors.InvalidRecordError.code,
+        f"One or more records have been rejected due to {len(indexes)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]", bad)
+
+
 def _too_large(partition: Any, exc: logcore.RecordTooLargeError) -> AppendError:
     """MESSAGE_TOO_LARGE for a batch over ``max.message.bytes`` (checked first, in
     validation), RECORD_LIST_TOO_LARGE for one that passed it but cannot fit in a segment
@@ -186,6 +211,8 @@ def _append_now(partition: Any, records: Any, acks: int) -> Any:
         return partition.log.append(records, leader_epoch=LEADER_EPOCH)
     except logcore.InvalidTimestampError as exc:
         raise _timestamp_error(exc) from None
+    except logcore.InvalidRecordError as exc:
+        raise _keyless_error(partition, records, exc) from None
     except logcore.RecordTooLargeError as exc:
         raise _too_large(partition, exc) from None
     except (logcore.CorruptRecordError, logcore.LogDirError,

@@ -262,7 +262,7 @@ def test_metadata_flags_only_the_registered_internal_topics(broker) -> None:
         "__consumer_offsets": True, "__my_topic": False, "plain": False}
 
 
-def test_unimplemented_topic_configs_refused_and_deprecated_ones_warned(broker, caplog) -> None:
+def test_compaction_configs_applied_and_deprecated_ones_warned(broker, caplog) -> None:
     from pylog.protocol.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
     C = CreateTopicsRequest
@@ -274,19 +274,26 @@ def test_unimplemented_topic_configs_refused_and_deprecated_ones_warned(broker, 
         (res,) = call(broker, 19, 7, body).topics
         return res
 
-    for validate_only in (True, False):
-        res = create("t", {"cleanup.policy": "compact"}, validate_only)
-        assert res.error_code == errors.InvalidConfigError.code and res.error_message.startswith("cleanup.policy:")
-    assert "t" not in broker.log_manager.topics
+    res = create("c", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}, True)
+    assert res.error_code == 0 and "c" not in broker.log_manager.topics
+    assert create("c", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}).error_code == 0
+    cfg = broker.log_manager.topics["c"].partitions[0].log.config
+    assert cfg.compact and cfg.min_cleanable_dirty_ratio == 0.1
+    res = create("bad", {"cleanup.policy": "compact", "min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    assert res.error_code == errors.InvalidConfigError.code and "min_compaction_lag_ms" in res.error_message
     assert create("t", {"message.format.version": "0.10.0.0"}).error_code == 0
     assert "topic t (config from 127.0.0.1:1): message.format.version is deprecated and ignored" in caplog.text
 
     Inc = IncrementalAlterConfigsRequest
+    plog = broker.log_manager.topics["t"].partitions[0].log
     (res,) = call(broker, 44, 1, Inc(resources=[Inc.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
         Inc.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])], validate_only=False)).responses
-    assert res.error_code == errors.InvalidConfigError.code and "cleanup.policy" in res.error_message
+    assert res.error_code == 0 and plog.config.cleanup_policy == "compact,delete"  # APPEND to delete
     A = AlterConfigsRequest
     (res,) = call(broker, 33, 2, A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
         A.AlterableConfig(name="cleanup.policy", value="compact")])], validate_only=True)).responses
-    assert res.error_code == errors.InvalidConfigError.code
-    assert broker.log_manager.topics["t"].overrides == {"message.format.version": "0.10.0.0"}
+    assert res.error_code == 0 and plog.config.cleanup_policy == "compact,delete"
+    (res,) = call(broker, 33, 2, A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="cleanup.policy", value="compact")])], validate_only=False)).responses
+    assert res.error_code == 0 and plog.config.cleanup_policy == "compact"
+    assert broker.log_manager.topics["t"].overrides == {"cleanup.policy": ["compact"]}
