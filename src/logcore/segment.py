@@ -407,6 +407,9 @@ class LogSegment:
     def recover(self, crc: Callable[..., int]) -> tuple[int, int, str | None]:
         """Rebuild indexes from the data, truncating at the first invalid batch.
 
+        Time index entries name the last offset of the first batch holding the largest
+        timestamp so far (Kafka's ``batch.lastOffset()``), closed by the final entry.
+
         Returns (truncated_bytes, next_offset, error).
         """
         if not self.writable:
@@ -433,6 +436,11 @@ class LogSegment:
             except OSError as exc:
                 raise LogDirError(exc.errno, f"cannot truncate {self.file.path}") from exc
             self.size = valid
+        if max_ts >= 0:
+            # As Kafka's LogSegment.recover: the entry a clean close leaves (the largest
+            # timestamp and its batch), so that the index's last entry is the segment's
+            # largest timestamp, which a later open reads back (load_max_timestamp).
+            ti.append(max_ts, off_max, True)
         self.max_timestamp, self.shallow_offset_of_max_timestamp = max_ts, off_max
         self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
