@@ -9,6 +9,7 @@ cdef class AppendInfo:
     cdef readonly int64_t record_count
     cdef readonly int64_t max_timestamp
     cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly int64_t shallow_offset_of_max_timestamp
     cdef readonly int64_t min_timestamp
     cdef readonly Py_ssize_t size_in_bytes
     cdef readonly Py_ssize_t batch_count

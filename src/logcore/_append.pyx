@@ -64,6 +64,9 @@ cdef class AppendInfo:
     record_count, batch_count, size_in_bytes: totals over the record set.
     max_timestamp, offset_of_max_timestamp (first record holding the max),
     min_timestamp: LogAppendTime sets all three from log_append_time_ms / first_offset.
+    shallow_offset_of_max_timestamp: the last offset of the first batch holding the max
+    (Kafka's shallowOffsetOfMaxTimestamp, what the time index stores; LogAppendTime: the
+    first batch's last offset).
     producer_id, producer_epoch, first_sequence: of the first batch; last_sequence: of the
     last batch (base_sequence + last_offset_delta, wrapping past 2**31 - 1 to 0; -1 when
     base_sequence is -1). is_transactional, is_control: of the first batch.
@@ -72,7 +75,7 @@ cdef class AppendInfo:
 
     def __repr__(self):
         names = ("first_offset", "last_offset", "record_count", "max_timestamp",
-                 "offset_of_max_timestamp", "min_timestamp", "size_in_bytes", "batch_count",
+                 "offset_of_max_timestamp", "shallow_offset_of_max_timestamp", "min_timestamp", "size_in_bytes", "batch_count",
                  "producer_id", "producer_epoch", "first_sequence", "last_sequence",
                  "is_transactional", "is_control", "timestamp_type")
         return "AppendInfo(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
@@ -342,7 +345,8 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
     cdef unsigned char *base
     cdef _AppendBatch *arr = NULL
     cdef _AppendFail f
-    cdef int64_t c_next, c_lat = 0, max_ts, off_of_max, min_ts, offset, total = 0
+    cdef int64_t c_next, c_lat = 0, max_ts, off_of_max, shallow_of_max, min_ts, offset
+    cdef int64_t total = 0
     cdef int32_t c_epoch = 0
     cdef int64_t c_max_bytes
     cdef bint stamp_epoch = partition_leader_epoch is not None
@@ -411,9 +415,10 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
         else:
             _append_pass2(base, arr, nb, c_next, stamp_epoch, c_epoch, lat, c_lat)
 
-        # Totals for the log: the max timestamp and the offset of the first record that
-        # holds it feed the time index (LogSegment.append); the sequences feed producer
-        # state (ProducerStateManager).
+        # Totals for the log: the max timestamp and the last offset of the first batch
+        # that holds it feed the time index (LogSegment.append's
+        # shallowOffsetOfMaxTimestamp); the offset of the first record holding it is
+        # reported too. The sequences feed producer state (ProducerStateManager).
         if LOGCORE_DEBUG:
             for i in range(nb):
                 if lc_load_be32(base + arr[i].pos + HDR_CRC) != crc32c_update(
@@ -423,11 +428,13 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
         offset = c_next
         max_ts = arr[0].max_timestamp
         off_of_max = c_next + arr[0].max_timestamp_index
+        shallow_of_max = c_next + arr[0].count - 1
         min_ts = arr[0].min_timestamp
         for i in range(nb):
             if arr[i].max_timestamp > max_ts:
                 max_ts = arr[i].max_timestamp
                 off_of_max = offset + arr[i].max_timestamp_index
+                shallow_of_max = offset + arr[i].count - 1
             if arr[i].min_timestamp < min_ts:
                 min_ts = arr[i].min_timestamp
             offset += arr[i].count
@@ -441,11 +448,14 @@ def validate_for_append(buffer, *, next_offset, max_message_bytes,
             info.max_timestamp = c_lat
             info.min_timestamp = c_lat
             info.offset_of_max_timestamp = c_next
+            # Every batch holds the stamped time: the first one is the batch of the max.
+            info.shallow_offset_of_max_timestamp = c_next + arr[0].count - 1
             info.timestamp_type = _LOG_APPEND
         else:
             info.max_timestamp = max_ts
             info.min_timestamp = min_ts
             info.offset_of_max_timestamp = off_of_max
+            info.shallow_offset_of_max_timestamp = shallow_of_max
             info.timestamp_type = (_LOG_APPEND if be_i16(first + HDR_ATTRIBUTES)
                                    & ATTR_TIMESTAMP_TYPE else _CREATE)
         info.size_in_bytes = n

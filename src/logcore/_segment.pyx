@@ -245,8 +245,10 @@ def recover_scan(const unsigned char[::1] buf, Py_ssize_t end, int64_t base_offs
             both implementations share one signature.
 
     Returns:
-        (valid_bytes, batch_count, next_offset, max_timestamp, offset_of_max_timestamp,
-        error): error says why the scan stopped before end (None if it did not).
+        (valid_bytes, batch_count, next_offset, max_timestamp,
+        shallow_offset_of_max_timestamp, error): the shallow offset is the last offset of the
+        first batch holding max_timestamp (what the time index entries name, as Kafka's
+        LogSegment.recover); error says why the scan stopped before end (None if it did not).
     """
     cdef OffsetIndex oi = <OffsetIndex?>offset_index
     cdef TimeIndex ti = <TimeIndex?>time_index

@@ -35,9 +35,9 @@ class LogAppendInfo:
     """What ``Log.append`` did: the codec's AppendInfo fields plus the log's view.
 
     Every attribute of :class:`logcore.AppendInfo` (first_offset, last_offset,
-    record_count, max_timestamp, offset_of_max_timestamp, min_timestamp, size_in_bytes,
-    batch_count, producer_id, producer_epoch, first_sequence, last_sequence,
-    is_transactional, is_control, timestamp_type) is available, plus:
+    record_count, max_timestamp, offset_of_max_timestamp, shallow_offset_of_max_timestamp,
+    min_timestamp, size_in_bytes, batch_count, producer_id, producer_epoch, first_sequence,
+    last_sequence, is_transactional, is_control, timestamp_type) is available, plus:
 
     Attributes:
         log_append_time_ms: the LogAppendTime stamped, or -1 for CreateTime topics.
@@ -80,6 +80,7 @@ class DuplicateInfo:
         self.first_offset = original.first_offset
         self.last_offset = original.last_offset
         self.offset_of_max_timestamp = original.last_offset
+        self.shallow_offset_of_max_timestamp = original.last_offset
         self.record_count = original.last_offset - original.first_offset + 1
 
     def __getattr__(self, name: str) -> Any:
@@ -101,6 +102,7 @@ class MergedInfo:
         best = next(i for i in infos if i.max_timestamp == best.max_timestamp)
         self.max_timestamp = best.max_timestamp
         self.offset_of_max_timestamp = best.offset_of_max_timestamp
+        self.shallow_offset_of_max_timestamp = best.shallow_offset_of_max_timestamp
         self.min_timestamp = min(i.min_timestamp for i in infos)
         self.size_in_bytes = sum(i.size_in_bytes for i in infos)
         self.batch_count = sum(i.batch_count for i in infos)

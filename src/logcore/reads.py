@@ -131,13 +131,7 @@ class LogReads:
         if timestamp_ms == -1:
             return TimestampOffset(self._log_end_offset, -1)
         if timestamp_ms == -3:
-            best: TimestampOffset | None = None
-            for seg in view.segments:
-                if seg.max_timestamp < 0 and not seg.writable:
-                    seg.load_max_timestamp()
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.timestamp):
-                    best = TimestampOffset(seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+            return self._max_timestamp_offset(view.segments)
         for i, seg in enumerate(view.segments):
             if i + 1 < len(view.segments) and view.segments[i + 1].base_offset <= lso:
                 continue
@@ -146,13 +140,47 @@ class LogReads:
             seg.touched = True
             if seg.max_timestamp < timestamp_ms and seg.max_timestamp >= 0:
                 continue
+            # Kafka's LogSegment.findOffsetByTimestamp: the time index entry only says
+            # where to start (its offset is the last offset of a batch, or, in a segment
+            # pylog wrote before it followed Kafka there, a record inside one: the offset
+            # index lookup lands at or before that batch either way); records are then
+            # filtered by the log start offset alone.
             _ts, idx_offset = seg.time_index.lookup(timestamp_ms)
-            start_offset = max(idx_offset, lso)
-            _o, pos = seg.offset_index.lookup(start_offset)
-            found = self._search_timestamp(seg, pos, timestamp_ms, start_offset)
+            _o, pos = seg.offset_index.lookup(max(idx_offset, lso))
+            found = self._search_timestamp(seg, pos, timestamp_ms, lso)
             if found is not None:
                 return found
         return None
+
+    def _max_timestamp_offset(self, segments: Any) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3, KIP-734): the first record holding the largest
+        timestamp of the log, with its own offset.
+
+        The segment's time index keeps Kafka's shallow offset (the last offset of the first
+        batch holding its largest timestamp); as Kafka does since KAFKA-16310, the record
+        is found by reading from that batch's indexed position. Every batch before that
+        batch in the segment has a smaller largest timestamp, so the first record at or
+        above the timestamp from there is the one. A largest timestamp that no record holds
+        any more (a batch the cleaner emptied keeps its header) answers with the batch's
+        last offset.
+        """
+        best: LogSegment | None = None
+        for seg in segments:
+            if seg.max_timestamp < 0 and not seg.writable:
+                seg.load_max_timestamp()
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        # The offset before the timestamp: the writer sets the timestamp first, so the
+        # offset read is never newer than the timestamp (a stale one only starts the walk
+        # at an earlier batch).
+        shallow = best.shallow_offset_of_max_timestamp
+        ts = best.max_timestamp
+        best.touched = True
+        _o, pos = best.offset_index.lookup(shallow)
+        found = self._search_timestamp(best, pos, ts, best.base_offset)
+        return found if found is not None else TimestampOffset(shallow, ts)
 
     @staticmethod
     def _search_timestamp(

@@ -97,7 +97,7 @@ class LogSegment:
         "index_dirty",
         "writable",
         "max_timestamp",
-        "offset_of_max_timestamp",
+        "shallow_offset_of_max_timestamp",
         "bytes_since_last_index_entry",
         "created_ms",
         "rolling_based_timestamp",
@@ -148,8 +148,11 @@ class LogSegment:
         # Index files changed since their last fsync (flush skips clean ones: a clean
         # open of many segments must not cost three fsyncs per segment at close).
         self.index_dirty = create
+        # Kafka's maxTimestampAndOffsetSoFar: the largest record timestamp and the last
+        # offset of the first batch holding it (what the time index stores; the record's
+        # own offset is found by reading that batch, see LogReads.offset_for_timestamp).
         self.max_timestamp = -1
-        self.offset_of_max_timestamp = base_offset
+        self.shallow_offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self.created_ms = created_ms
         self.rolling_based_timestamp: int | None = None
@@ -278,7 +281,7 @@ class LogSegment:
         """
         was_open = self._time_index is not None
         ts, off = self.time_index.last_entry()
-        self.max_timestamp, self.offset_of_max_timestamp = ts, off
+        self.max_timestamp, self.shallow_offset_of_max_timestamp = ts, off
         if not was_open and not self.writable:
             with self._index_lock:
                 idx, self._time_index = self._time_index, None
@@ -338,11 +341,11 @@ class LogSegment:
             self.rolling_based_timestamp = max_ts
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
-            self.offset_of_max_timestamp = info.offset_of_max_timestamp
+            self.shallow_offset_of_max_timestamp = info.shallow_offset_of_max_timestamp
         if self.bytes_since_last_index_entry > self.index_interval:
             oi, ti = self._offset_index, self._time_index
             oi.append(info.last_offset, pos)
-            ti.append(self.max_timestamp, self.offset_of_max_timestamp)
+            ti.append(self.max_timestamp, self.shallow_offset_of_max_timestamp)
             self.index_dirty = True
             self.bytes_since_last_index_entry = size
             # Keep one time-index slot for the final entry written when the segment seals.
@@ -362,7 +365,7 @@ class LogSegment:
         ti = self.time_index
         self.index_dirty = True
         if self.max_timestamp >= 0:
-            ti.append(self.max_timestamp, self.offset_of_max_timestamp, True)
+            ti.append(self.max_timestamp, self.shallow_offset_of_max_timestamp, True)
         ti.trim_to_valid_size()
         self.offset_index.trim_to_valid_size()
         self.writable = False
@@ -404,6 +407,9 @@ class LogSegment:
     def recover(self, crc: Callable[..., int]) -> tuple[int, int, str | None]:
         """Rebuild indexes from the data, truncating at the first invalid batch.
 
+        Time index entries name the last offset of the first batch holding the largest
+        timestamp so far (Kafka's ``batch.lastOffset()``), closed by the final entry.
+
         Returns (truncated_bytes, next_offset, error).
         """
         if not self.writable:
@@ -430,7 +436,12 @@ class LogSegment:
             except OSError as exc:
                 raise LogDirError(exc.errno, f"cannot truncate {self.file.path}") from exc
             self.size = valid
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
+        if max_ts >= 0:
+            # As Kafka's LogSegment.recover: the entry a clean close leaves (the largest
+            # timestamp and its batch), so that the index's last entry is the segment's
+            # largest timestamp, which a later open reads back (load_max_timestamp).
+            ti.append(max_ts, off_max, True)
+        self.max_timestamp, self.shallow_offset_of_max_timestamp = max_ts, off_max
         self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
         return truncated, nxt, error

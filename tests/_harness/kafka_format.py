@@ -107,7 +107,8 @@ def check_partition(directory: str) -> list[BatchHeader]:
     Every batch passes its CRC; offsets increase across the whole log; each segment's
     first batch starts at or after its base offset; offset-index entries point at batch
     starts whose append ends at the indexed offset, increasing; time-index timestamps
-    never decrease and name offsets inside the segment. Returns all batches in order.
+    increase and each entry names the last offset of a batch holding its timestamp (what
+    Kafka's DumpLogSegments checks). Returns all batches in order.
     """
     allb: list[BatchHeader] = []
     bases = segment_base_offsets(directory)
@@ -136,13 +137,21 @@ def check_partition(directory: str) -> list[BatchHeader]:
         ti_path = segment_path(directory, base, ".timeindex")
         if os.path.exists(ti_path):
             last_ts = -1
+            ends = {b.last_offset: b for b in batches}
             for ts, rel in read_time_index(ti_path):
                 if ts == 0 and rel == 0:
                     break
-                assert ts >= last_ts, (ti_path, ts, last_ts)
+                # Kafka's DumpLogSegments.dumpTimeIndex: timestamps strictly increase, and
+                # each entry names the last offset of a batch whose largest timestamp is
+                # the entry's (else "Indexed offset: X, found log offset: Y").
+                assert ts > last_ts, (ti_path, ts, last_ts)
                 last_ts = ts
                 if batches:
                     assert base <= base + rel <= batches[-1].last_offset, (ti_path, rel)
+                    holder = ends.get(base + rel)
+                    assert holder is not None, (
+                        f"{ti_path}: entry ({ts}, {base + rel}) names no batch's last offset")
+                    assert holder.max_timestamp == ts, (ti_path, ts, holder)
     return allb
 
 

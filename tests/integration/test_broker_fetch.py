@@ -190,6 +190,29 @@ def test_offsets_for_times_and_max_timestamp_confluent(broker, topic_name) -> No
     assert (info.offset, info.timestamp) == (1, now - 10_000)
 
 
+def test_max_timestamp_inside_a_batch_names_the_record_confluent(broker, topic_name) -> None:
+    """The largest timestamp in the middle of a produced batch: ListOffsets MAX_TIMESTAMP
+    names that record (Kafka >= 3.8), while the time index keeps the batch's last offset."""
+    from _harness.kafka_format import read_batches
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    now = int(time.time() * 1000)
+    stamps = [now - 50_000, now - 20_000, now - 5_000, now - 30_000, now - 40_000]
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 500})
+    for i, ts in enumerate(stamps):
+        p.produce(topic_name, value=b"%d" % i, partition=0, timestamp=ts)
+    assert p.flush(10) == 0
+    log = broker.data_dir / f"{topic_name}-0" / f"{0:020d}.log"
+    batches, _end = read_batches(str(log))
+    assert [(b.base_offset, b.last_offset, b.max_timestamp) for b in batches] == [
+        (0, 4, now - 5_000)]  # one batch: the record is inside it
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    fut = admin.list_offsets({TopicPartition(topic_name, 0): OffsetSpec.max_timestamp()})
+    (info,) = [f.result(10) for f in fut.values()]
+    assert (info.offset, info.timestamp) == (2, now - 5_000)
+
+
 @pytest.mark.timeout(60)
 def test_aiokafka_long_poll_consumer_sees_new_records_quickly(broker, topic_name) -> None:
     import asyncio

@@ -281,11 +281,16 @@ def test_validate_for_append_round_trip(batches, next_offset, log_append_time, e
     if log_append_time is None:
         max_ts = max(t for t, _ in all_ts)
         assert info.max_timestamp == max_ts
-        assert info.offset_of_max_timestamp == min(o for t, o in all_ts if t == max_ts)
+        exact = min(o for t, o in all_ts if t == max_ts)
+        assert info.offset_of_max_timestamp == exact
+        # Kafka's shallow offset: the last offset of the batch holding that record
+        assert info.shallow_offset_of_max_timestamp == next(
+            b.last_offset for b in out if b.base_offset <= exact <= b.last_offset)
         assert info.min_timestamp == min(t for t, _ in all_ts)
     else:
         assert info.max_timestamp == info.min_timestamp == log_append_time
         assert info.offset_of_max_timestamp == next_offset
+        assert info.shallow_offset_of_max_timestamp == out[0].last_offset
     seq, delta = last_params["base_sequence"], len(batches[-1][0]) - 1
     assert info.last_sequence == (-1 if seq == -1 else (seq + delta) % 2**31)
 

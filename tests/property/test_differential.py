@@ -83,6 +83,7 @@ APPEND_FIELDS = (
     "record_count",
     "max_timestamp",
     "offset_of_max_timestamp",
+    "shallow_offset_of_max_timestamp",
     "min_timestamp",
     "size_in_bytes",
     "batch_count",

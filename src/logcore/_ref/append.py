@@ -58,6 +58,9 @@ class AppendInfo:
     record_count, batch_count, size_in_bytes: totals over the record set.
     max_timestamp, offset_of_max_timestamp (first record holding the max),
     min_timestamp: LogAppendTime sets all three from log_append_time_ms / first_offset.
+    shallow_offset_of_max_timestamp: the last offset of the first batch holding the max
+    (Kafka's shallowOffsetOfMaxTimestamp, what the time index stores; LogAppendTime: the
+    first batch's last offset).
     producer_id, producer_epoch, first_sequence: of the first batch; last_sequence: of the
     last batch (base_sequence + last_offset_delta, wrapping past 2**31 - 1 to 0; -1 when
     base_sequence is -1). is_transactional, is_control: of the first batch.
@@ -70,6 +73,7 @@ class AppendInfo:
         "_record_count",
         "_max_timestamp",
         "_offset_of_max_timestamp",
+        "_shallow_offset_of_max_timestamp",
         "_min_timestamp",
         "_size_in_bytes",
         "_batch_count",
@@ -91,6 +95,8 @@ class AppendInfo:
     record_count = property(lambda self: self._record_count)
     max_timestamp = property(lambda self: self._max_timestamp)
     offset_of_max_timestamp = property(lambda self: self._offset_of_max_timestamp)
+    shallow_offset_of_max_timestamp = property(
+        lambda self: self._shallow_offset_of_max_timestamp)
     min_timestamp = property(lambda self: self._min_timestamp)
     size_in_bytes = property(lambda self: self._size_in_bytes)
     batch_count = property(lambda self: self._batch_count)
@@ -249,7 +255,7 @@ def validate_for_append(
     # Pass 2: rewrite headers in place.
     offset = next_offset
     max_ts = min_ts = None
-    offset_of_max = next_offset
+    offset_of_max = shallow_of_max = next_offset
     for c in checked:
         b = c.batch
         p = c.pos
@@ -267,6 +273,7 @@ def validate_for_append(
             _rewrite_crc(view, p, b.size_in_bytes)
         if max_ts is None or c.max_ts > max_ts:
             max_ts, offset_of_max = c.max_ts, offset + c.max_ts_delta
+            shallow_of_max = offset + b.records_count - 1  # the batch's last offset
         if min_ts is None or c.min_ts < min_ts:
             min_ts = c.min_ts
         offset += b.records_count
@@ -275,6 +282,8 @@ def validate_for_append(
     if log_append_time_ms is not None:
         max_ts = min_ts = log_append_time_ms
         offset_of_max = next_offset
+        # Every batch holds the stamped time: the first one is the batch of the max.
+        shallow_of_max = next_offset + first.records_count - 1
         ts_type = "log_append"
     else:
         ts_type = first.timestamp_type
@@ -284,6 +293,7 @@ def validate_for_append(
         record_count=total,
         max_timestamp=max_ts,
         offset_of_max_timestamp=offset_of_max,
+        shallow_offset_of_max_timestamp=shallow_of_max,
         min_timestamp=min_ts,
         size_in_bytes=len(view),
         batch_count=len(checked),

@@ -233,9 +233,11 @@ def recover_scan(
         crc32c: the CRC-32C function (``logcore.crc32c``).
 
     Returns:
-        (valid_bytes, batch_count, next_offset, max_timestamp, offset_of_max_timestamp,
-        error) where ``error`` says why the scan stopped before ``end`` (None if it did
-        not). next_offset is base_offset when no batch is valid; max_timestamp is -1.
+        (valid_bytes, batch_count, next_offset, max_timestamp,
+        shallow_offset_of_max_timestamp, error): the shallow offset is the last offset of the
+        first batch holding max_timestamp (what the time index entries name, as Kafka's
+        LogSegment.recover); ``error`` says why the scan stopped before ``end`` (None if it
+        did not). next_offset is base_offset when no batch is valid; max_timestamp is -1.
     """
     mv = memoryview(buf)
     pos = 0

@@ -643,6 +643,28 @@ class _BatchFinder:
         return None
 
 
+def _offset_not_found(report: DumpReport, path: str, log_name: str, i: int, off: int,
+                      found: Header | None) -> None:
+    """Kafka's "Indexed offset: X, found log offset: Y" for a time index entry that does
+    not name the last offset of a batch (Y: the last offset of the batch found, or -1)."""
+    name = os.path.basename(path)
+    log_off = -1 if found is None else found.last_offset
+    if found is None or found.base_offset > off:
+        why = f"which is in no batch of {log_name}"
+    else:
+        # The record-offset form older pylog versions wrote.
+        why = (f"inside the batch of offsets {found.base_offset}..{log_off} of {log_name}, not "
+               "its last offset as Kafka writes (older pylog versions wrote the offset of the "
+               "record holding the timestamp; pylog and Kafka brokers still look timestamps up "
+               f"correctly with it). To rewrite it, stop the broker and delete {name}: it is "
+               "rebuilt from the log at the next start")
+    report.problem(path, "timeindex_offset_not_found",
+                   f"Time index entry {i} of {name} names offset {off}, {why}",
+                   group="The following indexed offsets are not found in the log.",
+                   detail=f"Indexed offset: {off}, found log offset: {log_off}",
+                   entry=i, offset=off, logOffset=log_off)
+
+
 def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
     """Dump one ``.timeindex`` and check it against the log (Kafka's ``dumpTimeIndex``)."""
     base = _index_preamble(report, path, "timeindex", 12)
@@ -669,28 +691,20 @@ def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
         offsets = _Entries(oidx, base, 0) if oidx is not None and oidx.entries else None
         abspath = os.path.abspath(path)
         prev_ts = -1
-        inside = 0
         finder = _BatchFinder(seg, offsets) if seg is not None else None
         for i in range(len(entries)):
             ts, off = tidx.entry(i)
             if seg is not None and finder is not None:
                 found = finder.find(off)
-                if found is None or found.base_offset > off:
-                    log_off = -1 if found is None else found.last_offset
-                    report.problem(path, "timeindex_offset_not_found",
-                                   f"Time index entry {i} of {name} names offset {off}, which is "
-                                   f"in no batch of {seg.name}",
-                                   group="The following indexed offsets are not found in the log.",
-                                   detail=f"Indexed offset: {off}, found log offset: {log_off}",
-                                   entry=i, offset=off, logOffset=log_off)
+                if found is None or found.last_offset != off:
+                    # Kafka's check: an entry names the last offset of a batch.
+                    _offset_not_found(report, path, seg.name, i, off, found)
                 else:
-                    if found.last_offset != off:
-                        inside += 1
                     log_ts = _max_record_timestamp(seg, found, opts)
                     if log_ts != ts:
                         report.problem(path, "timeindex_mismatch",
                                        f"Time index entry {i} of {name} has timestamp {ts}, the "
-                                       f"batch holding offset {off} has {log_ts}",
+                                       f"batch ending at offset {off} has {log_ts}",
                                        group=f"Found timestamp mismatch in :{abspath}",
                                        detail=f"  Index timestamp: {ts}, log timestamp: {log_ts}",
                                        entry=i, timestamp=ts, logTimestamp=log_ts)
@@ -707,12 +721,6 @@ def dump_time_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
                             {"type": "timeindex_entry", "file": path, "timestamp": ts,
                              "offset": off})
             prev_ts = ts
-        if inside:
-            report.notice(path, "timeindex_record_offsets",
-                          f"{inside} of {len(entries)} entries of {name} name the offset of the "
-                          "record holding the largest timestamp, inside its batch (logcore's "
-                          "append path writes that; Kafka writes the batch's last offset); "
-                          "lookups find the batch either way", entries=inside)
         _zero_tail(report, path, tidx.entries, len(entries), 12)
     finally:
         tidx.close()

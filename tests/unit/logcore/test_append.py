@@ -70,6 +70,7 @@ def test_single_batch_offsets_and_info() -> None:
     assert info.size_in_bytes == len(buf)
     assert info.max_timestamp == 1002
     assert info.offset_of_max_timestamp == 102
+    assert info.shallow_offset_of_max_timestamp == 102
     assert info.min_timestamp == 1000
     assert info.producer_id == 42
     assert info.producer_epoch == 7
@@ -132,6 +133,7 @@ def test_log_append_time(codec) -> None:
     assert info.max_timestamp == 123456
     assert info.min_timestamp == 123456
     assert info.offset_of_max_timestamp == 20
+    assert info.shallow_offset_of_max_timestamp == 23  # the batch's last offset (Kafka)
     assert info.timestamp_type == "log_append"
     assert buf[61:] == original[61:]  # the records are never rewritten
 
@@ -146,6 +148,7 @@ def test_create_time_wrong_max_timestamp_is_fixed() -> None:
     assert crc_ok(buf)
     assert info.max_timestamp == 70
     assert info.offset_of_max_timestamp == 2  # the first record holding the max
+    assert info.shallow_offset_of_max_timestamp == 3  # the last offset of its batch
     assert info.min_timestamp == 10
     assert info.timestamp_type == "create"
 
@@ -155,7 +158,17 @@ def test_max_timestamp_across_batches() -> None:
     info = logcore.validate_for_append(buf, next_offset=10, max_message_bytes=MAX)
     assert info.max_timestamp == 100
     assert info.offset_of_max_timestamp == 13
+    # Kafka's shallowOffsetOfMaxTimestamp: the last offset of the first batch holding it
+    assert info.shallow_offset_of_max_timestamp == 14
     assert info.min_timestamp == 1
+
+
+def test_log_append_time_over_several_batches_names_the_first_batch() -> None:
+    buf = bytearray(build(2, ts=[5, 6]) + build(3, ts=[9, 100, 100]))
+    info = logcore.validate_for_append(buf, next_offset=10, max_message_bytes=MAX,
+                                       log_append_time_ms=777)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (777, 10)
+    assert info.shallow_offset_of_max_timestamp == 11
 
 
 def test_sequences() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from _harness.kafka_format import read_batches, write_kafka_partition
 
-from logcore import BatchBuilder, Log, LogConfig
+from logcore import BatchBuilder, Log, LogConfig, iter_batches
 from pylog.cli.main import main
 
 SEG = f"{0:020d}"
@@ -319,7 +319,8 @@ def test_time_index_checks(tmp_path: Path, capsys) -> None:
 
 def test_kafka_layout_has_no_problem_and_no_notice(tmp_path: Path, capsys) -> None:
     """A partition laid out as a Kafka broker leaves it (time index entries name the last
-    offset of their batch) dumps clean; logcore's own time index draws one notice."""
+    offset of their batch) dumps clean, and so does the same log written by logcore, whose
+    largest timestamps sit in the middle of their batches."""
     batches = []
     for i in range(40):
         b = BatchBuilder(compression=CODECS[i % 5])
@@ -335,12 +336,76 @@ def test_kafka_layout_has_no_problem_and_no_notice(tmp_path: Path, capsys) -> No
     assert out.count("timestamp: ") > 5 and out.count("| offset") == 120
 
     mine = tmp_path / "mine-0"
-    with Log(mine, LogConfig(index_interval_bytes=200)) as log:
+    with Log(mine, LogConfig(index_interval_bytes=200, segment_bytes=3000)) as log:
         for raw in batches:
             log.append(bytearray(raw))
-    rc, out, err = dump(capsys, str(mine))
-    assert rc == 0
-    assert "name the offset of the record holding the largest timestamp" in err
+    rc, out, err = dump(capsys, "--deep", str(mine))
+    assert rc == 0 and err == "", err
+    assert out.count("timestamp: ") > 5 and out.count("| offset") == 120
+    rc, objs = dump_json(capsys, str(mine))
+    assert rc == 0 and not [o for o in objs if o["type"] in ("notice", "problem")]
+    assert sum(o["type"] == "timeindex_entry" for o in objs) > 5
+
+
+def test_record_offsets_in_a_time_index_are_reported_as_kafka_does(tmp_path: Path,
+                                                                    capsys) -> None:
+    """Older pylog versions wrote the offset of the record holding the timestamp, inside
+    its batch. Kafka's tool reports such an entry as an indexed offset not found; pylog
+    still looks timestamps up with it, and rebuilds the index once it is deleted."""
+    part = tmp_path / "old-0"
+    with Log(part, LogConfig(index_interval_bytes=150, segment_bytes=2000)) as log:
+        for i in range(40):
+            b = BatchBuilder(compression=CODECS[i % 5])
+            for j, d in enumerate((0, 7, 3)):  # the largest timestamp is record 1
+                b.append(b"v%d" % j * 20, key=b"k", timestamp_ms=T0 + 10 * i + d)
+            log.append(bytearray(b.build()))
+    recs = [(r.offset, r.timestamp) for seg in sorted(part.glob("*.log"))
+            for batch in iter_batches(seg.read_bytes()) for r in batch]
+    exact = {}  # timestamp -> offset of the first record holding it
+    for off, ts in recs:
+        exact.setdefault(ts, off)
+    moved = []
+    for tindex in sorted(part.glob("*.timeindex")):
+        base = int(tindex.name.split(".")[0])
+        data = bytearray(tindex.read_bytes())
+        for i in range(len(data) // 12):
+            ts, rel = struct.unpack_from(">qi", data, 12 * i)
+            assert base + rel == exact[ts] + 1  # Kafka's: the last offset of the batch
+            struct.pack_into(">qi", data, 12 * i, ts, exact[ts] - base)
+            moved.append((tindex, exact[ts], exact[ts] + 1))
+        tindex.write_bytes(bytes(data))
+    assert len(moved) > 5
+
+    rc, out, err = dump(capsys, "--verify-index-only", str(part))
+    assert rc == 1
+    assert ("The following indexed offsets are not found in the log.\n"
+            + "".join(f"Indexed offset: {off}, found log offset: {last}\n"
+                      for t, off, last in moved if t == moved[0][0])) in err
+    for _t, off, last in moved:
+        assert f"Indexed offset: {off}, found log offset: {last}\n" in err
+    assert "timestamp mismatch" not in err and "out of order" not in err
+    tindex, off, last = moved[0]
+    # the summary names the first problems in full, with what to do
+    assert (f"Time index entry 0 of {tindex.name} names offset {off}, inside the batch of "
+            f"offsets {off - 1}..{last} of ") in err
+    assert f"stop the broker and delete {tindex.name}" in err
+    rc, objs = dump_json(capsys, str(part))
+    problems = [o for o in objs if o["type"] == "problem"]
+    assert rc == 1 and {o["kind"] for o in problems} == {"timeindex_offset_not_found"}
+    assert [(o["offset"], o["logOffset"]) for o in problems] == [(o, la) for _t, o, la in moved]
+
+    # logcore reads the old form: exact lookups, then rebuilds the deleted indexes
+    with Log(part, LogConfig(index_interval_bytes=150, segment_bytes=2000)) as log:
+        for ts in exact:  # the first record at or after each time
+            assert tuple(log.offset_for_timestamp(ts)) == next((o, t) for o, t in recs
+                                                              if t >= ts)
+        assert tuple(log.offset_for_timestamp(-3)) == (exact[max(exact)], max(exact))
+    for tindex in part.glob("*.timeindex"):
+        tindex.unlink()
+    with Log(part, LogConfig(index_interval_bytes=150, segment_bytes=2000)) as log:
+        assert tuple(log.offset_for_timestamp(-3)) == (exact[max(exact)], max(exact))
+    rc, out, err = dump(capsys, str(part))
+    assert rc == 0 and err == "", err
 
 
 # ------------------------------------------------------------------ other files
