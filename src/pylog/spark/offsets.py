@@ -261,3 +261,54 @@ def check_transition(start: Mapping[TP, int], end: Mapping[TP, int],
         if end[tp] > begin[tp]:
             ranges.append(OffsetRange(tp[0], tp[1], begin[tp], end[tp]))
     return Transition(ranges, losses, begin)
+
+
+class UnknownTopicError(SparkOptionError):
+    """A topic or partition the options name does not exist."""
+
+
+def select_partitions(strategy: str, topics: Mapping[str, Iterable[int]], *,
+                      subscribe: Iterable[str] = (), pattern: str | None = None,
+                      assign: Mapping[str, Iterable[int]] | None = None, streaming: bool,
+                      where: str) -> list[TP]:
+    """The topic-partitions a subscription covers, given the topics that exist.
+
+    ``subscribe`` names topics; a missing one is an error for a batch query and is waited
+    for by a streaming one (its partitions are picked up once it exists, as Spark does).
+    ``subscribePattern`` matches whole topic names (Java's ``Pattern.matches``), internal
+    topics (``__consumer_offsets`` ...) left out as Kafka's consumer does. ``assign`` names
+    partitions, each of which must exist.
+
+    Raises:
+        UnknownTopicError: naming the topic or partition and ``where`` it was looked for.
+    """
+    import re
+
+    out: list[TP] = []
+    if strategy == "subscribe":
+        for name in subscribe:
+            if name in topics:
+                out.extend((name, p) for p in topics[name])
+            elif not streaming:
+                raise UnknownTopicError(
+                    f"topic {name!r} (option 'subscribe') does not exist {where}: create it or "
+                    "correct the name")
+    elif strategy == "subscribePattern":
+        assert pattern is not None
+        rx = re.compile(pattern)
+        for name, parts in topics.items():
+            if not name.startswith("__") and rx.fullmatch(name):
+                out.extend((name, p) for p in parts)
+    else:
+        for name, wanted in (assign or {}).items():
+            have = set(topics.get(name, ()))
+            if name not in topics:
+                raise UnknownTopicError(f"topic {name!r} (option 'assign') does not exist "
+                                        f"{where}: create it or correct the name")
+            for p in wanted:
+                if p not in have:
+                    raise UnknownTopicError(
+                        f"partition {p} of topic {name!r} (option 'assign') does not exist "
+                        f"{where}: the topic has partitions {sorted(have)}")
+                out.append((name, p))
+    return sorted(set(out))

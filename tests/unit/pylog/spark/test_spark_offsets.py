@@ -127,3 +127,28 @@ def test_transition_findings() -> None:
     assert any("Added partition new-0 starts from 2 instead of 0" in m for m in t.losses)
     t = check_transition({A0: 5}, {A0: 5, A1: 3}, {A1: 0})
     assert t.ranges == [OffsetRange("a", 1, 0, 3)] and t.losses == []
+
+
+def test_select_partitions() -> None:
+    from pylog.spark.offsets import UnknownTopicError, select_partitions
+
+    topics = {"clicks": [0, 1], "clicks-eu": [0], "__consumer_offsets": [0, 1], "views": [0]}
+    assert select_partitions("subscribe", topics, subscribe=["views", "clicks"],
+                             streaming=False, where="here") == [
+        ("clicks", 0), ("clicks", 1), ("views", 0)]
+    with pytest.raises(UnknownTopicError, match="topic 'nope' \\(option 'subscribe'\\) does "
+                       "not exist at 1.2.3.4:9: create it"):
+        select_partitions("subscribe", topics, subscribe=["nope"], streaming=False,
+                          where="at 1.2.3.4:9")
+    assert select_partitions("subscribe", topics, subscribe=["nope"], streaming=True,
+                             where="") == []
+    assert select_partitions("subscribePattern", topics, pattern="clicks.*|__.*",
+                             streaming=True, where="") == [
+        ("clicks", 0), ("clicks", 1), ("clicks-eu", 0)]
+    assert select_partitions("subscribePattern", topics, pattern="click", streaming=True,
+                             where="") == []  # whole names only
+    assert select_partitions("assign", topics, assign={"clicks": [1]}, streaming=False,
+                             where="") == [("clicks", 1)]
+    with pytest.raises(UnknownTopicError, match="partition 5 of topic 'clicks'.*partitions "
+                       "\\[0, 1\\]"):
+        select_partitions("assign", topics, assign={"clicks": [5]}, streaming=True, where="")
