@@ -59,6 +59,14 @@ def produce(bootstrap: str, topic: str, events: int, minutes: int, seed: int = 1
 
 
 def _session(app: str) -> Any:
+    import shutil
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise SystemExit("Spark needs a Java 17+ runtime: sudo apt-get install "
+                         "openjdk-17-jre-headless (or bash tools/install-sysdeps.sh)")
+    # Spark's Python workers must be this interpreter (it has pylog, pyspark, pyarrow),
+    # not whatever python3 comes first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import pylog.spark

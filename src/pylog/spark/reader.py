@@ -50,14 +50,12 @@ from pylog.spark.offsets import (
 from pylog.spark.options import SourceOptions, SparkOptionError, offsets_from_json, offsets_to_json
 
 try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow for Python sources
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
+    from pyspark.sql.streaming import datasource as _streaming
 except ImportError:  # pragma: no cover - depends on the installed pyspark
-    ReadAllAvailable = ReadMaxRows = None
-    SupportsTriggerAvailableNow = object
+    _streaming = None  # type: ignore[assignment]
+ReadAllAvailable: Any = getattr(_streaming, "ReadAllAvailable", None)
+ReadMaxRows: Any = getattr(_streaming, "ReadMaxRows", None)
+_AvailableNow: Any = getattr(_streaming, "SupportsTriggerAvailableNow", object)
 
 log = logging.getLogger("pylog.spark")
 
@@ -131,7 +129,7 @@ class BatchReader(DataSourceReader):
         return read_range(self.options, partition)
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, _AvailableNow):
     """``spark.readStream.format("pylog")``: micro-batches of Kafka offsets.
 
     The lookup lives as long as the query (Spark keeps this object in one Python process

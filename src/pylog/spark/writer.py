@@ -197,12 +197,12 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         return write_rows(self.options, iterator)
 
-    def commit(self, messages: list[WriteResult | None]) -> None:
-        total = sum(m.records for m in messages if m is not None)
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(getattr(m, "records", 0) for m in messages)
         log.info("pylog sink: %d records written by %d tasks", total, len(messages))
 
-    def abort(self, messages: list[WriteResult | None]) -> None:
-        done = sum(m.records for m in messages if m is not None)
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = sum(getattr(m, "records", 0) for m in messages)
         log.warning("pylog sink: the write failed; %d records written by tasks that succeeded "
                     "stay in the topic (no transactions: at-least-once)", done)
 
@@ -217,11 +217,11 @@ class StreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         return write_rows(self.options, iterator)
 
-    def commit(self, messages: list[WriteResult | None], batchId: int) -> None:
-        total = sum(m.records for m in messages if m is not None)
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total = sum(getattr(m, "records", 0) for m in messages)
         log.info("pylog sink: micro-batch %d: %d records written", batchId, total)
 
-    def abort(self, messages: list[WriteResult | None], batchId: int) -> None:
-        done = sum(m.records for m in messages if m is not None)
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = sum(getattr(m, "records", 0) for m in messages)
         log.warning("pylog sink: micro-batch %d failed; %d records written by tasks that "
                     "succeeded stay in the topic (at-least-once)", batchId, done)

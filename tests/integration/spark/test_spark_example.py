@@ -19,7 +19,8 @@ EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "spark" / "
 def test_example_pipeline_demo(new_broker, tmp_path) -> None:
     b = new_broker().start()
     out = tmp_path / "out"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("PYSPARK_PYTHON", None)  # the example sets it itself
     cmd = [sys.executable, str(EXAMPLE), "demo", "--bootstrap", b.bootstrap,
            "--data-dir", str(b.data_dir), "--out", str(out), "--events", "6000",
            "--minutes", "20"]
