@@ -110,15 +110,15 @@ class BatchReader(DataSourceReader):
             start = resolve(opts.starting, tps, lookup, starting=True,
                             strategy_on_no_match=opts.starting_by_timestamp_strategy)
             end = resolve(opts.ending, tps, lookup, starting=False)
-            earliest = lookup.earliest(tps) if opts.starting.kind != "earliest" else start
+            for tp in tps:
+                if start[tp] > end[tp]:
+                    first = lookup.earliest([tp])[tp]
+                    raise SparkOptionError(
+                        f"The resolved starting offset {start[tp]} of {tp[0]}-{tp[1]} is past "
+                        f"the resolved ending offset {end[tp]} (the partition holds offsets "
+                        f"from {first}): check startingOffsets and endingOffsets")
         finally:
             lookup.close()
-        for tp in tps:
-            if start[tp] > end[tp]:
-                raise SparkOptionError(
-                    f"The resolved starting offset {start[tp]} of {tp[0]}-{tp[1]} is past the "
-                    f"resolved ending offset {end[tp]}: check startingOffsets / endingOffsets "
-                    f"(the partition holds [{earliest[tp]}, ...))")
         ranges = plan_ranges(start, end, min_partitions=opts.min_partitions,
                              max_records_per_partition=opts.max_records_per_partition)
         log.info("pylog source: %d ranges, %d records planned (%s)", len(ranges),

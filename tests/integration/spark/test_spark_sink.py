@@ -124,3 +124,17 @@ def test_streaming_round_trip(spark, broker, tmp_path) -> None:
     got = kcat_read(broker.bootstrap, dst, 150)
     assert sorted(r["v"] for r in got) == sorted(f"V{i}" for i in range(150))
     assert all(r["h"] == f"n={r['k'][1:]}" for r in got)
+
+
+@needs_kcat
+def test_timestamp_and_null_value_columns(spark, broker) -> None:
+    topic = "sink-timestamps"
+    create_topic(broker.bootstrap, topic, 1)
+    df = spark.createDataFrame([("a", "2024-01-02 03:04:05.678"), (None, "2024-01-02 03:04:06")],
+                               "value string, ts string").selectExpr(
+        "value", "to_utc_timestamp(CAST(ts AS TIMESTAMP), current_timezone()) AS timestamp")
+    _writer(df.coalesce(1), broker, topic=topic).save()
+    out = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", topic, "-o", "beginning",
+                          "-e", "-q", "-f", "%T %S\n", "-c", "2"], check=True,
+                         capture_output=True, timeout=60).stdout.decode().split()
+    assert out == ["1704164645678", "1", "1704164646000", "-1"]  # -1: a null value
