@@ -32,8 +32,9 @@ entry. An index entry only tells where a walk over batch headers may start; the 
 checks every header it reads, and a bad entry falls back to a walk from the segment's
 start.
 
-Thread-safety: immutable after construction; ``read`` and ``offset_for_timestamp`` may run
-in any number of threads at once.
+Thread-safety: ``read`` and ``offset_for_timestamp`` may run in any number of threads at
+once. The object is immutable after construction but for one thing: a segment found to end
+in zeros (see ``_ends_in_zeros``) has its end cut there, the same cut from whichever thread.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ _LOG_OVERHEAD = 12                     # base_offset + batch_length
 _MIN_BATCH_LENGTH = 49
 _CRC_START = 21                        # the CRC covers attributes..end
 _WALK_CHUNK = 1 << 16
-_NO_LIMIT = 2**63 - 1
 
 
 class _Segment:
@@ -167,6 +167,44 @@ def _last_position(index_path: str, end: int) -> int:
     """The position of the last offset-index entry below ``end`` (0 without one)."""
     hint = _search_index(index_path, _OFFSET_ENTRY, 2**31 - 1)
     return hint[1] if hint is not None and hint[1] < end else 0
+
+
+def _ends_in_zeros(seg: _Segment, exc: CorruptRecordError) -> bool:
+    """Whether a scan of ``seg`` failed on zeros rather than a bad batch, and if so cut the
+    segment's end there.
+
+    A segment listed while it was still the owner's preallocated active segment, and
+    rolled before it was trimmed, is longer on disk than its batches: zeros follow them.
+    The scans take a zero header for corruption; here it is the segment's end. (Cutting
+    ``end`` is the only change a ReadOnlyLog makes after construction, and any thread
+    that makes it makes the same one.)
+    """
+    at = exc.position
+    if at is None or at >= seg.end:
+        return False
+    if os.pread(seg.file.fd, _LOG_OVERHEAD, at) != bytes(_LOG_OVERHEAD):
+        return False
+    seg.end = at
+    return True
+
+
+def _search_for_offset(seg: _Segment, start: int, target: int
+                       ) -> tuple[int, int, int, int] | None:
+    try:
+        return scan.search_for_offset(seg.file.fd, start, seg.end, target)
+    except CorruptRecordError as exc:
+        if not _ends_in_zeros(seg, exc):
+            raise
+    return scan.search_for_offset(seg.file.fd, start, seg.end, target)
+
+
+def _scan_region(seg: _Segment, pos: int, max_bytes: int, max_offset: int) -> tuple[int, int]:
+    try:
+        return scan.scan_region(seg.file.fd, pos, seg.end, max_bytes, max_offset, True)
+    except CorruptRecordError as exc:
+        if not _ends_in_zeros(seg, exc):
+            raise
+    return scan.scan_region(seg.file.fd, pos, seg.end, max_bytes, max_offset, True)
 
 
 def _crc_ok(fd: int, pos: int, size: int) -> bool:
@@ -308,16 +346,15 @@ class ReadOnlyLog:
             if offset > seg.base_offset:
                 start = _position_hint(seg, offset)
             try:
-                found = scan.search_for_offset(seg.file.fd, start, seg.end, offset)
+                found = _search_for_offset(seg, start, offset)
             except CorruptRecordError:
                 if start == 0:
                     raise
-                found = scan.search_for_offset(seg.file.fd, 0, seg.end, offset)
+                found = _search_for_offset(seg, 0, offset)
             if found is None:
                 continue
             pos, _size, base, _last = found
-            rsize, rlast = scan.scan_region(seg.file.fd, pos, seg.end, max_bytes, max_offset,
-                                            True)
+            rsize, rlast = _scan_region(seg, pos, max_bytes, max_offset)
             if rsize == 0:
                 break
             return FileRegion(seg.file, pos, rsize, base, rlast)

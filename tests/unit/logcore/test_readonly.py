@@ -264,3 +264,17 @@ def test_concurrent_appends_are_seen_as_complete_prefixes(logdir) -> None:
 
 def test_exported_with_the_storage_names() -> None:
     assert "ReadOnlyLog" in logcore.__all__
+
+
+def test_a_rolled_segment_not_trimmed_yet_ends_at_its_zeros(logdir) -> None:
+    with Log(logdir, small(segment_bytes=1024)) as log:
+        for _ in range(30):
+            log.append(batch(3))
+        bases = log.segment_base_offsets
+    assert len(bases) > 2
+    first = os.path.join(logdir, f"{bases[0]:020d}.log")
+    with open(first, "ab") as f:  # still preallocated when the reader listed it
+        f.write(bytes(4096))
+    ro = ReadOnlyLog(logdir)
+    assert offsets(ro) == list(range(90))
+    assert ro.read(0, 10**6).last_offset == bases[1] - 1
