@@ -18,7 +18,6 @@ opens what it reads and shares nothing.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,10 +27,8 @@ import numpy as np
 
 import logcore
 from logcore.checkpoint import read_offset_checkpoint
-from pylog.spark.offsets import TP, DataLoss, OffsetRange, data_loss_message, tp_str
+from pylog.spark.offsets import TP, OffsetRange, lost, tp_str
 from pylog.spark.options import SourceOptions, SparkOptionError
-
-log = logging.getLogger("pylog.spark")
 
 __all__ = ["DirectLookup", "read_range", "DIRECT_READ_BYTES", "DataDirectoryError"]
 
@@ -137,13 +134,6 @@ class DirectLookup:
 
     def close(self) -> None:
         pass
-
-
-def lost(options: SourceOptions, detail: str) -> None:
-    """Records planned for reading are gone: fail (``failOnDataLoss=true``) or warn."""
-    if options.fail_on_data_loss:
-        raise DataLoss(data_loss_message(detail, True))
-    log.warning(data_loss_message(detail, False))
 
 
 def _collect_headers(buf: Any, lo: int, hi: int) -> list[tuple[str, bytes | None]]:

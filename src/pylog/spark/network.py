@@ -34,8 +34,7 @@ from pylog.client import (
     NoOffsetForPartitionError,
     TopicPartition,
 )
-from pylog.spark.direct import lost
-from pylog.spark.offsets import TP, OffsetRange, tp_str
+from pylog.spark.offsets import TP, OffsetRange, lost, tp_str
 from pylog.spark.options import SourceOptions
 
 log = logging.getLogger("pylog.spark")

@@ -21,15 +21,18 @@ Nothing here does I/O or imports Spark: it is unit-tested on its own.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from pylog.spark.options import EARLIEST, LATEST, OffsetSpec, SparkOptionError
+from pylog.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, SparkOptionError
+
+log = logging.getLogger("pylog.spark")
 
 __all__ = [
     "TP", "OffsetRange", "Lookup", "resolve", "plan_ranges", "rate_limit", "check_transition",
-    "DataLoss", "data_loss_message",
+    "DataLoss", "data_loss_message", "lost", "select_partitions", "UnknownTopicError",
 ]
 
 TP = tuple[str, int]
@@ -61,6 +64,14 @@ class DataLoss(RuntimeError):
 def data_loss_message(detail: str, fail: bool) -> str:
     return f"{detail}. " + (INSTRUCTION_FAIL_ON_DATA_LOSS_TRUE if fail
                             else INSTRUCTION_FAIL_ON_DATA_LOSS_FALSE)
+
+
+def lost(options: SourceOptions, detail: str) -> None:
+    """Records planned for reading are gone: raise ``DataLoss`` (``failOnDataLoss=true``)
+    or log a warning (the caller then reads what is left)."""
+    if options.fail_on_data_loss:
+        raise DataLoss(data_loss_message(detail, True))
+    log.warning(data_loss_message(detail, False))
 
 
 @dataclasses.dataclass(frozen=True, order=True)

@@ -135,7 +135,7 @@ def parse_assign(text: str) -> dict[str, list[int]]:
         raise SparkOptionError(_ASSIGN_EXAMPLE + text) from None
 
 
-def _parse_per_partition(text: str, example: str, what: str) -> dict[tuple[str, int], int]:
+def _parse_per_partition(text: str, example: str) -> dict[tuple[str, int], int]:
     try:
         value = json.loads(text)
         if not isinstance(value, dict):
@@ -155,7 +155,7 @@ def _parse_per_partition(text: str, example: str, what: str) -> dict[tuple[str, 
 
 def parse_offsets_json(text: str) -> dict[tuple[str, int], int]:
     """``{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}`` (JsonUtils.partitionOffsets)."""
-    out = _parse_per_partition(text, _OFFSETS_EXAMPLE, "offsets")
+    out = _parse_per_partition(text, _OFFSETS_EXAMPLE)
     for tp, off in out.items():
         if off < EARLIEST:
             raise SparkOptionError(f"offset {off} for {_tp_str(tp)} is not an offset, -1 "
@@ -165,7 +165,7 @@ def parse_offsets_json(text: str) -> dict[tuple[str, int], int]:
 
 def parse_timestamps_json(text: str) -> dict[tuple[str, int], int]:
     """``{"topicA": {"0": 1700000000000}}`` (JsonUtils.partitionTimestamps)."""
-    out = _parse_per_partition(text, _TIMESTAMPS_EXAMPLE, "timestamps")
+    out = _parse_per_partition(text, _TIMESTAMPS_EXAMPLE)
     for tp, ts in out.items():
         if ts < 0:
             raise SparkOptionError(f"timestamp {ts} for {_tp_str(tp)} is negative: "

@@ -38,10 +38,9 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pylog.spark import direct, network
 from pylog.spark.offsets import (
     TP,
-    DataLoss,
     OffsetRange,
     check_transition,
-    data_loss_message,
+    lost,
     plan_ranges,
     rate_limit,
     resolve,
@@ -209,9 +208,7 @@ class StreamReader(DataSourceStreamReader, _AvailableNow):
         new_start = self.lookup.earliest(new) if new else {}
         t = check_transition(s, e, new_start)
         for detail in t.losses:
-            if self.options.fail_on_data_loss:
-                raise DataLoss(data_loss_message(detail, True))
-            log.warning(data_loss_message(detail, False))
+            lost(self.options, detail)
         begin = {r.tp: r.from_offset for r in t.ranges}
         until = {r.tp: r.until_offset for r in t.ranges}
         ranges = plan_ranges(begin, until, min_partitions=self.options.min_partitions,
