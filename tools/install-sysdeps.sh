@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests drive when they are missing: kcat (a librdkafka
-# client) and zookeeper (cluster coordination). Debian/Ubuntu only; needs root or sudo.
+# client), zookeeper (cluster coordination) and a Java 17 runtime (PySpark, for pylog.spark).
+# Debian/Ubuntu only; needs root or sudo.
 set -euo pipefail
 
 need=()
 command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || need+=(kcat)
 [ -e /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -79,6 +79,7 @@ else:
 from .clock import Clock, ManualClock, SystemClock  # noqa: E402
 from .config import LogConfig  # noqa: E402
 from .log import Log, LogAppendInfo, TimestampOffset  # noqa: E402
+from .readonly import ReadOnlyLog  # noqa: E402
 from .region import FileRegion  # noqa: E402
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "Record",
     "RecordBatch",
+    "ReadOnlyLog",
     "RecordTooLargeError",
     "SystemClock",
     "TimeIndex",

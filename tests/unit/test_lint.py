@@ -21,7 +21,7 @@ def _tool(name: str) -> str:
 
 def test_ruff() -> None:
     out = subprocess.run(
-        [_tool("ruff"), "check", "--no-cache", "src", "tests", "tools", "benchmarks"],
+        [_tool("ruff"), "check", "--no-cache", "src", "tests", "tools", "benchmarks", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,
