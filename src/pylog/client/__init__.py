@@ -12,8 +12,10 @@ underscores; an unknown or mistyped name is a ``ConfigError`` naming it::
     Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
     Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5)
 
-Not there yet (see docs/client.md): consumer groups (``subscribe``, ``commit``: need the
-group coordinator, issue 7), transactions, embedded mode (``log_dir=``).
+Consumer groups: ``Consumer.subscribe`` (Kafka's classic group protocol with the range,
+roundrobin and cooperative-sticky assignors), ``commit``, ``committed``, auto commit.
+
+Not there yet (see docs/client.md): transactions, embedded mode (``log_dir=``).
 """
 
 from pylog.client.admin import Admin
@@ -30,6 +32,7 @@ from pylog.client.config import ConfigError
 from pylog.client.consumer import Consumer
 from pylog.client.errors import (
     ClientClosedError,
+    CommitFailedError,
     GroupsNotAvailableError,
     IllegalStateError,
     KafkaConnectionError,
@@ -39,12 +42,13 @@ from pylog.client.errors import (
 )
 from pylog.client.partitioner import murmur2, partition_for_key
 from pylog.client.producer import Producer
-from pylog.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from pylog.client.records import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = [
     "Admin",
     "BrokerDescription",
     "ClientClosedError",
+    "CommitFailedError",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigError",
@@ -57,6 +61,7 @@ __all__ = [
     "KafkaTimeoutError",
     "NewTopic",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "PartitionDescription",
     "Producer",
     "RecordMetadata",

@@ -8,11 +8,11 @@ client-side failures Kafka's Java client also has names for.
 from __future__ import annotations
 
 from pylog.client.config import ConfigError
-from pylog.errors import KafkaError
+from pylog.errors import InvalidGroupIdError, KafkaError
 
 __all__ = ["ConfigError", "KafkaTimeoutError", "KafkaConnectionError", "ClientClosedError",
            "NoOffsetForPartitionError", "RecordTooLargeError", "IllegalStateError",
-           "GroupsNotAvailableError"]
+           "CommitFailedError", "GroupsNotAvailableError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -45,7 +45,16 @@ class IllegalStateError(KafkaError):
     partition)."""
 
 
-class GroupsNotAvailableError(KafkaError, NotImplementedError):
-    """Consumer-group calls (``subscribe``, ``commit``, ``committed``) need the broker's
-    group coordinator, which pylog does not have yet (issue 7); use ``assign()`` and
-    ``seek()`` meanwhile."""
+class CommitFailedError(KafkaError):
+    """An offset commit the group cannot accept any more: the group rebalanced and the
+    partitions may belong to another member now (Kafka's ``CommitFailedException``).
+
+    Usually the time between ``poll()`` calls exceeded ``max.poll.interval.ms``: poll more
+    often, or lower ``max.poll.records``. The consumer rejoins on its next ``poll()``.
+    """
+
+
+# A group call (subscribe, commit, committed) on a consumer without ``group.id`` raises
+# Kafka's InvalidGroupIdError; the old name of that case is kept for callers written
+# before consumer groups existed in this client.
+GroupsNotAvailableError = InvalidGroupIdError

@@ -88,10 +88,14 @@ class Cluster:
         self.auto_create = auto_create
         self.retry_backoff = retry_backoff
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.racks: dict[int, str | None] = {}  # broker id -> rack (for rack-aware assignors)
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
         self.wanted: set[str] = set()  # topics whose metadata we keep
+        # Ask for every topic (a pattern subscription matches names against all of them).
+        self.all_topics = False
+        self.version = 0  # bumped by every applied Metadata answer
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
@@ -224,16 +228,17 @@ class Cluster:
 
     async def _do_update(self) -> None:
         conn = await self.any_connection()
+        everything = self.all_topics
         names = sorted(self.wanted)
         req = MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in names],
-            allow_auto_topic_creation=self.auto_create)
+            topics=None if everything else [MetadataRequest.MetadataRequestTopic(name=t) for t in names],
+            allow_auto_topic_creation=self.auto_create and not everything)
         try:
             resp = await conn.send(req)
         except (KafkaConnectionError, KafkaTimeoutError):
             self._need_update = True
             raise
-        self._apply(resp, names)
+        self._apply(resp, None if everything else names)
 
     async def describe_all(self) -> Any:
         """A Metadata answer for every topic (for admin listings); also applied."""
@@ -243,7 +248,10 @@ class Cluster:
         return resp
 
     def _apply(self, resp: Any, asked: list[str] | None) -> None:
+        """Take a Metadata answer; ``asked`` None means it lists every topic."""
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        self.racks = {b.node_id: b.rack for b in resp.brokers}
+        self.version += 1
         self.cluster_id = resp.cluster_id
         self.controller_id = resp.controller_id
         for t in resp.topics:
@@ -253,11 +261,10 @@ class Cluster:
                      for p in t.partitions}
             self.topics[t.name] = TopicInfo(t.name, t.error_code, parts, t.topic_id,
                                             t.is_internal)
-        if asked is not None:
-            answered = {t.name for t in resp.topics}
-            for name in asked:
-                if name not in answered:
-                    self.topics.pop(name, None)
+        answered = {t.name for t in resp.topics}
+        for name in (list(self.topics) if asked is None else asked):
+            if name not in answered:
+                self.topics.pop(name, None)
         self._updated_at = time.monotonic()
         self._need_update = any(
             info.error_code or any(p.leader < 0 for p in info.partitions.values())
