@@ -100,7 +100,8 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
                 raise _rebalancing("the consumer is rebalancing")
             raise CommitFailedError(
                 "Offset commit cannot be completed since the consumer is not part of an active "
-                "group (it was probably removed from it); it rejoins on its next poll().")
+                "group: it left or was removed (e.g. no poll() within max.poll.interval.ms); it "
+                "rejoins on its next poll().")
         instance = coord.group_instance_id
     else:
         gen, instance = NO_GENERATION, None
