@@ -493,3 +493,30 @@ def test_asyncio_consumer_group_with_async_callbacks(gbroker: BrokerProcess, top
             assert [committed[TopicPartition(topic_name, p)].offset for p in range(4)] == [10, 10, 10, 10]
 
     asyncio.run(asyncio.wait_for(go(), 120))
+
+
+def test_a_static_member_rejoins_without_a_rebalance(gbroker: BrokerProcess, topic_name: str) -> None:
+    create_topic(gbroker.bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    other = Member(gbroker.bootstrap, group, [topic_name], "range", **{"group.instance.id": "b"})
+    conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": group, **MEMBER,
+            "partition.assignment.strategy": "range", "group.instance.id": "a"}
+    a = Consumer(conf)
+    try:
+        a.subscribe([topic_name])
+        wait_for(lambda: (a.poll(0.1), len(a.assignment()) == 3)[1] and len(other.assignment) == 3,
+                 "two static members to share the topic")
+        owned = a.assignment()
+        before = list(other.events)
+        # A static member's close sends no LeaveGroup: the same instance id comes back with a
+        # new member id within the session timeout and gets the same partitions, and the
+        # other member sees no rebalance.
+        a.close()
+        a = Consumer(conf)
+        a.subscribe([topic_name])
+        wait_for(lambda: (a.poll(0.1), a.assignment() == owned)[1], "the returning static member's partitions")
+        time.sleep(1.0)
+        assert other.events == before and other.error is None, other.events
+    finally:
+        a.close()
+        other.close()

@@ -23,7 +23,14 @@ import pytest
 
 from pylog.client import OffsetAndMetadata, TopicPartition
 from pylog.client.aio._connection import BrokerConnection
-from tests.integration.test_client_groups import Member, balanced, consume, create_topic, produce, wait_for
+from tests.integration.test_client_groups import (
+    Member,
+    balanced,
+    consume,
+    create_topic,
+    produce,
+    wait_for,
+)
 
 GROUP_APIS = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup",
               12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup"}

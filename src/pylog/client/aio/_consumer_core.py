@@ -31,6 +31,7 @@ from typing import Any
 
 import logcore
 from pylog import errors
+from pylog.client.aio._assignors import EAGER
 from pylog.client.aio._cluster import Cluster
 from pylog.client.aio._coordinator import ConsumerCoordinator, SubscriptionState
 from pylog.client.aio._fetcher import Fetcher, PartitionState
@@ -353,7 +354,7 @@ class ConsumerCore:
             if self.fetcher.completed:
                 return
             left = deadline - loop.time()
-            if left <= 0 or (coord is not None and coord.rejoin_needed_or_pending()):
+            if left <= 0 or (coord is not None and coord.needs_poll()):
                 return
             self.fetcher.arrived.clear()
             try:
@@ -369,7 +370,10 @@ class ConsumerCore:
         deadline = loop.time() + max(0.0, timeout)
         while True:
             if self.mode == "subscribed":
-                await self.group("subscribe()").poll(deadline)
+                coord = self.group("subscribe()")
+                # Eager: nothing to fetch while rebalancing, so wait for it; cooperative:
+                # the partitions kept are fetched meanwhile.
+                await coord.poll(deadline, wait=not self.assignment or coord.protocol == EAGER)
             self._maybe_auto_commit()
             if self.assignment:
                 await self._wait_for_data(deadline)
@@ -379,8 +383,8 @@ class ConsumerCore:
                     return out
             else:
                 left = deadline - loop.time()
-                coord = self.coordinator
-                if left > 0 and not (coord is not None and coord.rejoin_needed_or_pending()):
+                member = self.coordinator
+                if left > 0 and not (member is not None and member.needs_poll()):
                     self.fetcher.arrived.clear()
                     try:
                         await asyncio.wait_for(self.fetcher.arrived.wait(), min(left, 0.5))

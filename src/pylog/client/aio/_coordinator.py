@@ -189,9 +189,11 @@ class ConsumerCoordinator(CoordinatorLink):
             exc, self.fatal = self.fatal, None
             raise exc
 
-    async def poll(self, deadline: float) -> None:
+    async def poll(self, deadline: float, wait: bool = True) -> None:
         """Drive membership from the consumer's ``poll``: metadata for the subscription,
-        (re)joining when needed (waiting for it up to ``deadline``, loop time).
+        (re)joining when needed, waiting for the rebalance up to ``deadline`` (loop time) if
+        ``wait`` (a consumer with partitions under the cooperative protocol goes on
+        fetching them meanwhile instead).
 
         Raises:
             The fatal errors of joining (FencedInstanceIdError, InconsistentGroupProtocolError,
@@ -211,12 +213,21 @@ class ConsumerCoordinator(CoordinatorLink):
         self.maybe_update_subscription_metadata()
         if self._join_task is None and self.rejoin_needed_or_pending():
             self._join_task = loop.create_task(self._join_group_if_needed())
+            self._join_task.add_done_callback(lambda _: self.owner.wake())
         task = self._join_task
         if task is not None:
-            await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
+            if wait and not task.done():
+                await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
             if task.done():
                 self._join_task = None
                 task.result()  # raise what failed it
+
+    def needs_poll(self) -> bool:
+        """Whether ``poll`` has membership work: a rejoin to start or a finished one."""
+        task = self._join_task
+        if task is not None:
+            return task.done()
+        return self.rejoin_needed_or_pending()
 
     def invalidate_metadata(self) -> None:
         """The subscription changed: match the pattern again on the next poll."""
