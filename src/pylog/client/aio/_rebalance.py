@@ -148,12 +148,12 @@ def as_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
             om = value
         elif isinstance(value, int) and not isinstance(value, bool):
             om = OffsetAndMetadata(value)
-        elif isinstance(value, tuple) and 1 <= len(value) <= 3:
-            om = OffsetAndMetadata(*value)
         elif hasattr(value, "offset"):  # kafka-python's OffsetAndMetadata
             epoch = getattr(value, "leader_epoch", None)
             om = OffsetAndMetadata(value.offset, getattr(value, "metadata", None) or "",
                                    -1 if epoch is None else epoch)
+        elif isinstance(value, tuple) and 1 <= len(value) <= 3:
+            om = OffsetAndMetadata(*value)
         else:
             raise TypeError(f"{tp}: expected an offset, got {value!r}")
         if not isinstance(om.offset, int) or om.offset < 0:
