@@ -108,6 +108,8 @@ class Consumer:
                     return cf.result()
                 continue  # the wake-up of an earlier call
             fn, partitions, fut = item
+            if fut.cancelled():
+                continue  # asked for by a rebalance that was called off (e.g. by close)
             try:
                 result, error = fn(partitions), None
             except BaseException as exc:  # noqa: BLE001 - handed back to the loop

@@ -253,13 +253,15 @@ class ConsumerCoordinator(CoordinatorLink):
         topics = self.group_subscription | self.subscription.topics
         out: dict[str, Any] = {}
         for t in topics:
-            info = self.cluster.topic(t)
-            if info is not None:
+            # A topic whose leader is being elected still counts with its partitions (no
+            # rebalance for a passing metadata error).
+            info = self.cluster.topics.get(t)
+            if info is not None and info.partitions:
                 out[t] = self._partition_racks(t) if self.rack_id else info.num_partitions
         return out
 
     def _partition_racks(self, topic: str) -> list[frozenset[str]]:
-        info = self.cluster.topic(topic)
+        info = self.cluster.topics.get(topic)
         if info is None:
             return []
         racks = self.cluster.racks
@@ -473,8 +475,7 @@ class ConsumerCoordinator(CoordinatorLink):
             # A static leader that rejoined without a rebalance keeps the assignment (v9+).
             self.assignment_snapshot = self.metadata_snapshot
             return {}
-        partitions = {t: self._partition_racks(t) for t in sorted(all_topics)
-                      if self.cluster.topic(t) is not None}
+        partitions = {t: racks for t in sorted(all_topics) if (racks := self._partition_racks(t))}
         result = assignor.assign(partitions, subs)
         if self.protocol == COOPERATIVE and assignor.name != "cooperative-sticky":
             self._validate_cooperative(subs, result)
