@@ -215,9 +215,10 @@ def test_cooperative_members_keep_their_partitions_when_one_joins(gbroker: Broke
             m.close()
 
 
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 @pytest.mark.parametrize("pylog_first", [True, False], ids=["pylog-leader", "confluent-leader"])
 def test_pylog_and_confluent_members_share_a_group(gbroker: BrokerProcess, topic_name: str,
-                                                   pylog_first: bool) -> None:
+                                                   pylog_first: bool, assignor: str) -> None:
     create_topic(gbroker.bootstrap, topic_name)
     group = f"g-{topic_name}"
     stop = threading.Event()
@@ -228,7 +229,7 @@ def test_pylog_and_confluent_members_share_a_group(gbroker: BrokerProcess, topic
         try:
             c = confluent_kafka.Consumer({
                 "bootstrap.servers": gbroker.bootstrap, "group.id": group, "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range",
+                "heartbeat.interval.ms": 500, "partition.assignment.strategy": assignor,
                 "enable.auto.commit": False})
             c.subscribe([topic_name])
             try:
@@ -244,13 +245,13 @@ def test_pylog_and_confluent_members_share_a_group(gbroker: BrokerProcess, topic
     member: Member | None = None
     try:
         if pylog_first:
-            member = Member(gbroker.bootstrap, group, [topic_name], "range")
+            member = Member(gbroker.bootstrap, group, [topic_name], assignor)
             wait_for(lambda: len(member.assignment) == 6, "the pylog member alone")  # type: ignore[union-attr]
             thread.start()
         else:
             thread.start()
             wait_for(lambda: len(confluent_assignment[0]) == 6, "the confluent member alone")
-            member = Member(gbroker.bootstrap, group, [topic_name], "range")
+            member = Member(gbroker.bootstrap, group, [topic_name], assignor)
 
         def shared() -> bool:
             if failure:
@@ -261,9 +262,16 @@ def test_pylog_and_confluent_members_share_a_group(gbroker: BrokerProcess, topic
 
         wait_for(shared, "a pylog and a confluent member to share 6 partitions",
                  state=lambda: (sorted(p for _, p in member.assignment), sorted(confluent_assignment[0])))  # type: ignore[union-attr]
-        # Range over member ids: the two halves are the consecutive ranges 0-2 and 3-5.
-        assert {frozenset({0, 1, 2}), frozenset({3, 4, 5})} == {
-            frozenset(p for _, p in member.assignment), confluent_assignment[0]}
+        if assignor == "range":
+            # Range over member ids: the two halves are the consecutive ranges 0-2 and 3-5.
+            assert {frozenset({0, 1, 2}), frozenset({3, 4, 5})} == {
+                frozenset(p for _, p in member.assignment), confluent_assignment[0]}
+        else:
+            # Incremental: the first member revoked only the partitions that moved.
+            first_events = member.events if pylog_first else None
+            if first_events is not None:
+                revoked = [parts for kind, parts in first_events if kind == "revoked"]
+                assert revoked and all(len(parts) == 3 for parts in revoked), first_events
     finally:
         stop.set()
         if member is not None:
