@@ -528,3 +528,42 @@ def test_a_static_member_rejoins_without_a_rebalance(gbroker: BrokerProcess, top
     finally:
         a.close()
         other.close()
+
+
+def test_a_revoke_callback_commits_what_was_consumed(gbroker: BrokerProcess, topic_name: str) -> None:
+    """Kafka's manual-commit pattern: commit in on_partitions_revoked (the callback runs on
+    the polling thread and may call the consumer); the next owner starts exactly there."""
+    create_topic(gbroker.bootstrap, topic_name, 2)
+    produce(gbroker.bootstrap, topic_name, 400, 2)
+    group = f"g-{topic_name}"
+    conf = {"bootstrap.servers": gbroker.bootstrap, "group.id": group, **MEMBER, "enable.auto.commit": False}
+    a = Consumer(conf)
+    revoked_at: dict[TopicPartition, int] = {}
+
+    class CommitOnRevoke:
+        def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+            for tp in partitions:
+                revoked_at[tp] = a.position(tp)
+            a.commit()
+
+        def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+            pass
+
+    b = None
+    try:
+        a.subscribe([topic_name], listener=CommitOnRevoke())
+        got: list[Any] = []
+        while len(got) < 15:
+            got += a.poll(1.0, max_records=15 - len(got))
+        b = Member(gbroker.bootstrap, group, [topic_name], commit=False)
+        wait_for(lambda: (a.poll(0.1, max_records=1), len(a.assignment()) == 1)[1] and len(b.assignment) == 1,
+                 "the second member to take a partition")
+        assert set(revoked_at) == {TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)}
+        moved = next(iter(b.assignment))
+        wait_for(lambda: any((t, p) == moved for t, p, _ in b.consumed), "the new owner to read")
+        first = min(o for t, p, o in b.consumed if (t, p) == moved)
+        assert first == revoked_at[moved]  # no gap, no repeat
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
