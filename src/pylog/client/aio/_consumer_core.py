@@ -336,6 +336,8 @@ class ConsumerCore:
         loop = asyncio.get_running_loop()
         coord = self.coordinator if self.mode == "subscribed" else None
         while True:
+            if coord is not None:
+                coord.last_poll = loop.time()  # inside poll() counts as polling
             self._raise_errors()
             self._handle_out_of_range()
             if self.cluster.needs_update():
@@ -384,6 +386,8 @@ class ConsumerCore:
             else:
                 left = deadline - loop.time()
                 member = self.coordinator
+                if member is not None:
+                    member.last_poll = loop.time()
                 if left > 0 and not (member is not None and member.needs_poll()):
                     self.fetcher.arrived.clear()
                     try:

@@ -203,7 +203,10 @@ class ConsumerCoordinator(CoordinatorLink):
         loop = asyncio.get_running_loop()
         self.last_poll = loop.time()
         self._check_fatal()
-        if self._heartbeat_task is None or self._heartbeat_task.done():
+        hb = self._heartbeat_task
+        if hb is None or hb.done():
+            if hb is not None and not hb.cancelled() and hb.exception() is not None:
+                log.error("group %s: heartbeat task failed (restarted): %r", self.group_id, hb.exception())
             self._heartbeat_task = loop.create_task(self._heartbeat_loop())
         if self.cluster.needs_update():
             try:
