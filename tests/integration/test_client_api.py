@@ -15,7 +15,6 @@ from pylog.client import (
     ConfigError,
     ConfigResource,
     Consumer,
-    GroupsNotAvailableError,
     IllegalStateError,
     KafkaTimeoutError,
     NewTopic,
@@ -197,12 +196,12 @@ def test_iteration_pause_and_columns(broker, topic_name) -> None:
         assert values == [b"m%d" % i for i in range(5)]
 
 
-def test_groups_are_not_available_yet(broker) -> None:
-    with Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"}) as c:
-        with pytest.raises(GroupsNotAvailableError, match="group coordinator"):
+def test_poll_needs_an_assignment_or_a_subscription(broker) -> None:
+    with Consumer({"bootstrap.servers": broker.bootstrap}) as c:
+        with pytest.raises(errors.InvalidGroupIdError, match="group.id"):
             c.subscribe(["t"])
-        with pytest.raises(NotImplementedError):
-            c.commit()
+        with pytest.raises(errors.InvalidGroupIdError, match="group.id"):
+            c.committed([("t", 0)])
         with pytest.raises(IllegalStateError, match="before assign"):
             c.poll(0.1)
         with pytest.raises(IllegalStateError, match="not assigned"):

@@ -18,8 +18,10 @@ semantics (``pylog.client.aio._embedded``)::
 
     Producer(log_dir="./data")
 
-Not there yet (see docs/client.md): consumer groups over the network (``subscribe``,
-``commit``, ``committed`` work in embedded mode), transactions.
+Consumer groups: ``Consumer.subscribe`` (Kafka's classic group protocol with the range,
+roundrobin and cooperative-sticky assignors), ``commit``, ``committed``, auto commit.
+
+Not there yet (see docs/client.md): transactions.
 """
 
 from pylog.client.admin import Admin
@@ -32,7 +34,6 @@ from pylog.client.aio.admin import (
     GroupListing,
     MemberDescription,
     NewTopic,
-    OffsetAndMetadata,
     PartitionDescription,
     TopicDescription,
 )
@@ -40,6 +41,7 @@ from pylog.client.config import ConfigError
 from pylog.client.consumer import Consumer
 from pylog.client.errors import (
     ClientClosedError,
+    CommitFailedError,
     GroupsNotAvailableError,
     IllegalStateError,
     KafkaConnectionError,
@@ -50,26 +52,27 @@ from pylog.client.errors import (
 )
 from pylog.client.partitioner import murmur2, partition_for_key
 from pylog.client.producer import Producer
-from pylog.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from pylog.client.records import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = [
     "Admin",
     "BrokerDescription",
     "ClientClosedError",
+    "CommitFailedError",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigError",
     "ConfigResource",
     "Consumer",
     "ConsumerRecord",
-    "GroupDescription",
-    "GroupListing",
     "GroupsNotAvailableError",
-    "MemberDescription",
     "IllegalStateError",
     "KafkaConnectionError",
+    "GroupDescription",
+    "GroupListing",
     "KafkaTimeoutError",
     "LogDirInUseError",
+    "MemberDescription",
     "NewTopic",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",

@@ -218,10 +218,66 @@ PRODUCER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("value.serializer", _callable_or_none, None, "Turns a value into bytes."),
 ]}
 
+# partition.assignment.strategy: Kafka's names, and the Java class names for the same assignors.
+ASSIGNOR_CLASS_NAMES = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
+
+
+def _assignors(name: str, value: Any) -> tuple[str, ...]:
+    """Assignor names or Java class names, comma-separated or a list, in preference order."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"{name}: expected assignor names, got {item!r}")
+        text = item.strip()
+        if not text:
+            continue
+        canonical = ASSIGNOR_CLASS_NAMES.get(text, text.lower())
+        if canonical not in ASSIGNORS:
+            raise ConfigError(f"{name}: unknown assignor {text!r}; use range, roundrobin or "
+                              "cooperative-sticky (or their Java class names)")
+        if canonical in out:
+            raise ConfigError(f"{name}: {canonical} is listed twice")
+        out.append(canonical)
+    if not out:
+        raise ConfigError(f"{name}: name at least one of range, roundrobin, cooperative-sticky")
+    return tuple(out)
+
+
+def _non_empty_or_none(name: str, value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value.strip() if isinstance(value, str) else None
+    raise ConfigError(f"{name}: expected a non-empty string, got {value!r}")
+
+
 CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("group.id", _str_or_none, None,
-            "Consumer group: positions start from its committed offsets; commit(), "
-            "committed() and subscribe() (embedded mode only for now)."),
+            "Consumer group: needed by subscribe(), commit() and committed()."),
+    Setting("group.instance.id", _non_empty_or_none, None,
+            "Static membership (KIP-345): a restart within session.timeout.ms keeps the "
+            "partitions without a rebalance; no LeaveGroup on close."),
+    Setting("session.timeout.ms", _int(1), 45000,
+            "The coordinator drops a member it has not heard from for this long."),
+    Setting("heartbeat.interval.ms", _int(1), 3000,
+            "Heartbeats to the coordinator this often (below session.timeout.ms)."),
+    Setting("max.poll.interval.ms", _int(1), 300000,
+            "Longest time between poll() calls before the member leaves the group; also "
+            "the rebalance timeout."),
+    Setting("partition.assignment.strategy", _assignors, ("range", "cooperative-sticky"),
+            "Assignors in preference order: range, roundrobin, cooperative-sticky."),
+    Setting("enable.auto.commit", _bool, True,
+            "Commit consumed positions every auto.commit.interval.ms, before a rebalance "
+            "revokes partitions and on close (needs group.id)."),
+    Setting("auto.commit.interval.ms", _int(0), 5000, "How often auto commit runs (from poll())."),
+    Setting("client.rack", _str_or_none, None,
+            "This consumer's rack: sent to the group leader for rack-aware assignment."),
+    Setting("exclude.internal.topics", _bool, True,
+            "A pattern subscription does not match internal topics (__consumer_offsets)."),
     Setting("auto.offset.reset", _choice("earliest", "latest", "none"), "latest",
             "Where to start when there is no position or it is out of range."),
     Setting("fetch.min.bytes", _int(0), 1, "The broker waits for this many bytes..."),

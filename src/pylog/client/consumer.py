@@ -1,25 +1,26 @@
 """The blocking consumer: ``pylog.client.Consumer``.
 
-The asyncio core (``pylog.client.aio.consumer.ConsumerCore``) runs on a private event
+The asyncio core (``pylog.client.aio._consumer_core.ConsumerCore``) runs on a private event
 loop in a daemon thread; each blocking call runs one coroutine there and waits for it.
-Fetches for the next ``poll`` are sent as soon as data is handed out, so the network works
-while the application processes the records.
+Fetches for the next ``poll`` are sent as soon as data is handed out, and heartbeats go out
+from that thread, so the network and the group membership go on while the application
+processes records.
 
-Consumer groups (``subscribe``, ``commit``, ``committed``) work in embedded mode
-(``log_dir=``, see ``pylog.client.aio._embedded_group``); over the network they raise
-``GroupsNotAvailableError`` for now: use ``assign`` and ``seek``.
+Rebalance callbacks run on the application's thread, inside ``poll`` (or ``close``,
+``unsubscribe``), as Kafka runs them inside ``poll()``: the core hands each one to the
+waiting call (``_serve``), which runs it and hands back its outcome. A callback may call the
+consumer (``commit``, ``position``, ``seek`` ...).
 
 Example::
 
-    from pylog.client import Consumer, TopicPartition
+    from pylog.client import Consumer
 
-    with Consumer({"bootstrap.servers": "127.0.0.1:9092",
+    with Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "billing",
                    "auto.offset.reset": "earliest"}) as c:
-        c.assign([TopicPartition("events", 0)])
+        c.subscribe(["events"])
         for record in c.poll(timeout=1.0):
             print(record.offset, record.key, record.value, record.headers)
-        for tp, cols in c.poll_columns().items():   # numpy columns, no per-record objects
-            print(tp, cols.num_records, cols.offsets[-1])
+        c.commit()
 
 Thread-safety: one thread at a time (as Kafka's ``KafkaConsumer``).
 """
@@ -28,41 +29,29 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
-import logging
-from collections.abc import Iterable, Iterator, Mapping
+import queue
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import logcore
 from pylog.client._loop import LoopThread
+from pylog.client.aio._consumer_core import ConsumerCore
 from pylog.client.aio._offsets import EARLIEST, LATEST
-from pylog.client.aio.consumer import _GROUPS as GROUPS_MESSAGE
-from pylog.client.aio.consumer import (
-    ConsumerCore,
-    as_partitions,
-    commit_offsets,
-    rebalance_callback,
-)
+from pylog.client.aio._rebalance import RebalanceListener, as_partitions, as_pattern
+from pylog.client.aio.consumer import _commit_offsets, _partition_list
 from pylog.client.config import CONSUMER, Resolved, resolve
-from pylog.client.errors import GroupsNotAvailableError
-from pylog.client.records import ConsumerRecord, TopicPartition
+from pylog.client.errors import IllegalStateError
+from pylog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer"]
-
-log = logging.getLogger("pylog.client.consumer")
-
-
-def _log_failed_commit(fut: concurrent.futures.Future[Any]) -> None:
-    if not fut.cancelled() and fut.exception() is not None:
-        log.warning("asynchronous commit failed: %s", fut.exception())
 
 
 class Consumer:
     """Kafka consumer (blocking facade over the asyncio core).
 
     Args:
-        config: Kafka's dotted names (``{"bootstrap.servers": ..., "auto.offset.reset":
-            "earliest"}``).
+        config: Kafka's dotted names (``{"bootstrap.servers": ..., "group.id": "g",
+            "auto.offset.reset": "earliest"}``).
         **kwargs: the same names with underscores (``auto_offset_reset="earliest"``).
 
     Raises:
@@ -72,6 +61,8 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         settings = resolve(CONSUMER, config, kwargs)
         self._thread = LoopThread(f"pylog-consumer-io-{settings['client.id'] or ''}")
+        # Callbacks the loop wants run on the application's thread: (fn, partitions, future).
+        self._callbacks: queue.SimpleQueue[Any] = queue.SimpleQueue()
         try:
             self._core: ConsumerCore = self._thread.run(self._make(settings))
         except BaseException:
@@ -79,11 +70,10 @@ class Consumer:
             raise
         self._closed = False
         self._iter_buffer: collections.deque[ConsumerRecord] = collections.deque()
-        self._listener: Any = None
 
-    @staticmethod
-    async def _make(settings: Resolved) -> ConsumerCore:
+    async def _make(self, settings: Resolved) -> ConsumerCore:
         core = ConsumerCore(settings)
+        core.run_callback = self._dispatch
         try:
             await core.cluster.open()  # embedded mode: the directory in use fails here
         except BaseException:
@@ -95,105 +85,156 @@ class Consumer:
     def settings(self) -> Resolved:
         return self._core.settings
 
+    # ------------------------------------------------------------------ threads
+
     def _run(self, coro: Any, timeout: float | None = None) -> Any:
         return self._thread.run(coro, timeout)
 
+    async def _dispatch(self, fn: Callable[[list[TopicPartition]], Any],
+                        partitions: list[TopicPartition]) -> Any:
+        """On the loop: have the application's thread run ``fn`` and wait for it."""
+        fut = asyncio.get_running_loop().create_future()
+        self._callbacks.put((fn, partitions, fut))
+        return await fut
+
+    def _serve(self, coro: Any) -> Any:
+        """Run ``coro`` on the loop; meanwhile run the callbacks it hands over here."""
+        if self._thread.in_loop_thread():
+            coro.close()
+            raise IllegalStateError("a blocking consumer call from the consumer's own I/O thread "
+                                    "would deadlock")
+        loop = self._thread.loop
+        cf = asyncio.run_coroutine_threadsafe(coro, loop)
+        cf.add_done_callback(lambda _: self._callbacks.put(None))
+        while True:
+            item = self._callbacks.get()
+            if item is None:
+                if cf.done():
+                    return cf.result()
+                continue  # the wake-up of an earlier call
+            fn, partitions, fut = item
+            if fut.cancelled():
+                continue  # asked for by a rebalance that was called off (e.g. by close)
+            try:
+                result, error = fn(partitions), None
+            except BaseException as exc:  # noqa: BLE001 - handed back to the loop
+                result, error = None, exc
+            loop.call_soon_threadsafe(_settle, fut, result, error)
+
+    # ------------------------------------------------------------------ assignment
+
     def assign(self, partitions: Iterable[Any]) -> None:
         """Consume exactly these partitions (TopicPartitions or (topic, partition) pairs),
-        replacing the previous assignment. Positions start unset: the first poll takes
-        them from ``auto.offset.reset`` unless ``seek`` sets them."""
+        replacing the previous assignment; an empty list unassigns. Positions start unset:
+        the first poll takes the group's committed offsets (with ``group.id``), else
+        ``auto.offset.reset``, unless ``seek`` sets them.
+
+        Raises:
+            IllegalStateError: the consumer is subscribed.
+        """
         tps = as_partitions(partitions)
         self._iter_buffer.clear()
-        self._run(self._core.assign(tps))
+        self._serve(self._core.assign(tps))
 
     def assignment(self) -> set[TopicPartition]:
-        return set(self._core.assignment)
+        """The partitions assigned now (by ``assign`` or by the group)."""
+        return self._run(self._snapshot(lambda: set(self._core.assignment)))  # type: ignore[no-any-return]
 
-    def _group(self, call: str) -> Any:
-        if self._core.group is None:
-            raise GroupsNotAvailableError(f"{call} " + GROUPS_MESSAGE)
-        return self._core.group
+    @staticmethod
+    async def _snapshot(fn: Callable[[], Any]) -> Any:
+        return fn()
 
-    def subscribe(self, topics: Any = None, pattern: Any = None, listener: Any = None) -> None:
-        """Consume every partition of ``topics`` (or of the topics matching ``pattern``) as
-        a member of ``group.id``. Embedded mode only for now: over the network it raises
-        ``GroupsNotAvailableError``.
-
-        ``listener.on_partitions_revoked(partitions)`` and
-        ``listener.on_partitions_assigned(partitions)`` are called from ``poll`` (in the
-        caller's thread) when the assignment changes; they may call ``commit``.
-
-        Raises:
-            InvalidGroupIdError: no ``group.id``. IllegalStateError: after ``assign()``,
-            or another consumer of this process is subscribed in the group.
-        """
-        group = self._group("subscribe()")
-        self._iter_buffer.clear()
-        self._run(group.subscribe(topics, pattern))
-        self._listener = listener
-
-    def unsubscribe(self) -> None:
-        """Drop the subscription or the assignment."""
-        self._iter_buffer.clear()
-        dropped = self._run(self._unsubscribe())
-        rebalance_callback(self._listener, "on_partitions_revoked", dropped)
-        self._listener = None
-
-    async def _unsubscribe(self) -> list[TopicPartition]:
-        if self._core.group is not None:
-            return self._core.group.unsubscribe()  # type: ignore[no-any-return]
-        dropped = sorted(self._core.assignment)
-        await self._core.assign([])
-        return dropped
-
-    def commit(self, offsets: Any = None, asynchronous: bool = False) -> None:
-        """Store ``offsets`` (``{partition: offset}``; default: the position of every
-        assigned partition, records taken by the iterator but not yet yielded excepted) as
-        the group's committed offsets. Embedded mode only for now (else
-        ``GroupsNotAvailableError``).
+    def subscribe(self, topics: Any = None, pattern: Any = None, listener: Any = None, *,
+                  on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None) -> None:
+        """Join the consumer group (``group.id``) for these topics; ``poll`` joins it.
 
         Args:
-            asynchronous: return at once; a failure is logged.
+            topics: topic names, or a regex (a compiled pattern, or a string starting with
+                ``^`` as confluent-kafka takes it) matched in full against every topic;
+                topics created later are picked up at the next metadata refresh
+                (``metadata.max.age.ms``).
+            pattern: the regex as a keyword (kafka-python's ``pattern=``).
+            listener: kafka-python's ``ConsumerRebalanceListener`` style: an object with
+                ``on_partitions_revoked(partitions)``, ``on_partitions_assigned(partitions)``
+                and optionally ``on_partitions_lost(partitions)``.
+            on_assign, on_revoke, on_lost: confluent-kafka's style: callables
+                ``(consumer, partitions)``.
+
+        Callbacks run on this thread inside ``poll``; they get sorted lists of
+        ``TopicPartition`` (newly assigned ones for ``on_assign``; under the cooperative
+        protocol only the partitions that move are revoked). An exception from a callback
+        is raised by that ``poll`` once the rebalance step is done.
 
         Raises:
-            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError, ApiError: the
-            coordinator did not take them.
+            InvalidGroupIdError: no ``group.id``. IllegalStateError: partitions were
+                assigned with ``assign()``. TypeError / ValueError: bad arguments.
         """
-        group = self._group("commit()")
-        wanted = commit_offsets(offsets)
-        if wanted is None:
-            wanted = self._consumed()
-        if asynchronous:
-            fut = asyncio.run_coroutine_threadsafe(group.commit(wanted), self._thread.loop)
-            fut.add_done_callback(_log_failed_commit)
-            return
-        self._run(group.commit(wanted))
+        names, regex = as_pattern(topics, pattern)
+        cb = RebalanceListener(self, listener, on_assign, on_revoke, on_lost)
+        self._serve(self._core.subscribe(names, regex, cb))
 
-    def _consumed(self) -> dict[TopicPartition, int]:
-        out = {tp: st.position for tp, st in self._core.assignment.items()
-               if st.position is not None}
-        for r in reversed(self._iter_buffer):  # not yet yielded: not consumed
-            out[TopicPartition(r.topic, r.partition)] = r.offset
+    def subscription(self) -> set[str]:
+        """The subscribed topics (a pattern's current matches)."""
+        return self._run(self._snapshot(lambda: set(self._core.subscription.topics)))  # type: ignore[no-any-return]
+
+    def unsubscribe(self) -> None:
+        """Leave the group (the revoke callback runs first) or drop the manual assignment."""
+        self._iter_buffer.clear()
+        self._serve(self._core.unsubscribe())
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit(self, offsets: Any = None, asynchronous: bool = False, *,
+               message: ConsumerRecord | None = None, timeout: float | None = None) -> Any:
+        """Commit positions to the group (``group.id``).
+
+        Args:
+            offsets: None (the position after everything ``poll`` returned), a mapping of
+                partition to offset / ``OffsetAndMetadata(offset, metadata)`` /
+                (offset, metadata), or a list of objects with ``topic``, ``partition``,
+                ``offset`` (confluent-kafka's TopicPartition). An offset is the next record
+                to read; the metadata string is stored with it.
+            asynchronous: send without waiting, not retried; returns a
+                ``concurrent.futures.Future`` of the committed offsets.
+            message: commit just past this record (confluent-kafka's ``message=``).
+            timeout: seconds for a synchronous commit (default ``default.api.timeout.ms``);
+                retriable errors are retried until then.
+
+        Returns:
+            The committed offsets (synchronous) or a Future of them (asynchronous).
+
+        Raises:
+            CommitFailedError: the group rebalanced and this member is no longer in it
+                (the time between polls exceeded ``max.poll.interval.ms``?).
+            RebalanceInProgressError: a rebalance is under way: poll, then commit again.
+            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError: not done in time.
+        """
+        parsed = _commit_offsets(offsets, message)
+        if parsed is None:
+            parsed = self._run(self._consumed())
+        if asynchronous:
+            return asyncio.run_coroutine_threadsafe(self._commit_async(parsed), self._thread.loop)
+        return self._run(self._core.commit(parsed, timeout))
+
+    async def _commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Any:
+        self._core._check()
+        return await self._core.start_async_commit(offsets)
+
+    async def _consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The consumed positions: records the iterator took but has not yielded yet are
+        not consumed."""
+        out = self._core.consumed_offsets()
+        for r in self._iter_buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp in out and r.offset < out[tp].offset:
+                out[tp] = OffsetAndMetadata(r.offset, "", -1)
         return out
 
-    def committed(self, partitions: Iterable[Any], timeout: float | None = None
-                  ) -> dict[TopicPartition, int | None]:
-        """The group's committed offset of each partition; None where there is none.
-        Embedded mode only for now (else ``GroupsNotAvailableError``)."""
-        group = self._group("committed()")
-        return self._run(group.committed(as_partitions(partitions), timeout))  # type: ignore[no-any-return]
-
-    def _rebalance(self) -> None:
-        """A subscribed consumer's assignment brought up to date; the listener hears of it
-        here, in the caller's thread (so that it may call the consumer)."""
-        if self._core.subscribed:
-            revoked, assigned = self._run(self._core.group.refresh())
-            if revoked:
-                dropped = set(revoked)
-                self._iter_buffer = collections.deque(
-                    r for r in self._iter_buffer if (r.topic, r.partition) not in dropped)
-            rebalance_callback(self._listener, "on_partitions_revoked", revoked)
-            rebalance_callback(self._listener, "on_partitions_assigned", assigned)
+    def committed(self, partitions: Any, timeout: float | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed ``OffsetAndMetadata`` (offset, metadata, leader epoch) of
+        each partition, None where nothing is committed."""
+        return self._run(self._core.committed(_partition_list(partitions), timeout))  # type: ignore[no-any-return]
 
     def seek(self, partition: Any, offset: int) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll (records already fetched
@@ -210,14 +251,14 @@ class Consumer:
 
     def seek_to_beginning(self, *partitions: Any) -> None:
         """Move to the log start offset (all assigned partitions if none given)."""
-        tps = as_partitions(partitions) if partitions else list(self._core.assignment)
+        tps = as_partitions(partitions) if partitions else sorted(self.assignment())
         for tp in tps:
             self._drop_buffered(tp)
         self._run(self._reset(tps, "earliest"))
 
     def seek_to_end(self, *partitions: Any) -> None:
         """Move to the end offset (all assigned partitions if none given)."""
-        tps = as_partitions(partitions) if partitions else list(self._core.assignment)
+        tps = as_partitions(partitions) if partitions else sorted(self.assignment())
         for tp in tps:
             self._drop_buffered(tp)
         self._run(self._reset(tps, "latest"))
@@ -229,7 +270,7 @@ class Consumer:
 
     def position(self, partition: Any, timeout: float | None = None) -> int:
         """The offset of the next record ``poll`` returns for ``partition`` (looked up from
-        ``auto.offset.reset`` if unset).
+        the committed offset or ``auto.offset.reset`` if unset).
 
         Raises:
             IllegalStateError: not assigned. NoOffsetForPartitionError: reset policy none.
@@ -254,38 +295,42 @@ class Consumer:
             self._core._state(tp).paused = paused
 
     def paused(self) -> set[TopicPartition]:
-        return {tp for tp, st in self._core.assignment.items() if st.paused}
+        return self._run(self._snapshot(  # type: ignore[no-any-return]
+            lambda: {tp for tp, st in self._core.assignment.items() if st.paused}))
 
     def highwater(self, partition: Any) -> int:
         """The high watermark the last fetch of ``partition`` reported (-1 before one)."""
         (tp,) = as_partitions([partition])
         return self._core._state(tp).high_watermark
 
+    # ------------------------------------------------------------------ poll
+
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records of the assigned partitions, waiting up to ``timeout`` seconds for some.
+        """Records of the assigned partitions, waiting up to ``timeout`` seconds for some. A
+        subscribed consumer joins or rejoins its group here, and its rebalance callbacks
+        run here.
 
         Returns:
             At most ``max_records`` (default ``max.poll.records``) records, in offset order
             per partition; empty when nothing arrived in time.
 
         Raises:
-            IllegalStateError: nothing assigned.
+            IllegalStateError: neither assigned nor subscribed.
             NoOffsetForPartitionError: no position (or out of range) with
                 ``auto.offset.reset`` none.
-            ApiError: a non-retriable fetch error (e.g. CorruptMessageError).
+            ApiError: a non-retriable fetch or group error (e.g. CorruptMessageError,
+                FencedInstanceIdError); the exception of a rebalance callback.
         """
         if self._iter_buffer:
             n = max_records or self._core.max_poll_records
             return [self._iter_buffer.popleft() for _ in range(min(n, len(self._iter_buffer)))]
-        self._rebalance()
-        return self._run(self._core.poll(timeout, max_records))  # type: ignore[no-any-return]
+        return self._serve(self._core.poll(timeout, max_records))  # type: ignore[no-any-return]
 
     def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
         """Fetched records as ``logcore.Columns`` per partition (numpy arrays: offsets,
         timestamps, key/value offsets and bytes, validity, header counts), with no Python
         object per record; positions move past them. Headers are not decoded."""
-        self._rebalance()
-        return self._run(self._core.poll_columns(timeout))  # type: ignore[no-any-return]
+        return self._serve(self._core.poll_columns(timeout))  # type: ignore[no-any-return]
 
     def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
                           ) -> dict[TopicPartition, int]:
@@ -311,28 +356,48 @@ class Consumer:
         """Records forever (polling with a 1 s timeout) until the consumer is closed."""
         while not self._closed:
             if not self._iter_buffer:
-                self._rebalance()
-                self._iter_buffer.extend(self._run(self._core.poll(1.0, None)))
+                self._iter_buffer.extend(self._serve(self._core.poll(1.0, None)))
                 continue
             yield self._iter_buffer.popleft()
 
-    def close(self) -> None:
-        """Stop fetching, close connections, stop the I/O thread. Idempotent."""
+    def close(self, timeout: float | None = None) -> None:
+        """Commit what was consumed (``enable.auto.commit``), revoke the partitions (the
+        callback runs here) and leave the group (dynamic members), stop fetching, close
+        connections, stop the I/O thread; waits at most ``timeout`` (30 s) for the group.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
-            try:
-                if self._core.subscribed and not self._core.closed:
-                    rebalance_callback(self._listener, "on_partitions_revoked",
-                                       sorted(self._core.assignment))
-            finally:
-                self._run(self._core.close())
+            if self._iter_buffer:
+                self._run(self._rewind())
+            self._serve(self._core.close(timeout))
         finally:
             self._thread.stop()
+
+    async def _rewind(self) -> None:
+        """Records the iterator took but did not yield are not consumed: move back to them
+        (so the commit on close does not skip them)."""
+        first: dict[TopicPartition, int] = {}
+        for r in self._iter_buffer:
+            first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+        self._iter_buffer.clear()
+        for tp, offset in first.items():
+            if tp in self._core.assignment:
+                self._core.seek(tp, offset)
 
     def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
+

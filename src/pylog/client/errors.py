@@ -8,12 +8,12 @@ client-side failures Kafka's Java client also has names for.
 from __future__ import annotations
 
 from pylog.client.config import ConfigError
-from pylog.errors import KafkaError
+from pylog.errors import InvalidGroupIdError, KafkaError
 from pylog.log.dir_lock import LogDirInUseError
 
 __all__ = ["ConfigError", "KafkaTimeoutError", "KafkaConnectionError", "ClientClosedError",
            "NoOffsetForPartitionError", "RecordTooLargeError", "IllegalStateError",
-           "GroupsNotAvailableError", "LogDirInUseError"]
+           "CommitFailedError", "GroupsNotAvailableError", "LogDirInUseError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -46,11 +46,21 @@ class IllegalStateError(KafkaError):
     partition)."""
 
 
-class GroupsNotAvailableError(KafkaError, NotImplementedError):
-    """Consumer-group calls (``subscribe``, ``commit``, ``committed``) over the network:
-    the client's side of the group protocols is not there yet; use ``assign()`` and
-    ``seek()`` meanwhile, or embedded mode (``log_dir=``), where they work.
+# ``LogDirInUseError`` (an ``OSError``, from ``pylog.log.dir_lock``): embedded mode could not
+# open ``log.dir`` because another process (a broker, or another program's embedded
+# clients) holds it; the message and ``.holder`` name that process.
 
-    ``LogDirInUseError`` (an ``OSError``, from ``pylog.log.dir_lock``): embedded mode
-    could not open ``log.dir`` because another process (a broker, or another program's
-    embedded clients) holds it; the message and ``.holder`` name that process."""
+
+class CommitFailedError(KafkaError):
+    """An offset commit the group cannot accept any more: the group rebalanced and the
+    partitions may belong to another member now (Kafka's ``CommitFailedException``).
+
+    Usually the time between ``poll()`` calls exceeded ``max.poll.interval.ms``: poll more
+    often, or lower ``max.poll.records``. The consumer rejoins on its next ``poll()``.
+    """
+
+
+# A group call (subscribe, commit, committed) on a consumer without ``group.id`` raises
+# Kafka's InvalidGroupIdError; the old name of that case is kept for callers written
+# before consumer groups existed in this client.
+GroupsNotAvailableError = InvalidGroupIdError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord"]
+__all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord", "OffsetAndMetadata"]
 
 
 class TopicPartition(NamedTuple):
@@ -12,6 +12,16 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the offset of the next record to read, a metadata string stored
+    with it (``offset.metadata.max.bytes``, 4096 by default) and the leader epoch of the
+    last record read (-1 if unknown)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
 
 
 class RecordMetadata(NamedTuple):

@@ -112,10 +112,14 @@ class Cluster:
         self.auto_create = auto_create
         self.retry_backoff = retry_backoff
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.racks: dict[int, str | None] = {}  # broker id -> rack (for rack-aware assignors)
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
         self.wanted: set[str] = set()  # topics whose metadata we keep
+        # Ask for every topic (a pattern subscription matches names against all of them).
+        self.all_topics = False
+        self.version = 0  # bumped by every applied Metadata answer
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
@@ -159,6 +163,19 @@ class Cluster:
         # Concurrent callers share one connect; shielded so one caller's cancellation does
         # not abort it for the others.
         return await asyncio.shield(pending)
+
+    async def coordinator_connection(self, node_id: int, host: str, port: int) -> Connection:
+        """A connection of its own to a group coordinator (``node_id`` at ``host:port``), as
+        the Java consumer opens one: a JoinGroup that waits for a rebalance must not hold
+        up the fetches on the broker's ordinary connection. The caller closes it.
+
+        Raises:
+            KafkaConnectionError: it could not be opened.
+        """
+        conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
+                                request_timeout=self.request_timeout)
+        await conn.connect(self.connect_timeout)
+        return conn
 
     def ready_connection(self, node_id: int) -> Connection | None:
         """The open connection to ``node_id`` now, or None (then one is being opened)."""
@@ -256,16 +273,17 @@ class Cluster:
 
     async def _do_update(self) -> None:
         conn = await self.any_connection()
+        everything = self.all_topics
         names = sorted(self.wanted)
         req = MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in names],
-            allow_auto_topic_creation=self.auto_create)
+            topics=None if everything else [MetadataRequest.MetadataRequestTopic(name=t) for t in names],
+            allow_auto_topic_creation=self.auto_create and not everything)
         try:
             resp = await conn.send(req)
         except (KafkaConnectionError, KafkaTimeoutError):
             self._need_update = True
             raise
-        self._apply(resp, names)
+        self._apply(resp, None if everything else names)
 
     async def describe_all(self) -> Any:
         """A Metadata answer for every topic (for admin listings); also applied."""
@@ -275,7 +293,10 @@ class Cluster:
         return resp
 
     def _apply(self, resp: Any, asked: list[str] | None) -> None:
+        """Take a Metadata answer; ``asked`` None means it lists every topic."""
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        self.racks = {b.node_id: b.rack for b in resp.brokers}
+        self.version += 1
         self.cluster_id = resp.cluster_id
         self.controller_id = resp.controller_id
         for t in resp.topics:

@@ -40,6 +40,13 @@ MAX_VERSIONS = {
     1: 12,  # Fetch (13+ names topics by id)
     2: 7,  # ListOffsets
     3: 12,  # Metadata
+    8: 9,  # OffsetCommit
+    9: 9,  # OffsetFetch (8+ batches groups)
+    10: 6,  # FindCoordinator (4+ batches keys)
+    11: 9,  # JoinGroup
+    12: 4,  # Heartbeat
+    13: 5,  # LeaveGroup
+    14: 5,  # SyncGroup
     18: 4,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics

@@ -61,7 +61,7 @@ from pylog.client._loop import LoopThread
 from pylog.client.aio._cluster import Cluster
 from pylog.client.aio._connection import pick_version
 from pylog.client.config import ConfigError
-from pylog.client.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
+from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.config import BrokerConfig, parse_properties
 from pylog.config import ConfigError as BrokerConfigError
 from pylog.log.dir_lock import LogDirInUseError
@@ -142,8 +142,6 @@ class EmbeddedBroker:
         self.log_dir = log_dir
         self.settings = settings
         self.refs = 1
-        self._members: dict[str, object] = {}
-        self._members_lock = threading.Lock()
         config = _broker_config(log_dir, settings)
         self._thread = LoopThread(f"pylog-embedded-{os.path.basename(log_dir) or log_dir}")
         self.loop = self._thread.loop
@@ -154,27 +152,6 @@ class EmbeddedBroker:
             raise
         self.node_id = self.broker.node_id
         self.versions: dict[int, tuple[int, int]] = dict(SUPPORTED_VERSIONS)
-
-    def claim_group(self, group_id: str, owner: object) -> None:
-        """Make ``owner`` (a subscribed consumer) the one member of ``group_id`` here.
-
-        Raises:
-            IllegalStateError: another consumer of this process is subscribed in the group.
-        """
-        with self._members_lock:
-            held = self._members.get(group_id)
-            if held is not None and held is not owner:
-                raise IllegalStateError(
-                    f"group {group_id!r} already has a subscribed consumer in this process; "
-                    "in embedded mode a group has one subscribed member, which is assigned "
-                    "every partition of its topics: give this consumer another group.id, or "
-                    "use assign()")
-            self._members[group_id] = owner
-
-    def release_group(self, group_id: str, owner: object) -> None:
-        with self._members_lock:
-            if self._members.get(group_id) is owner:
-                del self._members[group_id]
 
     def stop(self) -> None:
         """Shut the broker down cleanly (the logs are flushed and closed, the lock freed)."""
@@ -515,6 +492,17 @@ class EmbeddedCluster(Cluster):
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return None
+
+    async def coordinator_connection(self, node_id: int, host: str, port: int
+                                     ) -> EmbeddedConnection:
+        """A second connection to the embedded broker for the group coordinator (its
+        requests are served in order per connection, so a JoinGroup waiting for a
+        rebalance must not hold up fetches, as over TCP)."""
+        await self.open()
+        if self._closed or self.backend is None:
+            raise KafkaConnectionError("client is closed")
+        return EmbeddedConnection(self.backend, node_id=self.backend.node_id,
+                                  client_id=self.client_id, request_timeout=self.request_timeout)
 
     async def any_connection(self) -> EmbeddedConnection:
         await self.open()

@@ -49,7 +49,7 @@ class PartitionState:
     """An assigned partition: its position and what the last fetch said about it."""
 
     __slots__ = ("position", "paused", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "reset_to")
+                 "log_start_offset", "reset_to", "leader_epoch", "pending_revocation")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -58,6 +58,10 @@ class PartitionState:
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self.reset_to: str | None = None  # pending reset strategy
+        self.leader_epoch = -1  # of the last record handed out (committed with the position)
+        # Being revoked by a rebalance: no more fetching or handing out (Kafka's
+        # markPendingRevocation), so the committed position is the consumed one.
+        self.pending_revocation = False
 
 
 class CompletedFetch:
@@ -102,7 +106,7 @@ class Fetcher:
         """Start a fetch to every leader without one in flight that has work."""
         by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
         for tp, st in self.assignment.items():
-            if st.paused or st.position is None or tp in self.completed:
+            if st.paused or st.pending_revocation or st.position is None or tp in self.completed:
                 continue
             info = self.cluster.topic(tp.topic)
             p = info.partitions.get(tp.partition) if info is not None else None
@@ -225,7 +229,7 @@ class Fetcher:
         while self.completed and len(out) < max_records:
             tp, c = next(iter(self.completed.items()))
             st = self.assignment.get(tp)
-            if st is None or st.position is None or st.paused:
+            if st is None or st.position is None or st.paused or st.pending_revocation:
                 del self.completed[tp]
                 continue
             if c.records is None:
@@ -250,6 +254,7 @@ class Fetcher:
                 rec = recs.popleft()
                 out.append(rec)
                 st.position = rec.offset + 1
+                st.leader_epoch = rec.leader_epoch
             if not recs:
                 st.position = max(st.position, c.next_offset)
                 del self.completed[tp]
@@ -261,7 +266,7 @@ class Fetcher:
         while self.completed:
             tp, c = self.completed.popitem(last=False)
             st = self.assignment.get(tp)
-            if st is None or st.position is None or st.paused:
+            if st is None or st.position is None or st.paused or st.pending_revocation:
                 continue
             if c.records is not None:  # half handed out as records: finish as columns
                 recs = list(c.records)

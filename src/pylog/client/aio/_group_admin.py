@@ -32,7 +32,7 @@ from pylog.client.aio._cluster import Cluster
 from pylog.client.aio._connection import Connection
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
-from pylog.client.records import TopicPartition
+from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol._schema import ConsumerProtocolAssignment
 from pylog.protocol.messages import (
     DeleteGroupsRequest,
@@ -97,15 +97,6 @@ class GroupDescription(NamedTuple):
     protocol: str
     members: list[MemberDescription]
     coordinator: int
-
-
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset: the next offset to consume, its metadata string and the leader
-    epoch of the record before it (-1 if unknown)."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 def decode_assignment(data: bytes | None) -> list[TopicPartition]:

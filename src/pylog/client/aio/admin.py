@@ -26,12 +26,11 @@ from pylog.client.aio._group_admin import (
     GroupDescription,
     GroupListing,
     MemberDescription,
-    OffsetAndMetadata,
 )
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.config import ADMIN, Resolved, resolve
-from pylog.client.records import TopicPartition
+from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,

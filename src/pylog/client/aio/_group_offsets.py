@@ -1,0 +1,246 @@
+"""Committed offsets: OffsetCommit and OffsetFetch to the group coordinator.
+
+Rules of the Java client's ``ConsumerCoordinator`` (``sendOffsetCommitRequest``,
+``OffsetCommitResponseHandler``, ``OffsetFetchResponseHandler``):
+
+- A subscribed consumer commits with its generation and member id, and only while its
+  membership is stable: during a rebalance a commit fails with ``RebalanceInProgressError``
+  (poll to finish the rebalance, then commit again); out of the group with
+  ``CommitFailedError``. A consumer using ``assign()`` commits as a simple group member:
+  generation -1, no member id.
+- Per-partition errors: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and REQUEST_TIMED_OUT
+  mark the coordinator unknown and are retried, as are COORDINATOR_LOAD_IN_PROGRESS and
+  UNKNOWN_TOPIC_OR_PARTITION; REBALANCE_IN_PROGRESS asks for a rejoin and raises
+  ``RebalanceInProgressError``; UNKNOWN_MEMBER_ID and ILLEGAL_GENERATION reset the
+  generation and raise ``CommitFailedError`` (``RebalanceInProgressError`` when the member
+  already joined a newer generation); OFFSET_METADATA_TOO_LARGE and the authorization errors
+  are raised as they are.
+- Synchronous commits retry retriable errors with exponential backoff until their timeout;
+  asynchronous ones are sent once.
+- OffsetFetch asks with ``require_stable`` (v7+): a partition with a pending transactional
+  commit answers UNSTABLE_OFFSET_COMMIT and is asked again. Offset -1 means none committed.
+
+Event-loop affinity: the consumer's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.client.aio._group_base import NO_GENERATION, MemberState
+from pylog.client.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError
+from pylog.client.records import OffsetAndMetadata, TopicPartition
+from pylog.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+
+if TYPE_CHECKING:
+    from pylog.client.aio._coordinator import ConsumerCoordinator
+
+__all__ = ["commit_offsets", "fetch_committed", "is_retriable"]
+
+_COMMIT_FAILED = (
+    "Commit cannot be completed since the group has already rebalanced and assigned the "
+    "partitions to another member. The time between poll() calls was probably longer than "
+    "max.poll.interval.ms: poll more often, lower max.poll.records or raise "
+    "max.poll.interval.ms. The consumer rejoins on its next poll().")
+
+
+def is_retriable(exc: BaseException) -> bool:
+    return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) or bool(
+        getattr(exc, "retriable", False))
+
+
+def _rebalancing(detail: str) -> errors.RebalanceInProgressError:
+    return errors.RebalanceInProgressError(
+        f"Offset commit cannot be completed since {detail}. Call poll() to complete the "
+        "rebalance, then commit again.")
+
+
+async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+                         *, group_managed: bool, deadline: float | None, retry: bool) -> None:
+    """Commit ``offsets``; with ``retry``, retriable failures are retried until ``deadline``
+    (loop time; None: no bound).
+
+    Raises:
+        CommitFailedError, RebalanceInProgressError, KafkaTimeoutError, or the ApiError of a
+        non-retriable per-partition code (e.g. OffsetMetadataTooLargeError).
+    """
+    if not offsets:
+        return
+    for tp, om in offsets.items():
+        if om.offset < 0:
+            raise ValueError(f"cannot commit offset {om.offset} for {tp.topic}-{tp.partition}")
+    loop = asyncio.get_running_loop()
+    attempts = 0
+    while True:
+        try:
+            conn = await coord.ensure_coordinator(deadline)
+            await _send_commit(coord, conn, offsets, group_managed)
+            return
+        except BaseException as exc:
+            if not retry or not is_retriable(exc):
+                raise
+            pause = coord.backoff(attempts)
+            attempts += 1
+            if deadline is not None and loop.time() + pause >= deadline:
+                if isinstance(exc, KafkaTimeoutError):
+                    raise
+                raise KafkaTimeoutError(f"offset commit for group {coord.group_id!r} did not "
+                                        f"complete in time (last error: {exc})") from exc
+            await asyncio.sleep(pause)
+
+
+async def _send_commit(coord: ConsumerCoordinator, conn: Any,
+                       offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool) -> None:
+    if group_managed:
+        gen = coord.generation_if_stable()
+        if gen is None:
+            if coord.rebalance_in_progress():
+                raise _rebalancing("the consumer is rebalancing")
+            raise CommitFailedError(
+                "Offset commit cannot be completed since the consumer is not part of an active "
+                "group: it left or was removed (e.g. no poll() within max.poll.interval.ms); it "
+                "rejoins on its next poll().")
+        instance = coord.group_instance_id
+    else:
+        gen, instance = NO_GENERATION, None
+    R = OffsetCommitRequest
+    by_topic: dict[str, list[Any]] = {}
+    for tp, om in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(R.OffsetCommitRequestPartition(
+            partition_index=tp.partition, committed_offset=om.offset,
+            committed_leader_epoch=om.leader_epoch, commit_timestamp=-1,
+            committed_metadata=om.metadata))
+    req = R(group_id=coord.group_id, generation_id_or_member_epoch=gen.generation_id,
+            member_id=gen.member_id, group_instance_id=instance, retention_time_ms=-1,
+            topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+    try:
+        resp = await conn.send(req)
+    except (KafkaConnectionError, KafkaTimeoutError) as exc:
+        coord.mark_coordinator_unknown(f"OffsetCommit failed: {exc}")
+        raise
+    unauthorized: list[str] = []
+    for t in resp.topics:
+        for p in t.partitions:
+            code = p.error_code
+            if not code:
+                continue
+            where = f"{t.name}-{p.partition_index}"
+            cls = errors.error_for_code(code) or errors.UnknownServerError
+            if code == errors.TopicAuthorizationFailedError.code:
+                unauthorized.append(t.name)
+                continue
+            if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code,
+                        errors.RequestTimedOutError.code):
+                coord.mark_coordinator_unknown(cls.name)
+                raise cls(f"OffsetCommit {where}: {cls.name}")
+            if code == errors.RebalanceInProgressError.code:
+                coord.request_rejoin("offset commit failed since group is already rebalancing")
+                raise _rebalancing("the group is rebalancing")
+            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code,
+                        errors.FencedInstanceIdError.code):
+                changed = coord.generation != gen
+                if code == errors.FencedInstanceIdError.code and not changed:
+                    raise coord._fatal_error(code, "OffsetCommit")
+                if changed and coord.state is MemberState.PREPARING_REBALANCE:
+                    raise _rebalancing("the member already joined a newer generation")
+                if code != errors.FencedInstanceIdError.code:
+                    # The member id survives ILLEGAL_GENERATION.
+                    coord.reset_state_and_rejoin(f"encountered {cls.name} from OffsetCommit",
+                                                 code == errors.UnknownMemberIdError.code)
+                raise CommitFailedError(_COMMIT_FAILED)
+            if code == errors.OffsetMetadataTooLargeError.code:
+                raise cls(f"OffsetCommit {where}: the metadata string is longer than the "
+                          "broker's offset.metadata.max.bytes")
+            raise cls(f"OffsetCommit {where}: {cls.name}")
+    if unauthorized:
+        raise errors.TopicAuthorizationFailedError(
+            f"not authorized to commit offsets of {sorted(set(unauthorized))}")
+
+
+async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
+                          deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The committed offset of each partition (None where none is).
+
+    Raises:
+        KafkaTimeoutError: no answer by ``deadline``. ApiError: a non-retriable error.
+    """
+    if not partitions:
+        return {}
+    loop = asyncio.get_running_loop()
+    attempts = 0
+    while True:
+        try:
+            conn = await coord.ensure_coordinator(deadline)
+            return await _send_fetch(coord, conn, partitions)
+        except BaseException as exc:
+            if not is_retriable(exc):
+                raise
+            pause = coord.backoff(attempts)
+            attempts += 1
+            if deadline is not None and loop.time() + pause >= deadline:
+                if isinstance(exc, KafkaTimeoutError):
+                    raise
+                raise KafkaTimeoutError(f"committed offsets of group {coord.group_id!r} not "
+                                        f"fetched in time (last error: {exc})") from exc
+            await asyncio.sleep(pause)
+
+
+async def _send_fetch(coord: ConsumerCoordinator, conn: Any,
+                      partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    R = OffsetFetchRequest
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    version = conn.version_for(R)
+    if version >= 8:
+        req = R(groups=[R.OffsetFetchRequestGroup(
+            group_id=coord.group_id, member_id=None, member_epoch=-1,
+            topics=[R.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
+            require_stable=True)
+    else:
+        req = R(group_id=coord.group_id, require_stable=True,
+                topics=[R.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+    try:
+        resp = await conn.send(req, version)
+    except (KafkaConnectionError, KafkaTimeoutError) as exc:
+        coord.mark_coordinator_unknown(f"OffsetFetch failed: {exc}")
+        raise
+    if version >= 8:
+        group = next((g for g in resp.groups if g.group_id == coord.group_id), None)
+        if group is None:
+            raise errors.UnknownServerError(f"OffsetFetch answered no group {coord.group_id!r}")
+        code, topics = group.error_code, group.topics
+    else:
+        code, topics = resp.error_code, resp.topics
+    if code:
+        cls = errors.error_for_code(code) or errors.UnknownServerError
+        if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code):
+            coord.mark_coordinator_unknown(cls.name)
+        raise cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    unstable = []
+    for t in topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if p.error_code:
+                cls = errors.error_for_code(p.error_code) or errors.UnknownServerError
+                if p.error_code == errors.UnstableOffsetCommitError.code:
+                    unstable.append(tp)
+                    continue
+                if p.error_code == errors.UnknownTopicOrPartitionError.code:
+                    # Not retried (Kafka's client does not either).
+                    raise errors.KafkaError(f"OffsetFetch: {tp.topic}-{tp.partition} does not exist")
+                raise cls(f"OffsetFetch {tp.topic}-{tp.partition}: {cls.name}")
+            if p.committed_offset >= 0:
+                epoch = p.committed_leader_epoch if p.committed_leader_epoch is not None else -1
+                out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "", epoch)
+            else:
+                out[tp] = None
+    if unstable:
+        raise errors.UnstableOffsetCommitError(
+            f"OffsetFetch: pending transactional offsets for {sorted(unstable)}")
+    for tp in partitions:
+        out.setdefault(tp, None)
+    return out
