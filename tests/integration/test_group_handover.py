@@ -172,6 +172,9 @@ class Ledger:
     commits: list[tuple[int, int]]
     commit_errors: list[str]
     exited: bool
+    # Settled: a commit succeeded since the last assignment change, and the last commit
+    # attempt did (a client mid-rebalance fails them: kafka-python refuses them itself).
+    settled: bool
 
 
 class MemberProcess:
@@ -193,10 +196,11 @@ class MemberProcess:
             text = self.out.read_text(encoding="utf-8")
         except FileNotFoundError:
             text = ""
-        led = Ledger([], [], [], [], False)
+        led = Ledger([], [], [], [], False, False)
         # A SIGKILL can cut the last line: only whole lines count.
         for line in text.split("\n")[:-1]:
             kind, _, rest = line.partition(" ")
+            led.settled = kind == "C" or (led.settled and kind == "R")
             if kind == "A":
                 stamp, _, parts = rest.partition(" ")
                 led.assignments.append((float(stamp), frozenset(int(p) for p in parts.split(",") if p)))
@@ -255,6 +259,11 @@ def _shared(members: list[MemberProcess]) -> bool:
             and sum(len(s) for s in sets) == PARTITIONS)
 
 
+def _stable(admin: Admin, group: str, members: list[MemberProcess]) -> bool:
+    return (_shared(members) and all(m.ledger().settled for m in members)
+            and admin.describe_groups([group])[group].state == "Stable")
+
+
 def _committed(admin: Admin, group: str, topic: str) -> dict[int, int | None]:
     got = admin.list_group_offsets(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
     return {tp.partition: (om.offset if om is not None else None) for tp, om in got.items()}
@@ -291,10 +300,9 @@ def test_handover_skips_no_record(hbroker: BrokerProcess, topic_name: str, tmp_p
             for i in range(3):
                 members.append(MemberProcess(client, hbroker, group, topic_name, assignor, session_ms,
                                              tmp_path, f"m{i}"))
-            # Each owns a share and has committed some of it: the group is at work.
-            _wait(lambda: _shared(members) and all(m.ledger().commits for m in members),
-                  "3 members to share the partitions and commit",
-                  state=lambda: [(m.name, sorted(m.assignment()[1]), len(m.ledger().commits)) for m in members])
+            # Each owns a share and commits: the group is at work, no rebalance under way.
+            _wait(lambda: _stable(admin, group, members), "3 members to share the partitions and commit",
+                  state=lambda: [(m.name, sorted(m.assignment()[1]), m.ledger().settled) for m in members])
             victim, survivors = members[2], members[:2]
             h = _hand_over(admin, group, topic_name, victim, survivors, how, session_ms)
             ends = producer.stop()
@@ -352,7 +360,9 @@ def _hand_over(admin: Admin, group: str, topic: str, victim: MemberProcess, surv
         resume = {p: o for p, o in left.commits if p in moved}
         for p in moved:
             done = [o for q, o, _ in left.processed if q == p]
-            assert not done or resume.get(p) == max(done) + 1, f"partition {p}: {left.commits}, processed {done[-3:]}"
+            assert not done or resume.get(p) == max(done) + 1, (
+                f"partition {p}: last commit {resume.get(p)}, processed up to {max(done)}; "
+                f"failed commits: {left.commit_errors[-2:]}")
     else:
         # Killed between two periodic commits, with records processed since the last one.
         n = len(victim.ledger().commits)
