@@ -20,12 +20,15 @@ OUT is a line log, one ``write`` per line (a SIGKILL leaves at most a partial la
 - ``X``: a clean exit.
 
 The monotonic clock is the system's (CLOCK_MONOTONIC), so the test compares its own
-``time.monotonic()`` with the stamps.
+``time.monotonic()`` with the stamps. With ``GROUP_MEMBER_DEBUG=1`` in the environment the
+client logs its group protocol to stderr (librdkafka ``debug=cgrp``; the Python clients'
+loggers at DEBUG), for a failure's post-mortem.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -124,6 +127,7 @@ def run_confluent(args: Args, ledger: Ledger) -> None:
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "partition.assignment.strategy": args.assignor,
         "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": args.heartbeat_ms,
+        **({"debug": "cgrp"} if DEBUG else {}),
     })
 
     def commit(offsets: dict[int, int]) -> None:
@@ -215,7 +219,10 @@ def run_kafka_python(args: Args, ledger: Ledger) -> None:
     c.subscribe([args.topic], listener=Listener())
     try:
         while not os.path.exists(args.stop):
-            polled = c.poll(timeout_ms=100, max_records=500)
+            # A long poll: kafka-python 3.0.12 drops a JoinGroup/SyncGroup round that ends
+            # while no poll() waits for it (its join task is done, so the next poll starts
+            # another: one more rebalance); with records flowing poll returns early anyway.
+            polled = c.poll(timeout_ms=1000, max_records=500)
             if ledger.process([(r.partition, r.offset, r.value) for rs in polled.values() for r in rs]):
                 commit(ledger.to_commit())
         commit(ledger.to_commit())
@@ -271,6 +278,9 @@ async def run_aiokafka(args: Args, ledger: Ledger) -> None:
         await c.stop()
 
 
+DEBUG = os.environ.get("GROUP_MEMBER_DEBUG") == "1"
+
+
 class Args:
     def __init__(self, argv: list[str]) -> None:
         (self.client, self.bootstrap, self.group, self.topic, self.assignor, session_ms,
@@ -284,6 +294,9 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     args = Args(argv)
+    if DEBUG:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(created).3f %(threadName)s %(name)s %(message)s")
     with open(args.out, "a", encoding="utf-8") as out, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # kafka-python's import-time DeprecationWarning
         ledger = Ledger(out, args.commit_interval_ms)
