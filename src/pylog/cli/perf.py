@@ -168,7 +168,7 @@ def perf_produce(args: argparse.Namespace) -> int:
     import numpy as np
 
     from pylog.cli._stats import Progress, Window, jsonable, latency_summary
-    from pylog.client import Producer
+    from pylog.client import Admin, Producer
 
     if args.num_records <= 0:
         raise CliError("--num-records must be > 0")
@@ -188,6 +188,8 @@ def perf_produce(args: argparse.Namespace) -> int:
     done: collections.deque[tuple[int, int, float, BaseException | None]] = collections.deque()
     clock = time.perf_counter
 
+    with Admin({"bootstrap.servers": settings["bootstrap.servers"]}) as admin:
+        admin.describe_cluster()  # a wrong address fails now, not after max.block.ms
     with Producer(settings) as producer:
         producer.partitions_for(topic)  # metadata (and the topic) before the clock starts
 

@@ -105,3 +105,30 @@ def test_window_line_is_kafkas() -> None:
     w.add(2, 3 * 1024 * 1024, np.array([1.0, 3.0]))
     assert w.line("sent", 12.0) == ("2 records sent, 1.0 records/sec (1.50 MB/sec), "
                                     "2.0 ms avg latency, 3.0 ms max latency.")
+
+
+def _command_paths(parser, prefix=()):
+    """Every command and subcommand path of the parser (``("topics", "create")`` ...)."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from _command_paths(sub, (*prefix, name))
+
+
+def test_help_on_every_command(capsys) -> None:
+    from pylog.cli.main import main
+
+    paths = list(_command_paths(build_parser()))
+    for expected in [("produce",), ("consume",), ("cluster", "info"), ("perf", "produce"),
+                     ("perf", "consume"), ("topics", "create"), ("broker",)]:
+        assert expected in paths
+    for path in paths:
+        with pytest.raises(SystemExit) as exc:
+            main([*path, "--help"])
+        assert exc.value.code == 0, path
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: pylog {' '.join(path)}"), (path, out[:200])
+        assert "-h, --help" in out
