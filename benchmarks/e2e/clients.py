@@ -10,6 +10,12 @@ topic holds exactly the records sent.
 Workloads (the issue's): ``1M x 100 B`` and ``100k x 10 KiB`` records, keyless, values of
 ``x`` bytes, one partition (``--quick``: 50k x 100 B and 5k x 10 KiB).
 
+Steady state: a producer first sends one record and flushes (connection, producer id),
+then times ``n`` records; a consumer's clock starts when its first records arrive and it
+counts the records after those (``first_answer_s`` is how long the first answer took:
+connection, offsets, first fetch; librdkafka's takes about a second). ``--quick`` figures
+are dominated by warm-up effects: a smoke test, not a measurement.
+
 Producers (same settings for all three, written out in the JSON under ``settings``):
 acks=all with idempotence on (Kafka 3+'s default; kafka-python ``enable_idempotence``,
 librdkafka ``enable.idempotence``), ``linger.ms`` 5, ``batch.size`` 524288 (half a MiB:
@@ -28,8 +34,16 @@ default), and up to 10000 records per call: ours ``poll(max_records=10000)`` and
 one numpy subtraction over the value offsets), so a record counts only once its value is
 in the application's hands.
 
+librdkafka (2.2+) stops fetching for ``fetch.queue.backoff.ms`` (default 1000 ms) whenever
+its local queue passes ``queued.min.messages`` or ``queued.max.messages.kbytes``, which a
+broker that answers a whole ``max.partition.fetch.bytes`` at once triggers on every fetch:
+with the default, confluent-kafka reads 1M x 100 B at ~0.2M records/s here instead of
+~1.2M (RESULTS.md, "Consume stalls"). The harness sets it to 10 ms, so that the comparison
+is with confluent-kafka at its best; ``--confluent-defaults`` keeps librdkafka's 1000 ms.
+
 Figures per client and workload: seconds, records/s, MB/s (10^6 bytes of values, as
-``harness.py``), the client process's CPU seconds (all its threads) and the broker's, and
+``harness.py``), the CPU seconds of the client process (all its threads, over the timed
+part) and of the broker, and
 the ratios against the issue's targets: ours >= 3x kafka-python and >= 0.7x confluent-kafka
 (produce and ``poll``), ``poll_columns`` >= 2x confluent-kafka's ``consume``.
 ``--repeat N`` rotates the clients' order run by run and reports medians.
@@ -60,6 +74,7 @@ SETTINGS = {
     "compression.type": "none", "buffer.memory": 32 * 1024 * 1024, "max.request.size": 1048576,
     "fetch.min.bytes": 1, "fetch.max.wait.ms": 500, "max.partition.fetch.bytes": 1048576,
     "fetch.max.bytes": 52428800, "check.crcs": True, "records_per_call": 10000,
+    "confluent fetch.queue.backoff.ms": 10,
 }
 
 WORKLOADS = {"1M x 100 B": (1_000_000, 100), "100k x 10 KiB": (100_000, 10240)}
@@ -77,9 +92,32 @@ a = json.loads(sys.argv[1])
 S = a["settings"]
 topic, n, size = a["topic"], a["num_records"], a["record_size"]
 value = b"x" * size
+cpu0 = [0.0]
+def begin():
+    cpu0[0] = time.process_time()
+    return time.perf_counter()
 def done(start, end, records, nbytes):
     print(json.dumps({"start": start, "end": end, "records": records, "bytes": nbytes,
-                      "cpu": time.process_time()}))
+                      "total": records, "total_bytes": nbytes,
+                      "cpu": time.process_time() - cpu0[0]}))
+class Meter:
+    # A consumer's clock: starts when the first records arrive (those are not counted).
+    def __init__(self):
+        self.called = time.perf_counter()
+        self.start = None
+        self.got = self.nbytes = self.skip = self.skip_bytes = 0
+    def add(self, count, nbytes):
+        self.got += count
+        self.nbytes += nbytes
+        if self.start is None and count:
+            self.start = begin()
+            self.skip, self.skip_bytes = self.got, self.nbytes
+    def done(self):
+        end = time.perf_counter()
+        print(json.dumps({"start": self.start, "end": end, "records": self.got - self.skip,
+                          "bytes": self.nbytes - self.skip_bytes, "total": self.got,
+                          "total_bytes": self.nbytes, "first_answer_s": self.start - self.called,
+                          "cpu": time.process_time() - cpu0[0]}))
 """
 
 _PRODUCE = {
@@ -89,9 +127,10 @@ p = Producer({"bootstrap.servers": a["bootstrap"], "acks": S["acks"],
               "enable.idempotence": S["enable.idempotence"], "linger.ms": S["linger.ms"],
               "batch.size": S["batch.size"], "compression.type": S["compression.type"],
               "buffer.memory": S["buffer.memory"], "max.request.size": S["max.request.size"]})
-p.partitions_for(topic)
+p.send(topic, value, partition=0)  # warm-up: connection, producer id, first batch
+p.flush()
 send = p.send
-start = time.perf_counter()
+start = begin()
 for _ in range(n):
     send(topic, value, partition=0)
 p.flush()
@@ -107,9 +146,10 @@ p = Producer({"bootstrap.servers": a["bootstrap"], "acks": S["acks"],
               "queue.buffering.max.kbytes": S["buffer.memory"] // 1024,
               "queue.buffering.max.messages": 2147483647,
               "message.max.bytes": S["max.request.size"]})
-p.list_topics(topic, timeout=30)
+p.produce(topic, value, partition=0)  # warm-up: connection, producer id, first batch
+p.flush(60)
 produce, poll = p.produce, p.poll
-start = time.perf_counter()
+start = begin()
 for i in range(n):
     while True:
         try:
@@ -130,9 +170,10 @@ p = KafkaProducer(bootstrap_servers=a["bootstrap"], acks=S["acks"],
                   enable_idempotence=S["enable.idempotence"], linger_ms=S["linger.ms"],
                   batch_size=S["batch.size"], compression_type=None,
                   max_request_size=S["max.request.size"])  # 3.x has no buffer_memory bound
-p.partitions_for(topic)
+p.send(topic, value, partition=0)  # warm-up: connection, producer id, first batch
+p.flush()
 send = p.send
-start = time.perf_counter()
+start = begin()
 for _ in range(n):
     send(topic, value, partition=0)
 p.flush()
@@ -152,15 +193,12 @@ c = Consumer({"bootstrap.servers": a["bootstrap"], "auto.offset.reset": "earlies
 c.assign([TopicPartition(topic, 0)])
 c.seek(TopicPartition(topic, 0), 0)
 poll, per_call = c.poll, S["records_per_call"]
-got = nbytes = 0
-start = time.perf_counter()
-while got < n:
+m = Meter()
+while m.got < n:
     recs = poll(1.0, per_call)
-    got += len(recs)
-    nbytes += sum([len(r.value) for r in recs])
-end = time.perf_counter()
+    m.add(len(recs), sum([len(r.value) for r in recs]))
+m.done()
 c.close()
-done(start, end, got, nbytes)
 """,
     "pylog poll_columns": r"""
 from pylog.client import Consumer, TopicPartition
@@ -171,15 +209,12 @@ c = Consumer({"bootstrap.servers": a["bootstrap"], "auto.offset.reset": "earlies
 c.assign([TopicPartition(topic, 0)])
 c.seek(TopicPartition(topic, 0), 0)
 poll_columns = c.poll_columns
-got = nbytes = 0
-start = time.perf_counter()
-while got < n:
+m = Meter()
+while m.got < n:
     for cols in poll_columns(1.0).values():
-        got += cols.num_records
-        nbytes += int(cols.value_offsets[-1] - cols.value_offsets[0])
-end = time.perf_counter()
+        m.add(cols.num_records, int(cols.value_offsets[-1] - cols.value_offsets[0]))
+m.done()
 c.close()
-done(start, end, got, nbytes)
 """,
     "confluent": r"""
 from confluent_kafka import Consumer, TopicPartition
@@ -187,22 +222,20 @@ c = Consumer({"bootstrap.servers": a["bootstrap"], "group.id": "bench-" + topic,
               "enable.auto.commit": False, "fetch.min.bytes": S["fetch.min.bytes"],
               "fetch.wait.max.ms": S["fetch.max.wait.ms"],
               "max.partition.fetch.bytes": S["max.partition.fetch.bytes"],
-              "fetch.max.bytes": S["fetch.max.bytes"], "check.crcs": S["check.crcs"]})
+              "fetch.max.bytes": S["fetch.max.bytes"], "check.crcs": S["check.crcs"],
+              "fetch.queue.backoff.ms": S["confluent fetch.queue.backoff.ms"]})
 c.list_topics(topic, timeout=30)
 c.assign([TopicPartition(topic, 0, 0)])
 consume, per_call = c.consume, S["records_per_call"]
-got = nbytes = 0
-start = time.perf_counter()
-while got < n:
+m = Meter()
+while m.got < n:
     msgs = consume(per_call, 1.0)
-    for m in msgs:
-        if m.error() is not None:
-            raise SystemExit(f"consume error: {m.error()}")
-    got += len(msgs)
-    nbytes += sum([len(m.value()) for m in msgs])
-end = time.perf_counter()
+    for msg in msgs:
+        if msg.error() is not None:
+            raise SystemExit(f"consume error: {msg.error()}")
+    m.add(len(msgs), sum([len(msg.value()) for msg in msgs]))
+m.done()
 c.close()
-done(start, end, got, nbytes)
 """,
     "kafka-python": r"""
 from kafka import KafkaConsumer, TopicPartition
@@ -215,15 +248,12 @@ tp = TopicPartition(topic, 0)
 c.assign([tp])
 c.seek(tp, 0)
 poll, per_call = c.poll, S["records_per_call"]
-got = nbytes = 0
-start = time.perf_counter()
-while got < n:
+m = Meter()
+while m.got < n:
     for recs in poll(timeout_ms=1000, max_records=per_call).values():
-        got += len(recs)
-        nbytes += sum([len(r.value) for r in recs])
-end = time.perf_counter()
+        m.add(len(recs), sum([len(r.value) for r in recs]))
+m.done()
 c.close()
-done(start, end, got, nbytes)
 """,
 }
 
@@ -251,12 +281,17 @@ def _create(bootstrap: str, topic: str) -> None:
 
 
 def _figures(out: dict[str, Any], broker_cpu: float) -> dict[str, Any]:
+    extra = {"first_answer_s": round(out["first_answer_s"], 4)} if "first_answer_s" in out else {}
+    if not out["records"]:  # everything came in the first answer (small --quick runs)
+        return {"seconds": None, "records": 0, "records_per_s": None, "mb_per_s": None,
+                "client_cpu_s": None, "client_cpu_us_per_record": None,
+                "broker_cpu_s": round(broker_cpu, 3), **extra}
     s = out["end"] - out["start"]
     return {"seconds": round(s, 4), "records": out["records"],
             "records_per_s": round(out["records"] / s), "mb_per_s": round(out["bytes"] / s / 1e6, 2),
             "client_cpu_s": round(out["cpu"], 3),
             "client_cpu_us_per_record": round(out["cpu"] / out["records"] * 1e6, 3),
-            "broker_cpu_s": round(broker_cpu, 3)}
+            "broker_cpu_s": round(broker_cpu, 3), **extra}
 
 
 def run_once(broker: BrokerProc, workloads: dict[str, tuple[int, int]], producers: list[str],
@@ -276,21 +311,26 @@ def run_once(broker: BrokerProc, workloads: dict[str, tuple[int, int]], producer
             got = _child(_PRODUCE[client], dict(base, topic=topic), env)
             figures = _figures(got, broker.cpu() - cpu0)
             end = _end_offset(broker.bootstrap, topic)
-            if end != n:
-                raise RuntimeError(f"{client} produced {end} records to {topic}, not {n}")
+            if end != n + 1:  # and the warm-up record
+                raise RuntimeError(f"{client} produced {end} records to {topic}, not {n + 1}")
             res["produce"][client] = figures
             if client == "pylog" or written is None:
                 written = topic
         order = consumers[rotation % len(consumers):] + consumers[:rotation % len(consumers)]
         for client in order:
             cpu0 = broker.cpu()
-            got = _child(_CONSUME[client], dict(base, topic=written), env)
-            if got["records"] != n or got["bytes"] != n * size:
-                raise RuntimeError(f"{client} read {got['records']} records, {got['bytes']} "
-                                   f"bytes; expected {n}, {n * size}")
+            got = _child(_CONSUME[client], dict(base, topic=written, num_records=n + 1), env)
+            if got["total"] != n + 1 or got["total_bytes"] != (n + 1) * size:
+                raise RuntimeError(f"{client} read {got['total']} records, "
+                                   f"{got['total_bytes']} bytes; expected {n + 1}, {(n + 1) * size}")
             res["consume"][client] = _figures(got, broker.cpu() - cpu0)
         out[wname] = res
     return out
+
+
+def _median_of(values: list[Any]) -> Any:
+    numbers = [v for v in values if v is not None]
+    return round(statistics.median(numbers), 4) if numbers else None
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -301,7 +341,7 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
         merged[wname] = {}
         for phase, clients in res.items():
             merged[wname][phase] = {
-                client: {k: round(statistics.median(r[wname][phase][client][k] for r in runs), 4)
+                client: {k: _median_of([r[wname][phase][client][k] for r in runs])
                          for k in figures}
                 for client, figures in clients.items()}
     return merged
@@ -322,7 +362,7 @@ def ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
     for wname, res in results.items():
         for phase, ours, theirs, target in TARGETS:
             a, b = res[phase].get(ours), res[phase].get(theirs)
-            if a is None or b is None:
+            if a is None or b is None or not a["records_per_s"] or not b["records_per_s"]:
                 continue
             r = a["records_per_s"] / b["records_per_s"]
             rows.append({"workload": wname, "phase": phase, "ours": ours, "theirs": theirs,
@@ -354,8 +394,12 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated subset of {', '.join(CONSUMERS)}")
     ap.add_argument("--workload", action="append", choices=list(WORKLOADS),
                     help="run only this workload (repeatable)")
+    ap.add_argument("--confluent-defaults", action="store_true",
+                    help="leave librdkafka's fetch.queue.backoff.ms at its default (1000 ms)")
     ap.add_argument("--output", help="also write the JSON here")
     args = ap.parse_args(argv)
+    if args.confluent_defaults:
+        SETTINGS["confluent fetch.queue.backoff.ms"] = 1000
     producers = [c.strip() for c in args.producers.split(",") if c.strip()]
     consumers = [c.strip() for c in args.consumers.split(",") if c.strip()]
     for c in producers:
