@@ -192,6 +192,11 @@ class Sender:
 
     def _expire(self, now: float) -> None:
         with self.acc.lock:
+            # ``incomplete`` is in creation order (a retried batch keeps its place): when
+            # its first batch is young enough, none is old enough, and no queue is scanned.
+            oldest = next(iter(self.acc.incomplete.values()), None)
+            if oldest is None or now - oldest.created < self.delivery_timeout:
+                return
             expired = [b for q in self.acc.queues.values() for b in q
                        if now - b.created >= self.delivery_timeout]
             for b in expired:
