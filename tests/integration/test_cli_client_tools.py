@@ -203,3 +203,25 @@ def test_errors_name_what_is_wrong(broker, topic_name, tmp_path) -> None:
     assert res.returncode == 1 and b"absent.txt" in res.stderr
     res = pylog("perf", "produce", "--topic", topic_name, "--num-records", "0", "--record-size", "1", *b)
     assert res.returncode == 1 and b"--num-records must be > 0" in res.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(broker, topic_name) -> None:
+    import signal
+    import threading
+
+    ok("topics", "create", topic_name, "-b", broker.bootstrap)
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "consume", topic_name, "-b", broker.bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed = threading.Event()
+    threading.Thread(target=lambda: proc.stdout.readline() and printed.set(), daemon=True).start()
+    try:
+        with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+            deadline = time.monotonic() + 60
+            while not printed.wait(0.5) and time.monotonic() < deadline:  # until it polls
+                p.send(topic_name, b"ping").result(30)
+        assert printed.is_set()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (130, b"")
