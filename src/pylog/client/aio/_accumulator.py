@@ -227,7 +227,8 @@ class RecordAccumulator:
             batch.done = True
             self.incomplete.pop(batch.batch_id, None)
             self.used -= batch.size - BATCH_OVERHEAD
-            self.memory_freed.notify_all()
+            if self.waiting_for_memory:  # blocked send()s count themselves under this lock
+                self.memory_freed.notify_all()
             listeners = list(self.memory_listeners)
         for fn in listeners:
             fn()
