@@ -259,12 +259,14 @@ class Fetcher:
             ts_type = 1 if batch.timestamp_type == "log_append" else 0
             epoch = batch.partition_leader_epoch
             if kd is None and vd is None:
-                # A Record owns its headers list (and is dropped here): no copy.
+                # A Record owns its headers list (and is dropped here): no copy; and no
+                # empty list for a record without headers (ConsumerRecord makes one if
+                # asked).
                 for r in batch:
                     offset = r.offset
                     if offset >= position:
                         append(ConsumerRecord(topic, partition, offset, r.timestamp, ts_type,
-                                              r.key, r.value, r.headers, epoch))
+                                              r.key, r.value, r.headers_or_none, epoch))
                 continue
             for r in batch:
                 if r.offset < position:
@@ -272,7 +274,7 @@ class Fetcher:
                 key = r.key if kd is None else kd(r.key)
                 value = r.value if vd is None else vd(r.value)
                 append(ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, key,
-                                      value, r.headers, epoch))
+                                      value, r.headers_or_none, epoch))
         return recs
 
     def take_columns(self) -> dict[TopicPartition, logcore.Columns]:
