@@ -406,6 +406,13 @@ cdef class Record:
             self._headers = []
         return self._headers
 
+    @property
+    def headers_or_none(self):
+        """The headers list, or None when the record has none: unlike ``headers``, no
+        empty list is made (a consumer decoding millions of records saves an allocation
+        and a garbage-collector-tracked object per record)."""
+        return self._headers if self._headers else None
+
     def __repr__(self):
         return (
             f"Record(offset={self.offset}, timestamp={self.timestamp}, "

@@ -11,9 +11,9 @@ import struct
 import time
 
 import pytest
+from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import (
     AlterConfigsRequest,
     ApiVersionsRequest,

@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
+from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
 
 

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
+from _harness.wire import BrokerConnection
 
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import ListOffsetsRequest
 
 

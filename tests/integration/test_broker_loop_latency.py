@@ -8,8 +8,9 @@ import random
 import threading
 import time
 
+from _harness.wire import BrokerConnection
+
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import FetchRequest, ProduceRequest
 
 MiB = 1024 * 1024

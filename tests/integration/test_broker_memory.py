@@ -13,9 +13,9 @@ import threading
 import time
 
 import pytest
+from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.connection import NEED_DATA, ClientConnection, Response
 from pylog.protocol.messages import FetchRequest, ProduceRequest
 

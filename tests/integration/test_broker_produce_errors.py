@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import socket
 
+from _harness.wire import BrokerConnection
+
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import CreateTopicsRequest, ProduceRequest
 
 

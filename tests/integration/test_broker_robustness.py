@@ -9,8 +9,9 @@ import socket
 import struct
 import time
 
+from _harness.wire import BrokerConnection
+
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import ProduceRequest
 
 

@@ -267,6 +267,23 @@ def test_back_pressure_at_buffer_memory_while_the_broker_is_down(new_broker, top
     assert got[0][0].value == b"first" and got[0][-1].value == b"after"
 
 
+def test_records_fail_at_delivery_timeout_while_the_broker_is_down(new_broker, topic_name) -> None:
+    b = new_broker({"num.partitions": "1", "auto.create.topics.enable": "true"}).start()
+    with Producer(bootstrap_servers=b.bootstrap, linger_ms=5, request_timeout_ms=1000,
+                  delivery_timeout_ms=2500, retry_backoff_ms=50) as p:
+        p.send(topic_name, b"first").result(30)  # metadata known, connection up
+        b.stop()
+        started = time.monotonic()
+        later = [p.send(topic_name, b"late %d" % i) for i in range(3)]
+        for fut in later:
+            with pytest.raises(KafkaTimeoutError, match="delivery.timeout.ms"):
+                fut.result(30)
+        took = time.monotonic() - started
+        # Not before delivery.timeout.ms; not long after it either (the sender looks at
+        # least every retry backoff, a loaded machine adds seconds).
+        assert 2.4 <= took < 20
+
+
 def test_producer_and_consumer_see_new_partitions(broker, topic_name) -> None:
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics([NewTopic(topic_name, num_partitions=1)])

@@ -142,8 +142,9 @@ def test_keyless_record_refused_with_invalid_record(cbroker, topic_name) -> None
 
 def test_keyless_error_names_the_records_like_kafka(cbroker, topic_name) -> None:
     """The per-record errors (Produce v8+) and the message, as Kafka's LogValidator words them."""
+    from _harness.wire import BrokerConnection
+
     import logcore
-    from pylog.cli._kafka import BrokerConnection
     from pylog.protocol.messages import ProduceRequest
 
     b = cbroker

@@ -7,9 +7,9 @@ import signal
 import time
 
 import pytest
+from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import InitProducerIdRequest, ProduceRequest
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45

@@ -10,8 +10,8 @@ import time
 
 import pytest
 from _harness.compaction import create_topic, log_bytes, segment_bases
+from _harness.wire import BrokerConnection
 
-from pylog.cli._kafka import BrokerConnection
 from pylog.group.config import partition_for
 from pylog.protocol.connection import NEED_DATA, ConnectionClosed, Response
 from pylog.protocol.messages import FindCoordinatorRequest, OffsetCommitRequest

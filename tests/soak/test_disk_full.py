@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.cli._kafka import BrokerConnection
 from pylog.protocol.messages import ProduceRequest
 
 from ._soak import Settings, Soak, report

@@ -198,6 +198,7 @@ class Record:
     key = property(lambda self: self._key)
     value = property(lambda self: self._value)
     headers = property(lambda self: self._headers)
+    headers_or_none = property(lambda self: self._headers or None)
 
     def __repr__(self) -> str:
         return (

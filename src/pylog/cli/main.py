@@ -7,9 +7,13 @@ Commands:
     pylog produce TOPIC [options] < lines
     pylog consume TOPIC [options]
     pylog dump-log PATH... [options]     (offline: reads data files, no broker)
+    pylog cluster info
+    pylog perf produce|consume --topic T ...
 
-``topics``, ``groups``, ``produce`` and ``consume`` speak the Kafka protocol over TCP
-(``--bootstrap-server``), so they work against any Kafka-compatible broker.
+Every command but ``broker`` and ``dump-log`` runs on ``pylog.client`` and speaks the Kafka
+protocol over TCP (``-b/--bootstrap-server``), so it works against any Kafka-compatible
+broker. Exit codes: 0 done, 1 failed (one line on stderr says what is wrong), 2 bad command
+line, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -91,7 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="header added to every record (repeatable)")
     p.add_argument("--compression", "-z", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--acks", type=int, default=-1, choices=[-1, 0, 1])
-    p.add_argument("--batch-size", type=int, default=1000, help="records per produce request")
+    p.add_argument("--batch-size", type=int, default=None, metavar="BYTES",
+                   help="the producer's batch.size: bytes of records per partition batch "
+                   "(default 16384), as kafka-console-producer's --batch-size")
+    p.add_argument("--linger-ms", type=int, default=5, metavar="MS",
+                   help="wait up to MS for a batch to fill (linger.ms, default 5)")
+    p.add_argument("--producer-property", "-X", action="append", default=[], metavar="KEY=VALUE",
+                   help="any producer setting by its Kafka name, e.g. -X enable.idempotence=false "
+                   "(repeatable)")
     p.add_argument("--null-value", metavar="TEXT", help="a value equal to TEXT is sent as null")
     _add_bootstrap(p)
 
@@ -112,13 +123,33 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--timestamp", action="store_true", help="print the timestamp")
     c.add_argument("--headers", action="store_true", help="print headers as name=value,...")
     c.add_argument("--offsets", action="store_true", help="print partition and offset")
-    c.add_argument("--max-wait-ms", type=int, default=500)
+    c.add_argument("--max-wait-ms", type=int, default=500, metavar="MS",
+                   help="fetch.max.wait.ms: how long the broker may hold a fetch (default 500)")
+    c.add_argument("--group", "-g", metavar="GROUP",
+                   help="consume in this consumer group: subscribe (or, with --partition, assign) "
+                   "and commit what was printed every 5 s and on exit")
+    c.add_argument("--isolation-level", default="read_uncommitted",
+                   choices=["read_uncommitted", "read_committed"],
+                   help="read_committed: only committed transactional records")
+    c.add_argument("--format", "-f", metavar="TEMPLATE",
+                   help="print each record with a kcat -f template: %%t topic, %%p partition, "
+                   "%%o offset, %%k key, %%s value, %%K/%%S their lengths, %%T timestamp, "
+                   "%%h headers, \\n newline (e.g. '%%p:%%o %%k=%%s\\n')")
+    c.add_argument("--json", "-J", action="store_true",
+                   help="print each record as one JSON object (kcat -J's fields)")
+    c.add_argument("--consumer-property", "-X", action="append", default=[], metavar="KEY=VALUE",
+                   help="any consumer setting by its Kafka name (repeatable)")
     _add_bootstrap(c)
 
     # --- dump-log (offline) ---
     from pylog.cli import dump_log
 
     dump_log.add_parser(sub)
+    # --- cluster, perf ---
+    from pylog.cli import cluster, perf
+
+    cluster.add_parser(sub, _add_bootstrap)
+    perf.add_parser(sub, _add_bootstrap)
     return parser
 
 
@@ -140,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli import dump_log
 
         return dump_log.run(args)
+    if args.command == "cluster":
+        from pylog.cli import cluster
+
+        return cluster.run(args)
+    if args.command == "perf":
+        from pylog.cli import perf
+
+        return perf.run(args)
     from pylog.cli import tools
 
     return tools.run(args)

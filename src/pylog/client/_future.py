@@ -24,39 +24,57 @@ __all__ = ["BatchResult", "RecordFuture"]
 
 
 class BatchResult:
-    """The outcome of one batch: set once by the sender, waited on by callers."""
+    """The outcome of one batch: set once by the sender, waited on by callers.
 
-    __slots__ = ("_event", "_lock", "_callbacks", "base_offset", "log_append_time", "error")
+    The ``threading.Event`` a waiter blocks on is made only when someone waits before the
+    batch completed: a producer that never waits on a record (the usual case) pays one
+    lock per batch, not an Event (a Condition and two locks).
+    """
+
+    __slots__ = ("_event", "_lock", "_callbacks", "_done", "base_offset", "log_append_time",
+                 "error")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._event: threading.Event | None = None
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], Any]] = []
+        self._done = False
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
 
     @property
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def wait(self, timeout: float | None) -> bool:
-        return self._event.wait(timeout)
+        if self._done:
+            return True
+        with self._lock:
+            if self._done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def set(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         """Complete (first call wins) and run the callbacks, in registration order."""
         with self._lock:
-            if self._event.is_set():
+            if self._done:
                 return
             self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
-            self._event.set()
+            self._done = True
+            event = self._event
             callbacks, self._callbacks = self._callbacks, []
+        if event is not None:
+            event.set()
         for fn in callbacks:
             _run_callback(fn)
 
     def add_callback(self, fn: Callable[[], Any]) -> None:
         with self._lock:
-            if not self._event.is_set():
+            if not self._done:
                 self._callbacks.append(fn)
                 return
         _run_callback(fn)

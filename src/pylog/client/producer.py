@@ -107,24 +107,27 @@ class Producer:
             ClientClosedError: the producer is closed.
         """
         core = self._core
-        deadline = time.monotonic() + core.max_block
-        rec = core.prepare(topic, value, key, headers, timestamp_ms)
+        value, key, hdrs, ts, size = core.prepare(topic, value, key, headers, timestamp_ms)
+        waited = 0.0  # max.block.ms bounds the metadata and the memory waits together
         info = core.cluster.topic(topic)
         if info is None:
+            started = time.monotonic()
             info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
-        p = core.place(info, rec, partition)
-        placed = core.append(rec, p, None)
+            waited = time.monotonic() - started
+        p = core.place(info, key, size, partition)
+        acc = core.acc
+        placed = acc.append(topic, p, value, key, ts, hdrs, size, None)
         if placed is None:  # buffer.memory is full: wait for room (max.block.ms in all)
-            if not core.acc.reserve(rec.size, deadline - time.monotonic(), blocking=True):
+            if not acc.reserve(size, core.max_block - waited, blocking=True):
                 raise KafkaTimeoutError(
                     f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
                     f"max.block.ms ({core.settings['max.block.ms']} ms)")
-            placed = core.append(rec, p, None, reserved=True)
+            placed = acc.append(topic, p, value, key, ts, hdrs, size, None, reserved=True)
             assert placed is not None
         batch, index = placed
-        fut = RecordFuture(batch.result, index, topic, p, rec.timestamp,
-                           len(rec.key) if rec.key is not None else -1,
-                           len(rec.value) if rec.value is not None else -1)
+        fut = RecordFuture(batch.result, index, topic, p, ts,
+                           len(key) if key is not None else -1,
+                           len(value) if value is not None else -1)
         if on_delivery is not None:
             fut.add_done_callback(lambda f: on_delivery(f.exception(0),
                                                         None if f.exception(0) else f.result(0)))

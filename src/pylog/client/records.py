@@ -52,16 +52,18 @@ class ConsumerRecord:
         timestamp: milliseconds since the epoch; ``timestamp_type`` 0 create time, 1 log
             append time.
         key, value: bytes or None (or what the deserializers made of them).
-        headers: list of (str, bytes | None).
+        headers: list of (str, bytes | None) (made on first access for a record without
+            headers: most have none, and a list per record is a cost the garbage collector
+            pays again on every pass).
         leader_epoch: the batch's partition leader epoch (-1 if unknown).
     """
 
     __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
-                 "value", "headers", "leader_epoch")
+                 "value", "_headers", "leader_epoch")
 
     def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
                  timestamp_type: int, key: Any, value: Any,
-                 headers: list[tuple[str, bytes | None]], leader_epoch: int = -1) -> None:
+                 headers: list[tuple[str, bytes | None]] | None, leader_epoch: int = -1) -> None:
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -69,8 +71,21 @@ class ConsumerRecord:
         self.timestamp_type = timestamp_type
         self.key = key
         self.value = value
-        self.headers = headers
+        self._headers = headers
         self.leader_epoch = leader_epoch
+
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        if self._headers is None:
+            self._headers = []
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: list[tuple[str, bytes | None]]) -> None:
+        self._headers = value
+
+    _FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+               "headers", "leader_epoch")
 
     def __repr__(self) -> str:
         return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
@@ -80,6 +95,6 @@ class ConsumerRecord:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConsumerRecord):
             return NotImplemented
-        return all(getattr(self, a) == getattr(other, a) for a in self.__slots__)
+        return all(getattr(self, a) == getattr(other, a) for a in self._FIELDS)
 
     __hash__ = None  # type: ignore[assignment]

@@ -160,6 +160,11 @@ def test_record_fields_and_types() -> None:
     assert type(r0.key) is bytes and type(r0.value) is bytes and type(r0.headers[0][1]) is bytes
     assert (r1.offset, r1.timestamp, r1.key, r1.value, r1.headers) == (1, 1990, None, None, [])
     assert (r2.key, r2.value, r2.headers) == (b"", b"", [("", b"")])
+    # headers_or_none: the same list, or None (no empty list made) for a record without.
+    assert r0.headers_or_none == r0.headers and r2.headers_or_none == [("", b"")]
+    r3, r4 = logcore.RecordBatch(simple_batch(2))
+    assert r3.headers_or_none is None
+    assert r4.headers == [] and r4.headers_or_none is None
 
 
 def test_records_outlive_their_buffer() -> None:

@@ -53,10 +53,14 @@ class PendingBatch:
     ``result`` is completed once for the whole batch (the blocking facade's
     ``RecordFuture``s read it); ``futures[i]``, when not None, is completed with record i's
     ``RecordMetadata`` or error (the asyncio face's per-record futures).
+
+    ``keys``, ``headers`` and ``futures`` stay None until a record has one (then they are
+    filled with None for the records before it): keyless records of the blocking facade
+    cost no list appends for them.
     """
 
     __slots__ = ("topic", "partition", "batch_id", "values", "keys", "timestamps", "headers",
-                 "futures", "result", "has_futures", "size", "created", "attempts", "next_attempt", "data",
+                 "futures", "result", "size", "created", "attempts", "next_attempt", "data",
                  "base_sequence", "producer_id", "producer_epoch", "in_flight", "done")
 
     def __init__(self, topic: str, partition: int, batch_id: int, created: float) -> None:
@@ -64,12 +68,11 @@ class PendingBatch:
         self.partition = partition
         self.batch_id = batch_id
         self.values: list[bytes | None] = []
-        self.keys: list[bytes | None] = []
+        self.keys: list[bytes | None] | None = None
         self.timestamps: list[int] = []
         self.headers: list[list[tuple[str, bytes | None]] | None] | None = None
-        self.futures: list[Any] = []
+        self.futures: list[Any] | None = None
         self.result = BatchResult()
-        self.has_futures = False
         self.size = BATCH_OVERHEAD
         self.created = created
         self.attempts = 0
@@ -96,7 +99,8 @@ class PendingBatch:
             if self.headers is None:
                 b.append_many(self.values, self.keys, self.timestamps)
             else:
-                for v, k, ts, h in zip(self.values, self.keys, self.timestamps, self.headers,
+                keys = self.keys if self.keys is not None else [None] * len(self.values)
+                for v, k, ts, h in zip(self.values, keys, self.timestamps, self.headers,
                                       strict=True):
                     b.append(v, key=k, timestamp_ms=ts, headers=h)
             self.data = b.build()
@@ -192,12 +196,20 @@ class RecordAccumulator:
                 batch.headers.append(headers)
             elif batch.headers is not None:
                 batch.headers.append(None)
-            batch.values.append(value)
-            batch.keys.append(key)
-            batch.timestamps.append(timestamp)
-            batch.futures.append(future)
+            if key is not None:
+                if batch.keys is None:
+                    batch.keys = [None] * index
+                batch.keys.append(key)
+            elif batch.keys is not None:
+                batch.keys.append(None)
             if future is not None:
-                batch.has_futures = True
+                if batch.futures is None:
+                    batch.futures = [None] * index
+                batch.futures.append(future)
+            elif batch.futures is not None:
+                batch.futures.append(None)
+            batch.values.append(value)
+            batch.timestamps.append(timestamp)
             batch.size += size
             if batch.size >= self.batch_size:
                 wake = True
@@ -215,7 +227,8 @@ class RecordAccumulator:
             batch.done = True
             self.incomplete.pop(batch.batch_id, None)
             self.used -= batch.size - BATCH_OVERHEAD
-            self.memory_freed.notify_all()
+            if self.waiting_for_memory:  # blocked send()s count themselves under this lock
+                self.memory_freed.notify_all()
             listeners = list(self.memory_listeners)
         for fn in listeners:
             fn()

@@ -67,7 +67,7 @@ class PartitionState:
 class CompletedFetch:
     """One partition's fetched bytes, waiting to be polled."""
 
-    __slots__ = ("tp", "data", "fetch_offset", "aborted", "records", "next_offset")
+    __slots__ = ("tp", "data", "fetch_offset", "aborted", "records", "index", "next_offset")
 
     def __init__(self, tp: TopicPartition, data: Any, fetch_offset: int,
                  aborted: list[tuple[int, int]]) -> None:
@@ -75,7 +75,8 @@ class CompletedFetch:
         self.data = data
         self.fetch_offset = fetch_offset
         self.aborted = aborted
-        self.records: collections.deque[ConsumerRecord] | None = None
+        self.records: list[ConsumerRecord] | None = None  # decoded, handed out from index
+        self.index = 0
         self.next_offset = fetch_offset
 
 
@@ -225,7 +226,6 @@ class Fetcher:
     def take_records(self, max_records: int) -> list[ConsumerRecord]:
         """Up to ``max_records`` records from fetched data; positions move past them."""
         out: list[ConsumerRecord] = []
-        kd, vd = self.key_deserializer, self.value_deserializer
         while self.completed and len(out) < max_records:
             tp, c = next(iter(self.completed.items()))
             st = self.assignment.get(tp)
@@ -234,31 +234,53 @@ class Fetcher:
                 continue
             if c.records is None:
                 batches, c.next_offset = self._select(c)
-                recs: collections.deque[ConsumerRecord] = collections.deque()
-                position = st.position
-                for batch, _, _ in batches:
-                    ts_type = 1 if batch.timestamp_type == "log_append" else 0
-                    epoch = batch.partition_leader_epoch
-                    for r in batch:
-                        if r.offset < position:
-                            continue
-                        key = r.key if kd is None else kd(r.key)
-                        value = r.value if vd is None else vd(r.value)
-                        recs.append(ConsumerRecord(tp.topic, tp.partition, r.offset,
-                                                   r.timestamp, ts_type, key, value,
-                                                   list(r.headers), epoch))
-                c.records = recs
+                c.records = self._decode(tp, batches, st.position)
+                c.index = 0
                 c.data = None
-            recs = c.records
-            while recs and len(out) < max_records:
-                rec = recs.popleft()
-                out.append(rec)
-                st.position = rec.offset + 1
-                st.leader_epoch = rec.leader_epoch
-            if not recs:
+            recs, i = c.records, c.index
+            take = min(len(recs) - i, max_records - len(out))
+            if take > 0:
+                if not out and i == 0 and take == len(recs):
+                    out = recs  # the whole fetch: no copy
+                else:
+                    out.extend(recs[i:i + take])
+                c.index = i = i + take
+                st.position = recs[i - 1].offset + 1
+                st.leader_epoch = recs[i - 1].leader_epoch
+            if i >= len(recs):
                 st.position = max(st.position, c.next_offset)
                 del self.completed[tp]
         return out
+
+    def _decode(self, tp: TopicPartition, batches: list[Any], position: int
+                ) -> list[ConsumerRecord]:
+        """The records at or after ``position`` of the selected batches (the hot loop of
+        ``poll``: one ``ConsumerRecord`` per record, nothing else per record)."""
+        kd, vd = self.key_deserializer, self.value_deserializer
+        recs: list[ConsumerRecord] = []
+        append = recs.append
+        topic, partition = tp.topic, tp.partition
+        for batch, _, _ in batches:
+            ts_type = 1 if batch.timestamp_type == "log_append" else 0
+            epoch = batch.partition_leader_epoch
+            if kd is None and vd is None:
+                # A Record owns its headers list (and is dropped here): no copy; and no
+                # empty list for a record without headers (ConsumerRecord makes one if
+                # asked).
+                for r in batch:
+                    offset = r.offset
+                    if offset >= position:
+                        append(ConsumerRecord(topic, partition, offset, r.timestamp, ts_type,
+                                              r.key, r.value, r.headers_or_none, epoch))
+                continue
+            for r in batch:
+                if r.offset < position:
+                    continue
+                key = r.key if kd is None else kd(r.key)
+                value = r.value if vd is None else vd(r.value)
+                append(ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, key,
+                                      value, r.headers_or_none, epoch))
+        return recs
 
     def take_columns(self) -> dict[TopicPartition, logcore.Columns]:
         """Every fetched partition's records as ``logcore.Columns``; positions move past."""
@@ -269,7 +291,7 @@ class Fetcher:
             if st is None or st.position is None or st.paused or st.pending_revocation:
                 continue
             if c.records is not None:  # half handed out as records: finish as columns
-                recs = list(c.records)
+                recs = c.records[c.index:]
                 if recs:
                     out[tp] = _columns_from_records(recs)
                 st.position = max(recs[-1].offset + 1 if recs else st.position, c.next_offset)

@@ -192,6 +192,11 @@ class Sender:
 
     def _expire(self, now: float) -> None:
         with self.acc.lock:
+            # ``incomplete`` is in creation order (a retried batch keeps its place): when
+            # its first batch is young enough, none is old enough, and no queue is scanned.
+            oldest = next(iter(self.acc.incomplete.values()), None)
+            if oldest is None or now - oldest.created < self.delivery_timeout:
+                return
             expired = [b for q in self.acc.queues.values() for b in q
                        if now - b.created >= self.delivery_timeout]
             for b in expired:
@@ -376,11 +381,12 @@ class Sender:
         self._tp_in_flight[tp] -= 1
         self._retrying.discard(tp)
         b.in_flight = False
-        if b.has_futures:
+        if b.futures is not None:
+            keys = b.keys
             for i, fut in enumerate(b.futures):
                 if fut is None or fut.done():
                     continue
-                k, v = b.keys[i], b.values[i]
+                k, v = keys[i] if keys is not None else None, b.values[i]
                 fut.set_result(RecordMetadata(
                     b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
                     log_append_time if log_append_time >= 0 else b.timestamps[i],
@@ -390,7 +396,7 @@ class Sender:
         result.set(base_offset, log_append_time, None)
 
     def _fail(self, b: PendingBatch, exc: BaseException) -> None:
-        if b.has_futures:
+        if b.futures is not None:
             for fut in b.futures:
                 if fut is not None and not fut.done():
                     fut.set_exception(exc)
@@ -400,7 +406,8 @@ class Sender:
 
     def _finish(self, b: PendingBatch) -> None:
         self.acc.release(b)
-        b.values, b.keys, b.futures, b.timestamps, b.headers = [], [], [], [], None
+        b.values, b.timestamps = [], []
+        b.keys = b.futures = b.headers = None
         b.data = None
         if self._flush_waiters:
             oldest = self._oldest_incomplete()

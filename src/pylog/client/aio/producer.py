@@ -23,10 +23,11 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping
+from time import time_ns as _time_ns
 from typing import Any
 
-from pylog._clock import SYSTEM_CLOCK, Clock
-from pylog.client.aio._accumulator import RecordAccumulator, estimate_size
+from pylog._clock import SYSTEM_CLOCK, Clock, SystemClock
+from pylog.client.aio._accumulator import RECORD_OVERHEAD, RecordAccumulator, estimate_size
 from pylog.client.aio._cluster import TopicInfo, make_cluster
 from pylog.client.aio._sender import Sender
 from pylog.client.config import PRODUCER, ConfigError, Resolved, resolve
@@ -77,17 +78,9 @@ def producer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any
     return s
 
 
-class _Record:
-    __slots__ = ("topic", "value", "key", "headers", "timestamp", "size")
-
-    def __init__(self, topic: str, value: bytes | None, key: bytes | None,
-                 headers: Headers | None, timestamp: int, size: int) -> None:
-        self.topic = topic
-        self.value = value
-        self.key = key
-        self.headers = headers
-        self.timestamp = timestamp
-        self.size = size
+# A checked record: (value, key, headers, timestamp ms, estimated size). A tuple, not an
+# object: send() makes one per record, and a tuple costs a third of a slotted object.
+Prepared = tuple[bytes | None, bytes | None, Headers | None, int, int]
 
 
 def _as_bytes(what: str, data: Any) -> bytes | None:
@@ -105,6 +98,7 @@ class ProducerCore:
     def __init__(self, settings: Resolved, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
+        self._system_clock = type(clock) is SystemClock  # time.time_ns() inline in prepare
         self.client_id = settings["client.id"] or f"pylog-producer-{next(_ids)}"
         self.cluster = make_cluster(
             settings, self.client_id, auto_create=True,
@@ -155,8 +149,9 @@ class ProducerCore:
         self.sender.wake()
 
     def prepare(self, topic: str, value: Any, key: Any, headers: Any,
-                timestamp_ms: int | None) -> _Record:
-        """Serialize and check one record (any thread).
+                timestamp_ms: int | None) -> Prepared:
+        """Serialize and check one record (any thread): (value, key, headers, timestamp,
+        estimated size).
 
         Raises:
             ClientClosedError, TypeError, RecordTooLargeError, ValueError.
@@ -169,8 +164,12 @@ class ProducerCore:
             key = self._key_ser(key)
         if self._value_ser is not None:
             value = self._value_ser(value)
-        value = _as_bytes("value", value)
-        key = _as_bytes("key", key)
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes("value", value)
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes("key", key)
+        size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
+            len(value) if value is not None else 0)
         hdrs: Headers | None = None
         if headers:
             items = headers.items() if isinstance(headers, Mapping) else headers
@@ -179,18 +178,21 @@ class ProducerCore:
                 if not isinstance(name, str):
                     raise TypeError(f"header names must be str, got {name!r}")
                 hdrs.append((name, _as_bytes(f"header {name!r}", hv)))
-        size = estimate_size(key, value, hdrs)
+            size = estimate_size(key, value, hdrs)
         if size > self.max_record:
             raise RecordTooLargeError(
                 f"a record of about {size} bytes is larger than max.request.size "
                 f"({self.settings['max.request.size']}) or buffer.memory "
                 f"({self.settings['buffer.memory']})")
-        ts = self.clock.time_ms() if timestamp_ms is None else int(timestamp_ms)
-        if ts < 0:
-            raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
-        return _Record(topic, value, key, hdrs, ts, size)
+        if timestamp_ms is None:
+            ts = _time_ns() // 1_000_000 if self._system_clock else self.clock.time_ms()
+        else:
+            ts = int(timestamp_ms)
+            if ts < 0:
+                raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+        return value, key, hdrs, ts, size
 
-    def place(self, info: TopicInfo, rec: _Record, partition: int | None) -> int:
+    def place(self, info: TopicInfo, key: bytes | None, size: int, partition: int | None) -> int:
         """The record's partition: explicit, custom partitioner, murmur2 of the key, sticky."""
         n = info.num_partitions
         if partition is not None:
@@ -199,20 +201,14 @@ class ProducerCore:
                                  f"(0-{n - 1})")
             return partition
         if self._custom_partitioner is not None:
-            p = self._custom_partitioner(rec.key, list(range(n)), info.available())
+            p = self._custom_partitioner(key, list(range(n)), info.available())
             if not isinstance(p, int) or not 0 <= p < n:
                 raise ValueError(f"partitioner.class returned {p!r} for a topic of {n} partitions")
             return p
-        if rec.key is not None and not self._ignore_keys:
-            return partition_for_key(rec.key, n)
+        if key is not None and not self._ignore_keys:
+            return partition_for_key(key, n)
         with self._plock:
-            return self.partitioner.partition(info.name, n, info.available(), rec.size)
-
-    def append(self, rec: _Record, partition: int, future: Any, *, reserved: bool = False
-               ) -> tuple[Any, int] | None:
-        """Append to the accumulator (see ``RecordAccumulator.append``)."""
-        return self.acc.append(rec.topic, partition, rec.value, rec.key, rec.timestamp,
-                               rec.headers, rec.size, future, reserved=reserved)
+            return self.partitioner.partition(info.name, n, info.available(), size)
 
     def flush_mark(self) -> int:
         with self.acc.lock:
@@ -274,15 +270,15 @@ class Producer:
         await self.start()
         core = self._core
         deadline = time.monotonic() + core.max_block
-        rec = core.prepare(topic, value, key, headers, timestamp_ms)
+        value, key, hdrs, ts, size = core.prepare(topic, value, key, headers, timestamp_ms)
         info = core.cluster.topic(topic)
         if info is None:
             info = await core.cluster.wait_for_topic(topic, core.max_block)
-        p = core.place(info, rec, partition)
+        p = core.place(info, key, size, partition)
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        if core.append(rec, p, fut) is not None:
+        if core.acc.append(topic, p, value, key, ts, hdrs, size, fut) is not None:
             return fut
-        while not core.acc.reserve(rec.size, 0, blocking=False):
+        while not core.acc.reserve(size, 0, blocking=False):
             left = deadline - time.monotonic()
             self._memory.clear()
             core.sender.wake()
@@ -297,7 +293,7 @@ class Producer:
             finally:
                 with core.acc.lock:
                     core.acc.waiting_for_memory -= 1
-        core.append(rec, p, fut, reserved=True)
+        core.acc.append(topic, p, value, key, ts, hdrs, size, fut, reserved=True)
         return fut
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,

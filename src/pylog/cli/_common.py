@@ -1,0 +1,116 @@
+"""What the client-side commands share: settings from the command line, errors, exit codes.
+
+Exit codes of ``pylog topics|produce|consume|cluster|perf``:
+
+- 0: done;
+- 1: the command failed (the broker refused, could not be reached, a setting is wrong, a
+  topic or partition does not exist ...): one line on stderr, ``pylog COMMAND: what is
+  wrong``, saying what to do next where there is something to do;
+- 2: the command line is wrong (argparse's usage message);
+- 130: interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pylog import errors
+from pylog.client.errors import (
+    ConfigError,
+    GroupsNotAvailableError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
+
+__all__ = ["CliError", "parse_properties", "read_properties_file", "base_settings", "run_command"]
+
+
+class CliError(Exception):
+    """A failure of a command with a message for the user (what is wrong, what to do)."""
+
+
+def parse_properties(items: Iterable[str], what: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}`` (the value may contain ``=``).
+
+    Raises:
+        CliError: an item without ``=`` or with an empty key, naming the option.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"{what} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def read_properties_file(path: str, what: str) -> dict[str, str]:
+    """A Java-style ``.properties`` file (``key=value`` lines, ``#``/``!`` comments).
+
+    Raises:
+        CliError: the file cannot be read or a line has no ``=``.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CliError(f"{what} {path}: {exc.strerror or exc}") from None
+    items = []
+    for line in lines:
+        text = line.strip()
+        if text and not text.startswith(("#", "!")):
+            items.append(text.replace(":", "=", 1) if "=" not in text else text)
+    return parse_properties(items, f"{what} {path}:")
+
+
+def base_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Client settings every command takes from ``-b`` and ``--timeout``."""
+    timeout_ms = max(1, int(args.timeout * 1000))
+    return {
+        "bootstrap.servers": args.bootstrap_server,
+        "request.timeout.ms": timeout_ms,
+        "socket.connection.setup.timeout.ms": min(timeout_ms, 10_000),
+    }
+
+
+def _describe(exc: BaseException, args: argparse.Namespace) -> str:
+    """The message for an error, with what to do next where we know it."""
+    text = str(exc) or type(exc).__name__
+    bootstrap = getattr(args, "bootstrap_server", None)
+    if isinstance(exc, KafkaConnectionError):
+        return (f"{text} (is a broker listening at {bootstrap}? Give its address with "
+                "-b HOST:PORT)")
+    if isinstance(exc, KafkaTimeoutError):
+        return f"{text} (is the broker at {bootstrap} overloaded? Try a longer --timeout)"
+    if isinstance(exc, errors.UnknownTopicOrPartitionError):
+        return f"{text} (list the topics with: pylog topics list -b {bootstrap})"
+    if isinstance(exc, ConfigError):
+        return f"bad client setting: {text}"
+    if isinstance(exc, GroupsNotAvailableError):
+        return f"{text} (consume without --group meanwhile)"
+    return text
+
+
+def run_command(name: str, fn: Callable[[argparse.Namespace], int],
+                args: argparse.Namespace) -> int:
+    """Run ``fn(args)`` and turn failures into one stderr line and an exit code."""
+    try:
+        return fn(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as other Unix tools do; stdout
+        # goes to /dev/null so that the interpreter's last flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (CliError, errors.KafkaError, OSError) as exc:
+        print(f"pylog {name}: {_describe(exc, args)}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # a value the client refused (e.g. a partition out of range)
+        print(f"pylog {name}: {exc}", file=sys.stderr)
+        return 1

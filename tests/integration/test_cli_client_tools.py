@@ -1,0 +1,227 @@
+"""`pylog consume` (new options), `pylog cluster info`, `pylog perf produce|consume` and the
+errors of every client command, against a real broker, with kcat and confluent-kafka as
+the reference peers."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pylog.client import Admin, Producer, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+
+
+def pylog(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pylog", *args], input=stdin, capture_output=True,
+                          timeout=timeout)
+
+
+def ok(*args: str, stdin: bytes | None = None) -> str:
+    res = pylog(*args, stdin=stdin)
+    assert res.returncode == 0, res.stderr.decode()
+    return res.stdout.decode()
+
+
+T0 = 1_700_000_000_000
+
+
+def _fill(bootstrap: str, topic: str, n: int = 20, partitions: int = 1) -> None:
+    """n records with keys, headers, a null value and timestamps T0 + 1000 * i."""
+    ok("topics", "create", topic, "-p", str(partitions), "-b", bootstrap)
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 1}) as p:
+        for i in range(n):
+            p.send(topic, None if i == 3 else b"v%d" % i, key=b"k%d" % i,
+                   headers=[("n", b"%d" % i), ("app", b"cli")], partition=i % partitions,
+                   timestamp_ms=T0 + 1000 * i)
+        p.flush(30)
+
+
+def test_consume_format_templates_equal_kcats(broker, topic_name) -> None:
+    _fill(broker.bootstrap, topic_name)
+    template = r"%t|%p|%o|%k|%s|%K|%S|%T|%h\n"
+    ours = ok("consume", topic_name, "--from-beginning", "-e", "-f", template, "-b", broker.bootstrap)
+    assert ours.splitlines()[3] == f"{topic_name}|0|3|k3||2|-1|{T0 + 3000}|n=3,app=cli"
+    assert len(ours.splitlines()) == 20
+    if KCAT is None:
+        pytest.skip("kcat is not installed (tools/install-sysdeps.sh)")
+    theirs = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", topic_name, "-o", "beginning",
+                             "-e", "-q", "-f", template], capture_output=True, check=True, timeout=30)
+    assert ours == theirs.stdout.decode()
+
+
+def test_consume_json_max_messages_and_from_timestamp(broker, topic_name) -> None:
+    _fill(broker.bootstrap, topic_name)
+    b = ["-b", broker.bootstrap]
+    rows = [json.loads(line) for line in
+            ok("consume", topic_name, "--from-beginning", "--json", "--max-messages", "5", *b).splitlines()]
+    assert len(rows) == 5
+    assert rows[3] == {"topic": topic_name, "partition": 0, "offset": 3, "tstype": "create",
+                       "ts": T0 + 3000, "headers": [["n", "3"], ["app", "cli"]], "key": "k3",
+                       "payload": None}
+    # The first record at or after a timestamp, to the end.
+    out = ok("consume", topic_name, "--from-timestamp", str(T0 + 16_500), "-e", "-f", r"%o\n", *b)
+    assert out.splitlines() == ["17", "18", "19"]
+    assert ok("consume", topic_name, "--from-timestamp", str(T0 + 99_000), "-e", *b) == ""
+    # -n without -e stops after n records even though the log goes on.
+    assert ok("consume", topic_name, "-o", "10", "-n", "2", "-f", r"%s\n", *b).splitlines() == ["v10", "v11"]
+
+
+def test_consume_read_committed_and_partitions(broker, topic_name) -> None:
+    _fill(broker.bootstrap, topic_name, n=30, partitions=3)
+    b = ["-b", broker.bootstrap]
+    # No transactions on this topic: read_committed stops at the last stable offset, which
+    # is the high watermark, and reads everything.
+    out = ok("consume", topic_name, "--from-beginning", "-e", "--isolation-level", "read_committed",
+             "-f", r"%p:%o\n", *b)
+    assert sorted(out.splitlines()) == sorted(f"{i % 3}:{i // 3}" for i in range(30))
+    out = ok("consume", topic_name, "--from-beginning", "-e", "-p", "2", "-f", r"%k\n", *b)
+    assert out.splitlines() == [f"k{i}" for i in range(2, 30, 3)]
+    bad = pylog("consume", topic_name, "-p", "7", "-e", *b)
+    assert bad.returncode == 1 and b"has no partition 7 (it has 3: 0-2)" in bad.stderr
+    bad = pylog("consume", topic_name, "--isolation-level", "serializable", *b)
+    assert bad.returncode == 2 and b"invalid choice" in bad.stderr
+
+
+def test_produce_options_round_trip(broker, topic_name) -> None:
+    b = ["-b", broker.bootstrap]
+    lines = b"".join(b"k%d,v%d\n" % (i, i) for i in range(300))
+    res = pylog("produce", topic_name, "-K", ",", "--linger-ms", "20", "--batch-size", "2000",
+                "-X", "enable.idempotence=false", "--acks", "1", "-z", "lz4", "-p", "0", *b, stdin=lines)
+    assert res.returncode == 0 and res.stderr == b"Produced 300 records to %s.\n" % topic_name.encode()
+    out = ok("consume", topic_name, "--from-beginning", "-e", "--key", "--key-separator", ",", *b)
+    assert out.encode() == lines
+    bad = pylog("produce", topic_name, "-X", "linger.msec=5", *b, stdin=b"x\n")
+    assert bad.returncode == 1 and b"unknown setting 'linger.msec'; did you mean 'linger.ms'?" in bad.stderr
+    bad = pylog("produce", topic_name, "-p", "5", *b, stdin=b"x\n")
+    assert bad.returncode == 1 and b"has no partition 5" in bad.stderr
+
+
+def test_cluster_info_matches_confluent_kafkas_view(broker, topic_name) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    _fill(broker.bootstrap, topic_name, n=3, partitions=3)
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    out = ok("cluster", "info", "-b", broker.bootstrap)
+    assert out.startswith("CLUSTER\n=======\n")
+    assert re.search(rf"^ID\s+{re.escape(md.cluster_id)}$", out, re.M)
+    assert re.search(rf"^CONTROLLER\s+{md.controller_id}$", out, re.M)
+    (node,) = md.brokers.values()
+    assert re.search(rf"^{node.id}\*\s+{node.host}\s+{node.port}\s+-$", out, re.M)
+    assert re.search(rf"^{re.escape(topic_name)}\s+3\s+1$", out, re.M)
+    info = json.loads(ok("cluster", "info", "--json", "-b", broker.bootstrap))
+    assert info["cluster_id"] == md.cluster_id and info["controller_id"] == md.controller_id
+    assert info["brokers"] == [{"node_id": node.id, "host": node.host, "port": node.port, "rack": None,
+                                "controller": True}]
+    assert {"name": topic_name, "partitions": 3, "replicas": 1, "internal": False} in info["topics"]
+    assert {t["name"] for t in info["topics"]} == {
+        n for n, t in md.topics.items() if not n.startswith("__")}
+
+
+def test_perf_produce_json_then_perf_consume(broker, topic_name) -> None:
+    b = ["-b", broker.bootstrap]
+    res = json.loads(ok("perf", "produce", "--topic", topic_name, "--num-records", "3000",
+                        "--record-size", "100", "--producer-props", "linger.ms=2", "batch.size=32768",
+                        "--acks", "all", "--compression", "zstd", "--json", *b))
+    assert (res["records"], res["bytes"]) == (3000, 300_000)
+    lat = res["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    assert res["settings"]["compression.type"] == "zstd" and res["settings"]["linger.ms"] == "2"
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        assert admin.list_offsets({(topic_name, 0): "latest"})[TopicPartition(topic_name, 0)][0] == 3000
+    for api in ([], ["--poll-columns"]):
+        got = json.loads(ok("perf", "consume", "--topic", topic_name, "--messages", "3000", "--json",
+                            *api, *b))
+        assert (got["records"], got["bytes"]) == (3000, 300_000)
+        assert got["api"] == ("poll_columns" if api else "poll") and got["records_per_sec"] > 0
+    # Kafka's CSV: a header and one row of ten fields.
+    header, row = ok("perf", "consume", "--topic", topic_name, "--messages", "3000", *b).splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg")
+    fields = row.split(", ")
+    assert len(fields) == 10 and fields[4] == "3000" and float(fields[2]) == pytest.approx(0.2861, abs=1e-4)
+    # More than the topic holds: gives up after --timeout without a record, exit 1.
+    res2 = pylog("perf", "consume", "--topic", topic_name, "--messages", "3001", "--timeout", "300", *b)
+    assert res2.returncode == 1 and b"only 3000 of 3001 records arrived" in res2.stderr
+
+
+def test_perf_produce_paced_and_kafkas_summary_line(broker, topic_name) -> None:
+    start = time.monotonic()
+    res = pylog("perf", "produce", "--topic", topic_name, "--num-records", "300", "--record-size", "20",
+                "--throughput", "100", "--reporting-interval", "1000", "-b", broker.bootstrap)
+    took = time.monotonic() - start
+    assert res.returncode == 0, res.stderr.decode()
+    *windows, summary = res.stdout.decode().splitlines()
+    # 300 records at 100/s take about 3 s (the last 1 ms step is not waited for).
+    assert 2.5 <= took < 30
+    m = re.fullmatch(r"300 records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), [\d.]+ ms avg latency, "
+                     r"[\d.]+ ms max latency, [\d.]+ ms 50th, [\d.]+ ms 95th, [\d.]+ ms 99th, [\d.]+ ms 99.9th\.",
+                     summary)
+    assert m and 60 <= float(m.group(1)) <= 110
+    assert len(windows) >= 1 and all(
+        re.fullmatch(r"\d+ records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+                     r"[\d.]+ ms max latency\.", w) for w in windows)
+
+
+def test_errors_name_what_is_wrong(broker, topic_name, tmp_path) -> None:
+    b = ["-b", broker.bootstrap]
+    missing = "no-such-" + topic_name
+    for cmd in (["consume", missing, "-e"], ["topics", "describe", missing],
+                ["perf", "consume", "--topic", missing, "--messages", "1"]):
+        res = pylog(*cmd, *b)
+        assert res.returncode == 1, cmd
+        err = res.stderr.decode()
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in err and "pylog topics list" in err, (cmd, err)
+    # Nothing listens on the port: fails at once, naming the address and the option.
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    for cmd in (["consume", topic_name, "-e"], ["produce", topic_name], ["topics", "list"],
+                ["cluster", "info"], ["perf", "produce", "--topic", topic_name, "--num-records", "1",
+                                      "--record-size", "1"]):
+        start = time.monotonic()
+        res = pylog(*cmd, "-b", dead, stdin=b"x\n")
+        err = res.stderr.decode()
+        assert res.returncode == 1 and f"cannot connect to {dead}" in err, (cmd, err)
+        assert "-b HOST:PORT" in err and time.monotonic() - start < 20, cmd
+    res = pylog("topics", "list", "-b", "localhost")
+    assert res.returncode == 1 and b"bootstrap.servers: bad address 'localhost': expected HOST:PORT" in res.stderr
+    res = pylog("consume", topic_name, "-f", "%Q", *b)
+    assert res.returncode == 1 and b"unknown token %Q" in res.stderr
+    res = pylog("consume", topic_name, "--json", "-f", "%s", *b)
+    assert res.returncode == 1 and b"--format and --json exclude each other" in res.stderr
+    res = pylog("consume", topic_name, "--group", "g", "-o", "3", *b)
+    assert res.returncode == 1 and b"need --partition" in res.stderr
+    res = pylog("produce", topic_name, "-f", str(tmp_path / "absent.txt"), *b)
+    assert res.returncode == 1 and b"absent.txt" in res.stderr
+    res = pylog("perf", "produce", "--topic", topic_name, "--num-records", "0", "--record-size", "1", *b)
+    assert res.returncode == 1 and b"--num-records must be > 0" in res.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(broker, topic_name) -> None:
+    import signal
+    import threading
+
+    ok("topics", "create", topic_name, "-b", broker.bootstrap)
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "consume", topic_name, "-b", broker.bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed = threading.Event()
+    threading.Thread(target=lambda: proc.stdout.readline() and printed.set(), daemon=True).start()
+    try:
+        with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+            deadline = time.monotonic() + 60
+            while not printed.wait(0.5) and time.monotonic() < deadline:  # until it polls
+                p.send(topic_name, b"ping").result(30)
+        assert printed.is_set()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (130, b"")
