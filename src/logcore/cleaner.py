@@ -79,7 +79,12 @@ DEFAULT_MAX_IO_BYTES_PER_SECOND = float("inf")  # log.cleaner.io.max.bytes.per.s
 
 class Throttler:
     """Sleeps so that the bytes reported through ``maybe_throttle`` stay under a rate
-    (Kafka's ``Throttler``, checked every 300 ms of work).
+    (Kafka's ``Throttler``).
+
+    Checked every 10 ms of work where Kafka's checks every 300 ms, and restarted at the
+    start of each clean (``restart``): with Kafka's interval a clean shorter than 300 ms
+    (tens of MB of uncompressed batches) is never throttled, and the idle time before a
+    clean counts as unused budget.
 
     Args:
         bytes_per_second: the limit (``inf``: never sleep).
@@ -88,7 +93,7 @@ class Throttler:
 
     def __init__(self, bytes_per_second: float, *, sleep: Callable[[float], None] = time.sleep,
                  monotonic: Callable[[], float] = time.monotonic,
-                 check_interval_s: float = 0.3) -> None:
+                 check_interval_s: float = 0.01) -> None:
         if not bytes_per_second > 0:
             raise ValueError(f"bytes_per_second must be positive, got {bytes_per_second}")
         self.rate = bytes_per_second
@@ -99,6 +104,11 @@ class Throttler:
         self._observed = 0
         #: seconds slept so far
         self.slept = 0.0
+
+    def restart(self) -> None:
+        """Start a new measuring period (no credit for the time before it)."""
+        self._start = self._now()
+        self._observed = 0
 
     def maybe_throttle(self, nbytes: int) -> None:
         if self.rate == float("inf"):
@@ -408,6 +418,7 @@ class Cleaner:
             raise LogcoreError(f"log {log.directory} has cleanup_policy "
                                f"{log.config.cleanup_policy!r}, not compact")
         started = time.monotonic()
+        self.throttler.restart()
         slept0 = self.throttler.slept
         now = log.clock.time_ms() if now_ms is None else now_ms
         first_dirty = log.first_dirty_offset

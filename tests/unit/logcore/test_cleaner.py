@@ -312,6 +312,22 @@ def test_throttler_sleeps_to_the_rate() -> None:
         Throttler(0)
 
 
+def test_throttler_gives_no_credit_for_idle_time_and_bites_within_a_short_clean() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    t = Throttler(1000.0, sleep=sleep, monotonic=lambda: now[0])
+    now[0] += 3600.0  # an hour idle between two cleans
+    t.restart()  # what Cleaner.clean does first
+    for _ in range(100):  # a clean whose work takes 1 ms per 100 bytes: 0.1 s unthrottled
+        now[0] += 0.001
+        t.maybe_throttle(100)
+    # 10,000 bytes at 1000 B/s: 10 s, less at most one 10 ms interval's worth of bytes
+    assert 10.0 - 0.02 <= now[0] - 3600.0 <= 10.0 + 1e-9
+
+
 class Crash(Exception):
     pass
 
