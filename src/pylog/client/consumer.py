@@ -9,7 +9,12 @@ processes records.
 Rebalance callbacks run on the application's thread, inside ``poll`` (or ``close``,
 ``unsubscribe``), as Kafka runs them inside ``poll()``: the core hands each one to the
 waiting call (``_serve``), which runs it and hands back its outcome. A callback may call the
-consumer (``commit``, ``position``, ``seek`` ...).
+consumer (``commit``, ``position``, ``seek`` ...), also during ``close`` (Kafka's
+``commitSync`` in ``onPartitionsRevoked``); ``close``'s timeout bounds such a commit. Each
+waiting call has an inbox of its own: a callback goes to the innermost call waiting (a
+callback that calls ``close`` or ``unsubscribe`` serves the callbacks of that call), one
+handed over while no call waits is kept for the next, and a call's own wake-up can never be
+taken by another.
 
 Example::
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -61,8 +67,12 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         settings = resolve(CONSUMER, config, kwargs)
         self._thread = LoopThread(f"pylog-consumer-io-{settings['client.id'] or ''}")
-        # Callbacks the loop wants run on the application's thread: (fn, partitions, future).
-        self._callbacks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Callbacks the loop wants run on the application's thread, (fn, partitions, future):
+        # put in the inbox of the innermost waiting call (``_serving``), else kept
+        # (``_unserved``) for the next call that waits.
+        self._inbox_lock = threading.Lock()
+        self._serving: list[queue.SimpleQueue[Any]] = []
+        self._unserved: collections.deque[Any] = collections.deque()
         try:
             self._core: ConsumerCore = self._thread.run(self._make(settings))
         except BaseException:
@@ -94,32 +104,53 @@ class Consumer:
                         partitions: list[TopicPartition]) -> Any:
         """On the loop: have the application's thread run ``fn`` and wait for it."""
         fut = asyncio.get_running_loop().create_future()
-        self._callbacks.put((fn, partitions, fut))
+        item = (fn, partitions, fut)
+        with self._inbox_lock:
+            if self._serving:
+                self._serving[-1].put(item)
+            else:
+                self._unserved.append(item)  # the next waiting call runs it
         return await fut
 
     def _serve(self, coro: Any) -> Any:
-        """Run ``coro`` on the loop; meanwhile run the callbacks it hands over here."""
+        """Run ``coro`` on the loop; meanwhile run the callbacks handed over to this call."""
         if self._thread.in_loop_thread():
             coro.close()
             raise IllegalStateError("a blocking consumer call from the consumer's own I/O thread "
                                     "would deadlock")
         loop = self._thread.loop
-        cf = asyncio.run_coroutine_threadsafe(coro, loop)
-        cf.add_done_callback(lambda _: self._callbacks.put(None))
-        while True:
-            item = self._callbacks.get()
-            if item is None:
-                if cf.done():
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        with self._inbox_lock:
+            while self._unserved:
+                inbox.put(self._unserved.popleft())
+            self._serving.append(inbox)
+        try:
+            cf = asyncio.run_coroutine_threadsafe(coro, loop)
+            cf.add_done_callback(lambda _: inbox.put(None))
+            while True:
+                item = inbox.get()
+                if item is None:  # this call is done
                     return cf.result()
-                continue  # the wake-up of an earlier call
-            fn, partitions, fut = item
-            if fut.cancelled():
-                continue  # asked for by a rebalance that was called off (e.g. by close)
-            try:
-                result, error = fn(partitions), None
-            except BaseException as exc:  # noqa: BLE001 - handed back to the loop
-                result, error = None, exc
-            loop.call_soon_threadsafe(_settle, fut, result, error)
+                fn, partitions, fut = item
+                if fut.cancelled():
+                    continue  # asked for by a rebalance that was called off (e.g. by close)
+                try:
+                    result, error = fn(partitions), None
+                except BaseException as exc:  # noqa: BLE001 - handed back to the loop
+                    result, error = None, exc
+                loop.call_soon_threadsafe(_settle, fut, result, error)
+        finally:
+            with self._inbox_lock:
+                self._serving.remove(inbox)
+                # Handed over after this call ended (a rebalance going on in the
+                # background): the next waiting call runs them.
+                while True:
+                    try:
+                        item = inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        self._unserved.append(item)
 
     # ------------------------------------------------------------------ assignment
 
@@ -189,16 +220,18 @@ class Consumer:
         """Commit positions to the group (``group.id``).
 
         Args:
-            offsets: None (the position after everything ``poll`` returned), a mapping of
-                partition to offset / ``OffsetAndMetadata(offset, metadata)`` /
-                (offset, metadata), or a list of objects with ``topic``, ``partition``,
-                ``offset`` (confluent-kafka's TopicPartition). An offset is the next record
-                to read; the metadata string is stored with it.
+            offsets: None (the position after everything ``poll`` returned; partitions of
+                a topic deleted meanwhile are left out), a mapping of partition to offset /
+                ``OffsetAndMetadata(offset, metadata)`` / (offset, metadata), or a list of
+                objects with ``topic``, ``partition``, ``offset`` (confluent-kafka's
+                TopicPartition). An offset is the next record to read; the metadata string
+                is stored with it.
             asynchronous: send without waiting, not retried; returns a
                 ``concurrent.futures.Future`` of the committed offsets.
             message: commit just past this record (confluent-kafka's ``message=``).
-            timeout: seconds for a synchronous commit (default ``default.api.timeout.ms``);
-                retriable errors are retried until then.
+            timeout: seconds for a synchronous commit (default ``default.api.timeout.ms``;
+                in a revoke callback during ``close``, at most what is left of close's
+                timeout); retriable errors are retried until then.
 
         Returns:
             The committed offsets (synchronous) or a Future of them (asynchronous).
@@ -207,18 +240,23 @@ class Consumer:
             CommitFailedError: the group rebalanced and this member is no longer in it
                 (the time between polls exceeded ``max.poll.interval.ms``?).
             RebalanceInProgressError: a rebalance is under way: poll, then commit again.
+            UnknownTopicOrPartitionError: a partition in ``offsets`` no longer exists.
             InvalidGroupIdError: no ``group.id``. KafkaTimeoutError: not done in time.
+            ClientClosedError: the consumer is closed.
         """
         parsed = _commit_offsets(offsets, message)
+        consumed = parsed is None
         if parsed is None:
             parsed = self._run(self._consumed())
         if asynchronous:
-            return asyncio.run_coroutine_threadsafe(self._commit_async(parsed), self._thread.loop)
-        return self._run(self._core.commit(parsed, timeout))
+            return asyncio.run_coroutine_threadsafe(self._commit_async(parsed, consumed),
+                                                    self._thread.loop)
+        return self._run(self._core.commit(parsed, timeout, consumed=consumed))
 
-    async def _commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Any:
+    async def _commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                            consumed: bool) -> Any:
         self._core._check()
-        return await self._core.start_async_commit(offsets)
+        return await self._core.start_async_commit(offsets, consumed)
 
     async def _consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The consumed positions: records the iterator took but has not yielded yet are
@@ -362,9 +400,10 @@ class Consumer:
 
     def close(self, timeout: float | None = None) -> None:
         """Commit what was consumed (``enable.auto.commit``), revoke the partitions (the
-        callback runs here) and leave the group (dynamic members), stop fetching, close
-        connections, stop the I/O thread; waits at most ``timeout`` (30 s) for the group.
-        Idempotent."""
+        callback runs here, and may commit), leave the group (dynamic members), stop
+        fetching, close connections, stop the I/O thread. ``timeout`` (30 s) bounds the
+        group's part: the auto commit, the commits the callback makes and the LeaveGroup
+        (a JoinGroup still waiting on the broker is abandoned, not waited for). Idempotent."""
         if self._closed:
             return
         self._closed = True

@@ -11,7 +11,10 @@ A position that fell out of the log is reset by ``auto.offset.reset``.
 
 Commits: ``commit`` (sync, retried until ``default.api.timeout.ms``) or asynchronous;
 with ``enable.auto.commit`` the consumed positions are committed from ``poll`` every
-``auto.commit.interval.ms``, before a rebalance revokes partitions, and on close.
+``auto.commit.interval.ms``, before a rebalance revokes partitions, and on close. While
+``close`` runs (its revoke callback may commit, as Kafka's ``commitSync`` in
+``onPartitionsRevoked``), a synchronous commit or ``committed`` waits no longer than what
+is left of close's timeout.
 
 Rebalance callbacks run through ``run_callback``: awaited on the loop for the asyncio
 consumer; the blocking consumer replaces it to run them on the application's thread inside
@@ -94,10 +97,19 @@ class ConsumerCore:
         self.run_callback: Callable[[Any, list[TopicPartition]], Any] = _call_on_loop
         self.closing = False
         self.closed = False
+        self.close_deadline: float | None = None  # loop time, while closing
 
     def _check(self) -> None:
         if self.closed:
             raise ClientClosedError("the consumer is closed")
+
+    def deadline(self, timeout: float | None) -> float:
+        """Loop time ``timeout`` seconds from now (None: ``default.api.timeout.ms``), no later
+        than close's deadline while the consumer is closing."""
+        at = asyncio.get_running_loop().time() + (self.api_timeout if timeout is None else timeout)
+        if self.close_deadline is not None:
+            at = min(at, self.close_deadline)
+        return at
 
     def _state(self, tp: TopicPartition) -> PartitionState:
         st = self.assignment.get(tp)
@@ -183,10 +195,9 @@ class ConsumerCore:
             return
         offsets = self.consumed_offsets(partitions)
         coord = self.group("auto commit")
-        loop = asyncio.get_running_loop()
         try:
             await commit_offsets(coord, offsets, group_managed=self.mode == "subscribed",
-                                 deadline=loop.time() + timeout, retry=True)
+                                 deadline=self.deadline(timeout), retry=True, skip_deleted=True)
         except (errors.KafkaError, ValueError) as exc:
             log.warning("group %s: auto commit of %s before a rebalance failed: %s",
                         self.group_id, offsets, exc)
@@ -428,7 +439,7 @@ class ConsumerCore:
         self.next_auto_commit = now + self.auto_commit_interval
         offsets = self.consumed_offsets()
         if offsets:
-            task = self.start_async_commit(offsets)
+            task = self.start_async_commit(offsets, consumed=True)
             task.add_done_callback(self._auto_commit_done)
 
     def _auto_commit_done(self, task: asyncio.Task[Any]) -> None:
@@ -443,13 +454,15 @@ class ConsumerCore:
         else:
             log.warning("group %s: auto commit failed: %s", self.group_id, exc)
 
-    def start_async_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[Any]:
-        """Send one OffsetCommit (no retries); the task's result is ``offsets``."""
+    def start_async_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                           consumed: bool = False) -> asyncio.Task[Any]:
+        """Send one OffsetCommit (no retries); the task's result is ``offsets``.
+        ``consumed``: they are the consumed positions (a deleted topic's are left out)."""
         coord = self.group("commit()")
 
         async def run() -> dict[TopicPartition, OffsetAndMetadata]:
             await commit_offsets(coord, offsets, group_managed=self.mode == "subscribed",
-                                 deadline=loop.time() + self.api_timeout, retry=False)
+                                 deadline=self.deadline(None), retry=False, skip_deleted=consumed)
             return offsets
 
         loop = asyncio.get_running_loop()
@@ -460,37 +473,38 @@ class ConsumerCore:
         return task
 
     async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None,
-                     timeout: float | None) -> dict[TopicPartition, OffsetAndMetadata]:
+                     timeout: float | None, *, consumed: bool = False
+                     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Commit ``offsets`` (None: the consumed positions), retrying retriable errors for
-        up to ``timeout`` (default ``default.api.timeout.ms``)."""
+        up to ``timeout`` (default ``default.api.timeout.ms``; while closing, no longer than
+        close's deadline). ``consumed``: ``offsets`` are the consumed positions (partitions
+        of a topic deleted meanwhile are left out instead of failing the commit)."""
         self._check()
         coord = self.group("commit()")
         if offsets is None:
-            offsets = self.consumed_offsets()
-        loop = asyncio.get_running_loop()
+            offsets, consumed = self.consumed_offsets(), True
         await commit_offsets(coord, offsets, group_managed=self.mode == "subscribed",
-                             deadline=loop.time() + (self.api_timeout if timeout is None else timeout),
-                             retry=True)
+                             deadline=self.deadline(timeout), retry=True, skip_deleted=consumed)
         return offsets
 
     async def committed(self, partitions: list[TopicPartition], timeout: float | None
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         self._check()
         coord = self.group("committed()")
-        loop = asyncio.get_running_loop()
-        return await fetch_committed(
-            coord, partitions, loop.time() + (self.api_timeout if timeout is None else timeout))
+        return await fetch_committed(coord, partitions, self.deadline(timeout))
 
     # ------------------------------------------------------------------ close
 
     async def close(self, timeout: float | None = None) -> None:
         """Auto commit, revoke (callbacks) and leave the group, stop fetching, close
-        connections. Waits at most ``timeout`` (30 s by default) for the group's requests."""
+        connections. Waits at most ``timeout`` (30 s by default) for the group: the auto
+        commit, the revoke callback (and the commits it makes) and the LeaveGroup."""
         if self.closed or self.closing:
             return
         self.closing = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (CLOSE_TIMEOUT if timeout is None else timeout)
+        self.close_deadline = deadline
         try:
             coord = self.coordinator
             if coord is not None:
@@ -498,15 +512,12 @@ class ConsumerCore:
                     offsets = self.consumed_offsets()
                     try:
                         await commit_offsets(coord, offsets, group_managed=self.mode == "subscribed",
-                                             deadline=deadline, retry=True)
+                                             deadline=deadline, retry=True, skip_deleted=True)
                     except (errors.KafkaError, ValueError) as exc:
                         log.warning("group %s: auto commit on close failed: %s", self.group_id, exc)
                 if self.async_commits:
                     await asyncio.wait(list(self.async_commits), timeout=max(0.0, deadline - loop.time()))
-                try:
-                    await asyncio.wait_for(coord.close(), max(0.01, deadline - loop.time()))
-                except asyncio.TimeoutError:
-                    log.warning("group %s: leaving the group timed out on close", self.group_id)
+                await coord.close(deadline)
         finally:
             self.closed = True
             for task in list(self.fetcher.in_flight.values()) + list(self.async_commits):

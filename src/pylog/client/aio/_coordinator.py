@@ -21,7 +21,14 @@ The Java client's ``AbstractCoordinator`` and ``ConsumerCoordinator``
   ILLEGAL_GENERATION); a fenced static member fails the next ``poll``. A member that has
   not polled for ``max.poll.interval.ms`` leaves the group.
 - **Leaving**: LeaveGroup on close and unsubscribe for dynamic members only (static members
-  leave by session timeout, KIP-345).
+  leave by session timeout, KIP-345). A broker answers a connection's requests in order, so
+  a JoinGroup (or a follower's SyncGroup) still parked on the coordinator when the join is
+  called off would hold a LeaveGroup behind it until the rebalance ends (up to the
+  rebalance timeout, ``max.poll.interval.ms``): that connection is abandoned (closed; the
+  broker drops the parked answer) and the member leaves on a new one, so ``close`` is
+  prompt. Embedded mode serves a connection's requests in order too, and does the same.
+  ``close`` runs the revoke callback even when its timeout has run out (as Kafka does); the
+  commits the callback makes and the LeaveGroup wait no longer than what is left of it.
 
 The member states are an explicit machine (``MemberState``, ``_set_state`` checks every
 transition against ``TRANSITIONS``). Finding the coordinator is ``_group_base.py``;
@@ -127,6 +134,9 @@ class ConsumerCoordinator(CoordinatorLink):
         # Tasks and timers (loop time, seconds).
         self._join_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        # The last JoinGroup / SyncGroup sent (its connection and answer): the coordinator
+        # parks these until the rebalance completes.
+        self._parked: tuple[Connection, asyncio.Future[Any]] | None = None
         self._wakeup = asyncio.Event()
         now = asyncio.get_running_loop().time()
         self.last_poll = now
@@ -357,7 +367,7 @@ class ConsumerCoordinator(CoordinatorLink):
             group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
             protocols=self._protocols(), reason=self.rejoin_reason[:255] or None)
         timeout = max(self.request_timeout, self.rebalance_timeout_ms / 1000 + JOIN_GROUP_TIMEOUT_LAPSE)
-        resp = await conn.send(req, timeout=timeout)
+        resp = await self._send_parkable(conn, req, timeout)
         code = resp.error_code
         if code == 0:
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
@@ -397,6 +407,21 @@ class ConsumerCoordinator(CoordinatorLink):
         self._set_state(MemberState.UNJOINED)
         raise self._fatal_error(code, "JoinGroup")
 
+    async def _send_parkable(self, conn: Connection, req: Any, timeout: float | None) -> Any:
+        """Send a request the coordinator may park until the rebalance completes (JoinGroup,
+        a follower's SyncGroup), remembering it (``connection_parked``)."""
+        fut = conn.send_nowait(req)
+        assert fut is not None
+        self._parked = (conn, fut)
+        return await conn.wait(fut, timeout, type(req).NAME)
+
+    def connection_parked(self) -> bool:
+        """Whether the coordinator connection holds a JoinGroup / SyncGroup of a join that
+        was called off (anything sent on it now waits until that rebalance ends)."""
+        parked = self._parked
+        return (self._join_task is None and parked is not None
+                and parked[0] is self.coordinator_conn and not parked[1].done())
+
     def _fatal_error(self, code: int, api: str) -> errors.ApiError:
         cls = errors.error_for_code(code) or errors.UnknownServerError
         hint = {
@@ -417,7 +442,7 @@ class ConsumerCoordinator(CoordinatorLink):
             group_id=self.group_id, generation_id=sent.generation_id, member_id=sent.member_id,
             group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
             protocol_name=sent.protocol_name, assignments=assignments)
-        resp = await conn.send(req)
+        resp = await self._send_parkable(conn, req, None)
         code = resp.error_code
         if code == 0:
             if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
@@ -657,21 +682,28 @@ class ConsumerCoordinator(CoordinatorLink):
 
     # ------------------------------------------------------------------ leaving
 
-    async def maybe_leave_group(self, reason: str) -> None:
+    async def maybe_leave_group(self, reason: str, deadline: float | None = None) -> None:
         """LeaveGroup for a dynamic member in a group (static members only time out), then
-        forget the generation."""
+        forget the generation. ``deadline`` (loop time) bounds the wait for the answer
+        (None: ``request.timeout.ms``)."""
         gen = self.generation
         conn = self.coordinator_conn
         if (self.group_instance_id is None and not self.coordinator_unknown() and conn is not None
                 and self.state is not MemberState.UNJOINED and gen.member_id):
             log.info("group %s: member %s leaves (%s)", self.group_id, gen.member_id, reason)
-            L = LeaveGroupRequest
-            version = conn.version_for(L)
-            req = (L(group_id=self.group_id, members=[L.MemberIdentity(
-                member_id=gen.member_id, group_instance_id=None, reason=reason[:255])])
-                   if version >= 3 else L(group_id=self.group_id, member_id=gen.member_id))
+            loop = asyncio.get_running_loop()
             try:
-                resp = await conn.send(req, version)
+                if self.connection_parked():
+                    log.info("group %s: a called-off JoinGroup/SyncGroup holds the coordinator "
+                             "connection; leaving on a new one", self.group_id)
+                    conn = await self.reconnect(deadline)
+                L = LeaveGroupRequest
+                version = conn.version_for(L)
+                req = (L(group_id=self.group_id, members=[L.MemberIdentity(
+                    member_id=gen.member_id, group_instance_id=None, reason=reason[:255])])
+                       if version >= 3 else L(group_id=self.group_id, member_id=gen.member_id))
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                resp = await conn.send(req, version, timeout=timeout)
                 if resp.error_code:
                     log.info("group %s: LeaveGroup answered error %d", self.group_id, resp.error_code)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -714,16 +746,17 @@ class ConsumerCoordinator(CoordinatorLink):
             self.joined_subscription = None
             self.assignment_snapshot = None
 
-    async def close(self) -> None:
+    async def close(self, deadline: float | None = None) -> None:
         """Stop the tasks, revoke the partitions (callbacks), leave the group (dynamic
-        members), close the coordinator connection."""
+        members; the answer awaited until ``deadline``, loop time), close the coordinator
+        connection."""
         await self.stop_tasks()
         try:
             if self.subscription.active:
                 await self.on_leave_prepare()
         finally:
             try:
-                await self.maybe_leave_group("the consumer is being closed")
+                await self.maybe_leave_group("the consumer is being closed", deadline)
             finally:
                 self._wakeup.set()
                 await self.close_link()

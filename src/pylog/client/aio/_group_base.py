@@ -211,6 +211,27 @@ class CoordinatorLink:
         self._on_coordinator_found()
         log.info("group %s: coordinator is broker %d at %s:%d", self.group_id, node_id, host, port)
 
+    async def reconnect(self, deadline: float | None) -> Connection:
+        """A new connection to the known coordinator in place of the current one, which is
+        closed (what is in flight on it fails). ``deadline``: loop time.
+
+        Raises:
+            KafkaConnectionError, KafkaTimeoutError: no connection in time.
+        """
+        assert self.coordinator is not None
+        node_id, host, port = self.coordinator
+        loop = asyncio.get_running_loop()
+        left = None if deadline is None else max(0.01, deadline - loop.time())
+        try:
+            conn = await asyncio.wait_for(self.cluster.coordinator_connection(node_id, host, port), left)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(f"no new connection to the coordinator of {self.group_id!r} "
+                                    "in time") from None
+        old, self.coordinator_conn = self.coordinator_conn, conn
+        if old is not None:
+            await old.close()
+        return conn
+
     async def close_link(self) -> None:
         """Stop looking and close the coordinator connection."""
         self.closed = True

@@ -16,7 +16,16 @@ Rules of the Java client's ``ConsumerCoordinator`` (``sendOffsetCommitRequest``,
   already joined a newer generation); OFFSET_METADATA_TOO_LARGE and the authorization errors
   are raised as they are.
 - Synchronous commits retry retriable errors with exponential backoff until their timeout;
-  asynchronous ones are sent once.
+  asynchronous ones are sent once. Kafka retries UNKNOWN_TOPIC_OR_PARTITION (KAFKA-6829: the
+  coordinator may not know a topic just created); here it is retried only while fresh
+  metadata still shows the topic: a deleted topic's partitions are left out of a commit of
+  the consumed positions (``skip_deleted``: their offsets are meaningless, the broker deletes
+  them with the topic; the other partitions were committed by the same request), and fail a
+  commit of offsets the caller named at once (not retriable). Without this, the common
+  ``commit()`` in a revoke callback would block for ``default.api.timeout.ms`` after a
+  pattern-subscribed topic was deleted.
+- A consumer being closed (its coordinator link closed) fails a commit at once with
+  ``ClientClosedError``.
 - OffsetFetch asks with ``require_stable`` (v7+): a partition with a pending transactional
   commit answers UNSTABLE_OFFSET_COMMIT and is asked again. Offset -1 means none committed.
 
@@ -26,11 +35,17 @@ Event-loop affinity: the consumer's loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.client.aio._group_base import NO_GENERATION, MemberState
-from pylog.client.errors import CommitFailedError, KafkaConnectionError, KafkaTimeoutError
+from pylog.client.errors import (
+    ClientClosedError,
+    CommitFailedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
@@ -38,6 +53,8 @@ if TYPE_CHECKING:
     from pylog.client.aio._coordinator import ConsumerCoordinator
 
 __all__ = ["commit_offsets", "fetch_committed", "is_retriable"]
+
+log = logging.getLogger("pylog.client.consumer")
 
 _COMMIT_FAILED = (
     "Commit cannot be completed since the group has already rebalanced and assigned the "
@@ -57,14 +74,24 @@ def _rebalancing(detail: str) -> errors.RebalanceInProgressError:
         "rebalance, then commit again.")
 
 
+def _check_open(coord: ConsumerCoordinator) -> None:
+    if coord.closed:
+        raise ClientClosedError("the consumer is closed: nothing more can be committed or "
+                                "fetched (a rebalance callback that commits during close() must "
+                                "finish within close's timeout)")
+
+
 async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
-                         *, group_managed: bool, deadline: float | None, retry: bool) -> None:
+                         *, group_managed: bool, deadline: float | None, retry: bool,
+                         skip_deleted: bool = False) -> None:
     """Commit ``offsets``; with ``retry``, retriable failures are retried until ``deadline``
-    (loop time; None: no bound).
+    (loop time; None: no bound). ``skip_deleted``: the offsets are the consumed positions,
+    and partitions of topics deleted meanwhile are left out (logged) instead of failing.
 
     Raises:
-        CommitFailedError, RebalanceInProgressError, KafkaTimeoutError, or the ApiError of a
-        non-retriable per-partition code (e.g. OffsetMetadataTooLargeError).
+        CommitFailedError, RebalanceInProgressError, KafkaTimeoutError, ClientClosedError,
+        UnknownTopicOrPartitionError (a named partition's topic was deleted), or the
+        ApiError of a non-retriable per-partition code (e.g. OffsetMetadataTooLargeError).
     """
     if not offsets:
         return
@@ -75,9 +102,22 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
     attempts = 0
     while True:
         try:
+            _check_open(coord)
             conn = await coord.ensure_coordinator(deadline)
-            await _send_commit(coord, conn, offsets, group_managed)
-            return
+            unknown = await _send_commit(coord, conn, offsets, group_managed)
+            if not unknown:
+                return
+            # The rest were committed by that request: only these are left.
+            offsets = {tp: offsets[tp] for tp in unknown}
+            gone = await _deleted(coord, unknown, deadline)
+            if gone:
+                offsets = _without_deleted(coord, offsets, gone, skip_deleted)
+                if not offsets:
+                    return
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in offsets)
+            raise errors.UnknownTopicOrPartitionError(
+                f"OffsetCommit {names}: UNKNOWN_TOPIC_OR_PARTITION (the coordinator does not "
+                "know the partition yet)")
         except BaseException as exc:
             if not retry or not is_retriable(exc):
                 raise
@@ -91,8 +131,48 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
             await asyncio.sleep(pause)
 
 
+async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
+                   deadline: float | None) -> set[TopicPartition]:
+    """Of ``tps`` (answered UNKNOWN_TOPIC_OR_PARTITION), those whose topic (or partition)
+    fresh metadata says does not exist; none if the metadata could not be had in time."""
+    cluster = coord.cluster
+    loop = asyncio.get_running_loop()
+    left = coord.request_timeout if deadline is None else max(0.01, deadline - loop.time())
+    try:
+        await asyncio.wait_for(cluster.update({tp.topic for tp in tps}), left)
+    except (asyncio.TimeoutError, KafkaConnectionError, KafkaTimeoutError):
+        return set()
+    finally:
+        coord.owner.refresh_wanted_topics()  # not kept asking for topics only a commit named
+    gone = set()
+    for tp in tps:
+        info = cluster.topics.get(tp.topic)
+        if info is None or info.error_code == errors.UnknownTopicOrPartitionError.code or (
+                not info.error_code and tp.partition not in info.partitions):
+            gone.add(tp)
+    return gone
+
+
+def _without_deleted(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+                     gone: set[TopicPartition], skip_deleted: bool
+                     ) -> dict[TopicPartition, OffsetAndMetadata]:
+    names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(gone))
+    if not skip_deleted:
+        err = errors.UnknownTopicOrPartitionError(
+            f"OffsetCommit: {names} do not exist (topic deleted?): their offsets were not "
+            "committed (those of the other partitions were)")
+        err.retriable = False  # fresh metadata confirms it: retrying cannot help
+        raise err
+    log.warning("group %s: not committing the positions of %s: the partitions no longer exist "
+                "(topic deleted)", coord.group_id, names)
+    return {tp: om for tp, om in offsets.items() if tp not in gone}
+
+
 async def _send_commit(coord: ConsumerCoordinator, conn: Any,
-                       offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool) -> None:
+                       offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool
+                       ) -> list[TopicPartition]:
+    """One OffsetCommit; the partitions answered UNKNOWN_TOPIC_OR_PARTITION (the others
+    were committed). Other errors are raised."""
     if group_managed:
         gen = coord.generation_if_stable()
         if gen is None:
@@ -121,6 +201,7 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
         coord.mark_coordinator_unknown(f"OffsetCommit failed: {exc}")
         raise
     unauthorized: list[str] = []
+    unknown: list[TopicPartition] = []
     for t in resp.topics:
         for p in t.partitions:
             code = p.error_code
@@ -130,6 +211,9 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
             cls = errors.error_for_code(code) or errors.UnknownServerError
             if code == errors.TopicAuthorizationFailedError.code:
                 unauthorized.append(t.name)
+                continue
+            if code == errors.UnknownTopicOrPartitionError.code:
+                unknown.append(TopicPartition(t.name, p.partition_index))
                 continue
             if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code,
                         errors.RequestTimedOutError.code):
@@ -157,6 +241,7 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
     if unauthorized:
         raise errors.TopicAuthorizationFailedError(
             f"not authorized to commit offsets of {sorted(set(unauthorized))}")
+    return unknown
 
 
 async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
@@ -172,6 +257,7 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
     attempts = 0
     while True:
         try:
+            _check_open(coord)
             conn = await coord.ensure_coordinator(deadline)
             return await _send_fetch(coord, conn, partitions)
         except BaseException as exc:

@@ -105,13 +105,16 @@ class Consumer:
         """Commit positions to the group.
 
         Args:
-            offsets: None (the positions of everything consumed), a mapping of partition
-                to offset / ``OffsetAndMetadata`` / (offset, metadata), or a list of objects
-                with ``topic``, ``partition``, ``offset``. An offset is the next record to read.
+            offsets: None (the positions of everything consumed; partitions of a topic
+                deleted meanwhile are left out), a mapping of partition to offset /
+                ``OffsetAndMetadata`` / (offset, metadata), or a list of objects with
+                ``topic``, ``partition``, ``offset``. An offset is the next record to read.
             asynchronous: send and return an ``asyncio.Task`` (result: the committed offsets)
                 without waiting; not retried.
             message: commit just past this record (confluent-kafka's ``message=``).
-            timeout: seconds for a synchronous commit (default ``default.api.timeout.ms``).
+            timeout: seconds for a synchronous commit (default ``default.api.timeout.ms``;
+                in a revoke callback during ``close``, at most what is left of close's
+                timeout).
 
         Returns:
             The committed offsets (synchronous), or the task (asynchronous).
@@ -119,13 +122,16 @@ class Consumer:
         Raises:
             CommitFailedError: the group rebalanced and the member is no longer in it.
             RebalanceInProgressError: a rebalance is under way; poll, then commit again.
-            InvalidGroupIdError: no ``group.id``.
+            UnknownTopicOrPartitionError: a partition in ``offsets`` no longer exists.
+            InvalidGroupIdError: no ``group.id``. KafkaTimeoutError: not done in time.
+            ClientClosedError: the consumer is closed.
         """
         parsed = _commit_offsets(offsets, message)
         if asynchronous:
             self._core._check()
-            return self._core.start_async_commit(
-                parsed if parsed is not None else self._core.consumed_offsets())
+            if parsed is None:
+                return self._core.start_async_commit(self._core.consumed_offsets(), consumed=True)
+            return self._core.start_async_commit(parsed)
         return await self._core.commit(parsed, timeout)
 
     async def committed(self, partitions: Any, timeout: float | None = None
@@ -211,7 +217,9 @@ class Consumer:
         return {tp: (v if v[0] >= 0 else None) for tp, v in found.items()}
 
     async def close(self, timeout: float | None = None) -> None:
-        """Commit (``enable.auto.commit``), leave the group, close. Idempotent."""
+        """Commit (``enable.auto.commit``), revoke the partitions (the callback may commit),
+        leave the group, close. ``timeout`` (30 s) bounds the group's part: the auto commit,
+        the commits the callback makes and the LeaveGroup. Idempotent."""
         await self._core.close(timeout)
 
     async def __aenter__(self) -> Consumer:

@@ -14,9 +14,9 @@ from pylog import errors
 from pylog.client.aio._cluster import Cluster
 from pylog.client.aio._coordinator import ConsumerCoordinator, _Retry
 from pylog.client.aio._group_base import NO_GENERATION, Generation, MemberState, SubscriptionState
-from pylog.client.aio._group_offsets import commit_offsets
+from pylog.client.aio._group_offsets import commit_offsets, fetch_committed
 from pylog.client.config import CONSUMER, resolve
-from pylog.client.errors import CommitFailedError
+from pylog.client.errors import ClientClosedError, CommitFailedError, KafkaTimeoutError
 from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol.messages import HeartbeatResponse, JoinGroupResponse, OffsetCommitResponse
 
@@ -38,6 +38,17 @@ class StubConnection:
         self.sent.append(body)
         r = self.responses.pop(0)
         return r(body) if callable(r) else r
+
+    def send_nowait(self, body: Any, version: int | None = None) -> asyncio.Future[Any]:
+        self.sent.append(body)
+        r = self.responses.pop(0)
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result(r(body) if callable(r) else r)
+        return fut
+
+    async def wait(self, fut: asyncio.Future[Any], timeout: float | None = None,
+                   what: str = "request") -> Any:
+        return await fut
 
     async def close(self) -> None:
         self.closed = True
@@ -217,3 +228,88 @@ async def _unjoined() -> ConsumerCoordinator:
     c = stable_member(StubConnection())
     c.reset_state_and_rejoin("left", True)
     return c
+
+
+def _commit_two(*responses: Any, topics_after_refresh: dict[str, int], skip_deleted: bool,
+                deadline_in: float = 30.0) -> tuple[ConsumerCoordinator, float]:
+    """Commit t-0 and gone-0 against canned OffsetCommit answers, the metadata refresh
+    showing ``topics_after_refresh`` (name -> partitions); (member, seconds it took)."""
+    from pylog.client.aio._cluster import PartitionInfo, TopicInfo
+
+    async def go() -> tuple[ConsumerCoordinator, float]:
+        c = stable_member(StubConnection(*responses), **{"retry.backoff.ms": 10})
+        refreshed: list[set[str] | None] = []
+
+        async def update(topics: set[str] | None = None) -> None:
+            refreshed.append(topics)
+            c.cluster.topics = {
+                name: TopicInfo(name, 0, {p: PartitionInfo(p, 0, 0, [0], [0], 0) for p in range(n)},
+                                None, False) for name, n in topics_after_refresh.items()}
+
+        c.cluster.update = update  # type: ignore[method-assign]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await commit_offsets(c, {TP: OffsetAndMetadata(5), TopicPartition("gone", 0): OffsetAndMetadata(7)},
+                             group_managed=True, deadline=start + deadline_in, retry=True,
+                             skip_deleted=skip_deleted)
+        assert refreshed and refreshed[0] is not None and "gone" in refreshed[0]
+        return c, loop.time() - start
+
+    return asyncio.run(go())  # type: ignore[no-any-return]
+
+
+def _answer(codes: dict[tuple[str, int], int]) -> OffsetCommitResponse:
+    R = OffsetCommitResponse
+    by_topic: dict[str, list[Any]] = {}
+    for (t, p), code in codes.items():
+        by_topic.setdefault(t, []).append(R.OffsetCommitResponsePartition(partition_index=p, error_code=code))
+    return R(topics=[R.OffsetCommitResponseTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+UNKNOWN = errors.UnknownTopicOrPartitionError.code
+
+
+def test_commit_of_a_deleted_topics_partition() -> None:
+    # The consumed positions: the deleted topic's partition is left out at once (the other
+    # was committed by the same request), not retried until the deadline.
+    c, took = _commit_two(_answer({("t", 0): 0, ("gone", 0): UNKNOWN}),
+                          topics_after_refresh={"t": 1}, skip_deleted=True)
+    assert took < 5 and len(c.coordinator_conn.sent) == 1  # type: ignore[union-attr]
+    # Offsets the caller named: a clear error at once, not retried.
+    with pytest.raises(errors.UnknownTopicOrPartitionError, match=r"gone-0 do not exist .*other partitions were"):
+        _commit_two(_answer({("t", 0): 0, ("gone", 0): UNKNOWN}),
+                    topics_after_refresh={"t": 1}, skip_deleted=False)
+    # A partition beyond the topic's count is gone too.
+    with pytest.raises(errors.UnknownTopicOrPartitionError, match="gone-0"):
+        _commit_two(_answer({("t", 0): 0, ("gone", 0): UNKNOWN}),
+                    topics_after_refresh={"t": 1, "gone": 0}, skip_deleted=False)
+
+
+def test_commit_retries_a_partition_the_coordinator_does_not_know_yet() -> None:
+    # The topic exists (just created; KAFKA-6829): only the unknown partition is sent again.
+    c, _ = _commit_two(_answer({("t", 0): 0, ("gone", 0): UNKNOWN}), _answer({("gone", 0): 0}),
+                       topics_after_refresh={"t": 1, "gone": 1}, skip_deleted=False)
+    sent = c.coordinator_conn.sent  # type: ignore[union-attr]
+    assert len(sent) == 2
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in sent[1].topics] == [("gone", [0])]
+    # Still unknown at the deadline: a timeout naming the error.
+    answers = [_answer({("t", 0): 0, ("gone", 0): UNKNOWN})] + [_answer({("gone", 0): UNKNOWN})] * 200
+    with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+        _commit_two(*answers, topics_after_refresh={"t": 1, "gone": 1}, skip_deleted=True,
+                    deadline_in=0.5)
+
+
+def test_commit_and_committed_on_a_closed_member_fail_at_once() -> None:
+    async def go() -> None:
+        c = stable_member(StubConnection())
+        await c.close_link()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(ClientClosedError, match="closed"):
+            await commit_offsets(c, {TP: OffsetAndMetadata(5)}, group_managed=True,
+                                 deadline=start + 30, retry=True)
+        with pytest.raises(ClientClosedError):
+            await fetch_committed(c, [TP], start + 30)
+        assert loop.time() - start < 5
+
+    asyncio.run(go())
