@@ -267,8 +267,12 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
 
 
 async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
-                          deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """The committed offset of each partition (None where none is).
+                          deadline: float | None, *, bound_answer: bool = True
+                          ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The committed offset of each partition (None where none is). ``bound_answer``
+    False: an OffsetFetch sent is waited for past ``deadline`` (up to
+    ``request.timeout.ms``): ``poll`` looks positions up within its own short timeout, and
+    abandoning every answer that comes later than that would never get them.
 
     Raises:
         KafkaTimeoutError: no answer by ``deadline``. ApiError: a non-retriable error.
@@ -281,7 +285,7 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
         try:
             _check_open(coord)
             conn = await coord.ensure_coordinator(deadline)
-            return await _send_fetch(coord, conn, partitions, deadline)
+            return await _send_fetch(coord, conn, partitions, deadline if bound_answer else None)
         except BaseException as exc:
             if not is_retriable(exc):
                 raise
