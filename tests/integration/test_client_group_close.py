@@ -6,7 +6,8 @@ mode on a data directory of this process), with the same broker settings:
   blocking and the asyncio consumer; ``close``'s timeout bounds that commit;
 - a member whose JoinGroup is still parked on the coordinator (the other members have not
   rejoined yet) closes at once: it leaves on a new connection instead of queueing its
-  LeaveGroup behind the JoinGroup for the rebalance timeout;
+  LeaveGroup behind the JoinGroup for the rebalance timeout; ``close(timeout=0)`` waits for
+  nothing and still leaves;
 - a revoke callback that commits after a pattern-subscribed topic was deleted does not
   hang the rebalance (the deleted topic's positions are left out of the commit).
 """
@@ -237,6 +238,26 @@ def test_close_while_the_join_group_is_parked(target: Target, topic_name: str) -
         a.close()
         if b is not None:
             b.close()
+
+
+def test_close_with_no_time_left_still_leaves(target: Target, topic_name: str) -> None:
+    """close(timeout=0) waits for nothing, but its LeaveGroup is sent and taken: the other
+    member gets a's partitions long before a's session (30 s here) would expire."""
+    _setup(target.cfg(), topic_name, 1)
+    group = f"g-{topic_name}"
+    slow = {"session.timeout.ms": 30000}
+    a = _member(target, group, topic_name, "a", **slow)
+    b = _member(target, group, topic_name, "b", **slow)
+    try:
+        _wait(lambda: (a.poll(0.1), b.poll(0.1), len(a.assignment()) == len(b.assignment()) == 1)[2],
+              "a and b to share the partitions")
+        start = time.monotonic()
+        a.close(timeout=0)
+        assert time.monotonic() - start < 5
+        _wait(lambda: (b.poll(0.2), len(b.assignment()) == 2)[1], "b to take a's partition", timeout=20)
+    finally:
+        a.close()
+        b.close()
 
 
 def test_asyncio_commit_in_the_revoke_callback_during_close(target: Target, topic_name: str) -> None:
