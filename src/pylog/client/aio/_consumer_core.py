@@ -273,9 +273,10 @@ class ConsumerCore:
             st.reset_to = strategy
             self.fetcher.completed.pop(tp, None)
 
-    async def update_positions(self, timeout: float | None = None) -> None:
+    async def update_positions(self, timeout: float | None = None, *, from_poll: bool = False) -> None:
         """Give every assigned partition without a position one: a pending seek, else the
-        group's committed offset, else ``auto.offset.reset``.
+        group's committed offset, else ``auto.offset.reset``. ``from_poll``: an OffsetFetch
+        sent is waited for even past ``timeout`` (poll's; see ``fetch_committed``).
 
         Raises:
             KafkaTimeoutError: not done within ``timeout`` (default ``default.api.timeout.ms``).
@@ -286,7 +287,8 @@ class ConsumerCore:
         if self.group_id is not None:
             init = [tp for tp, st in self.assignment.items() if st.position is None and st.reset_to is None]
             if init:
-                found = await fetch_committed(self.group("committed offsets"), init, deadline)
+                found = await fetch_committed(self.group("committed offsets"), init, deadline,
+                                              bound_answer=not from_poll)
                 for tp in init:
                     st = self.assignment.get(tp)
                     if st is None or st.position is not None or st.reset_to is not None:
@@ -353,7 +355,7 @@ class ConsumerCore:
                     pass
             if any(st.position is None for st in self.assignment.values()):
                 try:
-                    await self.update_positions(max(0.01, deadline - loop.time()))
+                    await self.update_positions(max(0.01, deadline - loop.time()), from_poll=True)
                 except KafkaTimeoutError:
                     if loop.time() < deadline:
                         raise

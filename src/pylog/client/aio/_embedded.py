@@ -255,7 +255,11 @@ class EmbeddedConnection:
 
     Same calls and errors as ``BrokerConnection``: a request not answered within its
     timeout closes the connection (``KafkaTimeoutError``) and fails the others in flight
-    (``KafkaConnectionError``); the owner opens a new one on next use.
+    (``KafkaConnectionError``); the owner opens a new one on next use. Requests already
+    handed over go on running on the broker when the connection closes, their answers
+    dropped, except fetches (a long poll nobody waits for), as the broker's network layer
+    does when a client goes away: a LeaveGroup sent just before close still takes effect,
+    and a JoinGroup parked on an abandoned connection waits for its rebalance as over TCP.
     """
 
     def __init__(self, backend: EmbeddedBroker, *, node_id: int, client_id: str,
@@ -269,7 +273,8 @@ class EmbeddedConnection:
         self._client_id = client_id
         self._closed = False
         self._next_cid = 0
-        self._in_flight: dict[asyncio.Future[Any], concurrent.futures.Future[Any]] = {}
+        # Each request's answer -> (its run on the broker's loop, its API key).
+        self._in_flight: dict[asyncio.Future[Any], tuple[concurrent.futures.Future[Any], int]] = {}
         # Broker-loop side: the completion of the last request handed over, which the next
         # one waits for (one request at a time, in order, as on a socket).
         self._tail: asyncio.Future[None] | None = None
@@ -316,7 +321,7 @@ class EmbeddedConnection:
         fut = loop.create_future()
         cf = asyncio.run_coroutine_threadsafe(self._serve(body, version, cid),
                                               self._backend.loop)
-        self._in_flight[fut] = cf
+        self._in_flight[fut] = (cf, type(body).API_KEY)
         cf.add_done_callback(functools.partial(self._answered, loop, fut))
         fut.add_done_callback(self._forget)
         if type(body).API_KEY == _PRODUCE and body.acks == 0:
@@ -387,10 +392,10 @@ class EmbeddedConnection:
         fut.set_result(result)
 
     def _forget(self, fut: asyncio.Future[Any]) -> None:
-        cf = self._in_flight.pop(fut, None)
+        entry = self._in_flight.pop(fut, None)
         if fut.cancelled():
-            if cf is not None:
-                cf.cancel()  # stops the request on the broker (a fetch's long poll)
+            if entry is not None and entry[1] == _FETCH:
+                entry[0].cancel()  # stops a fetch's long poll on the broker
         else:
             fut.exception()  # retrieved: a late failure nobody awaits is not a warning
 
@@ -398,8 +403,9 @@ class EmbeddedConnection:
         if self.error is None:
             self.error = error
         self._closed = True
-        for fut, cf in list(self._in_flight.items()):
-            cf.cancel()
+        for fut, (cf, api_key) in list(self._in_flight.items()):
+            if api_key == _FETCH:
+                cf.cancel()  # a long poll nobody waits for; other requests run on
             if not fut.done():
                 fut.set_exception(error)
 

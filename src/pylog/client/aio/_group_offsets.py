@@ -25,7 +25,8 @@ Rules of the Java client's ``ConsumerCoordinator`` (``sendOffsetCommitRequest``,
   ``commit()`` in a revoke callback would block for ``default.api.timeout.ms`` after a
   pattern-subscribed topic was deleted.
 - A consumer being closed (its coordinator link closed) fails a commit at once with
-  ``ClientClosedError``.
+  ``ClientClosedError``. A request's answer is awaited no longer than the call's deadline
+  (a commit in a revoke callback during ``close`` ends with close's timeout).
 - OffsetFetch asks with ``require_stable`` (v7+): a partition with a pending transactional
   commit answers UNSTABLE_OFFSET_COMMIT and is asked again. Offset -1 means none committed.
 
@@ -104,7 +105,7 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
         try:
             _check_open(coord)
             conn = await coord.ensure_coordinator(deadline)
-            unknown = await _send_commit(coord, conn, offsets, group_managed)
+            unknown = await _send_commit(coord, conn, offsets, group_managed, deadline)
             if not unknown:
                 return
             # The rest were committed by that request: only these are left.
@@ -168,9 +169,27 @@ def _without_deleted(coord: ConsumerCoordinator, offsets: dict[TopicPartition, O
     return {tp: om for tp, om in offsets.items() if tp not in gone}
 
 
+class _PastDeadline(Exception):
+    pass
+
+
+async def _request(conn: Any, req: Any, deadline: float | None, version: int | None = None) -> Any:
+    """Send ``req`` and wait for its answer at most ``request.timeout.ms`` (then the
+    connection is closed, as for any request) and until ``deadline`` (loop time; then
+    ``_PastDeadline``: the connection stays, the late answer is dropped)."""
+    fut = conn.send_nowait(req, version)
+    answer = conn.wait(fut, None, type(req).NAME)
+    if deadline is None:
+        return await answer
+    try:
+        return await asyncio.wait_for(answer, max(0.0, deadline - asyncio.get_running_loop().time()))
+    except asyncio.TimeoutError:
+        raise _PastDeadline from None
+
+
 async def _send_commit(coord: ConsumerCoordinator, conn: Any,
-                       offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool
-                       ) -> list[TopicPartition]:
+                       offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool,
+                       deadline: float | None = None) -> list[TopicPartition]:
     """One OffsetCommit; the partitions answered UNKNOWN_TOPIC_OR_PARTITION (the others
     were committed). Other errors are raised."""
     if group_managed:
@@ -196,7 +215,10 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
             member_id=gen.member_id, group_instance_id=instance, retention_time_ms=-1,
             topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
     try:
-        resp = await conn.send(req)
+        resp = await _request(conn, req, deadline)
+    except _PastDeadline:
+        raise KafkaTimeoutError(f"offset commit for group {coord.group_id!r}: no answer in "
+                                "time") from None
     except (KafkaConnectionError, KafkaTimeoutError) as exc:
         coord.mark_coordinator_unknown(f"OffsetCommit failed: {exc}")
         raise
@@ -245,8 +267,12 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
 
 
 async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
-                          deadline: float | None) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """The committed offset of each partition (None where none is).
+                          deadline: float | None, *, bound_answer: bool = True
+                          ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The committed offset of each partition (None where none is). ``bound_answer``
+    False: an OffsetFetch sent is waited for past ``deadline`` (up to
+    ``request.timeout.ms``): ``poll`` looks positions up within its own short timeout, and
+    abandoning every answer that comes later than that would never get them.
 
     Raises:
         KafkaTimeoutError: no answer by ``deadline``. ApiError: a non-retriable error.
@@ -259,7 +285,7 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
         try:
             _check_open(coord)
             conn = await coord.ensure_coordinator(deadline)
-            return await _send_fetch(coord, conn, partitions)
+            return await _send_fetch(coord, conn, partitions, deadline if bound_answer else None)
         except BaseException as exc:
             if not is_retriable(exc):
                 raise
@@ -273,8 +299,8 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
             await asyncio.sleep(pause)
 
 
-async def _send_fetch(coord: ConsumerCoordinator, conn: Any,
-                      partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[TopicPartition],
+                      deadline: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
     R = OffsetFetchRequest
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
@@ -289,7 +315,10 @@ async def _send_fetch(coord: ConsumerCoordinator, conn: Any,
         req = R(group_id=coord.group_id, require_stable=True,
                 topics=[R.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
     try:
-        resp = await conn.send(req, version)
+        resp = await _request(conn, req, deadline, version)
+    except _PastDeadline:
+        raise KafkaTimeoutError(f"committed offsets of group {coord.group_id!r}: no answer in "
+                                "time") from None
     except (KafkaConnectionError, KafkaTimeoutError) as exc:
         coord.mark_coordinator_unknown(f"OffsetFetch failed: {exc}")
         raise
