@@ -99,7 +99,6 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
     for tp, om in offsets.items():
         if om.offset < 0:
             raise ValueError(f"cannot commit offset {om.offset} for {tp.topic}-{tp.partition}")
-    loop = asyncio.get_running_loop()
     attempts = 0
     while True:
         try:
@@ -122,14 +121,22 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
         except BaseException as exc:
             if not retry or not is_retriable(exc):
                 raise
-            pause = coord.backoff(attempts)
+            await _backoff_or_give_up(coord, attempts, deadline, exc,
+                                      f"offset commit for group {coord.group_id!r} did not "
+                                      "complete in time")
             attempts += 1
-            if deadline is not None and loop.time() + pause >= deadline:
-                if isinstance(exc, KafkaTimeoutError):
-                    raise
-                raise KafkaTimeoutError(f"offset commit for group {coord.group_id!r} did not "
-                                        f"complete in time (last error: {exc})") from exc
-            await asyncio.sleep(pause)
+
+
+async def _backoff_or_give_up(coord: ConsumerCoordinator, attempts: int, deadline: float | None,
+                              exc: BaseException, what: str) -> None:
+    """Sleep the retry backoff before attempt ``attempts + 1``, or raise when that would pass
+    ``deadline``: ``exc`` itself if it is a timeout, else a KafkaTimeoutError saying ``what``."""
+    pause = coord.backoff(attempts)
+    if deadline is not None and asyncio.get_running_loop().time() + pause >= deadline:
+        if isinstance(exc, KafkaTimeoutError):
+            raise exc
+        raise KafkaTimeoutError(f"{what} (last error: {exc})") from exc
+    await asyncio.sleep(pause)
 
 
 async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
@@ -279,7 +286,6 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
     """
     if not partitions:
         return {}
-    loop = asyncio.get_running_loop()
     attempts = 0
     while True:
         try:
@@ -289,14 +295,10 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
         except BaseException as exc:
             if not is_retriable(exc):
                 raise
-            pause = coord.backoff(attempts)
+            await _backoff_or_give_up(coord, attempts, deadline, exc,
+                                      f"committed offsets of group {coord.group_id!r} not "
+                                      "fetched in time")
             attempts += 1
-            if deadline is not None and loop.time() + pause >= deadline:
-                if isinstance(exc, KafkaTimeoutError):
-                    raise
-                raise KafkaTimeoutError(f"committed offsets of group {coord.group_id!r} not "
-                                        f"fetched in time (last error: {exc})") from exc
-            await asyncio.sleep(pause)
 
 
 async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[TopicPartition],
