@@ -16,11 +16,13 @@ from .errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     LogcoreError,
     LogDirError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
 )
 
 __version__ = "0.1.0"
@@ -79,11 +81,14 @@ else:
 from .clock import Clock, ManualClock, SystemClock  # noqa: E402
 from .config import LogConfig  # noqa: E402
 from .log import Log, LogAppendInfo, TimestampOffset  # noqa: E402
+from .producer_state import ProducerInfo  # noqa: E402
+from .txn_index import AbortedTxn  # noqa: E402
 from .readonly import ReadOnlyLog  # noqa: E402
 from .region import FileRegion  # noqa: E402
 
 __all__ = [
     "IMPLEMENTATION",
+    "AbortedTxn",
     "AppendInfo",
     "BatchBuilder",
     "Clock",
@@ -94,6 +99,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "Log",
     "LogAppendInfo",
     "LogConfig",
@@ -103,6 +109,7 @@ __all__ = [
     "OffsetIndex",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "ProducerInfo",
     "Record",
     "RecordBatch",
     "ReadOnlyLog",
@@ -110,6 +117,7 @@ __all__ = [
     "SystemClock",
     "TimeIndex",
     "TimestampOffset",
+    "TransactionCoordinatorFencedError",
     "crc32c",
     "decode_columns",
     "decode_unsigned_varint",

@@ -156,3 +156,31 @@ class InvalidRecordError(LogcoreError, ValueError):
     def __init__(self, message: str, *, record_index: int = -1) -> None:
         super().__init__(message)
         self.record_index = record_index
+
+
+class InvalidTxnStateError(LogcoreError, ValueError):
+    """A producer with an open transaction on this log wrote a non-transactional batch
+    (Kafka: INVALID_TXN_STATE).
+
+    Attributes: producer_id.
+    """
+
+    def __init__(self, message: str, *, producer_id: int = -1) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+
+
+class TransactionCoordinatorFencedError(LogcoreError, ValueError):
+    """A transaction marker carries a coordinator epoch older than the one the log last
+    saw for its producer: it comes from a deposed transaction coordinator (Kafka:
+    TRANSACTION_COORDINATOR_FENCED).
+
+    Attributes: producer_id, coordinator_epoch (the marker's), current_coordinator_epoch.
+    """
+
+    def __init__(self, message: str, *, producer_id: int = -1, coordinator_epoch: int = -1,
+                 current_coordinator_epoch: int = -1) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.coordinator_epoch = coordinator_epoch
+        self.current_coordinator_epoch = current_coordinator_epoch

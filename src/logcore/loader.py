@@ -43,7 +43,7 @@ from .checkpoint import (
 )
 from .config import LogConfig
 from .errors import CorruptRecordError, LogDirError
-from .producer_state import BatchMeta, ProducerStateManager
+from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -57,11 +57,13 @@ from .segment import (
     LogSegment,
     scan,
 )
+from .txn_index import CONTROL_ABORT, CONTROL_COMMIT, parse_control
 
 NAME_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
 _I32_MAX = 2**31 - 1
 LOCK_FILE = ".lock"
 _ATTR_CONTROL = 0x20
+_ATTR_TRANSACTIONAL = 0x10
 
 
 class RecoveryStats(NamedTuple):
@@ -94,6 +96,7 @@ class LoadedLog(NamedTuple):
     recovery_point: int
     stats: RecoveryStats
     checkpointed_log_start_offset: int  # in the file (-1: none); rewritten only on change
+    rebuild_txn_from: int | None = None  # first rescanned segment's base (crash recovery)
 
 
 def remove_temp_files_and_complete_swaps(d: str) -> None:
@@ -262,9 +265,13 @@ def load_segments(directory: str, config: LogConfig, now: int, clean: bool) -> L
                 truncated_total += truncated
 
     next_offset = None
+    rebuild_txn_from = None
     if not clean and segments:
+        rebuild_txn_from = segments[first_unflushed].base_offset
         for i in range(first_unflushed, len(segments)):
             seg = segments[i]
+            # Its aborted transactions are found again by the producer-state replay.
+            seg.txn_index.reset()
             size_before = seg.size
             truncated, nxt, _error = seg.recover(crc32c)
             scanned += 1
@@ -307,7 +314,8 @@ def load_segments(directory: str, config: LogConfig, now: int, clean: bool) -> L
                           truncated_total, checked)
     rp = next_offset if clean else min(recovery_point, next_offset)
     checkpointed_lso = next(iter(lso_file.values())) if lso_file else -1
-    return LoadedLog(segments, next_offset, log_start, rp, stats, checkpointed_lso)
+    return LoadedLog(segments, next_offset, log_start, rp, stats, checkpointed_lso,
+                     rebuild_txn_from)
 
 
 # --- producer state ------------------------------------------------------------------
@@ -323,39 +331,85 @@ def _last_sequence(base_sequence: int, delta: int) -> int:
 
 
 def meta_from_header(f: tuple[Any, ...]) -> BatchMeta | None:
-    """Producer-state metadata of a batch from its unpacked header (None: no producer)."""
+    """Producer-state metadata of a data batch from its unpacked header (None: no
+    producer, or a control batch: see :func:`marker_from_batch`)."""
     if f[9] < 0 or f[5] & _ATTR_CONTROL:
         return None
-    return BatchMeta(f[9], f[10], f[11], _last_sequence(f[11], f[6]), f[0], f[0] + f[6], f[8])
+    return BatchMeta(f[9], f[10], f[11], _last_sequence(f[11], f[6]), f[0], f[0] + f[6], f[8],
+                     bool(f[5] & _ATTR_TRANSACTIONAL))
+
+
+def marker_from_batch(f: tuple[Any, ...], buf: Any, pos: int) -> MarkerMeta | None:
+    """The transaction marker of the control batch at ``pos`` of ``buf`` (header ``f``);
+    None for other control records (KRaft's) or an emptied batch."""
+    if f[9] < 0:
+        return None
+    ctype, coordinator_epoch, _delta = parse_control(buf, pos)
+    if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return MarkerMeta(f[9], f[10], ctype == CONTROL_COMMIT, coordinator_epoch, f[0], f[8])
+
+
+def items_from_buffer(buf: Any, n: int) -> list[BatchMeta | MarkerMeta]:
+    """Producer-state items (data batches with a producer id, markers) of the ``n``
+    bytes of validated batches in ``buf``, in order."""
+    out: list[BatchMeta | MarkerMeta] = []
+    pos = 0
+    hsize = HEADER.size
+    while pos + hsize <= n:
+        f = HEADER.unpack_from(buf, pos)
+        item: BatchMeta | MarkerMeta | None
+        if f[5] & _ATTR_CONTROL:
+            item = marker_from_batch(f, buf, pos)
+        else:
+            item = meta_from_header(f)
+        if item is not None:
+            out.append(item)
+        pos += 12 + f[1]
+    return out
 
 
 def meta_from_info(i: Any) -> BatchMeta | None:
-    """The same from one batch's AppendInfo."""
+    """The same from one data batch's AppendInfo (None for control batches)."""
     if i.producer_id < 0 or i.is_control:
         return None
     return BatchMeta(i.producer_id, i.producer_epoch, i.first_sequence, i.last_sequence,
-                     i.first_offset, i.last_offset, i.max_timestamp)
+                     i.first_offset, i.last_offset, i.max_timestamp, bool(i.is_transactional))
 
 
 def load_producer_state(ps: ProducerStateManager, segments: tuple[LogSegment, ...] | list[LogSegment],
-                        log_start_offset: int, log_end_offset: int, now: int) -> None:
-    """Newest valid snapshot at or below the log end, then replay the batches after it."""
-    snap = ps.load_latest_snapshot(log_end_offset)
+                        log_start_offset: int, log_end_offset: int, now: int,
+                        rebuild_from: int | None = None) -> None:
+    """Newest valid snapshot at or below the log end, then replay the batches after it.
+
+    ``rebuild_from``: the base offset of the first segment crash recovery rescanned (its
+    ``.txnindex`` and those of the later segments were deleted): the snapshot is taken at
+    or below it and the ABORT markers replayed from there re-create their entries (Kafka's
+    ``LogSegment.recover`` with the log's producer state).
+    """
+    upto = log_end_offset if rebuild_from is None else min(rebuild_from, log_end_offset)
+    snap = ps.load_latest_snapshot(upto)
     if snap < 0:
         # No snapshot (a log written before they existed): as Kafka, replay the last two
         # segments only; every later roll and close leaves one.
         snap = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        if rebuild_from is not None:
+            snap = min(snap, rebuild_from)
     start = max(snap, log_start_offset)
     ps.map_end_offset = start
-    _replay_producer_state(ps, segments, start)
+    _replay_producer_state(ps, segments, start,
+                           rebuild_from if rebuild_from is not None else log_end_offset + 1)
     ps.map_end_offset = log_end_offset
     ps.expire(now)
 
 
 def _replay_producer_state(ps: ProducerStateManager,
-                           segments: tuple[LogSegment, ...] | list[LogSegment], start: int) -> None:
+                           segments: tuple[LogSegment, ...] | list[LogSegment], start: int,
+                           rebuild_from: int) -> None:
     """Feed every batch whose last offset is >= ``start`` to the producer state (batch
-    headers only, read with pread; the segments were validated by the open)."""
+    headers, and the record of control batches, read with pread; the segments were
+    validated by the open). ABORT markers at or after ``rebuild_from`` add their entry to
+    their segment's transaction index."""
     hsize = HEADER.size
     for i, seg in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
@@ -371,7 +425,13 @@ def _replay_producer_state(ps: ProducerStateManager,
             if f[1] < 49 or pos + size > end:
                 break
             if f[0] + f[6] >= start:
-                meta = meta_from_header(f)
-                if meta is not None:
-                    ps.apply(meta)
+                item: BatchMeta | MarkerMeta | None
+                if f[5] & _ATTR_CONTROL:
+                    item = marker_from_batch(f, os.pread(fd, size, pos), 0)
+                else:
+                    item = meta_from_header(f)
+                if item is not None:
+                    aborted = ps.apply(item)
+                    if aborted is not None and f[0] >= rebuild_from:
+                        seg.txn_index.append(aborted)
             pos += size

@@ -95,14 +95,15 @@ from .errors import (
 from .loader import (
     DirLock,
     RecoveryStats,
+    items_from_buffer,
     load_producer_state,
     load_segments,
-    meta_from_header,
     meta_from_info,
 )
-from .producer_state import BatchMeta, ProducerStateManager
+from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
 from .retention import DeleteQueue, deletable_prefix
+from .transactions import LogTransactions
 from .segment import (
     HEADER,
     INDEX_SUFFIX,
@@ -139,7 +140,7 @@ class _View:
 
 
 
-class Log(LogReads, LogDurability, LogCompaction):
+class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
     """One partition's log in ``directory`` (created if missing, recovered if needed).
 
     Args:
@@ -331,25 +332,19 @@ class Log(LogReads, LogDurability, LogCompaction):
         self._checkpointed_lso = loaded.checkpointed_log_start_offset
         self.leader_epoch_cache.truncate_from_end(loaded.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(loaded.log_start_offset)
+        self._rebuild_txn_from = loaded.rebuild_txn_from
 
     def _load_producer_state(self) -> None:
+        rebuild, self._rebuild_txn_from = self._rebuild_txn_from, None
         load_producer_state(self.producer_state, self._view.segments, self._log_start_offset,
-                            self._log_end_offset, self.clock.time_ms())
+                            self._log_end_offset, self.clock.time_ms(), rebuild)
 
-    def _producer_metas(self, buf: Any, info: Any) -> list[BatchMeta]:
-        """Producer-state metadata of the batches of a validated leader append."""
-        if info.batch_count == 1:
+    def _producer_metas(self, buf: Any, info: Any) -> list[BatchMeta | MarkerMeta]:
+        """Producer-state items (data batches, markers) of a validated leader append."""
+        if info.batch_count == 1 and not info.is_control:
             meta = meta_from_info(info)
             return [] if meta is None else [meta]
-        out = []
-        pos, n = 0, info.size_in_bytes
-        while pos + _HEADER.size <= n:
-            f = _HEADER.unpack_from(buf, pos)
-            meta = meta_from_header(f)
-            if meta is not None:
-                out.append(meta)
-            pos += 12 + f[1]
-        return out
+        return items_from_buffer(buf, info.size_in_bytes)
 
     # ------------------------------------------------------------------ append
     def append(
@@ -423,7 +418,7 @@ class Log(LogReads, LogDurability, LogCompaction):
                                 or info.max_timestamp - now > self._ts_after):
                             refuse_timestamps(buf, now, self._ts_before, self._ts_after)
                     producer_updates = None
-                    if info.producer_id >= 0 or info.batch_count > 1:
+                    if info.producer_id >= 0 or info.batch_count > 1 or info.is_control:
                         metas = self._producer_metas(buf, info)
                         if metas:
                             dup, producer_updates = self.producer_state.validate(metas)
@@ -469,13 +464,16 @@ class Log(LogReads, LogDurability, LogCompaction):
                 seg.append(buf, size, info)
                 self._log_end_offset = info.last_offset + 1
                 if producer_updates:
-                    self.producer_state.commit(producer_updates, self._log_end_offset)
+                    aborted = self.producer_state.commit(producer_updates, self._log_end_offset)
+                    for txn in aborted:
+                        seg.txn_index.append(txn)
                 elif not assign_offsets:
                     ps = self.producer_state
-                    for i in getattr(info, "infos", (info,)):
-                        meta = meta_from_info(i)
-                        if meta is not None:
-                            ps.apply(meta)
+                    if info.producer_id >= 0 or info.batch_count > 1 or info.is_control:
+                        for item in items_from_buffer(buf, size):
+                            txn = ps.apply(item)
+                            if txn is not None:
+                                seg.txn_index.append(txn)
                     ps.map_end_offset = self._log_end_offset
                 if self._flush_policy:
                     self._unflushed_messages += info.record_count

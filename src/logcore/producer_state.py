@@ -1,7 +1,7 @@
-"""Per-producer state of one log: idempotent-producer duplicate and sequence checks.
+"""Per-producer state of one log: duplicate and sequence checks, open transactions.
 
 Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` / ``ProducerStateEntry``
-(docs/formats.md), for idempotent (non-transactional) producers. For every producer id
+(docs/formats.md), for idempotent and transactional producers. For every producer id
 seen in the log the manager keeps its epoch and the metadata of its last
 :data:`NUM_BATCHES_TO_RETAIN` batches (first/last sequence, first/last offset, max
 timestamp). On the leader path a batch carrying a producer id is checked against it:
@@ -18,6 +18,23 @@ timestamp). On the leader path a batch carrying a producer id is checked against
   (``ProducerAppendInfo.checkSequence``: "If there is no current producer epoch ...
   accept writes with any sequence number"), so no UNKNOWN_PRODUCER_ID arises here.
 
+Transactions (Kafka's ``ProducerAppendInfo.appendDataBatch`` / ``appendEndTxnMarker``):
+
+- the first transactional batch (attribute 0x10) of a producer opens a transaction at its
+  base offset (``current_txn_first_offset``); a non-transactional batch of a producer with
+  an open transaction is :class:`~logcore.errors.InvalidTxnStateError`;
+- a batch with a producer id and base sequence -1 (written by a coordinator, e.g. the
+  group coordinator's TxnOffsetCommit records) skips the duplicate and sequence checks;
+- a marker (control batch) with an epoch older than the producer's is
+  :class:`~logcore.errors.InvalidProducerEpochError`, with a coordinator epoch older than
+  the stored one :class:`~logcore.errors.TransactionCoordinatorFencedError`; otherwise it
+  closes the open transaction (if any), takes the marker's epoch and coordinator epoch,
+  and an ABORT of a transaction with data yields the :class:`~logcore.txn_index.AbortedTxn`
+  the log appends to the ``.txnindex`` (its last stable offset: the first offset of the
+  oldest other open transaction, else the marker offset + 1);
+- ``first_unstable_offset`` is the smallest first offset of the open transactions (None
+  when there are none); producers with an open transaction never expire.
+
 Replica appends and log recovery update the state without checks.
 
 Durability: ``<20-digit offset>.snapshot`` files in Kafka's ``ProducerSnapshot`` v1 format
@@ -25,7 +42,10 @@ Durability: ``<20-digit offset>.snapshot`` files in Kafka's ``ProducerSnapshot``
 {producer_id i64, epoch i16, last_sequence i32, last_offset i64, offset_delta i32,
 timestamp i64, coordinator_epoch i32, current_txn_first_offset i64}). A snapshot at
 offset N holds the state of every batch below N. Like Kafka's, it keeps only each
-producer's last batch; the batches appended after it are replayed from the log at open.
+producer's last batch (last_sequence -1 / last_offset -1 when it has none: a producer
+known only from markers or coordinator-written batches); the batches appended after it
+are replayed from the log at open. Open transactions are kept through
+current_txn_first_offset, so a restart keeps the last stable offset.
 
 Not thread-safe on its own: the owning :class:`~logcore.log.Log` calls it under its lock.
 """
@@ -43,9 +63,12 @@ from .checkpoint import fsync_dir
 from .errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     LogDirError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
+from .txn_index import AbortedTxn
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -58,7 +81,7 @@ _ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes, ProducerSnapshot.json ProducerE
 
 
 class BatchMeta(NamedTuple):
-    """What the producer state needs from one batch (all from its header)."""
+    """What the producer state needs from one data batch (all from its header)."""
 
     producer_id: int
     epoch: int
@@ -67,47 +90,97 @@ class BatchMeta(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
+    is_transactional: bool = False
+
+
+class MarkerMeta(NamedTuple):
+    """A transaction marker (control batch): its producer, result and offset."""
+
+    producer_id: int
+    epoch: int
+    commit: bool
+    coordinator_epoch: int
+    offset: int
+    timestamp: int
+
+
+class ProducerInfo(NamedTuple):
+    """One producer as DescribeProducers shows it (Kafka's ``activeProducers``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class ProducerEntry:
-    """One producer's epoch and its last batches (oldest first)."""
+    """One producer's epoch, its last batches (oldest first) and its transaction."""
 
-    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp")
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "coordinator_epoch",
+                 "txn_first_offset")
 
     def __init__(self, producer_id: int, epoch: int) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMeta] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = -1
+        self.coordinator_epoch = -1
+        #: First offset of the open transaction, -1 when none is open.
+        self.txn_first_offset = -1
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
 
-    def add(self, batch: BatchMeta) -> None:
-        if batch.epoch != self.epoch:  # a new epoch forgets the old epoch's batches
-            self.epoch = batch.epoch
+    def _bump(self, epoch: int) -> None:
+        if epoch != self.epoch:  # a new epoch forgets the old epoch's batches
+            self.epoch = epoch
             self.batches.clear()
-        self.batches.append(batch)
+
+    def add(self, batch: BatchMeta) -> None:
+        self._bump(batch.epoch)
+        if batch.first_seq >= 0:  # coordinator-written batches (seq -1) keep no metadata
+            self.batches.append(batch)
         self.last_timestamp = batch.max_timestamp
+        if batch.is_transactional and self.txn_first_offset < 0:
+            self.txn_first_offset = batch.first_offset
+
+    def end_txn(self, marker: MarkerMeta) -> int:
+        """Apply a marker; returns the first offset of the transaction it closed (-1:
+        none was open)."""
+        first = self.txn_first_offset
+        self._bump(marker.epoch)
+        self.txn_first_offset = -1
+        self.coordinator_epoch = marker.coordinator_epoch
+        self.last_timestamp = marker.timestamp
+        return first
 
     def copy(self) -> ProducerEntry:
         new = ProducerEntry(self.producer_id, self.epoch)
         new.batches.extend(self.batches)
         new.last_timestamp = self.last_timestamp
+        new.coordinator_epoch = self.coordinator_epoch
+        new.txn_first_offset = self.txn_first_offset
         return new
 
     def find_duplicate(self, batch: BatchMeta) -> BatchMeta | None:
-        if batch.epoch != self.epoch:
+        if batch.epoch != self.epoch or batch.first_seq < 0:
             return None
         for old in self.batches:
             if old.first_seq == batch.first_seq and old.last_seq == batch.last_seq:
                 return old
         return None
 
+    def info(self) -> ProducerInfo:
+        return ProducerInfo(self.producer_id, self.epoch, self.last_seq, self.last_timestamp,
+                            self.coordinator_epoch, self.txn_first_offset)
+
     def __repr__(self) -> str:
         return (f"ProducerEntry(producer_id={self.producer_id}, epoch={self.epoch}, "
-                f"last_seq={self.last_seq}, batches={len(self.batches)})")
+                f"last_seq={self.last_seq}, batches={len(self.batches)}, "
+                f"txn_first_offset={self.txn_first_offset})")
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -130,12 +203,17 @@ def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
     from . import crc32c
 
     body = bytearray()
-    rows = [e for e in entries if e.batches]
+    rows = list(entries)
     body += _COUNT.pack(len(rows))
     for e in rows:
-        last = e.batches[-1]
-        body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
-                            last.last_offset - last.first_offset, last.max_timestamp, -1, -1)
+        if e.batches:
+            last = e.batches[-1]
+            body += _ENTRY.pack(e.producer_id, e.epoch, last.last_seq, last.last_offset,
+                                last.last_offset - last.first_offset, e.last_timestamp,
+                                e.coordinator_epoch, e.txn_first_offset)
+        else:
+            body += _ENTRY.pack(e.producer_id, e.epoch, -1, -1, 0, e.last_timestamp,
+                                e.coordinator_epoch, e.txn_first_offset)
     return _PREFIX.pack(SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
 
 
@@ -163,15 +241,20 @@ def decode_snapshot(data: bytes, path: str = "") -> list[ProducerEntry]:
             f"entries{where}", position=_PREFIX.size, path=path or None)
     out = []
     for _ in range(count):
-        pid, epoch, last_seq, last_offset, delta, ts, _coord, _txn = _ENTRY.unpack_from(data, pos)
+        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _ENTRY.unpack_from(data, pos)
         pos += _ENTRY.size
         if delta < 0 or pid < 0:
             raise CorruptRecordError(f"producer snapshot entry at byte {pos - _ENTRY.size} is "
                                      f"invalid{where}", position=pos - _ENTRY.size,
                                      path=path or None)
         e = ProducerEntry(pid, epoch)
-        first_seq = _decrement_sequence(last_seq, delta) if last_seq >= 0 else -1
-        e.add(BatchMeta(pid, epoch, first_seq, last_seq, last_offset - delta, last_offset, ts))
+        if last_offset >= 0 and last_seq >= 0:
+            first_seq = _decrement_sequence(last_seq, delta)
+            e.add(BatchMeta(pid, epoch, first_seq, last_seq, last_offset - delta, last_offset,
+                            ts))
+        e.last_timestamp = ts
+        e.coordinator_epoch = coord
+        e.txn_first_offset = txn if txn >= 0 else -1
         out.append(e)
     return out
 
@@ -191,53 +274,89 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         #: Offset up to which batches have been applied (exclusive).
         self.map_end_offset = 0
+        #: producer id -> first offset of its open transaction.
+        self.ongoing: dict[int, int] = {}
+        #: Smallest first offset of the open transactions, None when none is open.
+        #: Republished after each change (readers take it without the log's lock).
+        self.first_unstable_offset: int | None = None
 
     # ------------------------------------------------------------------ checks
-    def validate(self, batches: list[BatchMeta]) -> tuple[BatchMeta | None, list[BatchMeta]]:
-        """Leader-path check of the batches of one append (in order), changing nothing.
+    def validate(self, items: list[BatchMeta | MarkerMeta]
+                 ) -> tuple[BatchMeta | None, list[BatchMeta | MarkerMeta]]:
+        """Leader-path check of the batches and markers of one append (in order),
+        changing nothing.
 
         Returns:
             (duplicate, accepted): ``duplicate`` is the retained batch an incoming batch
             repeats (the append must then write nothing), else None; ``accepted`` are the
-            batches to :meth:`commit` once the bytes are written.
+            items to :meth:`commit` once the bytes are written.
 
         Raises:
-            InvalidProducerEpochError, OutOfOrderSequenceError.
+            InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError,
+            TransactionCoordinatorFencedError.
         """
         producers = self.producers
-        if len(batches) == 1:  # the Produce path: no copies
-            b = batches[0]
+        if len(items) == 1:  # the Produce path: no copies
+            b = items[0]
             entry = producers.get(b.producer_id)
             if entry is not None:
-                dup = entry.find_duplicate(b)
-                if dup is not None:
-                    return dup, []
-                self._check(entry, b)
-            return None, batches
-        # Several batches: later ones are judged against the state the earlier ones leave.
+                if type(b) is MarkerMeta:
+                    self._check_marker(entry, b)
+                else:
+                    dup = entry.find_duplicate(b)  # type: ignore[arg-type]
+                    if dup is not None:
+                        return dup, []
+                    self._check(entry, b)  # type: ignore[arg-type]
+            return None, items
+        # Several items: later ones are judged against the state the earlier ones leave.
         pending: dict[int, ProducerEntry] = {}
-        for b in batches:
+        for b in items:
             entry = pending.get(b.producer_id) or producers.get(b.producer_id)
             if entry is not None:
-                dup = entry.find_duplicate(b)
-                if dup is not None:
-                    return dup, []
-                self._check(entry, b)
+                if type(b) is MarkerMeta:
+                    self._check_marker(entry, b)
+                else:
+                    dup = entry.find_duplicate(b)  # type: ignore[arg-type]
+                    if dup is not None:
+                        return dup, []
+                    self._check(entry, b)  # type: ignore[arg-type]
                 entry = entry.copy()
             else:
                 entry = ProducerEntry(b.producer_id, b.epoch)
-            entry.add(b)
+            if type(b) is MarkerMeta:
+                entry.end_txn(b)
+            else:
+                entry.add(b)  # type: ignore[arg-type]
             pending[b.producer_id] = entry
-        return None, batches
+        return None, items
 
     @staticmethod
-    def _check(entry: ProducerEntry, b: BatchMeta) -> None:
-        if b.epoch < entry.epoch:
+    def _check_epoch(entry: ProducerEntry, producer_id: int, epoch: int, offset: int,
+                     what: str) -> None:
+        if epoch < entry.epoch:
             raise InvalidProducerEpochError(
-                f"epoch of producer {b.producer_id} at offset {b.first_offset} is "
-                f"{b.epoch}, which is smaller than the last seen epoch {entry.epoch}",
-                producer_id=b.producer_id, epoch=b.epoch, current_epoch=entry.epoch)
-        if b.epoch != entry.epoch:
+                f"epoch of producer {producer_id} at offset {offset} is {epoch}, which is "
+                f"smaller than the last seen epoch {entry.epoch} ({what})",
+                producer_id=producer_id, epoch=epoch, current_epoch=entry.epoch)
+
+    @classmethod
+    def _check_marker(cls, entry: ProducerEntry, m: MarkerMeta) -> None:
+        cls._check_epoch(entry, m.producer_id, m.epoch, m.offset, "transaction marker")
+        if m.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker for producer {m.producer_id} at offset {m.offset} has "
+                f"coordinator epoch {m.coordinator_epoch}, which is smaller than the last "
+                f"coordinator epoch {entry.coordinator_epoch}: a newer transaction "
+                "coordinator owns this producer",
+                producer_id=m.producer_id, coordinator_epoch=m.coordinator_epoch,
+                current_coordinator_epoch=entry.coordinator_epoch)
+
+    @classmethod
+    def _check(cls, entry: ProducerEntry, b: BatchMeta) -> None:
+        cls._check_epoch(entry, b.producer_id, b.epoch, b.first_offset, "data batch")
+        if b.first_seq < 0:
+            pass  # written by a coordinator (base sequence -1): no sequence to check
+        elif b.epoch != entry.epoch:
             if b.first_seq != 0:
                 raise OutOfOrderSequenceError(
                     f"invalid sequence number for new epoch {b.epoch} of producer "
@@ -251,26 +370,66 @@ class ProducerStateManager:
                 f"{b.first_offset}: {b.first_seq} (incoming), {entry.last_seq} (current "
                 f"end sequence number)",
                 producer_id=b.producer_id, sequence=b.first_seq, expected=expected)
+        if not b.is_transactional and entry.txn_first_offset >= 0:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {b.producer_id} at offset "
+                f"{b.first_offset}: it has a transaction open since offset "
+                f"{entry.txn_first_offset}; end it (commit or abort) first",
+                producer_id=b.producer_id)
 
-    def commit(self, accepted: list[BatchMeta], end_offset: int) -> None:
-        """Record the batches :meth:`validate` accepted (after the write succeeded)."""
+    def commit(self, accepted: list[BatchMeta | MarkerMeta],
+               end_offset: int) -> list[AbortedTxn]:
+        """Record the items :meth:`validate` accepted (after the write succeeded);
+        returns the aborted transactions to add to the transaction index."""
+        aborted = []
         for b in accepted:
-            self.apply(b)
+            txn = self.apply(b)
+            if txn is not None:
+                aborted.append(txn)
         self.map_end_offset = end_offset
+        return aborted
 
-    def apply(self, batch: BatchMeta) -> None:
-        """Replica append / replay: take the batch as it is, no checks."""
-        entry = self.producers.get(batch.producer_id)
+    def apply(self, item: BatchMeta | MarkerMeta) -> AbortedTxn | None:
+        """Replica append / replay: take the batch or marker as it is, no checks.
+        Returns the transaction index entry of an ABORT that closed a transaction with
+        data, else None."""
+        entry = self.producers.get(item.producer_id)
         if entry is None:
-            entry = self.producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.epoch)
-        entry.add(batch)
-        if batch.last_offset + 1 > self.map_end_offset:
-            self.map_end_offset = batch.last_offset + 1
+            entry = self.producers[item.producer_id] = ProducerEntry(item.producer_id,
+                                                                     item.epoch)
+        if type(item) is MarkerMeta:
+            aborted = None
+            first = entry.end_txn(item)
+            if first >= 0:
+                del self.ongoing[item.producer_id]
+                if not item.commit:
+                    others = self.ongoing.values()
+                    lso = min(others) if others else item.offset + 1
+                    aborted = AbortedTxn(item.producer_id, first, item.offset, lso)
+                self._publish()
+            if item.offset + 1 > self.map_end_offset:
+                self.map_end_offset = item.offset + 1
+            return aborted
+        b: BatchMeta = item  # type: ignore[assignment]
+        entry.add(b)
+        if b.is_transactional and b.producer_id not in self.ongoing:
+            self.ongoing[b.producer_id] = entry.txn_first_offset
+            self._publish()
+        if b.last_offset + 1 > self.map_end_offset:
+            self.map_end_offset = b.last_offset + 1
+        return None
+
+    def _publish(self) -> None:
+        self.first_unstable_offset = min(self.ongoing.values()) if self.ongoing else None
+
+    def active_producers(self) -> list[ProducerInfo]:
+        return [e.info() for e in self.producers.values()]
 
     def expire(self, now_ms: int) -> int:
-        """Forget producers idle for ``expiration_ms`` or longer; returns how many."""
+        """Forget producers idle for ``expiration_ms`` or longer (never one with an open
+        transaction); returns how many."""
         gone = [pid for pid, e in self.producers.items()
-                if now_ms - e.last_timestamp >= self.expiration_ms]
+                if now_ms - e.last_timestamp >= self.expiration_ms and e.txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -278,6 +437,8 @@ class ProducerStateManager:
     def clear(self, end_offset: int = 0) -> None:
         self.producers = {}
         self.map_end_offset = end_offset
+        self.ongoing = {}
+        self._publish()
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_offsets(self) -> list[int]:
@@ -333,6 +494,9 @@ class ProducerStateManager:
             except OSError as exc:
                 raise LogDirError(exc.errno, f"cannot read producer snapshot {path}") from exc
             self.producers = {e.producer_id: e for e in entries}
+            self.ongoing = {e.producer_id: e.txn_first_offset for e in entries
+                            if e.txn_first_offset >= 0}
+            self._publish()
             self.map_end_offset = off
             return off
         self.clear()

@@ -5,6 +5,8 @@ A segment is named by its base offset (20 digits, zero-padded)::
     00000000000000368769.log        record batches, appended strictly sequentially
     00000000000000368769.index      offset index (8-byte entries, mmapped, sparse)
     00000000000000368769.timeindex  time index (12-byte entries, mmapped, sparse)
+    00000000000000368769.txnindex   aborted transactions (34-byte entries; only when the
+                                    segment holds an ABORT marker, logcore.txn_index)
 
 Indexes are mapped lazily (Kafka's ``LazyIndex``): a segment opened from disk maps an
 index the first time a read, a timestamp search or a recovery needs it, and
@@ -40,6 +42,7 @@ from . import IMPLEMENTATION, crc32c
 from .config import LogConfig
 from .errors import CorruptRecordError, LogDirError
 from .region import SharedFd
+from .txn_index import TransactionIndex
 
 if IMPLEMENTATION == "python":
     from ._ref import segment as scan
@@ -107,6 +110,7 @@ class LogSegment:
         "index_interval",
         "fd",
         "deleted",
+        "txn_index",
     )
 
     def __init__(
@@ -161,6 +165,9 @@ class LogSegment:
         self.roll_after_ms = config.segment_ms - self.roll_jitter_ms
         # Set when either index has no room left for another entry pair (a roll is due).
         self.index_full = False
+        #: Aborted transactions whose ABORT marker is in this segment (``.txnindex``,
+        #: created with the first entry).
+        self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX))
 
     def path(self, suffix: str) -> str:
         return os.path.join(self.directory, filename_prefix(self.base_offset) + suffix)
@@ -461,6 +468,7 @@ class LogSegment:
         self.index_dirty = True
         os.ftruncate(self.file.fd, new_size)
         self.size = new_size
+        self.txn_index.truncate_to(cut)
         self.load_max_timestamp()
         self.bytes_since_last_index_entry = 0
         if new_size == 0:
@@ -481,6 +489,7 @@ class LogSegment:
                 self.index_dirty = False  # before: a change meanwhile sets it again
                 fsync_path(self.path(INDEX_SUFFIX))
                 fsync_path(self.path(TIME_INDEX_SUFFIX))
+            self.txn_index.flush()
         except OSError as exc:
             self.index_dirty = True
             if self.deleted:

@@ -1060,6 +1060,8 @@ def _logcore_table() -> tuple[tuple[type[BaseException], int], ...]:
             (le.InvalidProducerEpochError, InvalidProducerEpochError.code),
             (le.OutOfOrderSequenceError, OutOfOrderSequenceNumberError.code),
             (le.InvalidRecordError, InvalidRecordError.code),
+            (le.InvalidTxnStateError, InvalidTxnStateError.code),
+            (le.TransactionCoordinatorFencedError, TransactionCoordinatorFencedError.code),
         )
     return _LOGCORE_TABLE
 

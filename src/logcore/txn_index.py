@@ -1,0 +1,241 @@
+"""Transaction index (``<base>.txnindex``) and transaction markers (control batches).
+
+Kafka's ``TransactionIndex`` / ``AbortedTxn`` and ``EndTransactionMarker`` (docs/formats.md):
+
+- ``.txnindex``: append-only, not mapped, not preallocated, created the first time an
+  entry is added. One 34-byte entry per aborted transaction whose ABORT marker landed in
+  the segment: int16 version (0), int64 producer id, int64 first offset, int64 last
+  offset (the marker's), int64 last stable offset (the first offset of the oldest other
+  open transaction when the marker was written, else marker offset + 1). Read
+  ``Fetch`` with read_committed uses them to tell consumers which ranges to drop.
+- Control batch: magic 2, attributes transactional (0x10) + control (0x20), the
+  transaction's producer id and epoch, base sequence -1, one record: key = int16
+  version 0 + int16 type (0 ABORT, 1 COMMIT), value = int16 version 0 + int32
+  coordinator epoch. Readers accept larger versions and read the v0 prefix.
+
+Thread-safety: a :class:`TransactionIndex` is changed by the log's writer only (under the
+log's lock); readers (``entries``) get an immutable tuple published after each change.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, NamedTuple
+
+from .errors import CorruptRecordError, LogDirError
+
+ENTRY = struct.Struct(">hqqqq")  # 34 bytes, AbortedTxn.java
+ENTRY_VERSION = 0
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+_HEADER_SIZE = 61
+
+
+class AbortedTxn(NamedTuple):
+    """One ``.txnindex`` entry (Kafka's ``AbortedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed (Kafka's ``CompletedTxn``): its first data offset,
+    the marker's offset, and whether it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+def encode_entry(txn: AbortedTxn) -> bytes:
+    return ENTRY.pack(ENTRY_VERSION, txn.producer_id, txn.first_offset, txn.last_offset,
+                      txn.last_stable_offset)
+
+
+def decode_entries(data: bytes, path: str = "") -> list[AbortedTxn]:
+    """Parse a whole ``.txnindex``; raises CorruptRecordError naming the bad entry."""
+    where = f" in {path}" if path else ""
+    if len(data) % ENTRY.size:
+        raise CorruptRecordError(
+            f"transaction index of {len(data)} bytes is not a whole number of "
+            f"{ENTRY.size}-byte entries{where}", position=len(data) - len(data) % ENTRY.size,
+            path=path or None)
+    out = []
+    for pos in range(0, len(data), ENTRY.size):
+        version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
+        if version != ENTRY_VERSION:
+            raise CorruptRecordError(f"transaction index entry at byte {pos} has version "
+                                     f"{version}, expected {ENTRY_VERSION}{where}",
+                                     position=pos, path=path or None)
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+class TransactionIndex:
+    """The ``.txnindex`` of one segment (see the module docstring)."""
+
+    __slots__ = ("path", "_entries", "dirty")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._entries: tuple[AbortedTxn, ...] | None = None  # loaded lazily
+        self.dirty = False
+
+    def entries(self) -> tuple[AbortedTxn, ...]:
+        """Every entry, oldest first (read from the file the first time)."""
+        entries = self._entries
+        if entries is None:
+            try:
+                with open(self.path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+            except OSError as exc:
+                raise LogDirError(exc.errno, f"cannot read {self.path}", path=self.path) from exc
+            entries = self._entries = tuple(decode_entries(data, self.path))
+        return entries
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry (creating the file). Last offsets must increase (Kafka checks the
+        same: a marker is appended after every earlier one)."""
+        entries = self.entries()
+        if entries and txn.last_offset <= entries[-1].last_offset:
+            raise ValueError(f"aborted transaction with last offset {txn.last_offset} is not "
+                             f"after the last one in {self.path} ({entries[-1].last_offset})")
+        self._write(encode_entry(txn), append=True)
+        self._entries = entries + (txn,)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose last offset is >= ``offset`` (their markers are gone)."""
+        entries = self.entries()
+        keep = tuple(e for e in entries if e.last_offset < offset)
+        if len(keep) == len(entries):
+            return
+        self._write(b"".join(encode_entry(e) for e in keep), append=False)
+        self._entries = keep
+
+    def reset(self) -> None:
+        """Delete the file (the segment is being recovered: entries are rebuilt)."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot delete {self.path}", path=self.path) from exc
+        self._entries = ()
+        self.dirty = False
+
+    def collect(self, fetch_offset: int, upper_bound: int,
+                out: list[AbortedTxn]) -> bool:
+        """Kafka's ``collectAbortedTxns``: add to ``out`` the entries overlapping
+        [fetch_offset, upper_bound); True once an entry shows that no later segment can
+        hold more (its last stable offset is >= upper_bound)."""
+        for e in self.entries():
+            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                out.append(e)
+            if e.last_stable_offset >= upper_bound:
+                return True
+        return False
+
+    def flush(self) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.dirty = True
+            raise LogDirError(exc.errno, f"cannot open {self.path}", path=self.path) from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            self.dirty = True
+            raise LogDirError(exc.errno, f"cannot fsync {self.path}", path=self.path) from exc
+        finally:
+            os.close(fd)
+
+    def _write(self, data: bytes, *, append: bool) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        flags |= os.O_APPEND if append else os.O_TRUNC
+        try:
+            fd = os.open(self.path, flags, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise LogDirError(exc.errno, f"cannot write {self.path}", path=self.path) from exc
+        self.dirty = True
+
+
+# --- control batches ----------------------------------------------------------------
+
+
+def control_batch(producer_id: int, producer_epoch: int, *, commit: bool,
+                  coordinator_epoch: int, timestamp_ms: int,
+                  partition_leader_epoch: int = -1) -> bytearray:
+    """A COMMIT or ABORT marker batch (``MemoryRecords.writeEndTransactionalMarker``)."""
+    from . import BatchBuilder
+
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                           base_sequence=-1, transactional=True, is_control=True,
+                           partition_leader_epoch=partition_leader_epoch)
+    builder.append(_CONTROL_VALUE.pack(0, coordinator_epoch),
+                   key=_CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+                   timestamp_ms=timestamp_ms)
+    return bytearray(builder.build())
+
+
+def _varint(buf: Any, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, next position)."""
+    shift = raw = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise CorruptRecordError("truncated varint in a control record", position=pos)
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def parse_control(batch: Any, pos: int = 0) -> tuple[int, int, int]:
+    """(control type, coordinator epoch, record timestamp delta) of the control batch at
+    ``pos`` of ``batch``. A batch without records (emptied by the cleaner) gives type -1.
+
+    Raises:
+        CorruptRecordError: the record is not a control record Kafka would accept.
+    """
+    (count,) = struct.unpack_from(">i", batch, pos + 57)
+    if count <= 0:
+        return -1, -1, 0
+    p = pos + _HEADER_SIZE
+    _length, p = _varint(batch, p)
+    p += 1  # attributes
+    ts_delta, p = _varint(batch, p)
+    _offset_delta, p = _varint(batch, p)
+    key_len, p = _varint(batch, p)
+    if key_len < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control record key of {key_len} bytes is too short",
+                                 position=p)
+    _kv, ctype = _CONTROL_KEY.unpack_from(batch, p)
+    p += key_len
+    value_len, p = _varint(batch, p)
+    coordinator_epoch = -1
+    if ctype in (CONTROL_ABORT, CONTROL_COMMIT):
+        if value_len < _CONTROL_VALUE.size:
+            raise CorruptRecordError(
+                f"transaction marker value of {value_len} bytes is too short", position=p)
+        _vv, coordinator_epoch = _CONTROL_VALUE.unpack_from(batch, p)
+    return ctype, coordinator_epoch, ts_delta
