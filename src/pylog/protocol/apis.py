@@ -141,6 +141,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # Transactions, partition side: markers from the coordinator, producer state.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

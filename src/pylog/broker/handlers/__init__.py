@@ -32,6 +32,7 @@ from pylog.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     fetch,
     find_coordinator,
     heartbeat,
@@ -48,6 +49,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
 
@@ -80,6 +82,8 @@ _MODULES: tuple[ModuleType, ...] = (
     describe_groups,
     delete_groups,
     offset_delete,
+    write_txn_markers,
+    describe_producers,
 )
 
 

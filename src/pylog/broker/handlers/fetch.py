@@ -12,8 +12,19 @@ the handler waits on the per-partition append notifications of every partition i
 a fetch in which any partition has an error (the others' data goes with it).
 
 Single node: the high watermark is the log end offset (an append is committed when it is
-written), the last stable offset equals it until transactions exist. Fetch sessions
-(KIP-227) are declined: the response's ``session_id`` is 0, so clients send full fetches.
+written). ``isolation_level`` 1 (read_committed) reads only up to the last stable offset
+(the first offset of the oldest open transaction, else the high watermark) and lists the
+aborted transactions overlapping the returned batches (``Log.aborted_transactions``
+from the ``.txnindex`` files; the consumer drops those producers' batches from each
+FirstOffset up to their ABORT marker); read_uncommitted gets ``aborted_transactions``
+null. Every response carries ``last_stable_offset``. A marker wakes the fetches waiting
+on its partition (it moves the last stable offset).
+
+The aborted transactions' upper bound is the end of the returned bytes (the last offset
+of the region + 1): Kafka's (the next offset-index entry after them, else the next
+segment's base) is a superset of it that only adds transactions whose batches were not
+returned. Fetch sessions (KIP-227) are declined: the response's ``session_id`` is 0, so
+clients send full fetches.
 """
 
 from __future__ import annotations
@@ -81,6 +92,7 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
     topics = []
     any_data = False
     any_error = False
+    committed = request.isolation_level == 1
     for ft in request.topics:
         topic = manager.topics.get(ft.topic)
         parts = []
@@ -95,22 +107,26 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
             p = topic.partitions[fp.partition]
             plog = p.log
             hw = plog.log_end_offset
+            lso = plog.last_stable_offset(hw)
             start = plog.log_start_offset
             keys.append((p.topic, p.index))
             if fp.fetch_offset < start or fp.fetch_offset > hw:
                 pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
-                pd.high_watermark, pd.last_stable_offset, pd.log_start_offset = hw, hw, start
+                pd.high_watermark, pd.last_stable_offset, pd.log_start_offset = hw, lso, start
                 parts.append(pd)
                 continue
+            bound = lso if committed else hw
             records: Any = b""
+            aborted: list[Any] | None = [] if committed else None
             limit = min(fp.partition_max_bytes, remaining)
-            if fp.fetch_offset < hw and (limit > 0 or not any_data):
+            if fp.fetch_offset < bound and (limit > 0 or not any_data):
                 try:
-                    region = await _read(ctx, plog, fp.fetch_offset, max(limit, 0), hw, not any_data)
+                    region = await _read(ctx, plog, fp.fetch_offset, max(limit, 0), bound,
+                                         not any_data)
                 except logcore.OffsetOutOfRangeError:
                     # Retention moved the start between our check and the read.
                     pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
-                    pd.high_watermark, pd.last_stable_offset = hw, hw
+                    pd.high_watermark, pd.last_stable_offset = hw, lso
                     pd.log_start_offset = plog.log_start_offset
                     parts.append(pd)
                     continue
@@ -119,9 +135,16 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
                     any_data = True
                     total += region.size
                     remaining -= region.size
+                    if committed:
+                        aborted = [
+                            _R.AbortedTransaction(producer_id=t.producer_id,
+                                                  first_offset=t.first_offset)
+                            for t in plog.aborted_transactions(fp.fetch_offset,
+                                                               region.last_offset + 1)
+                        ]
             parts.append(_R.PartitionData(
                 partition_index=fp.partition, error_code=0, high_watermark=hw,
-                last_stable_offset=hw, log_start_offset=start, aborted_transactions=None,
+                last_stable_offset=lso, log_start_offset=start, aborted_transactions=aborted,
                 preferred_read_replica=-1, records=records,
             ))
         topics.append(_R.FetchableTopicResponse(topic=ft.topic, partitions=parts))

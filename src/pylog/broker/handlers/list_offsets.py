@@ -1,8 +1,11 @@
 """ListOffsets (key 2), versions 1-7: offsets by time through the time index.
 
-``timestamp`` -1 is the latest offset (the high watermark), -2 the earliest (the log start
-offset), -3 (v7, KIP-734) the record with the largest timestamp; any other value finds the
-first record whose timestamp is at or after it, or -1/-1 when every record is older.
+``timestamp`` -1 is the latest offset (the high watermark; with ``isolation_level`` 1,
+read_committed, v2+, the last stable offset), -2 the earliest (the log start offset), -3
+(v7, KIP-734) the record with the largest timestamp; any other value finds the first
+record whose timestamp is at or after it, or -1/-1 when every record is older. As Kafka's
+``Partition.fetchOffsetForTimestamp``, a record found at or beyond what the isolation
+level may read (the high watermark, or the last stable offset) is answered -1/-1.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     topics = []
     seen: set[tuple[str, int]] = set()
+    committed = ctx.api_version >= 2 and request.isolation_level == 1
     for t in request.topics:
         topic = manager.topics.get(t.name)
         parts = []
@@ -53,8 +57,13 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
             if ts < MAX_TIMESTAMP:
                 parts.append(_part(p.partition_index, errors.InvalidRequestError.code))
                 continue
+            hw = plog.log_end_offset
+            bound = plog.last_stable_offset(hw) if committed else hw
+            if ts == LATEST:
+                parts.append(_part(p.partition_index, 0, -1, bound, LEADER_EPOCH))
+                continue
             found = plog.offset_for_timestamp(ts)
-            if found is None:
+            if found is None or (ts != EARLIEST and found.offset >= bound):
                 parts.append(_part(p.partition_index, 0))
             else:
                 parts.append(_part(p.partition_index, 0, found.timestamp, found.offset, LEADER_EPOCH))

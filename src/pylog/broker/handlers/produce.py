@@ -7,8 +7,12 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 
 1. the topic exists (auto-created when enabled) and the partition exists;
 2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS);
-3. the record set is exactly one magic-2 batch (v3+), not a control batch, not
-   transactional (transactions are not implemented yet): INVALID_RECORD otherwise;
+3. the record set is exactly one magic-2 batch (v3+), not a control batch ("Clients may
+   not write control batches"): INVALID_RECORD otherwise. A transactional batch (0x10)
+   is accepted; the first one of a producer on a partition (no open transaction there)
+   is first verified with the transaction coordinator when the broker has a
+   ``txn_verify`` hook (KIP-890 part 1: ``await broker.txn_verify(transactional_id,
+   producer_id, producer_epoch, topic, partition)`` -> error code, 0 = go on);
 4. a topic whose ``compression.type`` is not ``producer`` gets the batch rewritten with
    its codec (slow path, only for such topics);
 5. one ``Log.append`` call: CRC, sizes and record count are checked, offsets assigned in
@@ -23,7 +27,8 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
    comparisons): INVALID_TIMESTAMP with one ``record_errors`` entry per offending record;
    on a compacted topic (``cleanup.policy`` includes ``compact``) a record without a key is
    INVALID_RECORD, again with one ``record_errors`` entry per keyless record and Kafka's
-   texts (``LogValidator.validateKey``, ``processRecordErrors``);
+   texts (``LogValidator.validateKey``, ``processRecordErrors``); a non-transactional
+   batch of a producer with an open transaction is INVALID_TXN_STATE;
 6. fetches waiting on the partition are woken.
 
 Where steps 2-5 run: on an I/O thread (``broker.io``, ``num.io.threads``) in arrival order
@@ -92,7 +97,7 @@ class AppendError(Exception):
 
 
 def _check_shape(records: Any) -> None:
-    """Exactly one magic-2 batch, not control, not transactional (from the header only)."""
+    """Exactly one magic-2 batch, not control (from the header only)."""
     n = len(records)
     if n == 0:
         raise AppendError(errors.InvalidRecordError.code,
@@ -116,8 +121,6 @@ def _check_shape(records: Any) -> None:
     (attributes,) = _ATTRIBUTES.unpack_from(records, 21)
     if attributes & _ATTR_CONTROL:
         raise AppendError(errors.InvalidRecordError.code, "Clients may not write control batches")
-    if attributes & _ATTR_TRANSACTIONAL:
-        raise AppendError(errors.InvalidRecordError.code, "transactional batches are not supported yet")
 
 
 def _timestamp_error(exc: logcore.InvalidTimestampError) -> AppendError:
@@ -216,7 +219,8 @@ def _append_now(partition: Any, records: Any, acks: int) -> Any:
     except logcore.RecordTooLargeError as exc:
         raise _too_large(partition, exc) from None
     except (logcore.CorruptRecordError, logcore.LogDirError,
-            logcore.InvalidProducerEpochError, logcore.OutOfOrderSequenceError) as exc:
+            logcore.InvalidProducerEpochError, logcore.OutOfOrderSequenceError,
+            logcore.InvalidTxnStateError) as exc:
         raise AppendError(errors.code_for_exception(exc), str(exc)) from None
 
 
@@ -254,7 +258,45 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     return info
 
 
-async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int) -> Any:
+_PRODUCER = struct.Struct(">qh")  # producer id, epoch at byte 43
+
+
+async def _verify_txn(ctx: RequestContext, transactional_id: str | None, partition: Any,
+                      records: Any) -> None:
+    """Transactional batches need the request's transactional id (Kafka's
+    ``KafkaApis.handleProduceRequest``: TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise).
+    KIP-890 part 1: the first transactional batch of a producer on this partition is
+    verified with the coordinator through ``broker.txn_verify`` when the broker has one.
+
+    Raises:
+        AppendError: with the refusal's code.
+    """
+    if (len(records) < _HEADER_SIZE
+            or not _ATTRIBUTES.unpack_from(records, 21)[0] & _ATTR_TRANSACTIONAL):
+        return
+    if transactional_id is None:
+        raise AppendError(errors.TransactionalIdAuthorizationFailedError.code,
+                          "transactional batches need the Produce request's transactional_id "
+                          "(use a producer configured with transactional.id)")
+    verify = getattr(ctx.broker, "txn_verify", None)
+    if verify is None:
+        return
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, 43)
+    entry = partition.log.producer_state.producers.get(producer_id)
+    if entry is not None and entry.txn_first_offset >= 0 and entry.epoch == producer_epoch:
+        return  # already in a transaction here: nothing to verify
+    code = await verify(transactional_id, producer_id, producer_epoch, partition.topic,
+                        partition.index)
+    if code:
+        if code == errors.ProducerFencedError.code:
+            code = errors.InvalidProducerEpochError.code  # as Kafka's ReplicaManager does
+        raise AppendError(code, f"transaction verification of producer {producer_id} epoch "
+                          f"{producer_epoch} for {partition.topic}-{partition.index} failed "
+                          f"with error {code}: add the partition to the transaction first")
+
+
+async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int,
+                             transactional_id: str | None = None) -> Any:
     resp = _R.PartitionProduceResponse(index=pd.index, error_code=0, base_offset=-1,
                                        log_append_time_ms=-1, log_start_offset=-1)
     if not 0 <= pd.index < len(topic.partitions):
@@ -267,8 +309,10 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         resp.error_code = errors.InvalidTopicError.code
         resp.error_message = f"Cannot append to internal topic {topic.name}"
         return resp
+    records = pd.records if pd.records is not None else b""
     try:
-        info = await append_records(ctx.broker, partition, pd.records if pd.records is not None else b"", acks)
+        await _verify_txn(ctx, transactional_id, partition, records)
+        info = await append_records(ctx.broker, partition, records, acks)
     except AppendError as exc:
         resp.error_code = exc.code
         resp.error_message = str(exc)
@@ -291,9 +335,6 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(ctx, request, errors.InvalidRequiredAcksError.code, f"invalid acks {acks}")
-    if request.transactional_id is not None:
-        return error_response(ctx, request, errors.TransactionalIdAuthorizationFailedError.code,
-                              "transactions are not supported yet")
     # Topics are looked up (and auto-created) in request order; then every partition's
     # append runs at once: those that go to I/O threads overlap.
     lookups: list[tuple[Any, Any, errors.ApiError | None]] = []
@@ -308,7 +349,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             if topic_error is not None:
                 jobs.append(_failed(pd.index, topic_error))
             else:
-                jobs.append(_produce_partition(ctx, topic, pd, acks))
+                jobs.append(_produce_partition(ctx, topic, pd, acks, request.transactional_id))
     if len(jobs) == 1:
         parts = [await jobs[0]]
     else:

@@ -129,9 +129,9 @@ def test_idempotent_produce_duplicate_and_errors(broker) -> None:
     # offsets 0-3, then epoch 1 at 4-5 and 6-7: the duplicate and the refusals wrote nothing
 
 
-def test_transactional_batch_still_refused(broker) -> None:
+def test_transactional_batch_needs_transactional_id(broker) -> None:
     raw = bytearray(pbatch(1, 0))
     raw[22] |= 0x10  # attributes (int16 at byte 21): transactional; checked before the CRC
     resp = produce(broker, bytes(raw))
-    assert resp.error_code == errors.InvalidRecordError.code
-    assert "transactional" in resp.error_message
+    assert resp.error_code == errors.TransactionalIdAuthorizationFailedError.code
+    assert "transactional_id" in resp.error_message

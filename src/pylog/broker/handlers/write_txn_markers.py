@@ -1,0 +1,128 @@
+"""WriteTxnMarkers (key 27), versions 0-1: the transaction coordinator's markers.
+
+For every marker and partition (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``) one
+control batch (COMMIT or ABORT, ``logcore.Log.append_control``) is appended to the
+partition's log. Per (producer id, partition) the answer is NONE, or
+UNKNOWN_TOPIC_OR_PARTITION (not hosted here), INVALID_PRODUCER_EPOCH (the marker's epoch
+is older than the producer's), TRANSACTION_COORDINATOR_FENCED (an older coordinator
+epoch than the partition has seen for the producer), KAFKA_STORAGE_ERROR (the write
+failed). A single node is every partition's leader and the marker is committed once
+written (acks=-1 is met at once).
+
+The appends go through the same ordered per-partition path as Produce
+(``append_records``: inline when nothing for the partition is queued on an I/O thread,
+else behind what is), wake the fetches waiting on the partition (a marker moves the last
+stable offset), and for ``__consumer_offsets`` partitions tell the group coordinator
+(``broker.groups.on_txn_marker(partition, producer_id, commit, offset)``, when it has
+that method) so that pending transactional offset commits are materialised or dropped.
+
+``write_markers`` is also what the broker's own transaction coordinator calls: it needs
+no request and no connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+
+import logcore
+from pylog import errors
+from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.broker.txn_markers import TxnMarker, TxnMarkerResult
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+from pylog.protocol.apis import ADVERTISED, ApiKey
+from pylog.protocol.messages import WriteTxnMarkersResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers import RequestContext
+
+API_KEY = ApiKey.WRITE_TXN_MARKERS
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
+
+_R = WriteTxnMarkersResponse
+
+log = logging.getLogger("pylog.broker.write_txn_markers")
+
+
+def _append_marker(partition: Any, marker: TxnMarker) -> Any:
+    return partition.log.append_control(
+        marker.producer_id, marker.producer_epoch, commit=marker.commit,
+        coordinator_epoch=marker.coordinator_epoch, leader_epoch=LEADER_EPOCH)
+
+
+async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
+                     index: int) -> TxnMarkerResult:
+    def result(code: int, offset: int = -1) -> TxnMarkerResult:
+        return TxnMarkerResult(marker.producer_id, topic_name, index, code, offset)
+
+    topic = broker.log_manager.topics.get(topic_name)
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return result(errors.UnknownTopicOrPartitionError.code)
+    partition = topic.partitions[index]
+    key = (partition.topic, partition.index)
+    io = broker.io
+    try:
+        if io.busy(key):
+            info = await io.run_ordered(key, _append_marker, partition, marker)
+        else:
+            info = _append_marker(partition, marker)  # one small batch: cheap inline
+    except logcore.LogcoreError as exc:
+        code = errors.code_for_exception(exc)
+        log.info("%s marker for producer %d epoch %d on %s-%d refused: %s",
+                 "COMMIT" if marker.commit else "ABORT", marker.producer_id,
+                 marker.producer_epoch, topic_name, index, exc)
+        return result(code)
+    broker.waiters.notify(key)
+    if topic_name == GROUP_METADATA_TOPIC_NAME:
+        hook = getattr(broker.groups, "on_txn_marker", None)
+        if hook is not None:
+            done = hook(index, marker.producer_id, marker.commit, info.first_offset)
+            if inspect.isawaitable(done):
+                await done
+    return result(0, info.first_offset)
+
+
+async def write_markers(broker: Any, markers: list[TxnMarker]) -> list[TxnMarkerResult]:
+    """Write every marker to each of its partitions; one result per (producer id, topic,
+    partition), in the order given. Partitions are written concurrently; the markers of
+    one partition keep their order (the per-partition ordered path)."""
+    jobs = [_write_one(broker, m, t, p) for m in markers for t, p in m.partitions]
+    if len(jobs) == 1:
+        return [await jobs[0]]
+    return list(await asyncio.gather(*jobs))
+
+
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    markers = [
+        TxnMarker(m.producer_id, m.producer_epoch, bool(m.transaction_result),
+                  m.coordinator_epoch,
+                  [(t.name, p) for t in m.topics for p in t.partition_indexes])
+        for m in request.markers
+    ]
+    results = await write_markers(ctx.broker, markers)
+    out = []
+    i = 0
+    for m in request.markers:
+        topics = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                parts.append(_R.WritableTxnMarkerPartitionResult(partition_index=p,
+                                                                  error_code=results[i].error_code))
+                i += 1
+            topics.append(_R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+        out.append(_R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return _R(markers=out)
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
+    return _R(markers=[
+        _R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            _R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                _R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code)
+                for p in t.partition_indexes])
+            for t in m.topics])
+        for m in request.markers
+    ])
