@@ -22,7 +22,14 @@ One clean of one log (:meth:`Cleaner.clean`), as Kafka's ``Cleaner.doClean``:
    with the delete horizon (KIP-534: attribute bit 6, base timestamp = clean time +
    ``delete_retention_ms``; record timestamps are rebased, not changed); a later clean
    drops the tombstones of batches whose horizon has passed.
-5. Each group is swapped in by ``log.replace_segments`` (crash-safe, see
+5. Transactions (Kafka's ``CleanedTransactionMetadata``, :class:`logcore.txn_index.CleanedTxns`):
+   nothing at or above the last stable offset is cleaned; the batches of aborted
+   transactions are dropped whatever their keys (and never enter the offset map); a
+   marker whose transaction has no data left in the range is stamped with the delete
+   horizon at the first clean that finds it so, and dropped by a later clean once the
+   horizon (``delete_retention_ms``) has passed; an ABORT marker that stays keeps its
+   ``.txnindex`` entry, which the cleaned segment's ``.txnindex`` carries.
+6. Each group is swapped in by ``log.replace_segments`` (crash-safe, see
    :mod:`logcore.compaction`), then the checkpoint records the round's end offset.
 
 Record walks run in the compiled ``logcore._offset_map`` with the GIL released (the
@@ -50,7 +57,15 @@ from . import IMPLEMENTATION, _compression, crc32c
 from . import compaction as _compaction
 from .compaction import cleaned_path
 from .errors import CorruptRecordError, LogcoreError
-from .segment import HEADER, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from .segment import (
+    HEADER,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+)
+from .txn_index import CleanedTxns, encode_entry, parse_control, rebase_records
 
 if IMPLEMENTATION == "python":
     from ._ref.index import OffsetIndex, TimeIndex
@@ -64,6 +79,7 @@ __all__ = ["CleanStats", "Cleaner", "LogToClean", "OffsetMap", "Throttler", "cle
 
 _ATTR_CODEC = 0x07
 _ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 _ATTR_DELETE_HORIZON = 0x40
 _HSIZE = HEADER.size
@@ -300,11 +316,12 @@ class _Writer:
                  throttler: Throttler, io_buffer: int) -> None:
         self.base = base
         self.path = cleaned_path(directory, base, LOG_SUFFIX)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             try:
                 os.unlink(cleaned_path(directory, base, suffix))
             except FileNotFoundError:
                 pass
+        self.directory = directory
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
                           | getattr(os, "O_CLOEXEC", 0), 0o644)
         self.oi = OffsetIndex(cleaned_path(directory, base, INDEX_SUFFIX), base, index_bytes,
@@ -347,8 +364,20 @@ class _Writer:
         self.throttler.maybe_throttle(len(self.buf))
         self.buf = bytearray()
 
-    def finish(self, mtime: float) -> None:
-        """Flush, fsync, trim the indexes, stamp the group's newest mtime."""
+    def finish(self, mtime: float, aborted: list[Any] | None = None) -> None:
+        """Flush, fsync, trim the indexes, write the ``.txnindex`` entries carried over
+        (when there are any), stamp the group's newest mtime."""
+        if aborted:
+            path = cleaned_path(self.directory, self.base, TXN_INDEX_SUFFIX)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                         | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                data = memoryview(b"".join(encode_entry(t) for t in aborted))
+                while data:
+                    data = data[os.write(fd, data):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self._drain()
         os.fsync(self.fd)
         os.close(self.fd)
@@ -369,7 +398,7 @@ class _Writer:
             self.fd = -1
         for idx in (self.oi, self.ti):
             idx.close()
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             try:
                 os.unlink(cleaned_path(os.path.dirname(self.path), self.base, suffix))
             except FileNotFoundError:
@@ -428,7 +457,8 @@ class Cleaner:
         segments = list(log._snapshot.segments)
         omap = self.offset_map
         omap.clear()
-        end, bytes_read = self._build_map(segments, first_dirty, upper)
+        end, bytes_read = self._build_map(segments, first_dirty, upper,
+                                          log.aborted_transactions(first_dirty, upper))
         if end <= first_dirty:
             return None
         cfg = log.config
@@ -441,8 +471,12 @@ class Cleaner:
         totals = [0] * 6
         replaced = 0
         complete = True
+        bases = [s.base_offset for s in segments]
         for group in groups:
-            stats = self._clean_group(log, group, now, last_batches, end)
+            k = bases.index(group[-1].base_offset) + 1
+            group_end = bases[k] if k < len(bases) else end
+            txns = CleanedTxns(log.aborted_transactions(group[0].base_offset, group_end))
+            stats = self._clean_group(log, group, now, last_batches, end, txns)
             if _compaction.phase_hook is not None:
                 _compaction.phase_hook("cleaned")
             if not log.replace_segments(group, group[0].base_offset):
@@ -461,11 +495,12 @@ class Cleaner:
                           time.monotonic() - started)
 
     def _build_map(self, segments: list[LogSegment], first_dirty: int,
-                   upper: int) -> tuple[int, int]:
+                   upper: int, aborted: list[Any]) -> tuple[int, int]:
         """Fill the map from [first_dirty, upper); returns (round end offset, bytes read)."""
         omap = self.offset_map
         end = first_dirty
         nread = 0
+        txns = CleanedTxns(aborted)
         for i, seg in enumerate(segments[:-1]):
             if seg.base_offset >= upper:
                 break
@@ -478,6 +513,10 @@ class Cleaner:
                 if base >= upper:
                     break
                 count = f[12]
+                if f[5] & _ATTR_CONTROL:
+                    txns.on_control(f[9], parse_control(buf, pos)[0], last)
+                elif txns.on_batch(f[9], bool(f[5] & _ATTR_TRANSACTIONAL), last):
+                    count = 0  # aborted data: dropped, never in the map
                 if not f[5] & _ATTR_CONTROL and count:
                     if omap.size + count > omap.capacity:
                         if end == first_dirty:
@@ -493,7 +532,7 @@ class Cleaner:
         return end, nread
 
     def _clean_group(self, log: Any, group: list[LogSegment], now: int,
-                     last_batches: dict[int, int], end: int) -> list[int]:
+                     last_batches: dict[int, int], end: int, txns: CleanedTxns) -> list[int]:
         cfg = log.config
         omap = self.offset_map
         horizon = now + cfg.delete_retention_ms
@@ -512,7 +551,17 @@ class Cleaner:
                     self.throttler.maybe_throttle(size)
                     attrs, count, base_ts, max_ts = f[5], f[12], f[7], f[8]
                     last = f[0] + f[6]
-                    if attrs & _ATTR_CONTROL or count == 0:
+                    if attrs & _ATTR_CONTROL:
+                        self._clean_marker(writer, txns, view, pos, size, f, now, horizon)
+                        continue
+                    if txns.on_batch(f[9], bool(attrs & _ATTR_TRANSACTIONAL), last):
+                        records += count
+                        if f[9] >= 0 and last_batches.get(f[9]) == last:
+                            writer.add(_batch(f, attrs & ~_ATTR_CODEC, base_ts, max_ts, 0,
+                                              b""), last, max_ts)
+                            empties += 1
+                        continue
+                    if count == 0:
                         writer.add(memoryview(view)[pos:pos + size], last, max_ts)
                         continue
                     records += count
@@ -547,11 +596,27 @@ class Cleaner:
                         kept_bytes = _compression.compress(codec, kept_bytes)
                     writer.add(_batch(f, new_attrs, new_base, new_max, kept, kept_bytes),
                                last, new_max)
-            writer.finish(mtime)
+            writer.finish(mtime, txns.kept)
         except BaseException:
             writer.abort()
             raise
         return [nread, writer.written, records, retained, tombstones_removed, empties]
+
+    @staticmethod
+    def _clean_marker(writer: _Writer, txns: CleanedTxns, view: Any, pos: int, size: int,
+                      f: tuple[Any, ...], now: int, horizon: int) -> None:
+        """A control batch: kept while its transaction has data; then stamped with the
+        delete horizon; dropped by the first clean after the horizon."""
+        attrs, base_ts, max_ts, last = f[5], f[7], f[8], f[0] + f[6]
+        if not txns.on_control(f[9], parse_control(view, pos)[0], last):
+            writer.add(memoryview(view)[pos:pos + size], last, max_ts)
+        elif attrs & _ATTR_DELETE_HORIZON:
+            if base_ts > now:  # the horizon has not passed yet
+                writer.add(memoryview(view)[pos:pos + size], last, max_ts)
+        else:
+            records = rebase_records(view, pos, size, base_ts, horizon)
+            writer.add(_batch(f, attrs | _ATTR_DELETE_HORIZON, horizon, max_ts, f[12], records),
+                       last, max_ts)
 
 
 def _count_tombstones(section: Any, count: int, base: int, omap: Any, end: int) -> int:

@@ -7,8 +7,9 @@ answers where the cleanable section lies and swaps cleaned segments in:
   file, Kafka's format: ``topic partition offset``; Kafka keeps one per log dir, a
   standalone Log keeps its own next to its segments, as with the recovery point);
 - ``first_uncleanable_offset``: never the active segment, nothing at or above an
-  ``upper_bound`` the owner gives (the high watermark), nothing in a segment with a record
-  newer than ``min_compaction_lag_ms``;
+  ``upper_bound`` the owner gives (the high watermark) or the last stable offset (an
+  open transaction's data is not known to be committed or aborted yet), nothing in a
+  segment with a record newer than ``min_compaction_lag_ms``;
 - ``replace_segments``: Kafka's ``LocalLog.replaceSegments``, crash-safe:
   (1) the cleaner wrote ``<base>.log.cleaned`` and its indexes (fsynced);
   (2) ``.cleaned`` -> ``.swap``; (3) the old segments -> ``.deleted`` (unlinked after
@@ -37,14 +38,16 @@ from .segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
 )
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 # The files of one cleaned segment, indexes first: a crash that leaves the .log
-# still .cleaned makes the loader drop the whole set (see the module docstring).
-CLEANED_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+# still .cleaned makes the loader drop the whole set (see the module docstring). The
+# .txnindex exists only when the cleaned segment keeps an ABORT marker with data.
+CLEANED_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 #: Test hook: called with "cleaned" (a group's .cleaned files written), "swap" (they
 #: are renamed .swap), "deleted" (the old segments renamed) before the next step. A crash test raises from it to leave that state.
@@ -68,6 +71,7 @@ class LogCompaction:
     _topic_partition: tuple[str, int]
     _deletes: Any
     _snapshot: Any
+    producer_state: Any
 
     @property
     def config(self) -> LogConfig:  # pragma: no cover - Log defines it
@@ -108,6 +112,9 @@ class LogCompaction:
         upper = segments[-1].base_offset
         if upper_bound is not None:
             upper = min(upper, upper_bound)
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is not None:
+            upper = min(upper, first_unstable)
         lag = self.config.min_compaction_lag_ms
         if lag > 0:
             first_dirty = self.first_dirty_offset
@@ -171,6 +178,8 @@ class LogCompaction:
                 return False
             for suffix in CLEANED_SUFFIXES:
                 src = cleaned_path(d, base, suffix)
+                if suffix == TXN_INDEX_SUFFIX and not os.path.exists(src):
+                    continue
                 os.rename(src, src[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
             fsync_dir(d)
             if phase_hook is not None:
@@ -183,6 +192,8 @@ class LogCompaction:
                 phase_hook("deleted")
             for suffix in CLEANED_SUFFIXES:
                 final = os.path.join(d, filename_prefix(base) + suffix)
+                if suffix == TXN_INDEX_SUFFIX and not os.path.exists(final + SWAP_SUFFIX):
+                    continue
                 os.rename(final + SWAP_SUFFIX, final)
             fsync_dir(d)
             new = LogSegment(d, base, self.config, created_ms=old[-1].created_ms,

@@ -55,6 +55,7 @@ from .segment import (
     TMP_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
+    filename_prefix,
     scan,
 )
 from .txn_index import CONTROL_ABORT, CONTROL_COMMIT, parse_control
@@ -122,6 +123,9 @@ def remove_temp_files_and_complete_swaps(d: str) -> None:
             os.unlink(path)
             continue
         base = int(m.group(1))
+        if m.group(2) == TXN_INDEX_SUFFIX and not (min_cleaned is not None
+                                                    and base >= min_cleaned):
+            continue  # goes in with its .log swap (below), or is deleted at the end
         if (min_cleaned is not None and base >= min_cleaned) or m.group(2) != LOG_SUFFIX:
             # Part of an incomplete split (KAFKA-6264), or a swap index that is rebuilt.
             os.unlink(path)
@@ -133,6 +137,11 @@ def remove_temp_files_and_complete_swaps(d: str) -> None:
             if mo and base <= int(mo.group(1)) < end:
                 os.unlink(os.path.join(d, other))
         os.rename(path, path[: -len(SWAP_SUFFIX)])
+        # The aborted transactions the cleaned segment kept cannot be rebuilt from its
+        # data alone: its .txnindex swap goes in with it.
+        txn_swap = os.path.join(d, filename_prefix(base) + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+        if os.path.exists(txn_swap):
+            os.rename(txn_swap, txn_swap[: -len(SWAP_SUFFIX)])
     for name in os.listdir(d):
         if name.endswith(SWAP_SUFFIX):
             os.unlink(os.path.join(d, name))

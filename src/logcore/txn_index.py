@@ -239,3 +239,89 @@ def parse_control(batch: Any, pos: int = 0) -> tuple[int, int, int]:
                 f"transaction marker value of {value_len} bytes is too short", position=p)
         _vv, coordinator_epoch = _CONTROL_VALUE.unpack_from(batch, p)
     return ctype, coordinator_epoch, ts_delta
+
+
+def _encode_varint(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def rebase_records(batch: Any, pos: int, size: int, base_ts: int, new_base_ts: int) -> bytes:
+    """The records section of the (uncompressed) batch at ``pos`` with every record's
+    timestamp delta rebased from ``base_ts`` to ``new_base_ts`` (record timestamps kept):
+    what setting a delete horizon on a control batch needs."""
+    (count,) = struct.unpack_from(">i", batch, pos + 57)
+    out = bytearray()
+    p = pos + _HEADER_SIZE
+    for _ in range(count):
+        length, body = _varint(batch, p)
+        end = body + length
+        delta, rest = _varint(batch, body + 1)
+        new_body = (bytes(batch[body:body + 1]) + _encode_varint(base_ts + delta - new_base_ts)
+                    + bytes(batch[rest:end]))
+        out += _encode_varint(len(new_body)) + new_body
+        p = end
+    if p != pos + size:
+        raise CorruptRecordError(f"records of the batch at position {pos} end at {p}, the "
+                                 f"batch at {pos + size}", position=pos)
+    return bytes(out)
+
+
+class CleanedTxns:
+    """Transaction state while the cleaner walks a range (Kafka's
+    ``CleanedTransactionMetadata``), fed the batches in log order.
+
+    Built from the aborted transactions of the range (``Log.aborted_transactions``):
+    a transactional batch of a producer whose aborted transaction has started is aborted
+    data (the cleaner drops it); a marker is discardable (once its delete horizon has
+    passed) when no batch of its transaction was met in the range, i.e. its data is
+    already gone. An ABORT marker that must stay (its data was met, and is dropped now)
+    keeps its ``.txnindex`` entry: those are collected in ``kept`` for the cleaned segment.
+    """
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._committed: set[int] = set()
+        self._aborted: dict[int, list[Any]] = {}  # producer id -> [AbortedTxn, met data]
+        self.kept: list[AbortedTxn] = []
+
+    def _consume(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            txn = pending[self._next]
+            self._next += 1
+            self._aborted[txn.producer_id] = [txn, False]
+
+    def on_control(self, producer_id: int, control_type: int, last_offset: int) -> bool:
+        """A control batch; True if it may be discarded (its transaction has no data left)."""
+        self._consume(last_offset)
+        if control_type == CONTROL_ABORT:
+            state = self._aborted.pop(producer_id, None)
+            if state is not None and state[1]:
+                self.kept.append(state[0])
+                return False
+            return True
+        if control_type == CONTROL_COMMIT:
+            if producer_id in self._committed:
+                self._committed.discard(producer_id)
+                return False
+            return True
+        return control_type < 0  # an emptied batch goes; other control types stay
+
+    def on_batch(self, producer_id: int, transactional: bool, last_offset: int) -> bool:
+        """A data batch; True if it belongs to an aborted transaction."""
+        self._consume(last_offset)
+        if not transactional:
+            return False
+        state = self._aborted.get(producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committed.add(producer_id)
+        return False
