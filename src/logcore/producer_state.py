@@ -363,7 +363,9 @@ class ProducerStateManager:
                     f"{b.producer_id} at offset {b.first_offset}: {b.first_seq} "
                     f"(expected 0; current epoch {entry.epoch})",
                     producer_id=b.producer_id, sequence=b.first_seq, expected=0)
-        elif entry.batches and not _in_sequence(entry.last_seq, b.first_seq):
+        elif not _in_sequence(entry.last_seq, b.first_seq):
+            # A producer known without batches (from markers or coordinator-written
+            # batches) has last sequence -1: its next batch starts at 0, as Kafka's.
             expected = 0 if entry.last_seq == _INT32_MAX else entry.last_seq + 1
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {b.producer_id} at offset "
