@@ -74,8 +74,15 @@ def all_txnindex(logdir: str) -> dict[int, list[tuple[int, ...]]]:
 
 
 def batches(log: Log):
-    region = log.read(log.log_start_offset, 1 << 30, min_one_batch=True)
-    return list(iter_batches(region.read())) if region.size else []
+    out = []
+    off = log.log_start_offset
+    while off < log.log_end_offset:
+        region = log.read(off, 1 << 30)
+        if not region.size:
+            break
+        out.extend(b for b in iter_batches(region.read()) if b.last_offset >= off)
+        off = region.last_offset + 1
+    return out
 
 
 def marker_of(batch) -> tuple[int, int]:
@@ -375,4 +382,103 @@ def test_retention_deletes_the_txnindex_with_its_segment(logdir, clock) -> None:
     log.apply_retention()  # the .deleted files go (file_delete_delay_ms 0)
     assert not any(n.startswith(f"{first:020d}") for n in os.listdir(logdir))
     assert set(all_txnindex(logdir)) <= set(log.segment_base_offsets)
+    log.close()
+
+
+# --------------------------------------------------------------------------- cleaner
+
+
+def _values(log: Log) -> list[tuple[int, bytes | None, bool]]:
+    """(offset, value, in a control batch) of every record left."""
+    return [(r.offset, r.value, b.is_control) for b in batches(log) for r in b]
+
+
+def _plain(key: bytes, value: bytes) -> bytes:
+    b = BatchBuilder()
+    b.append(value, key=key, timestamp_ms=T0)
+    return b.build()
+
+
+def test_cleaner_drops_aborted_data_then_old_markers_and_keeps_the_index(tmp_path, clock) -> None:
+    from logcore.cleaner import Cleaner
+
+    cfg = small(cleanup_policy="compact", segment_bytes=1 << 20, delete_retention_ms=1000)
+    d = str(tmp_path / "c-0")
+    log = Log(d, cfg, clock=clock)
+    log.append(txn(1, 0, key=b"a"))                                # 0-1 committed
+    log.append_control(1, 0, commit=True, coordinator_epoch=0)     # 2
+    log.append(txn(2, 0, key=b"a"))                                # 3-4 aborted
+    log.append(txn(3, 0, key=b"b"))                                # 5-6 committed
+    log.append_control(2, 0, commit=False, coordinator_epoch=0)    # 7
+    log.append_control(3, 0, commit=True, coordinator_epoch=0)     # 8
+    for pid in (1, 2, 3):  # 9, 10, 11: each producer's last batch is a later one
+        log.append(txn(pid, 2, 1, transactional=False, key=b"c%d" % pid))
+    log.roll()
+    assert log.aborted_transactions(0, 100) == [AbortedTxn(2, 3, 7, 5)]
+    assert Cleaner(1 << 20).clean(log) is not None
+    # The aborted a's are gone (never in the map: a's committed value at 1 survives);
+    # every marker stays: the COMMITs have data, the ABORT's data was removed by this
+    # clean, and its .txnindex entry went to the cleaned segment.
+    assert [o for o, _v, c in _values(log) if not c] == [1, 6, 9, 10, 11]
+    assert [o for o, _v, c in _values(log) if c] == [2, 7, 8]
+    assert log.aborted_transactions(0, 100) == [AbortedTxn(2, 3, 7, 5)]
+    assert all_txnindex(d) == {0: [(2, 3, 7, 5)]}
+    # Second clean, after a and b are overwritten: the ABORT's transaction has no data
+    # left: its marker gets the delete horizon (its record timestamp kept) and its entry
+    # is not carried any more. The COMMITs' data is removed by this clean (as Kafka's
+    # cleaner, a marker stays while the clean still met its transaction's batches).
+    clock.advance(10)
+    log.append(_plain(b"a", b"new"))
+    log.append(_plain(b"b", b"new"))
+    log.roll()
+    assert Cleaner(1 << 20).clean(log) is not None
+
+    def horizons() -> dict[int, int | None]:
+        return {b.base_offset: b.base_timestamp if b.attributes & 0x40 else None
+                for b in batches(log) if b.is_control}
+
+    assert horizons() == {2: None, 7: T0 + 10 + 1000, 8: None}
+    assert [o for o, _v, c in _values(log) if not c] == [9, 10, 11, 12, 13]
+    assert log.aborted_transactions(0, 100) == []
+    assert all_txnindex(d) == {}
+    # Third clean: the COMMITs' turn.
+    clock.advance(10)
+    log.append(_plain(b"d", b"1"))
+    log.roll()
+    assert Cleaner(1 << 20).clean(log) is not None
+    assert horizons() == {2: T0 + 1020, 7: T0 + 1010, 8: T0 + 1020}
+    markers = [b for b in batches(log) if b.is_control]
+    assert [r.timestamp for b in markers for r in b] == [T0, T0, T0]
+    assert [marker_of(b) for b in markers] == [(1, 0), (0, 0), (1, 0)]
+    # A clean after the horizons removes them.
+    clock.advance(2000)
+    log.append(_plain(b"e", b"1"))
+    log.roll()
+    assert Cleaner(1 << 20).clean(log) is not None
+    assert horizons() == {}
+    assert [o for o, _v, _c in _values(log)] == [9, 10, 11, 12, 13, 14, 15]
+    log.close()
+    with Log(d, cfg, clock=clock) as again:
+        assert [o for o, _v, _c in _values(again)] == [9, 10, 11, 12, 13, 14, 15]
+
+
+def test_cleaner_stops_at_the_first_unstable_offset(tmp_path, clock) -> None:
+    from logcore.cleaner import Cleaner
+
+    cfg = small(cleanup_policy="compact", segment_bytes=300)
+    log = Log(str(tmp_path / "u-0"), cfg, clock=clock)
+    for i in range(4):
+        b = BatchBuilder()
+        b.append(b"x%d" % i, key=b"x", timestamp_ms=T0)
+        log.append(b.build())
+    log.append(txn(5, 0, key=b"x"))  # open transaction
+    first_unstable = log.first_unstable_offset
+    for _ in range(10):
+        log.append(txn(5, log.log_end_offset - first_unstable, key=b"x"))
+    assert log.num_segments > 2
+    assert log.first_uncleanable_offset() <= first_unstable
+    Cleaner(1 << 20).clean(log)
+    # everything from the open transaction on is untouched
+    assert [o for o, _v, _c in _values(log) if o >= first_unstable] == list(
+        range(first_unstable, log.log_end_offset))
     log.close()
