@@ -22,6 +22,8 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -32,6 +34,8 @@ from pylog.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -41,6 +45,7 @@ from pylog.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -57,6 +62,7 @@ _MODULES: tuple[ModuleType, ...] = (
     produce,
     fetch,
     list_offsets,
+    list_transactions,
     metadata,
     api_versions,
     create_topics,
@@ -80,6 +86,11 @@ _MODULES: tuple[ModuleType, ...] = (
     describe_groups,
     delete_groups,
     offset_delete,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    describe_transactions,
+    list_transactions,
 )
 
 
