@@ -242,7 +242,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ log appends
 
     def _append(self, p: _Partition, md: TransactionMetadata, transit: TxnTransit,
-                done: Callable[[int], None], retry_on_unavailable: bool = False) -> None:
+                done: Callable[[int], object], retry_on_unavailable: bool = False) -> None:
         """Write ``transit`` for ``md``; apply it once written; then ``done(code)``."""
         records: list[tuple[bytes, bytes | None]] = [(encode_key(md.transactional_id), encode_value(transit))]
 
@@ -402,15 +402,18 @@ class TransactionCoordinator:
         return result
 
     def _end_txn(self, p: _Partition, md: TransactionMetadata, producer_id: int, producer_epoch: int,
-                 commit: bool, from_client: bool, done: Callable[[int], None]) -> None:
+                 commit: bool, from_client: bool, done: Callable[[int], object]) -> None:
         fence = md.pending_state == _S.PREPARE_EPOCH_FENCE
         valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and producer_epoch >= md.producer_epoch
         if md.producer_id != producer_id:
-            return done(MAPPING)
+            done(MAPPING)
+            return
         if not valid_epoch:
-            return done(FENCED)
+            done(FENCED)
+            return
         if md.pending_transition and not fence:
-            return done(CONCURRENT)
+            done(CONCURRENT)
+            return
         state = md.state
         if state == _S.ONGOING:
             if fence and not commit:
@@ -426,23 +429,30 @@ class TransactionCoordinator:
                         md.has_failed_epoch_fence = True
                         log.warning("transactional id %r: the epoch fence could not be written (error %d); "
                                     "epoch %d stays in memory", md.transactional_id, code, md.producer_epoch)
-                    return done(code)
+                    done(code)
+                    return
                 if not self._current(p, md):
-                    return done(NOT_COORDINATOR)
+                    done(NOT_COORDINATOR)
+                    return
                 done(NONE)
                 self._send_markers(p, md, md.prepare_complete(self._now()))
             self._append(p, md, transit, written)
-            return None
+            return
         if state == _S.COMPLETE_COMMIT:
-            return done(NONE if commit else INVALID_TXN_STATE)
+            done(NONE if commit else INVALID_TXN_STATE)
+            return
         if state == _S.COMPLETE_ABORT:
-            return done(INVALID_TXN_STATE if commit else NONE)
+            done(INVALID_TXN_STATE if commit else NONE)
+            return
         if state == _S.PREPARE_COMMIT:
-            return done(CONCURRENT if commit else INVALID_TXN_STATE)
+            done(CONCURRENT if commit else INVALID_TXN_STATE)
+            return
         if state == _S.PREPARE_ABORT:
-            return done(INVALID_TXN_STATE if commit else CONCURRENT)
+            done(INVALID_TXN_STATE if commit else CONCURRENT)
+            return
         if state == _S.EMPTY:
-            return done(INVALID_TXN_STATE)
+            done(INVALID_TXN_STATE)
+            return
         raise RuntimeError(f"transactional id {md.transactional_id!r} found in state {state.kafka_name}")
 
     # ------------------------------------------------------------------ markers
