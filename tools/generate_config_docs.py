@@ -41,7 +41,7 @@ _CLEANER = ("Honoured by the log cleaner on compacted topics (no effect on delet
             "as in Kafka); see [compaction.md](compaction.md).")
 _CLEANER_THREADS = "Honoured by the log cleaner threads; see [compaction.md](compaction.md)."
 _DEPRECATED = "Deprecated in Kafka 3.x, removed in 4.0: accepted with a logged warning and ignored"
-_TXN = "No transaction coordinator yet: accepted and validated, has no effect."
+_TXN = "Single node: accepted and validated, has no effect (one replica)."
 PYLOG_NOTES: dict[str, str] = {
     # broker
     "node.id": "Honoured: the broker's id in Metadata and in `meta.properties`.",
@@ -126,8 +126,25 @@ PYLOG_NOTES: dict[str, str] = {
     "offsets.topic.segment.bytes": ("Honoured: `segment.bytes` of `__consumer_offsets` at its creation. The "
                                     "topic is `cleanup.policy=compact`: the log cleaner keeps the latest "
                                     "commit of each group, topic and partition."),
-    "transaction.state.log.replication.factor": _TXN,
+    "transaction.state.log.replication.factor": "Single node: must be 1 (refused otherwise when the "
+                                                "topic is created).",
     "transaction.state.log.min.isr": _TXN,
+    "transaction.state.log.num.partitions": ("Honoured: `__transaction_state` is created with this many "
+                                             "partitions on the first FindCoordinator for a transactional "
+                                             "id; an id's partition is Kafka's `abs(hashCode(id)) % n`."),
+    "transaction.state.log.segment.bytes": ("Honoured: `segment.bytes` of `__transaction_state` at its "
+                                            "creation (the topic is `cleanup.policy=compact`)."),
+    "transaction.state.log.load.buffer.size": "Honoured: bytes read per step when a partition is loaded.",
+    "transaction.max.timeout.ms": "Honoured: InitProducerId with a larger timeout gets INVALID_TRANSACTION_TIMEOUT.",
+    "transactional.id.expiration.ms": ("Honoured: an id idle this long (no transaction open) gets a "
+                                       "tombstone and is forgotten."),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("Honoured: how often transactions open "
+                                                                    "longer than their timeout are aborted."),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("Honoured: how often expired "
+                                                                   "transactional ids are looked for."),
+    "transaction.partition.verification.enable": ("Honoured: partition leaders ask the coordinator whether "
+                                                  "a producer added the partition before its first "
+                                                  "transactional batch there (KIP-890)."),
     "group.initial.rebalance.delay.ms": "Honoured by the group coordinator.",
     "group.min.session.timeout.ms": "Honoured: JoinGroup below it gets INVALID_SESSION_TIMEOUT.",
     "group.max.session.timeout.ms": "Honoured: JoinGroup above it gets INVALID_SESSION_TIMEOUT.",

@@ -338,6 +338,28 @@ def _broker_defs() -> list[ConfigDef]:
                   at_least(0)),
         ConfigDef("offsets.topic.segment.bytes", "int", 104857600,
                   "segment.bytes of __consumer_offsets (small segments for compaction).", at_least(14)),
+        # The transaction coordinator (pylog.txn; Kafka's TransactionLogConfig and
+        # TransactionStateManagerConfig).
+        ConfigDef("transaction.state.log.num.partitions", "int", 50,
+                  "Partitions of __transaction_state.", at_least(1)),
+        ConfigDef("transaction.state.log.segment.bytes", "int", 104857600,
+                  "segment.bytes of __transaction_state (small segments for compaction).", at_least(14)),
+        ConfigDef("transaction.state.log.load.buffer.size", "int", 5242880,
+                  "Bytes read per step when loading a __transaction_state partition.", at_least(1)),
+        ConfigDef("transaction.max.timeout.ms", "int", 900000,
+                  "Largest transaction.timeout.ms a producer may ask for "
+                  "(INVALID_TRANSACTION_TIMEOUT above).", at_least(1)),
+        ConfigDef("transactional.id.expiration.ms", "int", 604800000,
+                  "A transactional id with no transaction for this long is forgotten (tombstoned).",
+                  at_least(1)),
+        ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+                  "How often transactions open longer than their timeout are looked for and aborted.",
+                  at_least(1)),
+        ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+                  "How often expired transactional ids are looked for.", at_least(1)),
+        ConfigDef("transaction.partition.verification.enable", "boolean", True,
+                  "Partition leaders check with the coordinator that a transactional producer "
+                  "added the partition before its first batch there (KIP-890)."),
     ]
 
 

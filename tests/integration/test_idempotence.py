@@ -14,7 +14,7 @@ from pylog.protocol.messages import InitProducerIdRequest, ProduceRequest
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+NOT_COORDINATOR = 16
 
 
 def connect(broker) -> BrokerConnection:
@@ -107,8 +107,10 @@ def test_retried_batch_gets_its_original_offset(broker, topic_name) -> None:
         assert produce(conn, topic_name, pbatch(pid, 2, epoch=1)).base_offset == 6
         other = init_pid(conn)
         assert other.producer_id != pid
+        # A transactional id goes to its coordinator, which does not exist before the first
+        # FindCoordinator for a transactional id.
         tx = init_pid(conn, transactional_id="tx")
-        assert tx.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED and tx.producer_id == -1
+        assert tx.error_code == NOT_COORDINATOR and tx.producer_id == -1
     finally:
         conn.close()
 

@@ -28,6 +28,7 @@ from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig
 from pylog.group.service import GroupService
 from pylog.log import LogManager
+from pylog.txn.service import TransactionService
 
 log = logging.getLogger("pylog.broker")
 
@@ -84,6 +85,8 @@ class Broker:
         self.executor = self.io.executor
         # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
         self.groups = GroupService(self)
+        # The transaction coordinator for every __transaction_state partition (pylog.txn.service).
+        self.txns = TransactionService(self)
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -152,6 +155,7 @@ class Broker:
         # Loads __consumer_offsets in the background when it exists (group requests get
         # COORDINATOR_LOAD_IN_PROGRESS until their partition is loaded).
         await self.groups.start()
+        await self.txns.start()
         for listener, lst in zip(self.config.listeners if self.listen else [], self.servers,
                                  strict=True):
             lst.start()
@@ -219,6 +223,7 @@ class Broker:
         # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
         # are appended first.
         await self.groups.shutdown()
+        await self.txns.shutdown()
         conns = list(self.connections)
         await asyncio.gather(*(c.close_gracefully(timeout=5.0) for c in conns), return_exceptions=True)
         loop = asyncio.get_running_loop()
@@ -227,6 +232,15 @@ class Broker:
         if self._started:
             log.info("shut down cleanly")
         self._stopped.set()
+
+    async def txn_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic: str, partition: int) -> int:
+        """KIP-890: may this transactional producer append its first batch to the partition?
+        0 when the coordinator has the partition in the producer's open transaction, else
+        the error code; always 0 when transaction.partition.verification.enable is false."""
+        if not self.config["transaction.partition.verification.enable"]:
+            return 0
+        return await self.txns.txn_verify(transactional_id, producer_id, producer_epoch, topic, partition)
 
     @property
     def stopping(self) -> bool:

@@ -144,6 +144,12 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # Transactions, partition side: markers from the coordinator, producer state.
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    # Transactions (transaction.version 0): pylog.txn and its handlers.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

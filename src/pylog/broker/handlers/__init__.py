@@ -22,6 +22,8 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -33,6 +35,8 @@ from pylog.broker.handlers import (
     describe_configs,
     describe_groups,
     describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -42,6 +46,7 @@ from pylog.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -59,6 +64,7 @@ _MODULES: tuple[ModuleType, ...] = (
     produce,
     fetch,
     list_offsets,
+    list_transactions,
     metadata,
     api_versions,
     create_topics,
@@ -84,6 +90,11 @@ _MODULES: tuple[ModuleType, ...] = (
     offset_delete,
     write_txn_markers,
     describe_producers,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    describe_transactions,
+    list_transactions,
 )
 
 

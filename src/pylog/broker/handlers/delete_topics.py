@@ -16,7 +16,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import DeleteTopicsResponse
@@ -50,6 +50,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             topic = await manager.delete_topic_async(ctx.broker.executor, name)
             if name == GROUP_METADATA_TOPIC_NAME:
                 ctx.broker.groups.on_offsets_topic_deleted()
+            elif name == TRANSACTION_STATE_TOPIC_NAME:
+                ctx.broker.txns.on_topic_deleted()
             res.topic_id = topic.topic_id
             for p in topic.partitions:
                 ctx.broker.waiters.notify((p.topic, p.index))

@@ -4,10 +4,9 @@ Key type 0 (group): this node coordinates every group (it leads every partition 
 ``__consumer_offsets``); the topic is created here on first use. Kafka's broker asks its
 controller to create it and answers COORDINATOR_NOT_AVAILABLE meanwhile (the client
 retries); a single node creates it at once and answers with itself.
-Key type 1 (transaction): refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED until
-transactions exist (the code InitProducerId and Produce use for transactional requests,
-fatal for clients, rather than a retriable code they would spin on). Other key types:
-INVALID_REQUEST.
+Key type 1 (transaction): likewise for ``__transaction_state`` (created on the first lookup
+with transaction.state.log.num.partitions partitions): this node coordinates every
+transactional id. Other key types: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -34,7 +33,12 @@ GROUP, TRANSACTION = 0, 1
 async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     """(error code, message) for one key; 0 means this node."""
     if key_type == TRANSACTION:
-        return (errors.TransactionalIdAuthorizationFailedError.code, "transactions are not supported yet")
+        try:
+            await ctx.broker.txns.ensure_topic()
+        except errors.ApiError as exc:
+            log.error("cannot create __transaction_state: %s", exc)
+            return errors.CoordinatorNotAvailableError.code, str(exc)
+        return 0, None
     if key_type != GROUP:
         return errors.InvalidRequestError.code, f"unknown coordinator key type {key_type}"
     try:

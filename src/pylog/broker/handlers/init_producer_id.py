@@ -1,14 +1,16 @@
-"""InitProducerId (key 22), versions 0-5: producer ids for idempotent producers.
+"""InitProducerId (key 22), versions 0-5: producer ids for idempotent and transactional producers.
 
-A request without a ``transactional_id`` gets a new producer id (unique across restarts,
+Without a ``transactional_id`` the request gets a new producer id (unique across restarts,
 see :mod:`pylog.broker.producer_ids`) and epoch 0, as Kafka's coordinator answers an
-idempotent producer. The partition logs then check each batch's epoch and sequence
-(``logcore.producer_state``). Re-initialising with an existing (producer_id, epoch)
-(v3+, KIP-360) also gets a fresh id: the old one's sequence state stays with the old id.
+idempotent producer; the partition logs then check each batch's epoch and sequence
+(``logcore.producer_state``). Re-initialising with an existing (producer_id, epoch) (v3+,
+KIP-360) also gets a fresh id: the old one's sequence state stays with the old id.
 
-Transactions are not implemented: a ``transactional_id`` is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the code Produce uses for transactional requests
-(the response has no message field; the broker log says why).
+With a ``transactional_id`` the transaction coordinator (``broker.txns``, pylog.txn) answers:
+a new id gets a producer id and epoch 0; a known one gets its epoch bumped (fencing older
+producers; an open transaction is aborted first and the answer is CONCURRENT_TRANSACTIONS, the
+client retries). v3+ clients may send their current producer id and epoch (KIP-360).
+PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for v0-3 clients, which do not know it.
 """
 
 from __future__ import annotations
@@ -42,22 +44,54 @@ def allocator(broker: Any) -> ProducerIdAllocator:
     return alloc
 
 
-async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        log.info("InitProducerId for transactional id %r from %s refused: transactions are not "
-                 "supported", request.transactional_id, ctx.peer)
-        return error_response(ctx, request, errors.TransactionalIdAuthorizationFailedError.code,
-                              "transactions are not supported")
+async def new_producer_id(broker: Any) -> int:
+    """A producer id never handed out before by this broker.
+
+    Raises:
+        pylog.errors.UnknownServerError: every producer id has been used.
+        pylog.errors.KafkaStorageError: the id block file cannot be read or written.
+    """
     try:
         # Taking a new block of ids fsyncs a file: on an I/O thread, one call at a time.
-        pid = await ctx.broker.io.run_ordered(_ALLOCATION, allocator(ctx.broker).next_id)
+        pid: int = await broker.io.run_ordered(_ALLOCATION, allocator(broker).next_id)
     except ProducerIdExhaustedError as exc:
-        return error_response(ctx, request, errors.UnknownServerError.code, str(exc))
+        raise errors.UnknownServerError(str(exc)) from None
     except (OSError, ValueError) as exc:
         log.error("cannot allocate a producer id: %s", exc)
-        return error_response(ctx, request, errors.KafkaStorageError.code, str(exc))
+        raise errors.KafkaStorageError(str(exc)) from None
+    return pid
+
+
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        return await _transactional(ctx, request)
+    try:
+        pid = await new_producer_id(ctx.broker)
+    except errors.ApiError as exc:
+        return error_response(ctx, request, exc.code, str(exc))
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                   producer_epoch=0)
+
+
+async def _transactional(ctx: RequestContext, request: Any) -> Any:
+    expected = None
+    pid, epoch = request.producer_id, request.producer_epoch  # -1, -1 below v3
+    if (pid == -1) != (epoch == -1):
+        return error_response(ctx, request, errors.InvalidRequestError.code,
+                              "give both the producer id and epoch, or neither")
+    if pid != -1:
+        expected = (pid, epoch)
+    result = await ctx.broker.txns.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                                    expected)
+    code = result.error_code
+    if code == errors.ProducerFencedError.code and ctx.api_version < 4:
+        code = errors.InvalidProducerEpochError.code
+    if code:
+        log.info("InitProducerId for transactional id %r from %s: error %d", request.transactional_id,
+                 ctx.peer, code)
+        return error_response(ctx, request, code, "")
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

@@ -161,12 +161,13 @@ def test_find_coordinator_key_types(tmp_path, version: int) -> None:
                 assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("a", 0, 0), ("b", 0, 0)]
                 r = await _call(b, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(
                     key_type=1, coordinator_keys=["t"]))
-                code = r.coordinators[0].error_code
+                code, node = r.coordinators[0].error_code, r.coordinators[0].node_id
             else:
                 r = await _call(b, ApiKey.FIND_COORDINATOR, version, FindCoordinatorRequest(key="t", key_type=1))
-                code = r.error_code
-            # Transactions do not exist yet: a fatal code, not one clients retry forever.
-            assert code == errors.TransactionalIdAuthorizationFailedError.code
+                code, node = r.error_code, r.node_id
+            # A transactional id: this node, with __transaction_state created on the way.
+            assert (code, node) == (0, 0)
+            assert "__transaction_state" in b.log_manager.topics
             r = await _call(b, ApiKey.FIND_COORDINATOR, version, FindCoordinatorRequest(
                 key="x", key_type=7, coordinator_keys=["x"]))
             code = r.coordinators[0].error_code if version >= 4 else r.error_code

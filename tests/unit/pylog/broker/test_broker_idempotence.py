@@ -77,9 +77,11 @@ def test_init_producer_id_gives_new_ids_at_every_version(broker, version) -> Non
     assert 0 <= a.producer_id < b.producer_id
 
 
-def test_transactional_id_is_refused(broker) -> None:
+def test_transactional_id_before_its_coordinator_exists(broker) -> None:
+    # No __transaction_state yet (FindCoordinator creates it): the client is told to look
+    # its coordinator up, as Kafka answers for a partition it does not lead.
     resp = init_pid(broker, 4, transactional_id="tx-1")
-    assert resp.error_code == errors.TransactionalIdAuthorizationFailedError.code
+    assert resp.error_code == errors.NotCoordinatorError.code
     assert resp.producer_id == -1
 
 

@@ -1,0 +1,430 @@
+"""The asyncio glue between the broker and the sans-IO transaction coordinator.
+
+``TransactionService`` (one per broker, ``broker.txns``) owns one ``TransactionCoordinator``
+for every ``__transaction_state`` partition (a single node leads them all, coordinator epoch 0)
+and drives it:
+
+- the topic is created on the first FindCoordinator for a transactional id (as Kafka does),
+  with ``transaction.state.log.num.partitions`` partitions, ``cleanup.policy=compact``,
+  ``compression.type=uncompressed`` and ``transaction.state.log.segment.bytes``; when it exists
+  at start every partition is loaded in the background (read on an I/O thread
+  ``transaction.state.log.load.buffer.size`` bytes at a time, replayed, completed: open
+  PrepareCommit/PrepareAbort transactions get their markers again) and its ids get
+  COORDINATOR_LOAD_IN_PROGRESS meanwhile;
+- after every call into the coordinator, ``drive`` appends its writes, per partition in
+  order, through the partition-append path Produce uses (``append_records``), delivers its
+  marker requests through ``pylog.broker.handlers.write_txn_markers.write_markers`` and
+  re-arms one asyncio timer at the coordinator's next deadline;
+- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``): one
+  is fetched before each InitProducerId call so that the coordinator can take it
+  synchronously (unused, it is kept for the next call).
+
+Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
+(an I/O thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import logcore
+from pylog import errors
+from pylog.log.internal_topics import TRANSACTION_STATE_TOPIC_NAME
+
+from .config import TransactionConfig
+from .coordinator import TransactionCoordinator
+from .metadata import TopicPartition
+from .records import TxnRecordError
+from .results import (
+    DescribedTransaction,
+    InitProducerIdResult,
+    ListTransactionsResult,
+    MarkerRequest,
+    Pending,
+    TxnWrite,
+)
+
+if TYPE_CHECKING:
+    from pylog.broker.server import Broker
+    from pylog.config import BrokerConfig
+
+log = logging.getLogger("pylog.txn")
+
+
+def coordinator_config(config: BrokerConfig) -> TransactionConfig:
+    """The coordinator's settings from the broker's (Kafka's names, see pylog.config)."""
+    return TransactionConfig(
+        num_partitions=config["transaction.state.log.num.partitions"],
+        max_timeout_ms=config["transaction.max.timeout.ms"],
+        transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+        abort_timed_out_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        remove_expired_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+    )
+
+
+def transaction_topic_configs(config: BrokerConfig) -> dict[str, Any]:
+    """Topic configs ``__transaction_state`` is created with (Kafka's
+    ``transactionTopicConfigs``)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+    }
+
+
+def _read_partition(plog: Any, step_bytes: int) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of a ``__transaction_state`` partition, from log start to end, as (key,
+    value) pairs (blocking: an I/O thread). Control batches are skipped."""
+    out: list[tuple[bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        region = plog.read(offset, step_bytes, min_one_batch=True)
+        if region.size == 0:
+            break
+        last = offset - 1
+        for batch in logcore.iter_batches(region.read()):
+            last = batch.last_offset
+            if batch.is_control:
+                continue
+            for rec in batch:
+                if rec.offset >= offset:
+                    out.append((rec.key, rec.value))
+        if last < offset:
+            break
+        offset = last + 1
+    return out
+
+
+def _marker_result(entry: Any) -> tuple[int, str, int, int]:
+    """(producer id, topic, partition, error code) of one ``write_markers`` result: a
+    4-tuple in that order or an object with those attribute names (``error_code``)."""
+    if hasattr(entry, "error_code"):
+        return int(entry.producer_id), str(entry.topic), int(entry.partition), int(entry.error_code)
+    pid, topic, partition, code = entry
+    return int(pid), str(topic), int(partition), int(code)
+
+
+class TransactionService:
+    """The broker's transaction coordinator. See the module docstring."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = coordinator_config(broker.config)
+        self.num_partitions = self.config.num_partitions
+        self.coordinator = TransactionCoordinator(
+            broker.clock, self.config, new_producer_id=self._take_producer_id,
+            partition_exists=self._partition_exists)
+        self._spare_producer_id: int | None = None
+        self._queues: dict[int, collections.deque[TxnWrite]] = {}
+        self._appenders: dict[int, asyncio.Task[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._create_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self._markers_unavailable = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the partitions of an existing ``__transaction_state`` (in the background)."""
+        topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
+        if topic is not None:
+            self._host(topic)
+        self.drive()
+
+    async def shutdown(self) -> None:
+        """Stop for a broker shutdown (before the logs close): new requests get
+        COORDINATOR_NOT_AVAILABLE, timers stop, queued writes are appended (their requests
+        answered), marker deliveries are cancelled (a restart sends them again)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._appenders:
+            await asyncio.gather(*list(self._appenders.values()), return_exceptions=True)
+            self._appenders = {k: t for k, t in self._appenders.items() if not t.done()}
+        for index in self.coordinator.hosted():
+            self.coordinator.unload(index)
+        for w in self.coordinator.take_writes():
+            w.fail(errors.NotCoordinatorError.code)
+        self.coordinator.take_markers()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def on_topic_deleted(self) -> None:
+        """``__transaction_state`` was deleted: resign every partition (the next FindCoordinator
+        creates the topic anew; the transactions went with it)."""
+        hosted = self.coordinator.hosted()
+        for index in hosted:
+            self.coordinator.unload(index)
+            for w in self._queues.pop(index, collections.deque()):
+                w.fail(errors.NotCoordinatorError.code)
+        if hosted:
+            log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, len(hosted))
+        self.drive()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _host(self, topic: Any) -> list[asyncio.Task[Any]]:
+        loads = []
+        hosted = set(self.coordinator.hosted())
+        for p in topic.partitions:
+            if p.index in hosted:
+                continue
+            self.coordinator.begin_load(p.index)
+            loads.append(self._spawn(self._load(p)))
+        return loads
+
+    async def _load(self, partition: Any) -> None:
+        coord = self.coordinator
+        started = self.broker.clock.monotonic()
+        step = self.broker.config["transaction.state.log.load.buffer.size"]
+        try:
+            records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
+                                                       partition.log, step)
+        except (logcore.LogcoreError, OSError) as exc:
+            log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
+            return
+        if not coord.is_loading(partition.index):
+            return  # unloaded meanwhile
+        for key, value in records:
+            if key is None:
+                continue
+            try:
+                coord.replay(partition.index, key, value)
+            except TxnRecordError as exc:
+                log.error("%s-%d: skipping an unreadable record while loading: %s", partition.topic,
+                          partition.index, exc)
+        resumed = coord.complete_load(partition.index)
+        if records:
+            log.info("loaded %d records of %s-%d in %.3f s (%d transactions to complete)", len(records),
+                     partition.topic, partition.index, self.broker.clock.monotonic() - started, len(resumed))
+        self.drive()
+
+    async def ensure_topic(self) -> Any:
+        """The ``__transaction_state`` topic, created (and hosted) on first use."""
+        manager = self.broker.log_manager
+        async with self._create_lock:
+            topic = manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
+            if topic is None:
+                topic = await manager.create_topic_async(
+                    self.broker.executor, TRANSACTION_STATE_TOPIC_NAME, self.num_partitions,
+                    self.broker.config["transaction.state.log.replication.factor"],
+                    transaction_topic_configs(self.broker.config))
+                log.info("created %s (%d partitions)", TRANSACTION_STATE_TOPIC_NAME, self.num_partitions)
+                loads = self._host(topic)
+                if loads:
+                    await asyncio.gather(*loads)
+            self._host(topic)
+            return topic
+
+    # ------------------------------------------------------------------ producer ids
+
+    def _take_producer_id(self) -> int:
+        pid, self._spare_producer_id = self._spare_producer_id, None
+        if pid is None:
+            raise RuntimeError("no producer id was fetched before the coordinator call")
+        return pid
+
+    async def _fetch_producer_id(self) -> int:
+        """0, or the error code when the allocator failed."""
+        if self._spare_producer_id is None:
+            from pylog.broker.handlers.init_producer_id import new_producer_id
+
+            try:
+                pid = await new_producer_id(self.broker)
+            except errors.ApiError as exc:
+                return exc.code
+            if self._spare_producer_id is None:
+                self._spare_producer_id = pid
+        return 0
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        t = self.broker.log_manager.topics.get(topic)
+        return t is not None and 0 <= partition < len(t.partitions)
+
+    # ------------------------------------------------------------------ requests
+
+    async def _wait(self, pending: Pending[Any]) -> Any:
+        self.drive()
+        if pending.done:
+            return pending.result
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any) -> None:
+            if not fut.done():
+                fut.set_result(result)
+        pending.add_done_callback(done)
+        return await fut
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None) -> InitProducerIdResult:
+        if self._closed:
+            return InitProducerIdResult(errors.CoordinatorNotAvailableError.code)
+        code = await self._fetch_producer_id()
+        if code:
+            return InitProducerIdResult(code)
+        result: InitProducerIdResult = await self._wait(
+            self.coordinator.init_producer_id(transactional_id, timeout_ms, expected))
+        return result
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[TopicPartition]) -> int:
+        if self._closed:
+            return errors.CoordinatorNotAvailableError.code
+        code: int = await self._wait(self.coordinator.add_partitions(transactional_id, producer_id,
+                                                                     producer_epoch, partitions))
+        return code
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        if self._closed:
+            return dict.fromkeys(partitions, errors.CoordinatorNotAvailableError.code)
+        return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        if self._closed:
+            return errors.CoordinatorNotAvailableError.code
+        code: int = await self._wait(self.coordinator.end_txn(transactional_id, producer_id, producer_epoch, commit))
+        return code
+
+    def describe(self, transactional_id: str) -> DescribedTransaction:
+        if self._closed:
+            return DescribedTransaction(transactional_id, errors.CoordinatorNotAvailableError.code)
+        return self.coordinator.describe(transactional_id)
+
+    def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
+                          duration_filter_ms: int) -> ListTransactionsResult:
+        if self._closed:
+            return ListTransactionsResult(errors.CoordinatorNotAvailableError.code)
+        return self.coordinator.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
+
+    async def txn_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic: str, partition: int) -> int:
+        """The KIP-890 check a partition leader makes before a producer's first transactional
+        batch there (``broker.txn_verify``): 0 when the partition is in the producer's open
+        transaction, else the coordinator's error code."""
+        codes = self.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
+        return codes[(topic, partition)]
+
+    # ------------------------------------------------------------------ driving
+
+    def drive(self) -> None:
+        """Hand the coordinator's writes to the appenders, its markers to delivery tasks, and
+        re-arm its timer."""
+        coord = self.coordinator
+        for w in coord.take_writes():
+            if self._closed and w.partition not in self._appenders:
+                w.fail(errors.NotCoordinatorError.code)
+                continue
+            self._queues.setdefault(w.partition, collections.deque()).append(w)
+            task = self._appenders.get(w.partition)
+            if task is None or task.done():
+                self._appenders[w.partition] = self._spawn(self._append_loop(w.partition))
+        for m in coord.take_markers():
+            if not self._closed:
+                self._spawn(self._deliver(m))
+        if not self._closed:
+            self._arm()
+
+    def _arm(self) -> None:
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is None:
+            return
+        now_ms = self.broker.clock.monotonic() * 1000
+        self._timer = asyncio.get_running_loop().call_later(max(deadline - now_ms, 0) / 1000.0, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self._closed:
+            return
+        self.coordinator.tick()
+        self.drive()
+
+    async def _append_loop(self, index: int) -> None:
+        from pylog.broker.handlers.produce import AppendError, append_records
+
+        queue = self._queues.setdefault(index, collections.deque())
+        while queue:
+            write = queue.popleft()
+            topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
+            code = 0
+            if topic is None or index >= len(topic.partitions):
+                code = errors.NotCoordinatorError.code
+            else:
+                partition = topic.partitions[index]
+                try:
+                    await append_records(self.broker, partition, self._batch(write))
+                except AppendError as exc:
+                    code = exc.code
+                    log.warning("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC_NAME, index, exc)
+                except logcore.LogcoreError as exc:
+                    if not partition.log.closed:
+                        raise
+                    code = errors.NotCoordinatorError.code
+                    log.info("%s-%d was closed during an append: %s", TRANSACTION_STATE_TOPIC_NAME, index, exc)
+            if code:
+                write.fail(code)
+            else:
+                write.complete()
+            self.drive()
+
+    def _batch(self, write: TxnWrite) -> bytes:
+        builder = logcore.BatchBuilder(compression="none")
+        now = self.broker.clock.time_ms()
+        for key, value in write.records:
+            builder.append(value, key=key, timestamp_ms=now)
+        return bytes(builder.build())
+
+    def _marker_writer(self) -> tuple[Callable[..., Any], Any] | None:
+        if self._markers_unavailable:
+            return None
+        try:
+            from pylog.broker.handlers.write_txn_markers import write_markers
+            from pylog.broker.txn_markers import TxnMarker
+        except ImportError as exc:
+            self._markers_unavailable = True
+            log.error("transaction markers cannot be written (%s): transactions stay in "
+                      "PrepareCommit/PrepareAbort", exc)
+            return None
+        return write_markers, TxnMarker
+
+    async def _deliver(self, request: MarkerRequest) -> None:
+        codes: dict[TopicPartition, int] = {}
+        writer = self._marker_writer()
+        if writer is not None:
+            write_markers, marker_cls = writer
+            marker = marker_cls(request.producer_id, request.producer_epoch, request.commit,
+                                request.coordinator_epoch, sorted(request.partitions))
+            try:
+                results = await write_markers(self.broker, [marker])
+            except Exception:  # noqa: BLE001 - a failed delivery is retried, never lost
+                log.exception("writing markers for transactional id %r failed", request.transactional_id)
+                results = []
+            for entry in results:
+                pid, topic, partition, code = _marker_result(entry)
+                if pid == request.producer_id:
+                    codes[(topic, partition)] = code
+        if self._closed:
+            return
+        self.coordinator.on_markers_written(request, codes)
+        self.drive()
