@@ -141,6 +141,8 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # Transactions (issue 10): the group coordinator's side.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

@@ -48,6 +48,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 from pylog.broker.handlers._context import RequestContext
 
@@ -80,6 +81,7 @@ _MODULES: tuple[ModuleType, ...] = (
     describe_groups,
     delete_groups,
     offset_delete,
+    txn_offset_commit,
 )
 
 
