@@ -48,7 +48,6 @@ from pylog.errors import (
 from pylog.protocol._records import GroupMetadataValue
 
 from .admin import AdminMixin, map_append_error
-from .txn_offsets import TxnOffsetsMixin
 from .classic import ClassicGroup, GroupState, Member
 from .config import GroupCoordinatorConfig
 from .offsets import OffsetMetadataManager
@@ -64,6 +63,7 @@ from .results import (
     Write,
 )
 from .timers import Timers
+from .txn_offsets import TxnOffsetsMixin
 
 _S = GroupState
 
