@@ -111,8 +111,8 @@ def _fetch(c: BrokerConnection, group: str, topic: str, stable: bool, version: i
     return {p.partition_index: (p.committed_offset, p.error_code) for t in r.topics for p in t.partitions}
 
 
-def _begin(c: BrokerConnection, group: str) -> tuple[int, int]:
-    """InitProducerId for transactional id "tx" and AddOffsetsToTxn for ``group``."""
+def _begin(c: BrokerConnection, group: str, add: bool = True) -> tuple[int, int]:
+    """InitProducerId for transactional id "tx" and (``add``) AddOffsetsToTxn for ``group``."""
     _wait(lambda: c.request(FindCoordinatorRequest(key="tx", key_type=1), 3).error_code == 0,
           "the transaction coordinator")
 
@@ -125,14 +125,15 @@ def _begin(c: BrokerConnection, group: str) -> tuple[int, int]:
         return r.producer_id, r.producer_epoch
     pid, epoch = _wait(init, "InitProducerId")
 
-    def add() -> bool:
+    def add_offsets() -> bool:
         r = c.request(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
                                              group_id=group))
         if r.error_code in RETRIABLE:
             return False
         assert r.error_code == 0, r
         return True
-    _wait(add, "AddOffsetsToTxn")
+    if add:
+        _wait(add_offsets, "AddOffsetsToTxn")
     return pid, epoch
 
 
@@ -163,10 +164,15 @@ def test_txn_offset_commit_is_advertised_and_checks_the_group(tbroker: BrokerPro
     with _conn(tbroker) as c:
         assert c.versions[28] == (0, 4)
         _setup(c, topic_name)
+        # With a transaction coordinator the broker verifies the transaction first (KIP-890):
+        # then the producer must have added the group's partition to its transaction.
+        pid, epoch = _begin(c, "nobody") if 25 in c.versions else (1, 0)
         # A generation for a group the coordinator does not know: ILLEGAL_GENERATION.
-        assert _txn_commit(c, "nobody", topic_name, {0: 1}, 1, 0, generation=3, member="m") == {
+        assert _txn_commit(c, "nobody", topic_name, {0: 1}, pid, epoch, generation=3, member="m") == {
             0: errors.IllegalGenerationError.code}
-        assert _txn_commit(c, "", topic_name, {0: 1}, 1, 0) == {0: errors.InvalidGroupIdError.code}
+        assert _txn_commit(c, "", topic_name, {0: 1}, pid, epoch) == {0: errors.InvalidGroupIdError.code}
+        if 25 in c.versions:
+            _end(c, pid, epoch, commit=False)
         R = TxnOffsetCommitRequest
         r = c.request(R(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, topics=[
             R.TxnOffsetCommitRequestTopic(name="no-such-topic", partitions=[
@@ -189,6 +195,13 @@ def test_offsets_are_pending_until_the_transaction_ends(tbroker: BrokerProcess, 
             R.OffsetCommitRequestTopic(name=topic_name, partitions=[
                 R.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_metadata="")])]))
         assert r.topics[0].partitions[0].error_code == 0
+        pid, epoch = _begin(c, group, add=False)
+        # Not added to the transaction (no AddOffsetsToTxn): the verification refuses it,
+        # with the error each version's clients know.
+        assert _txn_commit(c, group, topic_name, {0: 10}, pid, epoch, version=4) == {
+            0: errors.TransactionAbortableError.code}
+        assert _txn_commit(c, group, topic_name, {0: 10}, pid, epoch, version=3) == {
+            0: errors.InvalidTxnStateError.code}
         pid, epoch = _begin(c, group)
         assert _txn_commit(c, group, topic_name, {0: 10, 1: 11}, pid, epoch) == {0: 0, 1: 0}
         # Not visible; RequireStable (v7+) answers UNSTABLE_OFFSET_COMMIT per partition.

@@ -18,7 +18,11 @@ from pylog.config import BrokerConfig
 from pylog.group.config import partition_for
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
-from pylog.protocol.messages import FindCoordinatorRequest, OffsetFetchRequest, TxnOffsetCommitRequest
+from pylog.protocol.messages import (
+    FindCoordinatorRequest,
+    OffsetFetchRequest,
+    TxnOffsetCommitRequest,
+)
 
 T0 = 1_700_000_000_000
 GROUP_PARTITIONS = 3
@@ -77,6 +81,11 @@ def _txn_commit(group: str = "g", offsets: dict[int, int] | None = None, topic: 
                      for p, o in (offsets or {0: 5}).items()])])
 
 
+async def _verified(*args: Any) -> int:
+    """A transaction coordinator that confirms every partition (KIP-890 verification)."""
+    return 0
+
+
 def _codes(r: Any) -> dict[tuple[str, int], int]:
     return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
 
@@ -104,6 +113,7 @@ def test_handler_checks_before_any_write(tmp_path) -> None:
             r = await _call(b, ApiKey.TXN_OFFSET_COMMIT, 3, _txn_commit())
             assert _codes(r) == {("data", 0): errors.CoordinatorNotAvailableError.code}
             await _ready(b)
+            b.txn_verify = _verified  # type: ignore[method-assign,assignment,unused-ignore]
             # Unknown topics and partitions are answered by the handler, as Kafka's does.
             r = await _call(b, ApiKey.TXN_OFFSET_COMMIT, 3, _txn_commit(offsets={0: 1, 7: 1}, topic="nope"))
             assert set(_codes(r).values()) == {errors.UnknownTopicOrPartitionError.code}
@@ -146,7 +156,7 @@ def test_verification_hook_errors_reach_the_client_as_kafka_maps_them(tmp_path, 
         b = await _start(tmp_path)
         try:
             await _ready(b)
-            b.txn_verify = verify  # type: ignore[attr-defined]
+            b.txn_verify = verify  # type: ignore[method-assign,assignment,unused-ignore]
             r = await _call(b, ApiKey.TXN_OFFSET_COMMIT, version, _txn_commit(offsets={0: 1, 1: 2}))
             assert set(_codes(r).values()) == {expected}
             assert calls == [("tx", PID, EPOCH, GROUP_METADATA_TOPIC_NAME, partition_for("g", GROUP_PARTITIONS))]
@@ -159,8 +169,8 @@ def test_verification_hook_errors_reach_the_client_as_kafka_maps_them(tmp_path, 
 
 async def _marker(b: Broker, commit: bool, pid: int = PID, epoch: int = EPOCH) -> None:
     """A COMMIT/ABORT marker into the group's partition, the way WriteTxnMarkers writes it."""
-    from pylog.broker.txn_markers import TxnMarker  # type: ignore[import-not-found,unused-ignore]
     from pylog.broker.handlers.write_txn_markers import write_markers  # type: ignore[import-not-found,unused-ignore]
+    from pylog.broker.txn_markers import TxnMarker  # type: ignore[import-not-found,unused-ignore]
 
     index = partition_for("g", GROUP_PARTITIONS)
     results = await write_markers(b, [TxnMarker(pid, epoch, commit, 0, [(GROUP_METADATA_TOPIC_NAME, index)])])
@@ -178,7 +188,7 @@ def test_pending_until_the_marker_and_after_a_reload(tmp_path) -> None:
             return 0
         try:
             await _ready(b)
-            b.txn_verify = verify  # type: ignore[attr-defined]
+            b.txn_verify = verify  # type: ignore[method-assign,assignment,unused-ignore]
             r = await _call(b, ApiKey.TXN_OFFSET_COMMIT, 4, _txn_commit(offsets={0: 5, 1: 6}))
             assert set(_codes(r).values()) == {0}
             # A second commit in the same transaction is not verified again (the producer has
