@@ -223,3 +223,42 @@ def test_pending_until_the_marker_and_after_a_reload(tmp_path) -> None:
             await _stop(b)
 
     asyncio.run(scenario())
+
+
+@needs_txn_log
+@pytest.mark.parametrize("marker_read", [True, False])
+def test_a_marker_appended_while_the_partition_loads(tmp_path, marker_read: bool) -> None:
+    """The partition side does not wait for a load: a marker written meanwhile is applied
+    after the records read before it, once (whether or not the load's read saw it)."""
+    from pylog.group import service
+
+    async def scenario() -> None:
+        b = await _start(tmp_path)
+        try:
+            await _ready(b)
+            b.txn_verify = _verified  # type: ignore[method-assign,assignment,unused-ignore]
+            r = await _call(b, ApiKey.TXN_OFFSET_COMMIT, 4, _txn_commit(offsets={0: 5}))
+            assert set(_codes(r).values()) == {0}
+            index = partition_for("g", GROUP_PARTITIONS)
+            partition = b.log_manager.topics[GROUP_METADATA_TOPIC_NAME].partitions[index]
+            before = service._read_partition(partition.log)  # a load that read before the marker
+            shard = b.groups.shard_of(b.groups.coordinator("g"))  # type: ignore[arg-type]
+            shard.coordinator.begin_load()
+            await _marker(b, commit=True)
+            assert len(shard.early_markers) == 1  # held until the load has replayed the log
+            if marker_read:
+                await b.groups._load(shard, partition)
+            else:
+                async def stale_read(*args: Any) -> Any:
+                    return before
+                real, b.io.run_ordered = b.io.run_ordered, stale_read  # type: ignore[method-assign]
+                try:
+                    await b.groups._load(shard, partition)
+                finally:
+                    b.io.run_ordered = real  # type: ignore[method-assign]
+            assert not shard.coordinator.loading and not shard.early_markers
+            assert await _fetch(b, True) == {0: (5, 0), 1: (-1, 0)}
+        finally:
+            await _stop(b)
+
+    asyncio.run(scenario())
