@@ -2,7 +2,9 @@
 
 ``GroupHarness`` plays the asyncio glue's part with a manual clock: it appends every write to
 an in-memory log (or fails it with a chosen code), fires timers in deadline order as time
-advances, and can load a fresh coordinator from the log to check replay.
+advances, and can load a fresh coordinator from the log to check replay. Transaction markers
+(``marker``) go into the same log, as the partition side appends them, so that replay sees
+records and markers in one order with their offsets.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ class GroupHarness:
         counter = itertools.count(1)
         self.new_uuid = lambda: f"u{next(counter)}"
         self.coord = GroupCoordinator(self.clock, self.config, new_uuid=self.new_uuid)
-        self.log: list[tuple[bytes, bytes | None]] = []
+        self.log: list[tuple[bytes, bytes | None]] = []  # the records, without markers
+        # Everything in log order; the index is the log offset: ("record", key, value,
+        # producer id or -1) or ("marker", producer id, commit).
+        self.entries: list[tuple[Any, ...]] = []
         self.fail_code: int | None = None  # when set, every write fails with it
         self.writes_seen = 0
 
@@ -51,8 +56,10 @@ class GroupHarness:
                 if self.fail_code is not None:
                     w.fail(self.fail_code)
                 else:
+                    base = len(self.entries)
+                    self.entries.extend(("record", k, v, w.producer_id) for k, v in w.records)
                     self.log.extend(w.records)
-                    w.complete()
+                    w.complete(base)
 
     def now_ms(self) -> int:
         return round(self.clock.monotonic() * 1000)
@@ -110,11 +117,23 @@ class GroupHarness:
         assert all(s.done and s.result.error_code == 0 for s in syncs), syncs
         return ids
 
+    def marker(self, producer_id: int, commit: bool) -> int:
+        """Append a COMMIT/ABORT marker of ``producer_id`` and tell the coordinator, as the
+        partition side does after WriteTxnMarkers; returns the marker's offset."""
+        offset = len(self.entries)
+        self.entries.append(("marker", producer_id, commit))
+        self.coord.on_txn_marker(producer_id, commit, offset)
+        self.flush()
+        return offset
+
     def replayed(self) -> GroupCoordinator:
-        """A fresh coordinator loaded from the records written so far."""
+        """A fresh coordinator loaded from the records and markers written so far."""
         fresh = GroupCoordinator(self.clock, self.config, new_uuid=self.new_uuid)
         fresh.begin_load()
-        for key, value in self.log:
-            fresh.replay(key, value)
+        for offset, entry in enumerate(self.entries):
+            if entry[0] == "marker":
+                fresh.on_txn_marker(entry[1], entry[2], offset)
+            else:
+                fresh.replay(entry[1], entry[2], offset=offset, producer_id=entry[3])
         fresh.complete_load()
         return fresh

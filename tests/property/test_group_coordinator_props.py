@@ -11,8 +11,10 @@ every step:
   limit, and a generation (CompletingRebalance, Stable) of dynamic members never over it (a
   rebalance may briefly count old members that have not rejoined yet; static members that do
   not rejoin are kept, as Kafka keeps them);
-- replaying the records written so far rebuilds the same committed offsets and, for Stable
-  groups, the same generation, protocol, leader, members and assignments;
+- replaying the records and transaction markers written so far rebuilds the same committed
+  offsets, the same pending transactional offsets per producer (TxnOffsetCommit, ended by
+  random COMMIT/ABORT markers) and, for Stable groups, the same generation, protocol,
+  leader, members and assignments;
 - and the run can go on against a coordinator reloaded from the log (a broker restart).
 """
 
@@ -143,6 +145,24 @@ class GroupMachine(RuleBasedStateMachine):
     def simple_commit(self, partition: int, offset: int) -> None:
         self.h.call("offset_commit", "simple", -1, "", [OffsetCommitPartition("u", partition, offset)])
 
+    @rule(g=st.sampled_from((*GROUPS, "simple")), slot=st.integers(0, SLOTS - 1), producer=st.integers(1, 2),
+          partition=st.integers(0, 2), offset=st.integers(0, 1000), fail=st.sampled_from([None, None, None, 6]),
+          member=st.booleans())
+    def txn_commit(self, g: str, slot: int, producer: int, partition: int, offset: int, fail: int | None,
+                   member: bool) -> None:
+        key = (g, slot)
+        generation, mid = (self.gens[key], self.ids[key]) if member and key in self.gens else (-1, "")
+        self.h.fail_code = fail
+        try:
+            self.h.call("txn_offset_commit", g, producer, 0, [OffsetCommitPartition("t", partition, offset)],
+                        generation_id=generation, member_id=mid)
+        finally:
+            self.h.fail_code = None
+
+    @rule(producer=st.integers(1, 2), commit=st.booleans())
+    def end_transaction(self, producer: int, commit: bool) -> None:
+        self.h.marker(producer, commit)
+
     @rule(ms=st.sampled_from([0, 100, 1_000, 3_000, 9_000, 16_000, 40_000]))
     def advance(self, ms: int) -> None:
         self.h.advance(ms)
@@ -208,6 +228,9 @@ class GroupMachine(RuleBasedStateMachine):
         live = self.h.coord
         for gid in set(live.group_ids()) | set(loaded.group_ids()):
             assert loaded.committed_offsets(gid) == live.committed_offsets(gid), gid
+            assert loaded.pending_transactional_offsets(gid) == live.pending_transactional_offsets(gid), gid
+            assert (loaded.offset_fetch(gid, [("t", [0, 1, 2])], True)
+                    == live.offset_fetch(gid, [("t", [0, 1, 2])], True)), gid
             g = live.group(gid)
             if g is None or g.state != GroupState.STABLE:
                 continue

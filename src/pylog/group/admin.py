@@ -95,7 +95,8 @@ class AdminMixin:
         def _wall_ms(self) -> int: ...
         def _mono_ms(self) -> int: ...
         def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-                   on_done: Callable[[int], None] | None = None) -> None: ...
+                   on_done: Callable[[int], None] | None = None, producer_id: int = -1,
+                   producer_epoch: int = -1) -> Write: ...
         def _validate_member(self, group: ClassicGroup, member_id: str, group_instance_id: str | None) -> int: ...
         def _session_timer(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None: ...
         def _prepare_rebalance(self, group: ClassicGroup) -> None: ...
@@ -155,19 +156,22 @@ class AdminMixin:
         def on_done(code: int) -> None:
             # The group object exists from the moment the records were built; if it was
             # deleted since, its tombstones (which cover this commit) follow these records.
-            self._offsets.settle(group_id, records, durable=code == NONE)
+            self._offsets.settle(group_id, records, code == NONE, write.base_offset)
             if code != NONE:
                 mapped = map_append_error(code)
                 for r in results:
                     if r.error_code == NONE:
                         r.error_code = mapped
             pending._complete(results)
-        self._write(group_id, records, on_done)
+        write = self._write(group_id, records, on_done)
         return pending
 
     def _validate_offset_commit(self, group: ClassicGroup, member_id: str, instance_id: str | None,
-                                generation_id: int) -> int:
-        """Kafka's ``ClassicGroup.validateOffsetCommit``, in its order."""
+                                generation_id: int, transactional: bool = False) -> int:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``, in its order. ``transactional``
+        (TxnOffsetCommit) skips the two checks that do not apply to it: a commit without
+        member and generation on a group with members (v0-2 requests carry neither), and
+        CompletingRebalance (the group state is not enforced for transactions)."""
         if group.is_in(_S.DEAD):
             return CoordinatorNotAvailableError.code
         if generation_id < 0 and group.is_in(_S.EMPTY):
@@ -180,13 +184,13 @@ class AdminMixin:
                 return error
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
-        elif not group.is_in(_S.EMPTY):
+        elif not transactional and not group.is_in(_S.EMPTY):
             # No member id and no generation: only allowed while nobody is a member.
             return UnknownMemberIdError.code
         # The generation is chosen but nobody has an assignment for it yet; the client
         # retries after its sync (during PreparingRebalance the old generation may commit
         # what it consumed before giving partitions up).
-        if group.is_in(_S.COMPLETING_REBALANCE):
+        if not transactional and group.is_in(_S.COMPLETING_REBALANCE):
             return RebalanceInProgressError.code
         return NONE
 
@@ -195,13 +199,14 @@ class AdminMixin:
     def offset_fetch(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
                      require_stable: bool = False) -> OffsetFetchGroupResult:
         """OffsetFetch for one group (v8+ asks several: call once per group). ``topics`` None
-        means every committed partition. ``require_stable`` concerns pending transactional
-        commits, which this coordinator does not hold yet, so it changes nothing."""
+        means every committed partition. Pending transactional offsets are not returned;
+        ``require_stable`` (v7+) makes the partitions that have one answer
+        UNSTABLE_OFFSET_COMMIT (the group-level error stays NONE, as in Kafka)."""
         if self._loading:
             return OffsetFetchGroupResult(group_id or "", CoordinatorLoadInProgressError.code)
         if group_id is None:
             return OffsetFetchGroupResult("", InvalidGroupIdError.code)
-        return OffsetFetchGroupResult(group_id, NONE, self._offsets.fetch(group_id, topics))
+        return OffsetFetchGroupResult(group_id, NONE, self._offsets.fetch(group_id, topics, require_stable))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
 
@@ -363,9 +368,10 @@ class AdminMixin:
             committed = self._offsets.committed(gid)
             expired = self._offsets.expired(gid, now, base, retention, keep)
             records = self._offsets.tombstones(gid, expired)
-            # The group goes with its last offset, unless a commit is on its way to the log.
+            # The group goes with its last offset, unless a commit is on its way to the log
+            # or a transaction still holds offsets of it.
             delete_group = (len(expired) == len(committed) and g.is_in(_S.EMPTY)
-                            and not self._offsets.has_pending(gid))
+                            and not self._offsets.has_pending(gid) and not self._offsets.has_open_transactions(gid))
             if delete_group:
                 records.append(encode_group_metadata(gid, None))
                 g.transition_to(_S.DEAD, now)
@@ -401,8 +407,12 @@ class AdminMixin:
         self._loading = True
         self._loaded_groups = {}
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, key: bytes, value: bytes | None, *, offset: int = -1, producer_id: int = -1) -> None:
         """Apply one record read back from the log (in log order; last value wins).
+
+        ``offset`` is the record's log offset; ``producer_id`` the producer of a
+        transactional batch (-1 otherwise): its offset commits stay pending until the
+        producer's marker, given to ``on_txn_marker`` in its place in the log order.
 
         Raises:
             CoordinatorRecordError: the record is corrupt (the caller decides whether to
@@ -412,7 +422,7 @@ class AdminMixin:
             raise RuntimeError("replay() outside begin_load()/complete_load()")
         rec = decode_record(key, value)
         if isinstance(rec, OffsetCommitRecord):
-            self._offsets.replay(rec)
+            self._offsets.replay(rec, offset, producer_id)
         elif isinstance(rec, GroupMetadataRecord):
             if rec.value is None:
                 self._loaded_groups.pop(rec.group, None)

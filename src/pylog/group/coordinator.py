@@ -19,8 +19,9 @@ How the asyncio glue drives it (it never sleeps, reads sockets or writes files i
 
 Rules follow Kafka's classic protocol (``GroupMetadataManager``, ``ClassicGroup``; the error
 each request gets in each state is the one Kafka returns). Membership lives here; offset
-commits, fetches, expiry and the admin APIs are in ``pylog.group.admin``, a mixin of this
-class kept apart for size.
+commits, fetches, expiry and the admin APIs are in ``pylog.group.admin``, transactional
+offset commits (TxnOffsetCommit and the markers that end them) in
+``pylog.group.txn_offsets``: mixins of this class kept apart for size.
 
 Not thread-safe: call everything from one thread (the broker's event loop).
 """
@@ -62,13 +63,14 @@ from .results import (
     Write,
 )
 from .timers import Timers
+from .txn_offsets import TxnOffsetsMixin
 
 _S = GroupState
 
 UNKNOWN_MEMBER_ID = ""  # the member id of a member that has none yet (JoinGroup)
 
 
-class GroupCoordinator(AdminMixin):
+class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
     """The groups of one ``__consumer_offsets`` partition. See the module docstring."""
 
     def __init__(self, clock: Clock, config: GroupCoordinatorConfig | None = None, *,
@@ -115,10 +117,13 @@ class GroupCoordinator(AdminMixin):
         return writes
 
     def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-               on_done: Callable[[int], None] | None = None) -> None:
+               on_done: Callable[[int], None] | None = None, producer_id: int = -1,
+               producer_epoch: int = -1) -> Write:
         # Writes are handed out in emission order and must complete in that order: the
         # offsets in memory are rebuilt from them in the same order a reload would use.
-        self._writes.append(Write(group_id, records, on_done or (lambda code: None)))
+        write = Write(group_id, records, on_done or (lambda code: None), producer_id, producer_epoch)
+        self._writes.append(write)
+        return write
 
     @property
     def loading(self) -> bool:

@@ -85,23 +85,40 @@ class Write:
     Attributes:
         group_id: the group the records belong to (its partition is ``partition_for``).
         records: ``(key, value)`` byte pairs in Kafka's format; value None is a tombstone.
+        producer_id, producer_epoch: -1, or (TxnOffsetCommit) the transactional producer
+            whose batch this is: then the records go out as ONE transactional batch with
+            that producer id and epoch and base sequence -1, as Kafka's coordinator writes
+            them, and stay pending until the producer's COMMIT or ABORT marker.
+        base_offset: the log offset of the first record, given by ``complete`` (-1 until
+            then, or when the appender did not say).
     """
 
-    __slots__ = ("group_id", "records", "_callback", "_settled")
+    __slots__ = ("group_id", "records", "producer_id", "producer_epoch", "base_offset", "_callback",
+                 "_settled")
 
     def __init__(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-                 callback: Callable[[int], None]) -> None:
+                 callback: Callable[[int], None], producer_id: int = -1, producer_epoch: int = -1) -> None:
         self.group_id = group_id
         self.records = records
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_offset = -1
         self._callback = callback
         self._settled = False
+
+    @property
+    def transactional(self) -> bool:
+        return self.producer_id >= 0
 
     @property
     def settled(self) -> bool:
         return self._settled
 
-    def complete(self) -> None:
-        """The records are in the log (acknowledged as the append path defines it)."""
+    def complete(self, base_offset: int = -1) -> None:
+        """The records are in the log (acknowledged as the append path defines it), the
+        first at ``base_offset`` (the others follow it one by one)."""
+        if not self._settled:
+            self.base_offset = base_offset
         self._settle(NONE)
 
     def fail(self, error_code: int) -> None:

@@ -13,6 +13,12 @@
   each with ``complete()`` or ``fail(code)``; one appender task per partition keeps the
   order (a write is appended only after the previous one is settled);
 - one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``;
+- transactions: a TxnOffsetCommit write goes out as one transactional batch (the
+  producer's id and epoch, base sequence -1); the partition side calls ``on_txn_marker``
+  after appending a COMMIT/ABORT marker to a ``__consumer_offsets`` partition, and loading
+  replays transactional batches as pending for their producer and applies each marker in
+  its place in the log (a marker appended while the partition loads is applied after the
+  records read before it);
 - ``__consumer_offsets`` deleted by DeleteTopics (Kafka allows it): every hosted partition
   resigns (``on_offsets_topic_deleted``, Kafka's ``onResignation``): its groups are unloaded,
   parked requests and queued writes get NOT_COORDINATOR, and the next FindCoordinator creates
@@ -27,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Any
+import struct
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import logcore
 from pylog import errors
@@ -73,10 +80,45 @@ def offsets_topic_configs(config: BrokerConfig) -> dict[str, Any]:
     }
 
 
-def _read_partition(plog: Any) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of a ``__consumer_offsets`` partition, from log start to end, as (key,
-    value) pairs (blocking: an I/O thread). Control batches are skipped."""
-    out: list[tuple[bytes | None, bytes | None]] = []
+class LoadedRecord(NamedTuple):
+    """A record read back from ``__consumer_offsets``: producer_id >= 0 when its batch is
+    transactional (a TxnOffsetCommit)."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1
+
+
+class LoadedMarker(NamedTuple):
+    """A transaction marker (control batch) read back from ``__consumer_offsets``."""
+
+    offset: int
+    producer_id: int
+    commit: bool
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # control record key: version, type (0 ABORT, 1 COMMIT)
+
+
+def _marker(batch: Any) -> LoadedMarker | None:
+    """The COMMIT/ABORT marker of a control batch; None for other control types (KRaft's)."""
+    for rec in batch:
+        key = rec.key
+        if key is None or len(key) < _CONTROL_KEY.size:
+            return None
+        _version, kind = _CONTROL_KEY.unpack_from(key, 0)
+        if kind in (0, 1):
+            return LoadedMarker(rec.offset, batch.producer_id, kind == 1)
+        return None
+    return None
+
+
+def _read_partition(plog: Any) -> tuple[list[LoadedRecord | LoadedMarker], int]:
+    """Every record and transaction marker of a ``__consumer_offsets`` partition, from log
+    start to end, in log order, and the offset reading stopped at (blocking: an I/O
+    thread)."""
+    out: list[LoadedRecord | LoadedMarker] = []
     offset = plog.log_start_offset
     end = plog.log_end_offset
     while offset < end:
@@ -87,15 +129,21 @@ def _read_partition(plog: Any) -> list[tuple[bytes | None, bytes | None]]:
         last = offset - 1
         for batch in logcore.iter_batches(data):
             last = batch.last_offset
-            if batch.is_control:
+            if batch.last_offset < offset:
                 continue
+            if batch.is_control:
+                marker = _marker(batch)
+                if marker is not None:
+                    out.append(marker)
+                continue
+            pid = batch.producer_id if batch.is_transactional else -1
             for rec in batch:
                 if rec.offset >= offset:
-                    out.append((rec.key, rec.value))
+                    out.append(LoadedRecord(rec.offset, rec.key, rec.value, pid))
         if last < offset:
             break
         offset = last + 1
-    return out
+    return out, max(offset, end)
 
 
 class _Shard:
@@ -109,6 +157,8 @@ class _Shard:
         self.timer: asyncio.TimerHandle | None = None
         self.timer_deadline: int | None = None
         self.resigned = False
+        # Markers appended while the partition loads: (producer id, commit, offset).
+        self.early_markers: list[tuple[int, bool, int]] = []
 
 
 class GroupService:
@@ -193,24 +243,32 @@ class GroupService:
         coord = shard.coordinator
         started = self.broker.clock.monotonic()
         try:
-            records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
-                                                       partition.log)
+            records, read_end = await self.broker.io.run_ordered((partition.topic, partition.index),
+                                                                 _read_partition, partition.log)
         except (OSError, logcore.LogcoreError) as exc:
             # The partition stays loading (its groups get COORDINATOR_LOAD_IN_PROGRESS), as
             # Kafka leaves a partition whose load failed; the log says why.
             log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
             return
         replayed = 0
-        for key, value in records:
-            if key is None:
+        for entry in records:
+            if isinstance(entry, LoadedMarker):
+                coord.on_txn_marker(entry.producer_id, entry.commit, entry.offset)
+                continue
+            if entry.key is None:
                 continue  # not a coordinator record (Kafka skips keyless records too)
             try:
-                coord.replay(key, value)
+                coord.replay(entry.key, entry.value, offset=entry.offset, producer_id=entry.producer_id)
             except CoordinatorRecordError as exc:
                 log.error("%s-%d: skipping an unreadable record while loading: %s",
                           partition.topic, partition.index, exc)
                 continue
             replayed += 1
+        # Markers appended after the read (the partition side does not wait for loads).
+        early, shard.early_markers = shard.early_markers, []
+        for producer_id, commit, offset in early:
+            if offset >= read_end:
+                coord.on_txn_marker(producer_id, commit, offset)
         coord.complete_load()
         if replayed:
             log.info("loaded %d records of %s-%d (%d groups) in %.3f s", replayed, partition.topic,
@@ -247,6 +305,20 @@ class GroupService:
         FindCoordinator, which creates it)."""
         shard = self._shards.get(self.partition_for(group_id))
         return None if shard is None or self._closed else shard.coordinator
+
+    def on_txn_marker(self, partition_index: int, producer_id: int, commit: bool, offset: int) -> None:
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was appended at
+        ``offset`` of ``__consumer_offsets`` partition ``partition_index``: the producer's
+        pending transactional offsets there are committed or dropped. Called by the
+        partition side (WriteTxnMarkers) on the event loop, after the append."""
+        shard = self._shards.get(partition_index)
+        if shard is None or shard.resigned:
+            return  # not hosted: the next load reads the marker from the log
+        if shard.coordinator.loading:
+            shard.early_markers.append((producer_id, commit, offset))
+            return
+        shard.coordinator.on_txn_marker(producer_id, commit, offset)
+        self.drive(shard)
 
     def coordinators(self) -> list[GroupCoordinator]:
         return [s.coordinator for s in self._shards.values()]
@@ -319,12 +391,14 @@ class GroupService:
         while shard.queue:
             write = shard.queue.popleft()
             code = 0
+            base_offset = -1
             if shard.resigned or topic is None or shard.index >= len(topic.partitions):
                 code = errors.NotCoordinatorError.code
             else:
                 partition = topic.partitions[shard.index]
                 try:
-                    await append_records(self.broker, partition, self._batch(write))
+                    info = await append_records(self.broker, partition, self._batch(write))
+                    base_offset = info.first_offset
                 except AppendError as exc:
                     code = exc.code
                     log.warning("group %r: append to %s-%d failed: %s", write.group_id,
@@ -339,12 +413,16 @@ class GroupService:
             if code:
                 write.fail(code)
             else:
-                write.complete()
+                write.complete(base_offset)
             # Completing a write may release answers that lead to more writes.
             self.drive(shard)
 
     def _batch(self, write: Write) -> bytes:
-        builder = logcore.BatchBuilder(compression="none")
+        # A transactional write (TxnOffsetCommit) is Kafka's coordinator batch: the
+        # producer's id and epoch, transactional, base sequence -1 (no sequence checks).
+        builder = logcore.BatchBuilder(compression="none", producer_id=write.producer_id,
+                                       producer_epoch=write.producer_epoch, base_sequence=-1,
+                                       transactional=write.transactional)
         now = self.broker.clock.time_ms()
         for key, value in write.records:
             builder.append(value, key=key, timestamp_ms=now)

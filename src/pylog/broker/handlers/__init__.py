@@ -54,6 +54,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
@@ -94,7 +95,7 @@ _MODULES: tuple[ModuleType, ...] = (
     add_offsets_to_txn,
     end_txn,
     describe_transactions,
-    list_transactions,
+    txn_offset_commit,
 )
 
 
