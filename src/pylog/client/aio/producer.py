@@ -179,6 +179,8 @@ class ProducerCore:
             raise ClientClosedError("send() on a closed producer")
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if self.txn is not None:  # before any wait for metadata
+            self.txn.state.check_in_transaction("send()")
         if self._key_ser is not None:
             key = self._key_ser(key)
         if self._value_ser is not None:
