@@ -21,6 +21,14 @@ is in flight, and later batches that came back OUT_OF_ORDER_SEQUENCE_NUMBER beca
 earlier one failed are put back in sequence order and resent after it — Kafka's ordering
 guarantee with up to 5 requests in flight.
 
+Transactions (a ``transactional.id``): the ``TransactionManager`` (``_txn_manager``) sets
+the producer id instead of step 1, and each turn first adds the partitions sent to for the
+first time to the transaction (AddPartitionsToTxn); a partition's batches are drained only
+once it is in. Batches are marked transactional and the ProduceRequest names the id. A
+batch that fails for good makes the transaction abortable (or fatal when fenced) instead of
+resetting the producer id; while the transaction failed or is being aborted, queued
+batches are failed instead of sent.
+
 Errors: retriable codes (``ApiError.retriable``) and lost connections are retried with
 exponential backoff (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``) while
 ``retries`` and ``delivery.timeout.ms`` allow; codes that mean stale metadata
