@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pylog import errors
@@ -182,7 +182,7 @@ class TransactionManager:
             await conn.close()
         self._own_conns.clear()
 
-    async def _run(self, name: str, work: Callable[[], Awaitable[None]],
+    async def _run(self, name: str, work: Callable[[], Coroutine[Any, Any, None]],
                    timeout: float | None) -> None:
         """Run ``work`` as this call's task, or wait again for the same call's task that an
         earlier timeout left running."""
