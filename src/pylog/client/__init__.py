@@ -21,7 +21,9 @@ semantics (``pylog.client.aio._embedded``)::
 Consumer groups: ``Consumer.subscribe`` (Kafka's classic group protocol with the range,
 roundrobin and cooperative-sticky assignors), ``commit``, ``committed``, auto commit.
 
-Not there yet (see docs/client.md): transactions.
+Transactions: ``transactional.id`` with ``init_transactions``, ``begin_transaction``,
+``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction`` (the names
+of confluent-kafka's producer), ``Consumer.consumer_group_metadata()``.
 """
 
 from pylog.client.admin import Admin
@@ -40,8 +42,10 @@ from pylog.client.aio.admin import (
 from pylog.client.config import ConfigError
 from pylog.client.consumer import Consumer
 from pylog.client.errors import (
+    AbortableTransactionError,
     ClientClosedError,
     CommitFailedError,
+    FatalTransactionError,
     GroupsNotAvailableError,
     IllegalStateError,
     KafkaConnectionError,
@@ -49,12 +53,22 @@ from pylog.client.errors import (
     LogDirInUseError,
     NoOffsetForPartitionError,
     RecordTooLargeError,
+    RetriableTransactionError,
+    TransactionAbortedError,
+    TransactionError,
 )
 from pylog.client.partitioner import murmur2, partition_for_key
 from pylog.client.producer import Producer
-from pylog.client.records import ConsumerRecord, OffsetAndMetadata, RecordMetadata, TopicPartition
+from pylog.client.records import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
+    "AbortableTransactionError",
     "Admin",
     "BrokerDescription",
     "ClientClosedError",
@@ -64,7 +78,9 @@ __all__ = [
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
+    "FatalTransactionError",
     "GroupsNotAvailableError",
     "IllegalStateError",
     "KafkaConnectionError",
@@ -80,8 +96,11 @@ __all__ = [
     "Producer",
     "RecordMetadata",
     "RecordTooLargeError",
+    "RetriableTransactionError",
     "TopicDescription",
     "TopicPartition",
+    "TransactionAbortedError",
+    "TransactionError",
     "murmur2",
     "partition_for_key",
 ]

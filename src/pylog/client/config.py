@@ -204,7 +204,11 @@ PRODUCER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("enable.idempotence", _bool, True,
             "Producer id + per-partition sequence numbers: retries never duplicate."),
     Setting("transactional.id", _str_or_none, None,
-            "Transactions: refused until the broker serves them."),
+            "Makes the producer transactional (init_transactions, begin/commit/"
+            "abort_transaction); one id per producer instance, stable across restarts."),
+    Setting("transaction.timeout.ms", _int(1, 2**31 - 1), 60000,
+            "How long a transaction may stay open before the coordinator aborts it "
+            "(at most the broker's transaction.max.timeout.ms)."),
     Setting("partitioner.class", _callable_or_none, None,
             "A callable (key_bytes, all_partitions, available_partitions) -> partition; None"
             " is Kafka's built-in: murmur2 for keys, sticky for keyless records."),

@@ -47,7 +47,12 @@ from pylog.client.aio._rebalance import RebalanceListener, as_partitions, as_pat
 from pylog.client.aio.consumer import _commit_offsets, _partition_list
 from pylog.client.config import CONSUMER, Resolved, resolve
 from pylog.client.errors import IllegalStateError
-from pylog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from pylog.client.records import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 __all__ = ["Consumer"]
 
@@ -273,6 +278,16 @@ class Consumer:
         """The group's committed ``OffsetAndMetadata`` (offset, metadata, leader epoch) of
         each partition, None where nothing is committed."""
         return self._run(self._core.committed(_partition_list(partitions), timeout))  # type: ignore[no-any-return]
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group id, generation, member id and group instance id, for
+        ``Producer.send_offsets_to_transaction`` (confluent-kafka's name). Take it after the
+        ``poll`` that returned the records, so it names the generation they came from.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        return self._run(self._snapshot(self._core.group_metadata))  # type: ignore[no-any-return]
 
     def seek(self, partition: Any, offset: int) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll (records already fetched

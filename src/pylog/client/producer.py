@@ -115,6 +115,7 @@ class Producer:
             info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
             waited = time.monotonic() - started
         p = core.place(info, key, size, partition)
+        core.check_send(topic, p)
         acc = core.acc
         placed = acc.append(topic, p, value, key, ts, hdrs, size, None)
         if placed is None:  # buffer.memory is full: wait for room (max.block.ms in all)
@@ -141,6 +142,66 @@ class Producer:
         """
         mark = self._core.flush_mark()
         self._thread.run(self._core.flush(mark), timeout)
+
+    # ------------------------------------------------------------------ transactions
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator; call once, before
+        the first transaction. Fences older producers with the same id and completes what
+        they left open.
+
+        Args:
+            timeout: seconds to wait (None: ``max.block.ms``).
+
+        Raises:
+            RetriableTransactionError: not done in time; call again to wait for it.
+            FatalTransactionError: e.g. not authorized, or the broker has no transactions.
+            IllegalStateError: no ``transactional.id``, or called twice.
+        """
+        self._thread.run(self._core.transactions().init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: what is sent until commit or abort is in it (no request)."""
+        self._core.transactions().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit a consumer's offsets as part of the transaction (consume-transform-produce):
+        the group sees them only if the transaction commits.
+
+        Args:
+            offsets: as ``Consumer.commit``'s (a mapping of partition to offset, or a list
+                of objects with topic, partition, offset): the next records to read.
+            group_metadata: ``Consumer.consumer_group_metadata()`` of the consumer that read
+                them (or a bare group id, without the member checks).
+            timeout: seconds to wait (None: ``max.block.ms``).
+
+        Raises:
+            AbortableTransactionError: e.g. the consumer is no longer in that generation
+                (its ``error`` is a ``CommitFailedError``): abort.
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        self._thread.run(self._core.transactions().send_offsets_to_transaction(
+            offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every queued record, then commit the transaction.
+
+        Raises:
+            AbortableTransactionError: a record (or the offsets) failed: abort instead.
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        self._thread.run(self._core.transactions().commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with ``TransactionAbortedError``;
+        what was written is never shown to read_committed consumers, and the offsets sent
+        are dropped.
+
+        Raises:
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        self._thread.run(self._core.transactions().abort_transaction(timeout))
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (fetching metadata if needed)."""

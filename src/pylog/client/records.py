@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord", "OffsetAndMetadata"]
+__all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord", "OffsetAndMetadata",
+           "ConsumerGroupMetadata"]
 
 
 class TopicPartition(NamedTuple):
@@ -22,6 +23,26 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's place in its group, for ``Producer.send_offsets_to_transaction``
+    (``Consumer.consumer_group_metadata()``; Kafka's ``ConsumerGroupMetadata``). The group
+    coordinator refuses transactional offsets of a member that is no longer in this
+    generation, so a zombie consumer-producer pair cannot commit.
+
+    Attributes:
+        group_id: ``group.id``.
+        generation_id: the group generation the consumer joined (-1 if it has not joined,
+            e.g. with ``assign()``).
+        member_id: its member id ("" if it has not joined).
+        group_instance_id: ``group.instance.id`` (static membership) or None.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class RecordMetadata(NamedTuple):

@@ -88,14 +88,14 @@ class PendingBatch:
         return len(self.values)
 
     def encode(self, compression: str, producer_id: int, producer_epoch: int,
-               base_sequence: int) -> bytes:
-        """Build the batch once (kept for retries)."""
+               base_sequence: int, transactional: bool = False) -> bytes:
+        """Build the batch once (kept for retries); ``transactional`` sets attribute bit 4."""
         if self.data is None:
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self.base_sequence = base_sequence
             b = logcore.BatchBuilder(compression=compression,  # type: ignore[arg-type]
                                      producer_id=producer_id, producer_epoch=producer_epoch,
-                                     base_sequence=base_sequence)
+                                     base_sequence=base_sequence, transactional=transactional)
             if self.headers is None:
                 b.append_many(self.values, self.keys, self.timestamps)
             else:

@@ -52,6 +52,10 @@ MAX_VERSIONS = {
     20: 6,  # DeleteTopics
     21: 2,  # DeleteRecords
     22: 5,  # InitProducerId
+    24: 3,  # AddPartitionsToTxn (4+ is broker to broker)
+    25: 4,  # AddOffsetsToTxn
+    26: 4,  # EndTxn (5 bumps the epoch per transaction, KIP-890 part 2)
+    28: 4,  # TxnOffsetCommit
     32: 4,  # DescribeConfigs
     37: 3,  # CreatePartitions
     44: 1,  # IncrementalAlterConfigs

@@ -48,7 +48,12 @@ from pylog.client.errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
 )
-from pylog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from pylog.client.records import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 __all__ = ["ConsumerCore"]
 
@@ -129,6 +134,18 @@ class ConsumerCore:
             self.coordinator = ConsumerCoordinator(self.cluster, self.settings, self.client_id,
                                                    self.subscription, self)
         return self.coordinator
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id and group instance id now, for a transactional
+        producer's ``send_offsets_to_transaction`` (Kafka's ``groupMetadata()``).
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        coord = self.group("consumer_group_metadata()")
+        gen = coord.generation
+        return ConsumerGroupMetadata(coord.group_id, gen.generation_id, gen.member_id,
+                                     coord.group_instance_id)
 
     # ------------------------------------------------------------------ what the coordinator uses
 

@@ -21,6 +21,14 @@ is in flight, and later batches that came back OUT_OF_ORDER_SEQUENCE_NUMBER beca
 earlier one failed are put back in sequence order and resent after it — Kafka's ordering
 guarantee with up to 5 requests in flight.
 
+Transactions (a ``transactional.id``): the ``TransactionManager`` (``_txn_manager``) sets
+the producer id instead of step 1, and each turn first adds the partitions sent to for the
+first time to the transaction (AddPartitionsToTxn); a partition's batches are drained only
+once it is in. Batches are marked transactional and the ProduceRequest names the id. A
+batch that fails for good makes the transaction abortable (or fatal when fenced) instead of
+resetting the producer id; while the transaction failed or is being aborted, queued
+batches are failed instead of sent.
+
 Errors: retriable codes (``ApiError.retriable``) and lost connections are retried with
 exponential backoff (``retry.backoff.ms`` doubling to ``retry.backoff.max.ms``) while
 ``retries`` and ``delivery.timeout.ms`` allow; codes that mean stale metadata
@@ -36,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.client.aio._accumulator import PendingBatch, RecordAccumulator
@@ -44,6 +52,9 @@ from pylog.client.aio._cluster import Cluster
 from pylog.client.errors import ClientClosedError, KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import RecordMetadata
 from pylog.protocol.messages import InitProducerIdRequest, ProduceRequest
+
+if TYPE_CHECKING:
+    from pylog.client.aio._txn_manager import TransactionManager
 
 __all__ = ["Sender"]
 
@@ -83,6 +94,11 @@ class Sender:
         self.closing = False
         self._task: asyncio.Task[None] | None = None
         self._pid_error: BaseException | None = None
+        # A transactional producer's manager: it sets the producer id, adds partitions to
+        # the transaction before their batches go, and stops sending when the transaction
+        # failed or is being aborted.
+        self.txn: TransactionManager | None = None
+        self.transactional_id: str | None = settings.get("transactional.id")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -141,7 +157,9 @@ class Sender:
             now = time.monotonic()
             if self.cluster.needs_update():
                 self._spawn(self._update_metadata())
-            if self.idempotent and self.producer_id < 0:
+            if self.txn is not None:
+                self.txn.sender_turn()
+            elif self.idempotent and self.producer_id < 0:
                 if not await self._init_producer_id():
                     self._expire(time.monotonic())
                     await self._sleep(self.backoff)
@@ -186,9 +204,37 @@ class Sender:
             cls = errors.error_for_code(resp.error_code)
             self._pid_error = cls(f"InitProducerId: {cls.name}") if cls else None
             return False
-        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
-        self._next_seq.clear()
+        self.set_producer_id(resp.producer_id, resp.producer_epoch)
         return True
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: sequences start over from 0."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._next_seq.clear()
+        self._retrying.clear()
+        self.wake()
+
+    async def flush_all(self) -> None:
+        """Send everything queued now and wait until each batch succeeded or failed."""
+        with self.acc.lock:
+            mark = self.acc.next_batch_id
+        self.flush_mark = max(self.flush_mark, mark)
+        self.wake()
+        await self.wait_for_completion(mark)
+
+    def abort_undrained(self, error: BaseException) -> None:
+        """Fail every batch not in flight with ``error`` (a transaction that failed or is
+        aborted sends nothing more). A failed batch that had sequence numbers leaves a gap:
+        the transaction manager bumps the epoch after the abort."""
+        with self.acc.lock:
+            batches = [b for q in self.acc.queues.values() for b in q if not b.in_flight]
+            for q in self.acc.queues.values():
+                q.clear()
+        for b in batches:
+            if b.base_sequence >= 0 and self.txn is not None:
+                self.txn.state.need_epoch_bump = True
+            self._retrying.discard((b.topic, b.partition))
+            self._fail(b, error)
 
     def _expire(self, now: float) -> None:
         with self.acc.lock:
@@ -203,9 +249,12 @@ class Sender:
                 self.acc.queues[(b.topic, b.partition)].remove(b)
         for b in expired:
             reason = f" (last error: {self._pid_error})" if self._pid_error else ""
-            self._fail(b, KafkaTimeoutError(
+            exc = KafkaTimeoutError(
                 f"{len(b)} record(s) for {b.topic}-{b.partition}: delivery.timeout.ms "
-                f"({self.delivery_timeout * 1000:.0f} ms) passed{reason}"))
+                f"({self.delivery_timeout * 1000:.0f} ms) passed{reason}")
+            self._fail(b, exc)
+            if self.txn is not None:
+                self.txn.state.batch_failed(exc, b.topic, b.partition, b.base_sequence >= 0)
 
     def _drain(self, now: float) -> tuple[dict[int, list[PendingBatch]], float]:
         """Pick ready batches per leader; the time of the next deadline to look again."""
@@ -215,12 +264,15 @@ class Sender:
         sizes: dict[int, int] = {}
         conns: dict[int, Any] = {}
         acc = self.acc
+        txn = self.txn
         with acc.lock:
             urgent = self.closing or acc.waiting_for_memory > 0
             for tp, q in acc.queues.items():
                 if not q:
                     continue
                 head = q[0]
+                if txn is not None and not txn.state.may_send(tp):
+                    continue  # AddPartitionsToTxn first (the manager wakes us after it)
                 info = self.cluster.topics.get(tp[0])
                 pinfo = info.partitions.get(tp[1]) if info is not None else None
                 if pinfo is None or pinfo.leader < 0:
@@ -265,7 +317,7 @@ class Sender:
             for b in batches:
                 b.encode(self.compression, self.producer_id if self.idempotent else -1,
                          self.producer_epoch if self.idempotent else -1,
-                         b.base_sequence if self.idempotent else -1)
+                         b.base_sequence if self.idempotent else -1, txn is not None)
         return ready, next_check
 
     def _send(self, node: int, batches: list[PendingBatch]) -> None:
@@ -276,7 +328,7 @@ class Sender:
             by_topic.setdefault(b.topic, []).append(
                 ProduceRequest.PartitionProduceData(index=b.partition, records=b.data))
         req = ProduceRequest(
-            transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+            transactional_id=self.transactional_id, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
             topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=parts)
                         for t, parts in by_topic.items()])
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
@@ -358,7 +410,10 @@ class Sender:
             self.acc.requeue(b)
             return
         self._fail(b, exc)
-        if self.idempotent and b.base_sequence >= 0:
+        if self.txn is not None:
+            # The transaction cannot commit now; the abort bumps the epoch if needed.
+            self.txn.state.batch_failed(exc, b.topic, b.partition, b.base_sequence >= 0)
+        elif self.idempotent and b.base_sequence >= 0:
             self._reset_producer_id()
 
     def _reset_producer_id(self) -> None:

@@ -29,7 +29,12 @@ from pylog.client.aio._consumer_core import ConsumerCore
 from pylog.client.aio._offsets import EARLIEST, LATEST
 from pylog.client.aio._rebalance import RebalanceListener, as_offsets, as_partitions, as_pattern
 from pylog.client.config import CONSUMER, Resolved, resolve
-from pylog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from pylog.client.records import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 __all__ = ["Consumer", "ConsumerCore", "as_partitions"]
 
@@ -138,6 +143,16 @@ class Consumer:
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offset of each partition (None where nothing is committed)."""
         return await self._core.committed(_partition_list(partitions), timeout)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group id, generation, member id and group instance id, for
+        ``Producer.send_offsets_to_transaction`` (confluent-kafka's name). Take it after the
+        ``poll`` that returned the records, so it names the generation they came from.
+
+        Raises:
+            InvalidGroupIdError: no ``group.id``.
+        """
+        return self._core.group_metadata()
 
     def seek(self, partition: Any, offset: int) -> None:
         """Fetch ``partition`` from ``offset`` on the next poll."""

@@ -30,8 +30,14 @@ from pylog._clock import SYSTEM_CLOCK, Clock, SystemClock
 from pylog.client.aio._accumulator import RECORD_OVERHEAD, RecordAccumulator, estimate_size
 from pylog.client.aio._cluster import TopicInfo, make_cluster
 from pylog.client.aio._sender import Sender
+from pylog.client.aio._txn_manager import TransactionManager
 from pylog.client.config import PRODUCER, ConfigError, Resolved, resolve
-from pylog.client.errors import ClientClosedError, KafkaTimeoutError, RecordTooLargeError
+from pylog.client.errors import (
+    ClientClosedError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+)
 from pylog.client.partitioner import StickyPartitioner, partition_for_key
 from pylog.client.records import RecordMetadata
 
@@ -49,14 +55,22 @@ def producer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any
     5 requests in flight: given explicitly with a conflicting setting it is an error;
     left at its default, a conflicting setting turns it off.
 
+    A ``transactional.id`` needs idempotence: it is turned on, and a setting that conflicts
+    with it (``enable.idempotence=false`` included) is an error, as in the Java client.
+
     Raises:
-        ConfigError: as ``resolve``; conflicting explicit settings; ``transactional.id``
-            (the broker has no transactions yet).
+        ConfigError: as ``resolve``; conflicting explicit settings.
     """
     s = resolve(PRODUCER, config, kwargs)
-    if s["transactional.id"] is not None:
-        raise ConfigError("transactional.id: transactions are not available yet (the broker "
-                          "has no transaction coordinator)")
+    txn_id = s["transactional.id"]
+    if txn_id is not None:
+        if not txn_id:
+            raise ConfigError("transactional.id: must not be empty (leave it unset for a "
+                              "producer without transactions)")
+        if "enable.idempotence" in s.explicit and not s["enable.idempotence"]:
+            raise ConfigError("transactional.id needs enable.idempotence=true (remove "
+                              "enable.idempotence=false)")
+        s["enable.idempotence"] = True
     if s["enable.idempotence"]:
         conflicts = []
         if s["acks"] != -1:
@@ -66,6 +80,8 @@ def producer_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any
         if s["max.in.flight.requests.per.connection"] > 5:
             conflicts.append("max.in.flight.requests.per.connection must be <= 5")
         if conflicts:
+            if txn_id is not None:
+                raise ConfigError("transactional.id needs idempotence: " + "; ".join(conflicts))
             if "enable.idempotence" in s.explicit:
                 raise ConfigError("enable.idempotence=true: " + "; ".join(conflicts))
             s["enable.idempotence"] = False
@@ -106,6 +122,9 @@ class ProducerCore:
         self.acc = RecordAccumulator(settings["batch.size"], settings["buffer.memory"],
                                      self._on_ready)
         self.sender = Sender(self.cluster, self.acc, settings, settings["enable.idempotence"])
+        self.txn: TransactionManager | None = None
+        if settings["transactional.id"] is not None:
+            self.txn = self.sender.txn = TransactionManager(self.cluster, settings, self.sender)
         self.partitioner = StickyPartitioner(settings["batch.size"])
         self._custom_partitioner: Callable[..., int] | None = settings["partitioner.class"]
         self._ignore_keys: bool = settings["partitioner.ignore.keys"]
@@ -160,6 +179,8 @@ class ProducerCore:
             raise ClientClosedError("send() on a closed producer")
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if self.txn is not None:  # before any wait for metadata
+            self.txn.state.check_in_transaction("send()")
         if self._key_ser is not None:
             key = self._key_ser(key)
         if self._value_ser is not None:
@@ -210,6 +231,23 @@ class ProducerCore:
         with self._plock:
             return self.partitioner.partition(info.name, n, info.available(), size)
 
+    def check_send(self, topic: str, partition: int) -> None:
+        """A transactional producer sends only inside a transaction; a partition new to the
+        transaction is added to it before its records go (any thread).
+
+        Raises:
+            IllegalStateError: no transaction is open. TransactionError: it failed.
+        """
+        txn = self.txn
+        if txn is not None and txn.state.check_send((topic, partition)):
+            self._on_ready()
+
+    def transactions(self) -> TransactionManager:
+        if self.txn is None:
+            raise IllegalStateError("transactions need transactional.id in the producer's "
+                                    "settings")
+        return self.txn
+
     def flush_mark(self) -> int:
         with self.acc.lock:
             return self.acc.next_batch_id
@@ -221,6 +259,8 @@ class ProducerCore:
 
     async def close(self, timeout: float | None) -> None:
         self.closed = True
+        if self.txn is not None:
+            await self.txn.close()
         await self.sender.stop(1e9 if timeout is None else timeout)
         await self.cluster.close()
 
@@ -275,6 +315,7 @@ class Producer:
         if info is None:
             info = await core.cluster.wait_for_topic(topic, core.max_block)
         p = core.place(info, key, size, partition)
+        core.check_send(topic, p)
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if core.acc.append(topic, p, value, key, ts, hdrs, size, fut) is not None:
             return fut
@@ -315,6 +356,67 @@ class Producer:
             await asyncio.wait_for(self._core.flush(mark), timeout)
         except asyncio.TimeoutError:
             raise KafkaTimeoutError(f"flush did not complete within {timeout:g} s") from None
+
+    # ------------------------------------------------------------------ transactions
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator; call once, before
+        the first transaction. Fences older producers with the same id and completes what
+        they left open.
+
+        Args:
+            timeout: seconds to wait (None: ``max.block.ms``).
+
+        Raises:
+            RetriableTransactionError: not done in time; call again to wait for it.
+            FatalTransactionError: e.g. not authorized, or the broker has no transactions.
+            IllegalStateError: no ``transactional.id``, or called twice.
+        """
+        await self.start()
+        await self._core.transactions().init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: what is sent until commit or abort is in it (no request)."""
+        self._core.transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any,
+                                          timeout: float | None = None) -> None:
+        """Commit a consumer's offsets as part of the transaction (consume-transform-produce):
+        they are visible to the group only if the transaction commits.
+
+        Args:
+            offsets: as ``Consumer.commit``'s (a mapping of partition to offset, or a list
+                of objects with topic, partition, offset): the next records to read.
+            group_metadata: ``Consumer.consumer_group_metadata()`` of the consumer that read
+                them (or a bare group id, without the member checks).
+            timeout: seconds to wait (None: ``max.block.ms``).
+
+        Raises:
+            AbortableTransactionError: e.g. the consumer is no longer in that generation
+                (its ``error`` is a ``CommitFailedError``): abort.
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        await self._core.transactions().send_offsets_to_transaction(
+            offsets, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every queued record, then commit the transaction.
+
+        Raises:
+            AbortableTransactionError: a record (or the offsets) failed: abort instead.
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        await self._core.transactions().commit_transaction(timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with
+        ``TransactionAbortedError``; what was written is never shown to read_committed
+        consumers, and the offsets sent are dropped.
+
+        Raises:
+            FatalTransactionError, RetriableTransactionError, IllegalStateError: as above.
+        """
+        await self._core.transactions().abort_transaction(timeout)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (fetching metadata if needed)."""

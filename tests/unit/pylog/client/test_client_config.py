@@ -73,8 +73,10 @@ def test_idempotence_settles_as_kafka() -> None:
     # ... asked for explicitly, the conflict is an error.
     with pytest.raises(ConfigError, match="acks must be all"):
         producer_settings({**B, "acks": 1, "enable.idempotence": True}, {})
-    with pytest.raises(ConfigError, match="transactions are not available"):
-        producer_settings({**B, "transactional.id": "tx"}, {})
+    # A transactional id turns idempotence on; a conflict with it is an error.
+    assert producer_settings({**B, "transactional.id": "tx"}, {})["enable.idempotence"] is True
+    with pytest.raises(ConfigError, match="transactional.id needs idempotence"):
+        producer_settings({**B, "transactional.id": "tx", "acks": 1}, {})
     with pytest.raises(ConfigError, match="delivery.timeout.ms must be at least"):
         producer_settings({**B, "delivery.timeout.ms": 1000}, {})
 
