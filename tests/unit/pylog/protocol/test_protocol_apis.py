@@ -21,6 +21,8 @@ def test_advertised_table_is_issue_4_and_7() -> None:
         # issue 7: consumer groups (classic protocol)
         8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
         15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
+        # issue 10: transactions, group coordinator side
+        28: (0, 4),
     }
 
 
