@@ -14,7 +14,7 @@ def test_api_key_names_match_the_specs() -> None:
         assert key.name.replace("_", "") == spec[: -len("Request")].upper()
 
 
-def test_advertised_table_is_issue_4_and_7() -> None:
+def test_advertised_table_is_issues_4_7_and_10() -> None:
     assert ADVERTISED == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
         21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
@@ -23,6 +23,10 @@ def test_advertised_table_is_issue_4_and_7() -> None:
         15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
         # issue 10: transactions, partition side
         27: (0, 1), 61: (0, 0),
+        # issue 10: transactions, group coordinator side
+        28: (0, 4),
+        # issue 10: the transaction coordinator
+        24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
     }
 
 
@@ -34,7 +38,7 @@ def test_produce_0_to_2_advertised_but_not_served() -> None:
     assert not apis.is_supported(0, 2) and apis.is_supported(0, 3)
     assert apis.is_supported(0, 2, ADVERTISED)
     assert not apis.is_supported(8, 1) and apis.is_supported(8, 2)  # OffsetCommit 2-9
-    assert not apis.is_supported(24, 0)  # AddPartitionsToTxn: transactions come later
+    assert apis.is_supported(24, 0) and not apis.is_supported(24, 6)  # AddPartitionsToTxn 0-5
 
 
 def test_advertised_versions_exist_in_the_schemas() -> None:
