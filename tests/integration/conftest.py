@@ -134,6 +134,19 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
 
 
+@pytest.fixture(scope="session")
+def tansu_broker(tmp_path_factory: pytest.TempPathFactory):
+    """One Tansu broker (tests/_harness/tansu.py) shared by every module that tests pylog's
+    client against it; skips those tests, saying how to install it, when it is missing."""
+    from _harness.tansu import TansuProcess
+
+    t = TansuProcess(tmp_path_factory.mktemp("tansu")).start()
+    yield t
+    alive = t.alive()
+    t.stop()
+    assert alive, f"Tansu exited during the tests; log:\n{t.read_log()}"
+
+
 @pytest.fixture
 def new_broker(tmp_path: pathlib.Path):
     """A factory for brokers owned by one test (restart, kill -9, special configs)."""
