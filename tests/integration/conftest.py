@@ -147,6 +147,13 @@ def tansu_broker(tmp_path_factory: pytest.TempPathFactory):
     assert alive, f"Tansu exited during the tests; log:\n{t.read_log()}"
 
 
+@pytest.fixture(scope="module", params=["pylog", "tansu"])
+def any_broker(request: pytest.FixtureRequest):
+    """pylog's broker (the module's ``broker``), then Tansu (``tansu_broker``): for client
+    tests that must hold against any Kafka-compatible broker. Both have ``bootstrap``."""
+    return request.getfixturevalue("broker" if request.param == "pylog" else "tansu_broker")
+
+
 @pytest.fixture
 def new_broker(tmp_path: pathlib.Path):
     """A factory for brokers owned by one test (restart, kill -9, special configs)."""
