@@ -136,8 +136,8 @@ def _consume(target: Target, tps: list[Any], n: int, timeout: float = 20.0,
 def _raw_batches(target: Target, topic: str, partition: int) -> list[Any]:
     """The stored batches of a partition, as Fetch answers them (same requests in all
     modes, through the consumer's own connection), fetched until the high watermark.
-    ``min_bytes`` is 1: Tansu answers a Fetch with ``max_wait_ms=0, min_bytes=0`` with no
-    topics at all."""
+    ``max_wait_ms`` is not 0: Tansu answers a Fetch with ``max_wait_ms=0`` with no topics at
+    all (``test_fetch_max_wait_zero``)."""
 
     async def go() -> list[Any]:
         async with aio.Consumer(target.cfg()) as c:
@@ -272,6 +272,18 @@ def test_poll_columns(target: Target, topic_name: str) -> None:
         assert c.position(tp) == 50
     assert rows == [(i, 1_700_000_000_000 + i, None if i % 5 == 0 else b"k%d" % i,
                      b"value-%d" % i) for i in range(50)]
+
+
+def test_fetch_max_wait_zero(target: Target, topic_name: str) -> None:
+    with Producer(target.cfg()) as p:
+        for i in range(10):
+            p.send(topic_name, b"v%d" % i, partition=0)
+        p.flush(30)
+    wait = 5 if target.mode == "tansu" else 20
+    got = _consume(target, [(topic_name, 0)], 10, timeout=wait, **{"fetch.max.wait.ms": 0})
+    target.lacks(got == [], "answers a Fetch with max_wait_ms=0 with no topics at all: a consumer "
+                 f"with fetch.max.wait.ms=0 reads nothing in {wait} s (kafka-python the same)")
+    assert [r.offset for r in got] == list(range(10))
 
 
 # --------------------------------------------------------------------------- offsets
