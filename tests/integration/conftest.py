@@ -134,6 +134,26 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
 
 
+@pytest.fixture(scope="session")
+def tansu_broker(tmp_path_factory: pytest.TempPathFactory):
+    """One Tansu broker (tests/_harness/tansu.py) shared by every module that tests pylog's
+    client against it; skips those tests, saying how to install it, when it is missing."""
+    from _harness.tansu import TansuProcess
+
+    t = TansuProcess(tmp_path_factory.mktemp("tansu")).start()
+    yield t
+    alive = t.alive()
+    t.stop()
+    assert alive, f"Tansu exited during the tests; log:\n{t.read_log()}"
+
+
+@pytest.fixture(scope="module", params=["pylog", "tansu"])
+def any_broker(request: pytest.FixtureRequest):
+    """pylog's broker (the module's ``broker``), then Tansu (``tansu_broker``): for client
+    tests that must hold against any Kafka-compatible broker. Both have ``bootstrap``."""
+    return request.getfixturevalue("broker" if request.param == "pylog" else "tansu_broker")
+
+
 @pytest.fixture
 def new_broker(tmp_path: pathlib.Path):
     """A factory for brokers owned by one test (restart, kill -9, special configs)."""

