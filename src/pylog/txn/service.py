@@ -165,8 +165,13 @@ class TransactionService:
         hosted = self.coordinator.hosted()
         for index in hosted:
             self.coordinator.unload(index)
-            for w in self._queues.pop(index, collections.deque()):
-                w.fail(errors.NotCoordinatorError.code)
+            queue = self._queues.get(index)
+            if queue:
+                # An appender still running on this queue finds it empty and stops.
+                writes = list(queue)
+                queue.clear()
+                for w in writes:
+                    w.fail(errors.NotCoordinatorError.code)
         if hosted:
             log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, len(hosted))
         self.drive()

@@ -226,3 +226,22 @@ def test_requests_after_shutdown_get_coordinator_not_available(tmp_path, markers
             await asyncio.get_running_loop().run_in_executor(b.executor, b.log_manager.shutdown)
             b.io.shutdown()
     asyncio.run(scenario())
+
+
+def test_deleting_the_topic_resigns_and_find_coordinator_creates_it_anew(tmp_path, markers: FakeMarkers) -> None:
+    from pylog.protocol.messages import DeleteTopicsRequest
+
+    async def scenario() -> None:
+        b = await _start(tmp_path)
+        try:
+            await _begin(b, "tx")
+            r = await _call(b, ApiKey.DELETE_TOPICS, 5, DeleteTopicsRequest(
+                topic_names=[TRANSACTION_STATE_TOPIC_NAME], timeout_ms=1000))
+            assert r.responses[0].error_code == 0
+            d = await _call(b, ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=["tx"]))
+            assert d.transaction_states[0].error_code == errors.NotCoordinatorError.code
+            await _begin(b, "tx")  # a new topic, a new producer id for the id
+            assert await _state(b, "tx") == "Ongoing"
+        finally:
+            await _stop(b)
+    asyncio.run(scenario())
