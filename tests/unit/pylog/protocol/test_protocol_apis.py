@@ -21,6 +21,8 @@ def test_advertised_table_is_issue_4_and_7() -> None:
         # issue 7: consumer groups (classic protocol)
         8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
         15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
+        # issue 10: the transaction coordinator (transaction.version 0)
+        24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
     }
 
 
@@ -32,7 +34,8 @@ def test_produce_0_to_2_advertised_but_not_served() -> None:
     assert not apis.is_supported(0, 2) and apis.is_supported(0, 3)
     assert apis.is_supported(0, 2, ADVERTISED)
     assert not apis.is_supported(8, 1) and apis.is_supported(8, 2)  # OffsetCommit 2-9
-    assert not apis.is_supported(24, 0)  # AddPartitionsToTxn: transactions come later
+    assert apis.is_supported(24, 0) and apis.is_supported(24, 5)  # AddPartitionsToTxn
+    assert not apis.is_supported(26, 5)  # EndTxn v5 needs transaction.version 2
 
 
 def test_advertised_versions_exist_in_the_schemas() -> None:
