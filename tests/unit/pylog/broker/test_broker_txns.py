@@ -245,3 +245,18 @@ def test_deleting_the_topic_resigns_and_find_coordinator_creates_it_anew(tmp_pat
         finally:
             await _stop(b)
     asyncio.run(scenario())
+
+
+def test_marker_result_shapes_are_all_read() -> None:
+    from pylog.txn.service import _marker_results
+
+    class Entry(NamedTuple):
+        producer_id: int
+        topic: str
+        partition_index: int
+        error_code: int
+
+    want = [(7, "t", 0, 0), (7, "t", 1, 6)]
+    assert _marker_results([(7, "t", 0, 0), (7, "t", 1, 6)]) == want
+    assert _marker_results({(7, "t", 0): 0, (7, "t", 1): 6}) == want
+    assert _marker_results([Entry(7, "t", 0, 0), Entry(7, "t", 1, 6)]) == want
