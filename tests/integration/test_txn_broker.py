@@ -159,6 +159,7 @@ def test_init_producer_id_epochs_and_fencing(broker) -> None:
             INVALID_PRODUCER_EPOCH
         assert init_pid(conn, txn, timeout_ms=900_001).error_code == INVALID_TRANSACTION_TIMEOUT
         assert init_pid(conn, "").error_code == 42  # INVALID_REQUEST
+        assert init_pid(conn, txn, producer_id=first.producer_id, producer_epoch=-1).error_code == 42
     finally:
         conn.close()
 
@@ -347,8 +348,8 @@ def test_confluent_commit_and_abort_end_to_end(broker, topic_name, commit: bool)
     assert got == [*expected, b"after"]
     conn = connect(broker)
     try:
-        [d] = describe(conn, txn)
-        assert d.transaction_state == "CompleteCommit"
+        # EndTxn is answered once PrepareCommit is written; completion follows the markers.
+        assert wait_for(lambda: describe(conn, txn)[0].transaction_state == "CompleteCommit")
     finally:
         conn.close()
 

@@ -188,9 +188,9 @@ class TransactionMetadata:
                                          now_ms: int) -> TxnTransit | None:
         """-> Empty with the epoch bumped (InitProducerId). ``expected_epoch`` (KIP-360, v3+):
         the epoch the producer has; equal to the last epoch means a retry (no bump). None
-        when the expected epoch matches neither (the caller answers PRODUCER_FENCED)."""
-        if self.epoch_exhausted:
-            raise IllegalTransitionError(f"no epochs left for producer id {self.producer_id}")
+        when the expected epoch matches neither (the caller answers PRODUCER_FENCED).
+        Raises ``IllegalTransitionError`` when a bump is needed but the epoch is exhausted
+        (the caller rotates the producer id instead)."""
         bumped = self.producer_epoch + 1
         if expected_epoch is None:
             epoch, last = bumped, NO_PRODUCER_EPOCH
@@ -200,6 +200,8 @@ class TransactionMetadata:
             epoch, last = self.producer_epoch, self.last_producer_epoch
         else:
             return None
+        if epoch != self.producer_epoch and self.epoch_exhausted:
+            raise IllegalTransitionError(f"no epochs left for producer id {self.producer_id}")
         return self._prepare(TxnState.EMPTY, self.producer_id, epoch, last, timeout_ms, frozenset(), -1, now_ms)
 
     def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now_ms: int,

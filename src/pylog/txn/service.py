@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import logcore
@@ -100,13 +100,25 @@ def _read_partition(plog: Any, step_bytes: int) -> list[tuple[bytes | None, byte
     return out
 
 
-def _marker_result(entry: Any) -> tuple[int, str, int, int]:
-    """(producer id, topic, partition, error code) of one ``write_markers`` result: a
-    4-tuple in that order or an object with those attribute names (``error_code``)."""
-    if hasattr(entry, "error_code"):
-        return int(entry.producer_id), str(entry.topic), int(entry.partition), int(entry.error_code)
-    pid, topic, partition, code = entry
-    return int(pid), str(topic), int(partition), int(code)
+def _marker_results(results: Any) -> list[tuple[int, str, int, int]]:
+    """``write_markers``' answer as (producer id, topic, partition, error code) entries. It
+    gives one entry per (producer id, topic, partition): accepted as a mapping from that
+    triple to the code, or a sequence of 4-tuples in that order, or of objects with the
+    attributes ``producer_id``, ``topic``, ``partition`` (or ``partition_index``) and
+    ``error_code``."""
+    if isinstance(results, Mapping):
+        return [(int(k[0]), str(k[1]), int(k[2]), int(v)) for k, v in results.items()]
+    out = []
+    for entry in results:
+        if hasattr(entry, "error_code"):
+            partition = getattr(entry, "partition", None)
+            if partition is None:
+                partition = entry.partition_index
+            out.append((int(entry.producer_id), str(entry.topic), int(partition), int(entry.error_code)))
+        else:
+            pid, topic, p, code = entry
+            out.append((int(pid), str(topic), int(p), int(code)))
+    return out
 
 
 class TransactionService:
@@ -165,8 +177,13 @@ class TransactionService:
         hosted = self.coordinator.hosted()
         for index in hosted:
             self.coordinator.unload(index)
-            for w in self._queues.pop(index, collections.deque()):
-                w.fail(errors.NotCoordinatorError.code)
+            queue = self._queues.get(index)
+            if queue:
+                # An appender still running on this queue finds it empty and stops.
+                writes = list(queue)
+                queue.clear()
+                for w in writes:
+                    w.fail(errors.NotCoordinatorError.code)
         if hosted:
             log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, len(hosted))
         self.drive()
@@ -420,8 +437,7 @@ class TransactionService:
             except Exception:  # noqa: BLE001 - a failed delivery is retried, never lost
                 log.exception("writing markers for transactional id %r failed", request.transactional_id)
                 results = []
-            for entry in results:
-                pid, topic, partition, code = _marker_result(entry)
+            for pid, topic, partition, code in _marker_results(results):
                 if pid == request.producer_id:
                     codes[(topic, partition)] = code
         if self._closed:

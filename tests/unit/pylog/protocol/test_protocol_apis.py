@@ -25,7 +25,7 @@ def test_advertised_table_is_issues_4_7_and_10() -> None:
         27: (0, 1), 61: (0, 0),
         # issue 10: transactions, group coordinator side
         28: (0, 4),
-        # issue 10: the transaction coordinator
+        # issue 10: the transaction coordinator (transaction.version 0)
         24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
     }
 
@@ -38,7 +38,8 @@ def test_produce_0_to_2_advertised_but_not_served() -> None:
     assert not apis.is_supported(0, 2) and apis.is_supported(0, 3)
     assert apis.is_supported(0, 2, ADVERTISED)
     assert not apis.is_supported(8, 1) and apis.is_supported(8, 2)  # OffsetCommit 2-9
-    assert apis.is_supported(24, 0) and not apis.is_supported(24, 6)  # AddPartitionsToTxn 0-5
+    assert apis.is_supported(24, 0) and apis.is_supported(24, 5)  # AddPartitionsToTxn
+    assert not apis.is_supported(26, 5)  # EndTxn v5 needs transaction.version 2
 
 
 def test_advertised_versions_exist_in_the_schemas() -> None:

@@ -209,6 +209,24 @@ def test_exhausted_epoch_gets_a_new_producer_id() -> None:
     assert md is not None and md.previous_producer_id == 77
 
 
+def test_kip360_with_an_exhausted_epoch() -> None:
+    h = Harness()
+    from pylog.txn.metadata import TxnTransit
+    h.log[partition_for("tx", 3)] = [(encode_key("tx"), encode_value(
+        TxnTransit(77, -1, 32765, -1, 60_000, S.EMPTY, frozenset(), -1, 6)))]
+    h.host_all()
+    last = h.init(expected=(77, 32765))
+    assert (last.error_code, last.producer_id, last.producer_epoch) == (0, 77, 32766)
+    # A retry of that call after the epoch ran out: the current epoch, no rotation.
+    assert (h.init(expected=(77, 32765)).producer_epoch, h.coord.metadata("tx").producer_id) == (  # type: ignore[union-attr]
+        32766, 77)
+    assert h.init(expected=(77, 3)).error_code == FENCED
+    rotated = h.init(expected=(77, 32766))
+    assert (rotated.error_code, rotated.producer_id, rotated.producer_epoch) == (0, 1000, 0)
+    # The previous id with its exhausted epoch is a retry of the rotation, not a zombie.
+    assert h.init(expected=(77, 32766)).error_code == 0
+
+
 def test_kip360_expected_producer_id_and_epoch(h: Harness) -> None:
     r = h.init()
     pid = r.producer_id
