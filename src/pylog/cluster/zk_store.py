@@ -124,12 +124,26 @@ class ZkStore:
     def start(self, timeout_s: float = 30.0) -> None:
         """Connect (and create the chroot and Kafka's persistent paths if missing)."""
         try:
+            self._create_chroot(timeout_s)
             self.client.start(timeout=timeout_s)
         except Exception as exc:
             self.client.close()
             raise ZkStoreError(f"cannot reach ZooKeeper at {self.connect} within {timeout_s:.0f} s"
                                f" ({exc}); is it running? (zookeeper.connect)") from exc
         self.ensure_persistent_paths()
+
+    def _create_chroot(self, timeout_s: float) -> None:
+        # As Kafka's createChrootIfNecessary: a short session without the chroot creates it.
+        hosts, slash, chroot = self.connect.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+        bootstrap = KazooClient(hosts=hosts)
+        bootstrap.start(timeout=timeout_s)
+        try:
+            bootstrap.ensure_path("/" + chroot.strip("/"))
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
 
     def close(self) -> None:
         """End the session (its ephemeral znodes vanish at once) and release the client."""
