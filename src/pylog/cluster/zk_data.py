@@ -377,7 +377,7 @@ class BrokerRegistration:
                 if m is None or not 0 <= int(m.group(3)) <= 65535:
                     raise ZkDataError(path, f"endpoint {text!r} is not LISTENER://host:port")
                 listener = m.group(1)
-                protocol = (proto_map or {}).get(listener, listener)
+                protocol = str((proto_map or {}).get(listener, listener))
                 parsed.append(EndPoint(listener, m.group(2), int(m.group(3)), protocol))
             endpoints = tuple(parsed)
         rack = _str(path, obj, "rack", optional=True)
