@@ -61,12 +61,14 @@ class FollowerState:
     log_end_offset: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
-    last_fetch_time_ms: int = 0
-    last_caught_up_time_ms: int = 0
+    # None = never (Kafka uses 0 on a wall clock; our monotonic clock may start at 0).
+    last_fetch_time_ms: int | None = None
+    last_caught_up_time_ms: int | None = None
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
         return (leader_end_offset == self.log_end_offset
-                or now_ms - self.last_caught_up_time_ms <= lag_max_ms)
+                or (self.last_caught_up_time_ms is not None
+                    and now_ms - self.last_caught_up_time_ms <= lag_max_ms))
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class PartitionLeader:
         now = self._now_ms()
         # Kafka's resetReplicaState(isNewLeader=true): LEOs unknown, ISR members caught up now.
         self.followers = {
-            r: FollowerState(r, last_caught_up_time_ms=now if r in self._isr else 0)
+            r: FollowerState(r, last_caught_up_time_ms=now if r in self._isr else None)
             for r in self.replicas if r != broker_id}
 
     def _now_ms(self) -> int:
@@ -189,12 +191,13 @@ class PartitionLeader:
                 f"fetch offset {fetch_offset} is outside [0, {self.log_end_offset}]")
         now = self._now_ms()
         leader_end = self.log_end_offset
+        caught_up = follower.last_caught_up_time_ms
         if fetch_offset >= leader_end:
-            caught_up = max(follower.last_caught_up_time_ms, now)
-        elif fetch_offset >= follower.last_fetch_leader_log_end_offset:
-            caught_up = max(follower.last_caught_up_time_ms, follower.last_fetch_time_ms)
-        else:
-            caught_up = follower.last_caught_up_time_ms
+            caught_up = now if caught_up is None else max(caught_up, now)
+        elif fetch_offset >= follower.last_fetch_leader_log_end_offset and \
+                follower.last_fetch_time_ms is not None:
+            caught_up = (follower.last_fetch_time_ms if caught_up is None
+                         else max(caught_up, follower.last_fetch_time_ms))
         previous_leo = follower.log_end_offset
         follower.log_start_offset = log_start_offset
         follower.log_end_offset = fetch_offset
