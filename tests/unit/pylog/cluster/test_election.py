@@ -13,7 +13,6 @@ from pylog.cluster.zk_data import (
     PartitionState,
 )
 
-
 # -- the algorithms (PartitionLeaderElectionAlgorithmsTest) ---------------------------------
 
 @pytest.mark.parametrize(("assignment", "isr", "live", "unclean", "leader"), [
