@@ -39,7 +39,7 @@ def _assignment_inputs(draw: st.DrawFn) -> tuple[list[BrokerMetadata], int, int,
     ids = draw(st.lists(st.integers(0, 1000), min_size=n, max_size=n, unique=True))
     racked = draw(st.booleans())
     racks = draw(st.lists(st.sampled_from("abcd"), min_size=n, max_size=n)) if racked else [None] * n
-    brokers = [BrokerMetadata(i, r) for i, r in zip(ids, racks)]
+    brokers = [BrokerMetadata(i, r) for i, r in zip(ids, racks, strict=True)]
     rf = draw(st.integers(1, n))
     partitions = draw(st.integers(1, 60))
     start = draw(st.integers(0, n - 1))
