@@ -164,6 +164,14 @@ def test_conditional_partition_state_update_conflicts(stores: Callable[..., ZkSt
     assert controller.update_partition_state("t", 0, new_leader, 1, won.epoch_zk_version) \
         == Updated(2)
     assert controller.get_partition_state("t", 0) == (new_leader, 2)
+    # The leader's notice of its ISR change, consumed by the controller (fenced).
+    name = leader_a.notify_isr_change([("t", 0)]).rsplit("/", 1)[1]
+    assert name.startswith("isr_change_")
+    assert controller.get_isr_change_notifications() == [(name, [("t", 0)])]
+    with pytest.raises(ControllerMovedError):
+        controller.delete_isr_change_notifications([name], won.epoch_zk_version + 1)
+    controller.delete_isr_change_notifications([name], won.epoch_zk_version)
+    assert controller.get_isr_change_notifications() == []
 
 
 def test_controller_election_two_contenders_and_epoch_fencing(

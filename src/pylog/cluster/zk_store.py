@@ -386,6 +386,43 @@ class ZkStore:
             return Updated(int(stat.version))
         return self._fenced_set(path, state.encode(), expected_zk_version, epoch_zk_version)
 
+    def notify_isr_change(self, partitions: list[tuple[str, int]]) -> str:
+        """A leader's notice that these partitions' ISR changed (the controller reloads them
+        and sends UpdateMetadata); returns the sequential znode's path."""
+        return str(self.client.create(z.ISR_CHANGE_PREFIX, z.encode_isr_change(partitions),
+                                      sequence=True))
+
+    def get_isr_change_notifications(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """Pending ISR change notices, oldest first: (znode name, partitions)."""
+        out = []
+        for name in sorted(self.client.get_children(z.ISR_CHANGE_NOTIFICATION_PATH)):
+            path = f"{z.ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+            try:
+                data, _ = self.client.get(path)
+            except NoNodeError:
+                continue
+            out.append((name, z.decode_isr_change(path, data)))
+        return out
+
+    def delete_isr_change_notifications(self, names: list[str], epoch_zk_version: int) -> None:
+        """Controller: drop processed notices in one fenced multi (notices already gone are
+        skipped)."""
+        paths = [f"{z.ISR_CHANGE_NOTIFICATION_PATH}/{name}" for name in names]
+        for _ in range(3):
+            paths = [p for p in paths if self.client.exists(p) is not None]
+            txn = self.client.transaction()
+            txn.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+            for path in paths:
+                txn.delete(path)
+            failed = _first_error(txn.commit())
+            if failed is None:
+                return
+            if failed[0] == 0:
+                raise ControllerMovedError(self._moved_message(epoch_zk_version))
+            if not isinstance(failed[1], NoNodeError):
+                raise failed[1]
+        raise ZkStoreError("ISR change notices kept vanishing while being deleted; retry")
+
     def _fenced_set(self, path: str, data: bytes, expected_version: int,
                     epoch_zk_version: int) -> Updated | BadVersion:
         txn = self.client.transaction()
