@@ -124,12 +124,15 @@ def test_registration_vanishes_when_the_session_expires(
 
 
 def test_topic_creation_writes_config_then_assignment(stores: Callable[..., ZkStore]) -> None:
-    store = stores()
+    store, observer = stores(), stores()
+    seen: list[list[str]] = []
+    observer.watch_topics(lambda topics: seen.append(topics))
     topic_id = z.new_uuid_text()
     assignment = z.TopicAssignment({0: z.ReplicaAssignment((1, 2)), 1: z.ReplicaAssignment((2, 1))},
                                    topic_id=topic_id)
     store.create_topic("orders", assignment, {"cleanup.policy": "compact"})
     assert store.get_topics() == ["orders"]
+    _wait_for(lambda: seen[-1:] == [["orders"]], "the topics watch to see the new topic")
     found, version = store.get_topic_assignment("orders")  # type: ignore[misc]
     assert (found, version) == (assignment, 0)
     assert store.get_entity_config("topics", "orders") == {"cleanup.policy": "compact"}

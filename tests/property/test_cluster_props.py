@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -129,7 +130,10 @@ LAG_MS = 1_000
 
 
 class ReplicatedPartition(RuleBasedStateMachine):
-    """Three replicas of one partition, a controller, no unclean election."""
+    """Three replicas of one partition, a controller, no unclean election (``unclean`` is
+    flipped only by the scripted test that shows what unclean election costs)."""
+
+    unclean = False
 
     @initialize(min_isr=st.integers(1, 3))
     def setup(self, min_isr: int) -> None:
@@ -240,7 +244,7 @@ class ReplicatedPartition(RuleBasedStateMachine):
             return
         self.live.discard(broker)
         if broker == self.lai.leader:
-            result = e.elect_offline(self.lai, REPLICAS, self.live, unclean_enabled=False)
+            result = e.elect_offline(self.lai, REPLICAS, self.live, self.unclean)
             if result.leader_and_isr is not None:
                 self._controller_write(result.leader_and_isr)
         removed = e.remove_replica_from_isr(self.lai, broker)
@@ -255,7 +259,7 @@ class ReplicatedPartition(RuleBasedStateMachine):
             return
         self.live.add(broker)
         if self.lai.leader == -1:
-            result = e.elect_offline(self.lai, REPLICAS, self.live, unclean_enabled=False)
+            result = e.elect_offline(self.lai, REPLICAS, self.live, self.unclean)
             if result.leader_and_isr is not None:
                 self._controller_write(result.leader_and_isr)
 
@@ -320,3 +324,43 @@ def test_the_simulation_reaches_failovers_and_commits() -> None:
     m.high_watermark_rules()
     m.no_committed_record_is_lost()
     assert m.committed == {0: 0, 1: 1, 2: 2}
+
+
+def _scripted_whole_isr_loss(unclean: bool) -> ReplicatedPartition:
+    """Leader 1 commits with follower 2 while follower 3 lags out of the ISR; then 1 and 2
+    die and 3 comes back alone."""
+    m = ReplicatedPartition()
+    m.unclean = unclean
+    m.setup(min_isr=1)
+    m.follower_fetch(3, 0)
+    m.produce_acks_all(4)
+    m.follower_fetch(2, 6)
+    m.advance_time(LAG_MS + 1)
+    m.follower_fetch(2, 0)  # 2 caught up; 3 has not fetched for longer than the lag time
+    m.shrink_isr()
+    m.persist_isr_change(wins=True)
+    assert m.lai.isr == (1, 2)
+    m.high_watermark_rules()
+    assert len(m.committed) == 4
+    m.kill(3)
+    m.kill(2)  # ISR is now [1]
+    m.restart(3)
+    m.kill(1)  # the last ISR member dies: leader -1, ISR [1]
+    return m
+
+
+def test_with_unclean_election_off_the_partition_waits_offline() -> None:
+    m = _scripted_whole_isr_loss(unclean=False)
+    assert m.leader is None and m.lai.leader == -1 and m.lai.isr == (1,)
+    m.restart(1)  # the ISR member returns and leads, with every committed record
+    assert m.leader is not None and m.leader.broker_id == 1
+    m.no_committed_record_is_lost()
+
+
+def test_unclean_election_loses_committed_records() -> None:
+    """The documented trade: availability at the cost of the records only the ISR had."""
+    m = _scripted_whole_isr_loss(unclean=True)
+    assert m.leader is not None and m.leader.broker_id == 3
+    assert m.lai.leader_recovery_state == 1  # RECOVERING
+    with pytest.raises(AssertionError, match="committed offset 0 lost"):
+        m.no_committed_record_is_lost()

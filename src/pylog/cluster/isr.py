@@ -129,7 +129,7 @@ class PartitionLeader:
             for r in self.replicas if r != broker_id}
 
     def _now_ms(self) -> int:
-        return int(self.clock.monotonic() * 1000)
+        return round(self.clock.monotonic() * 1000)
 
     # -- views -----------------------------------------------------------------------------
 
