@@ -180,21 +180,23 @@ class ZkStore:
                 ``broker.id``, or this broker's previous session has not expired yet).
         """
         path = z.broker_id_path(registration.broker_id)
-        try:
-            _, stat = self.client.create(path, registration.encode(), ephemeral=True,
-                                         makepath=True, include_data=True)
-            return int(stat.czxid)
-        except NodeExistsError:
+        for _ in range(3):
             try:
-                _, stat = self.client.get(path)
-            except NoNodeError:
-                return self.register_broker(registration)  # the old owner just went away
+                _, stat = self.client.create(path, registration.encode(), ephemeral=True,
+                                             makepath=True, include_data=True)
+                return int(stat.czxid)
+            except NodeExistsError:
+                try:
+                    _, stat = self.client.get(path)
+                except NoNodeError:
+                    continue  # the previous owner's session just ended: try again
             if stat.ephemeralOwner == self.session_id:
                 return int(stat.czxid)
             raise BrokerIdInUseError(
                 f"{path} is held by ZooKeeper session {stat.ephemeralOwner:#x}: another broker "
                 f"runs with broker.id={registration.broker_id}, or this broker's previous "
-                "session has not expired yet (wait zookeeper.session.timeout.ms)") from None
+                "session has not expired yet (wait zookeeper.session.timeout.ms)")
+        raise ZkStoreError(f"{path} kept appearing and vanishing while registering; retry")
 
     def get_broker_ids(self) -> list[int]:
         return sorted(int(c) for c in self.client.get_children(z.BROKER_IDS_PATH) if c.isdigit())
