@@ -13,7 +13,8 @@ directory (persistent znodes survive, sessions are re-established by clients), w
 cluster fault tests use for "ZooKeeper restart". ``kill()`` is SIGKILL (no clean shutdown).
 
 Usage: ``from _harness.zookeeper import zookeeper  # noqa: F401`` imports the
-module-scoped ``zookeeper`` fixture; or build a ``ZooKeeperServer`` directly. When the package
+module-scoped ``zookeeper`` fixture (``zookeeper_factory`` starts private servers for tests
+that restart or kill them); or build a ``ZooKeeperServer`` directly. When the package
 is absent the fixture skips, saying that ``make sysdeps`` installs it.
 """
 
@@ -26,7 +27,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -194,3 +195,25 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def zookeeper_factory(
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], ZooKeeperServer]]:
+    """Start private servers for one test (restart and kill tests); all stopped at teardown."""
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    servers: list[ZooKeeperServer] = []
+
+    def start() -> ZooKeeperServer:
+        server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+        servers.append(server)
+        server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()

@@ -14,7 +14,11 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from _harness.zookeeper import ZooKeeperServer, missing_reason, zookeeper  # noqa: F401
+from _harness.zookeeper import (  # noqa: F401
+    ZooKeeperServer,
+    zookeeper,
+    zookeeper_factory,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -293,10 +297,9 @@ def test_topic_deletion_is_fenced_and_complete(stores: Callable[..., ZkStore]) -
     assert store.get_entity_config("topics", "gone") == {}
 
 
-@pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))
-def test_zookeeper_restart_keeps_persistent_znodes(tmp_path_factory: pytest.TempPathFactory) -> None:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk-restart"))
-    server.start()
+def test_zookeeper_restart_keeps_persistent_znodes(
+        zookeeper_factory: Callable[[], ZooKeeperServer]) -> None:  # noqa: F811
+    server = zookeeper_factory()
     store = ZkStore(server.connect_string, session_timeout_ms=20_000)
     gone = ZkStore(server.connect_string)
     try:
@@ -344,4 +347,3 @@ def test_zookeeper_restart_keeps_persistent_znodes(tmp_path_factory: pytest.Temp
         assert store.get_partition_state("kept", 0) == (state, 0)
     finally:
         store.close()
-        server.stop()
