@@ -31,6 +31,7 @@ from pylog.cluster import zk_data as z  # noqa: E402
 from pylog.cluster.zk_store import (  # noqa: E402
     BadVersion,
     BrokerIdInUseError,
+    ControllerElection,
     ControllerMovedError,
     TopicExistsError,
     Updated,
@@ -240,6 +241,35 @@ def test_controller_election_two_contenders_and_epoch_fencing(
         == Updated(1)
     assert other_store.resign_controller(second.epoch_zk_version) is True
     assert other_store.get_controller() is None
+
+
+def test_repeated_elections_have_one_winner_and_consecutive_epochs(
+        stores: Callable[..., ZkStore]) -> None:
+    contenders = {broker_id: stores() for broker_id in (1, 2, 3)}
+    epochs = []
+    for _round in range(5):
+        barrier = threading.Barrier(len(contenders))
+        results: dict[int, ControllerElection] = {}
+
+        def contend(broker_id: int, store: ZkStore, barrier: threading.Barrier = barrier,
+                    results: dict[int, ControllerElection] = results) -> None:
+            barrier.wait(TIMEOUT)
+            results[broker_id] = store.elect_controller(broker_id)
+
+        threads = [threading.Thread(target=contend, args=item) for item in contenders.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+        winners = [b for b, r in results.items() if r.won]
+        assert len(results) == len(contenders) and len(winners) == 1, results
+        winner = winners[0]
+        epochs.append(results[winner].epoch)
+        assert all(r.controller_id == winner for r in results.values())
+        # The winner's broker goes away; a fresh session takes its place for the next round.
+        contenders[winner].close()
+        contenders[winner] = stores()
+    assert epochs == list(range(1, 6))
 
 
 def test_producer_id_blocks_are_unique_across_concurrent_claimers(
