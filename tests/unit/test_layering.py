@@ -91,3 +91,25 @@ def test_client_reaches_the_broker_only_in_embedded_mode() -> None:
     for path in (SRC / "pylog" / "broker").rglob("*.py"):
         for name in _full_imports(path):
             assert not name.startswith("pylog.client"), f"{path}: imports {name}"
+
+
+def test_cluster_rules_are_sans_io() -> None:
+    """pylog.cluster's decisions (elections, assignment, HW/ISR, znode payloads) are pure:
+    only ``zk_store`` talks to ZooKeeper (kazoo), and nothing there opens sockets itself."""
+    cluster = SRC / "pylog" / "cluster"
+    pure = {"election.py", "assignment.py", "isr.py", "zk_data.py", "__init__.py"}
+    forbidden = {"asyncio", "socket", "selectors", "threading", "time", "kazoo", "logcore"}
+    assert {p.name for p in cluster.glob("*.py")} >= pure
+    for path in cluster.glob("*.py"):
+        names = _imports(path)
+        if path.name in pure:
+            assert not names & forbidden, f"{path}: imports {sorted(names & forbidden)}"
+        assert not any(n.startswith("pylog.broker") for n in _full_imports(path)), path
+
+
+def test_kazoo_is_imported_only_by_the_zookeeper_store() -> None:
+    """Cluster mode's client library stays optional (the `cluster` extra): the single-node
+    broker and everything else must import without it."""
+    for path in (SRC / "pylog").rglob("*.py"):
+        if "kazoo" in _imports(path):
+            assert path == SRC / "pylog" / "cluster" / "zk_store.py", f"{path}: imports kazoo"
