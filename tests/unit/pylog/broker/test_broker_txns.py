@@ -260,3 +260,55 @@ def test_marker_result_shapes_are_all_read() -> None:
     assert _marker_results([(7, "t", 0, 0), (7, "t", 1, 6)]) == want
     assert _marker_results({(7, "t", 0): 0, (7, "t", 1): 6}) == want
     assert _marker_results([Entry(7, "t", 0, 0), Entry(7, "t", 1, 6)]) == want
+
+
+async def _add(b: Broker, txn: str, pid: int, epoch: int, topic: str = "t") -> int:
+    R = AddPartitionsToTxnRequest
+    resp = await _call(b, ApiKey.ADD_PARTITIONS_TO_TXN, 3, R(
+        v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
+    (code,) = {p.partition_error_code for t in resp.results_by_topic_v3_and_below
+               for p in t.results_by_partition}
+    return int(code)
+
+
+def test_next_transaction_waits_for_the_previous_to_complete(tmp_path, markers: FakeMarkers) -> None:
+    """EndTxn answers once PrepareCommit is written; an AddPartitionsToTxn for the next
+    transaction arriving while the markers are still being written is held until the
+    transaction completes and answered NONE, not CONCURRENT_TRANSACTIONS."""
+    async def scenario() -> None:
+        b = await _start(tmp_path)
+        try:
+            pid, epoch = await _begin(b, "tx")
+            assert await _end(b, "tx", pid, epoch, True) == 0
+            assert await _state(b, "tx") == "PrepareCommit"  # the markers are on their way
+            assert await _add(b, "tx", pid, epoch) == 0
+            assert await _state(b, "tx") == "Ongoing"
+            assert [m.commit for m in markers.calls] == [True]
+        finally:
+            await _stop(b)
+    asyncio.run(scenario())
+
+
+def test_concurrent_transactions_after_a_bounded_wait(tmp_path, markers: FakeMarkers) -> None:
+    """Markers that cannot be written: the next AddPartitionsToTxn and a repeated EndTxn get
+    CONCURRENT_TRANSACTIONS after CONCURRENT_WAIT_S, as Kafka answers them."""
+    from pylog.txn.service import CONCURRENT_WAIT_S
+
+    async def scenario() -> None:
+        b = await _start(tmp_path)
+        try:
+            pid, epoch = await _begin(b, "tx")
+            markers.block = True
+            assert await _end(b, "tx", pid, epoch, True) == 0
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            assert await _add(b, "tx", pid, epoch) == errors.ConcurrentTransactionsError.code
+            assert await _end(b, "tx", pid, epoch, True) == errors.ConcurrentTransactionsError.code
+            waited = loop.time() - t0
+            assert 2 * CONCURRENT_WAIT_S * 0.9 <= waited < 2 * CONCURRENT_WAIT_S + 5
+            assert await _state(b, "tx") == "PrepareCommit"
+        finally:
+            await _stop(b)
+    asyncio.run(scenario())
