@@ -342,20 +342,25 @@ class TransactionManager:
 
     async def _abort(self) -> None:
         self.state.begin_abort()
-        if self._adding is not None and not self._adding.done():
-            self._adding.cancel()
+        adding = self._adding
+        if adding is not None and not adding.done():
+            # Its answer decides whether the coordinator knows of the transaction; it stops
+            # retrying now that the transaction is being aborted.
+            await asyncio.wait([adding])
         self.sender.abort_undrained(TransactionAbortedError(
             f"the transaction of {self.transactional_id!r} was aborted before the record "
             "was sent"))
         await self.sender.flush_all()
-        if self.state.started:
-            await self._end_txn(commit=False)
+        if self.state.started or self.state.maybe_started:
+            # maybe_started: an add whose answer was lost; the coordinator may know of the
+            # transaction or not (then it answers INVALID_TXN_STATE: nothing to abort).
+            await self._end_txn(commit=False, none_to_end_ok=not self.state.started)
         if self.state.need_epoch_bump:
             await self._init_producer_id(bump=True)
             self.state.need_epoch_bump = False
         self.state.completed()
 
-    async def _end_txn(self, *, commit: bool) -> None:
+    async def _end_txn(self, *, commit: bool, none_to_end_ok: bool = False) -> None:
         sender = self.sender
         what = "EndTxn(" + ("COMMIT" if commit else "ABORT") + ")"
 
@@ -364,6 +369,8 @@ class TransactionManager:
                 transactional_id=self.transactional_id, producer_id=sender.producer_id,
                 producer_epoch=sender.producer_epoch, committed=commit),
                 conn.version_for(EndTxnRequest, 4))
+            if none_to_end_ok and resp.error_code == errors.InvalidTxnStateError.code:
+                return
             self._check(resp.error_code, what)
 
         await self._call(what, None, attempt, always=True)
@@ -423,6 +430,8 @@ class TransactionManager:
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 cause = exc
                 self._coordinators.pop(key, None)
+                if what.startswith("Add"):  # sent or not: the coordinator may have it
+                    self.state.maybe_started = True
             except errors.ApiError as exc:  # from FindCoordinator or the connection
                 if not exc.retriable:
                     raise self.state.fail(classify(exc, what)) from None

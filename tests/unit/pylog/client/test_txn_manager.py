@@ -27,6 +27,7 @@ from pylog.client.aio._sender import Sender
 from pylog.client.aio._txn_manager import TransactionManager
 from pylog.client.aio._txn_state import TxnState
 from pylog.client.aio.producer import producer_settings
+from pylog.client.errors import KafkaConnectionError
 from pylog.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -360,4 +361,30 @@ def test_abort_after_a_sequenced_batch_failed_bumps_the_epoch() -> None:
         assert (bump.producer_id, bump.producer_epoch) == (7, 0)  # KIP-360: this id's epoch
         assert (mgr.sender.producer_id, mgr.sender.producer_epoch) == (7, 1)
         assert mgr.state.state is TxnState.READY and not mgr.state.need_epoch_bump
+    run(go())
+
+
+def test_abort_after_an_add_whose_answer_was_lost_ends_the_transaction_anyway() -> None:
+    async def go() -> None:
+        def lost(req: Any) -> Any:
+            raise KafkaConnectionError("connection lost with the request in flight")
+
+        s = {"retry.backoff.ms": 200, "retry.backoff.max.ms": 200}
+        mgr, conn = make({"FindCoordinatorRequest": [found(), found()],  # again after the loss
+                          "InitProducerIdRequest": [pid()],
+                          "AddPartitionsToTxnRequest": [lost],
+                          "EndTxnRequest": [EndTxnResponse(error_code=48)]}, **s)
+        await mgr.init_transactions(5)
+        mgr.begin_transaction()
+        mgr.state.check_send(("a", 0))
+        mgr.sender_turn()
+        await asyncio.sleep(0.05)  # the add failed and waits to be retried
+        assert mgr.state.maybe_started and not mgr.state.started
+        await mgr.abort_transaction(5)
+        # The coordinator may have added the partition: EndTxn(ABORT) is sent, and its
+        # INVALID_TXN_STATE (it had not) means there was nothing to abort.
+        assert conn.names() == ["FindCoordinator", "InitProducerId", "AddPartitionsToTxn",
+                                "FindCoordinator", "EndTxn"]
+        assert conn.sent[-1].committed is False
+        assert mgr.state.state is TxnState.READY
     run(go())
