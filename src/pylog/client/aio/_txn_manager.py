@@ -10,9 +10,10 @@
   answer's producer id and epoch go to the sender (sequences start over). A new epoch
   fences older producers with the same id; their open transaction is aborted by the
   coordinator.
-- **Partitions**: each sender turn, partitions sent to for the first time in the
-  transaction are added with one AddPartitionsToTxn (v0-3); their batches wait until it is
-  answered.
+- **Partitions**: partitions sent to for the first time in the transaction are pending;
+  when the sender finds a batch of one ready to go (``linger.ms`` passed, full, or a flush
+  or commit wants it), every pending partition is added with one AddPartitionsToTxn
+  (v0-3); their batches wait until it is answered.
 - **send_offsets_to_transaction**: AddOffsetsToTxn to the transaction coordinator, then
   TxnOffsetCommit to the group coordinator with the consumer's generation, member id and
   group instance id (v3+), retrying the partitions still to do.
@@ -378,15 +379,20 @@ class TransactionManager:
     # ------------------------------------------------------------------ the sender's turn
 
     def sender_turn(self) -> None:
-        """Called by the sender before it drains: fail what may no longer be sent, or add
-        the partitions sent to for the first time."""
+        """Called by the sender before it drains: fail what may no longer be sent."""
         st = self.state
         if st.failed:
             err: BaseException = st.last_error if st.state is not TxnState.ABORTING and \
                 st.last_error is not None else TransactionAbortedError(
                     f"the transaction of {self.transactional_id!r} was aborted")
             self.sender.abort_undrained(err)
-        elif st.pending and (self._adding is None or self._adding.done()) and not self._closed:
+
+    def add_partitions(self) -> None:
+        """Called by the sender when a batch of a partition not yet in the transaction is
+        ready: add every pending partition (one request at a time)."""
+        st = self.state
+        if (st.pending and st.adding_allowed and not self._closed
+                and (self._adding is None or self._adding.done())):
             self._adding = asyncio.get_running_loop().create_task(self._add_partitions())
 
     def may_send(self, batch: PendingBatch) -> bool:

@@ -6,6 +6,7 @@ timeouts that leave the work going on."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -197,7 +198,7 @@ def test_partitions_are_added_in_one_request_before_their_records_go_then_commit
         for tp in [("a", 0), ("a", 1), ("b", 0), ("a", 0)]:
             mgr.state.check_send(tp)
         assert not mgr.state.may_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         assert all(mgr.state.may_send(tp) for tp in [("a", 0), ("a", 1), ("b", 0)])
         req = conn.sent[0]
@@ -227,7 +228,7 @@ def test_unauthorized_partition_makes_the_transaction_abortable() -> None:
             "AddPartitionsToTxnRequest": [added([("secret", 0)], code=29)]})
         mgr.begin_transaction()
         mgr.state.check_send(("secret", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         with pytest.raises(AbortableTransactionError) as info:
             await mgr.commit_transaction(5)
@@ -246,7 +247,7 @@ def test_fenced_end_txn_is_fatal() -> None:
             "EndTxnRequest": [EndTxnResponse(error_code=FENCED)]})
         mgr.begin_transaction()
         mgr.state.check_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         with pytest.raises(FatalTransactionError) as info:
             await mgr.commit_transaction(5)
@@ -350,7 +351,7 @@ def test_abort_after_a_sequenced_batch_failed_bumps_the_epoch() -> None:
             "InitProducerIdRequest": [pid(CONCURRENT), pid(0, 7, 1)]})
         mgr.begin_transaction()
         mgr.state.check_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         mgr.state.batch_failed(errors.NotEnoughReplicasError(), "a", 0, sequenced=True)
         assert mgr.state.state is TxnState.ABORTABLE_ERROR
@@ -377,7 +378,7 @@ def test_abort_after_an_add_whose_answer_was_lost_ends_the_transaction_anyway() 
         await mgr.init_transactions(5)
         mgr.begin_transaction()
         mgr.state.check_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await asyncio.sleep(0.05)  # the add failed and waits to be retried
         assert mgr.state.maybe_started and not mgr.state.started
         await mgr.abort_transaction(5)
@@ -387,4 +388,27 @@ def test_abort_after_an_add_whose_answer_was_lost_ends_the_transaction_anyway() 
                                 "FindCoordinator", "EndTxn"]
         assert conn.sent[-1].committed is False
         assert mgr.state.state is TxnState.READY
+    run(go())
+
+
+def test_the_sender_adds_the_partitions_of_a_flush_in_one_request() -> None:
+    async def go() -> None:
+        mgr, conn = await initialized({
+            "AddPartitionsToTxnRequest": [added([("a", 0), ("a", 1), ("b", 0)])]})
+        sender, acc = mgr.sender, mgr.sender.acc
+        sender.linger = 60.0  # nothing is due by time
+        mgr.begin_transaction()
+        for t, p in [("a", 0), ("a", 1), ("b", 0)]:
+            assert mgr.state.check_send((t, p))
+            acc.append(t, p, b"v", None, 0, None, 30, None)
+        now = time.monotonic()
+        ready, _ = sender._drain(now)
+        assert ready == {} and mgr._adding is None  # not ready: no request yet
+        sender.flush_mark = acc.next_batch_id  # a flush (or commit) wants them now
+        ready, _ = sender._drain(now)
+        assert ready == {}  # not in the transaction yet: nothing is drained
+        assert mgr._adding is not None
+        await mgr._adding
+        assert conn.names() == ["AddPartitionsToTxn"]  # one request for all three
+        assert all(mgr.state.may_send(tp) for tp in [("a", 0), ("a", 1), ("b", 0)])
     run(go())
