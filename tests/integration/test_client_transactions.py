@@ -403,7 +403,8 @@ def test_consume_transform_produce_is_exactly_once_through_kill_9(
     env = dict(os.environ)
     rnd = random.Random(1234)
     for _ in range(8):
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         time.sleep(rnd.uniform(1.0, 3.0))  # interpreter start, init, then some transactions
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
