@@ -363,13 +363,14 @@ c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.co
 c.assign([TopicPartition(src, 0)])   # starts at the group's committed offset
 idle = time.monotonic()
 while time.monotonic() - idle < 3:
-    records = c.poll(0.5, max_records=7)
+    records = c.poll(0.5, max_records=5)
     if not records:
         continue
     idle = time.monotonic()
     p.begin_transaction()
     for r in records:
         p.send(dst, r.value.upper(), partition=r.offset % 2)
+    time.sleep(0.25)   # about 20 records a second: the kills land inside transactions
     p.send_offsets_to_transaction({TopicPartition(src, 0): records[-1].offset + 1},
                                   c.consumer_group_metadata(), 60)
     p.commit_transaction(60)
@@ -408,6 +409,9 @@ def test_consume_transform_produce_is_exactly_once_through_kill_9(
         time.sleep(rnd.uniform(1.0, 3.0))  # interpreter start, init, then some transactions
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+    with Consumer({**settings, "group.id": group}) as c:
+        done = c.committed([TopicPartition(src, 0)], timeout=60)[TopicPartition(src, 0)]
+    assert done is not None and 0 < done.offset < n  # the kills interrupted real work
     final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert final.returncode == 0 and "done" in final.stdout, final.stdout + final.stderr
     got = read(settings, dst, 2, n, settle=1.0)
