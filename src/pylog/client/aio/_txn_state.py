@@ -270,7 +270,7 @@ class TransactionState:
                 assert self.last_error is not None
                 return self.last_error
             if error.fatal:
-                self.state = TxnState.FATAL_ERROR
+                self._to(TxnState.FATAL_ERROR)
                 self.last_error = error
             elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
                 self._to(TxnState.ABORTABLE_ERROR)
