@@ -26,7 +26,9 @@
 
 Retries: CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT (and
 UNKNOWN_TOPIC_OR_PARTITION for partitions) are retried, with ``retry.backoff.ms`` doubling
-up to ``retry.backoff.max.ms``, as long as it takes: each public call waits at most its
+up to ``retry.backoff.max.ms`` (the first AddPartitionsToTxn of a transaction after 20 ms:
+the previous transaction's markers are usually being written), as long as it takes: each
+public call waits at most its
 timeout (``max.block.ms`` by default) and then raises ``RetriableTransactionError`` while
 the work goes on; calling the same method again waits for it (Kafka's semantics).
 
@@ -84,6 +86,11 @@ T = TypeVar("T")
 
 # Members the group no longer knows: the offsets belong to a consumer that lost its
 # partitions (Java: CommitFailedException, abortable).
+# The first AddPartitionsToTxn of a transaction usually meets CONCURRENT_TRANSACTIONS while
+# the coordinator still writes the previous one's markers: retried after this instead of
+# retry.backoff.ms (the Java client's ADD_PARTITIONS_RETRY_BACKOFF_MS).
+ADD_PARTITIONS_RETRY_BACKOFF = 0.020
+
 _MEMBER_ERRORS = (errors.UnknownMemberIdError, errors.IllegalGenerationError,
                   errors.FencedInstanceIdError)
 
@@ -433,6 +440,10 @@ class TransactionManager:
                 cause: BaseException = again.cause
                 if again.refind:
                     self._coordinators.pop(key, None)
+                if (isinstance(cause, errors.ConcurrentTransactionsError)
+                        and what == "AddPartitionsToTxn" and not self.state.started):
+                    await asyncio.sleep(ADD_PARTITIONS_RETRY_BACKOFF)
+                    continue
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 cause = exc
                 self._coordinators.pop(key, None)

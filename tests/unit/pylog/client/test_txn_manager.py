@@ -412,3 +412,18 @@ def test_the_sender_adds_the_partitions_of_a_flush_in_one_request() -> None:
         assert conn.names() == ["AddPartitionsToTxn"]  # one request for all three
         assert all(mgr.state.may_send(tp) for tp in [("a", 0), ("a", 1), ("b", 0)])
     run(go())
+
+
+def test_the_first_add_of_a_transaction_retries_concurrent_transactions_quickly() -> None:
+    async def go() -> None:
+        answers = [added([("a", 0)], code=CONCURRENT)] * 3 + [added([("a", 0)])]
+        mgr, conn = await initialized({"AddPartitionsToTxnRequest": answers})
+        mgr.sender.backoff = mgr.backoff = 5.0  # retry.backoff.ms would be far longer
+        mgr.begin_transaction()
+        mgr.state.check_send(("a", 0))
+        started = time.monotonic()
+        mgr.add_partitions()
+        await mgr._adding  # type: ignore[misc]
+        assert time.monotonic() - started < 2.0  # three 20 ms pauses, not 5 s ones
+        assert conn.names() == ["AddPartitionsToTxn"] * 4 and mgr.state.may_send(("a", 0))
+    run(go())
