@@ -348,3 +348,74 @@ def test_offsets_of_a_member_not_in_the_group_make_the_transaction_abortable(
 
 def test_asyncio_transactions(target: Target) -> None:
     asyncio.run(asyncio_commit(target.settings))
+
+
+# ---------------------------------------------------------------------- exactly once
+
+PROCESSOR = """
+import sys, time
+from pylog.client import Consumer, Producer, TopicPartition
+bootstrap, src, dst, group, txn_id = sys.argv[1:6]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+p.init_transactions(60)   # fences the killed predecessor and aborts what it left open
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+c.assign([TopicPartition(src, 0)])   # starts at the group's committed offset
+idle = time.monotonic()
+processed = 0
+while time.monotonic() - idle < 3:
+    records = c.poll(0.5, max_records=5)
+    if not records:
+        continue
+    idle = time.monotonic()
+    p.begin_transaction()
+    for r in records:
+        p.send(dst, r.value.upper(), partition=r.offset % 2)
+    time.sleep(0.25)   # about 20 records a second: the kills land inside transactions
+    p.send_offsets_to_transaction({TopicPartition(src, 0): records[-1].offset + 1},
+                                  c.consumer_group_metadata(), 60)
+    p.commit_transaction(60)
+    processed += len(records)
+c.close()
+p.close()
+print("done", processed, flush=True)
+"""
+
+
+def test_consume_transform_produce_is_exactly_once_through_kill_9(
+        broker: BrokerProcess, tmp_path: Any) -> None:
+    """A processor killed with SIGKILL at random points and restarted: the output read
+    with read_committed holds each input record exactly once."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    settings = {"bootstrap.servers": broker.bootstrap}
+    src, dst, group, txn_id = unique("eos-in"), unique("eos-out"), unique("eos-g"), unique("eos")
+    create(settings, src, 1)
+    create(settings, dst, 2)
+    n = 300
+    with Producer(settings) as p:
+        for i in range(n):
+            p.send(src, b"rec-%04d" % i)
+    script = tmp_path / "processor.py"
+    script.write_text(PROCESSOR)
+    cmd = [sys.executable, str(script), broker.bootstrap, src, dst, group, txn_id]
+    env = dict(os.environ)
+    rnd = random.Random(1234)
+    for _ in range(8):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(rnd.uniform(1.0, 3.0))  # interpreter start, init, then some transactions
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert final.returncode == 0 and "done" in final.stdout, final.stdout + final.stderr
+    last = int(final.stdout.split()[-1])
+    assert 0 < last < n, f"the kills should interrupt the work, the last run did {last}"
+    got = read(settings, dst, 2, n, settle=1.0)
+    assert got == sorted(b"REC-%04d" % i for i in range(n))  # none lost, none twice
+    with Consumer({**settings, "group.id": group}) as c:
+        assert c.committed([TopicPartition(src, 0)])[TopicPartition(src, 0)].offset == n

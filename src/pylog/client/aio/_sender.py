@@ -265,6 +265,7 @@ class Sender:
         conns: dict[int, Any] = {}
         acc = self.acc
         txn = self.txn
+        want_add = False
         with acc.lock:
             urgent = self.closing or acc.waiting_for_memory > 0
             for tp, q in acc.queues.items():
@@ -272,7 +273,16 @@ class Sender:
                     continue
                 head = q[0]
                 if txn is not None and not txn.state.may_send(tp):
-                    continue  # AddPartitionsToTxn first (the manager wakes us after it)
+                    # AddPartitionsToTxn first, once a batch of the partition is ready to
+                    # go (one request for the partitions of a linger or a flush); the
+                    # manager wakes us when it is answered.
+                    due = head.created + self.linger
+                    if (urgent or len(q) > 1 or head.size >= self.batch_size or due <= now
+                            or head.batch_id < self.flush_mark):
+                        want_add = True
+                    else:
+                        next_check = min(next_check, due)
+                    continue
                 info = self.cluster.topics.get(tp[0])
                 pinfo = info.partitions.get(tp[1]) if info is not None else None
                 if pinfo is None or pinfo.leader < 0:
@@ -313,6 +323,8 @@ class Sender:
                 sizes[node] = sizes.get(node, 0) + size
                 if q:
                     next_check = now  # more may be ready once this request is out
+        if want_add and txn is not None:
+            txn.add_partitions()
         for batches in ready.values():
             for b in batches:
                 b.encode(self.compression, self.producer_id if self.idempotent else -1,

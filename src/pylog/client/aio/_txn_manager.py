@@ -10,9 +10,10 @@
   answer's producer id and epoch go to the sender (sequences start over). A new epoch
   fences older producers with the same id; their open transaction is aborted by the
   coordinator.
-- **Partitions**: each sender turn, partitions sent to for the first time in the
-  transaction are added with one AddPartitionsToTxn (v0-3); their batches wait until it is
-  answered.
+- **Partitions**: partitions sent to for the first time in the transaction are pending;
+  when the sender finds a batch of one ready to go (``linger.ms`` passed, full, or a flush
+  or commit wants it), every pending partition is added with one AddPartitionsToTxn
+  (v0-3); their batches wait until it is answered.
 - **send_offsets_to_transaction**: AddOffsetsToTxn to the transaction coordinator, then
   TxnOffsetCommit to the group coordinator with the consumer's generation, member id and
   group instance id (v3+), retrying the partitions still to do.
@@ -25,7 +26,9 @@
 
 Retries: CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT (and
 UNKNOWN_TOPIC_OR_PARTITION for partitions) are retried, with ``retry.backoff.ms`` doubling
-up to ``retry.backoff.max.ms``, as long as it takes: each public call waits at most its
+up to ``retry.backoff.max.ms`` (the first AddPartitionsToTxn of a transaction after 20 ms:
+the previous transaction's markers are usually being written), as long as it takes: each
+public call waits at most its
 timeout (``max.block.ms`` by default) and then raises ``RetriableTransactionError`` while
 the work goes on; calling the same method again waits for it (Kafka's semantics).
 
@@ -83,6 +86,11 @@ T = TypeVar("T")
 
 # Members the group no longer knows: the offsets belong to a consumer that lost its
 # partitions (Java: CommitFailedException, abortable).
+# The first AddPartitionsToTxn of a transaction usually meets CONCURRENT_TRANSACTIONS while
+# the coordinator still writes the previous one's markers: retried after this instead of
+# retry.backoff.ms (the Java client's ADD_PARTITIONS_RETRY_BACKOFF_MS).
+ADD_PARTITIONS_RETRY_BACKOFF = 0.020
+
 _MEMBER_ERRORS = (errors.UnknownMemberIdError, errors.IllegalGenerationError,
                   errors.FencedInstanceIdError)
 
@@ -342,20 +350,25 @@ class TransactionManager:
 
     async def _abort(self) -> None:
         self.state.begin_abort()
-        if self._adding is not None and not self._adding.done():
-            self._adding.cancel()
+        adding = self._adding
+        if adding is not None and not adding.done():
+            # Its answer decides whether the coordinator knows of the transaction; it stops
+            # retrying now that the transaction is being aborted.
+            await asyncio.wait([adding])
         self.sender.abort_undrained(TransactionAbortedError(
             f"the transaction of {self.transactional_id!r} was aborted before the record "
             "was sent"))
         await self.sender.flush_all()
-        if self.state.started:
-            await self._end_txn(commit=False)
+        if self.state.started or self.state.maybe_started:
+            # maybe_started: an add whose answer was lost; the coordinator may know of the
+            # transaction or not (then it answers INVALID_TXN_STATE: nothing to abort).
+            await self._end_txn(commit=False, none_to_end_ok=not self.state.started)
         if self.state.need_epoch_bump:
             await self._init_producer_id(bump=True)
             self.state.need_epoch_bump = False
         self.state.completed()
 
-    async def _end_txn(self, *, commit: bool) -> None:
+    async def _end_txn(self, *, commit: bool, none_to_end_ok: bool = False) -> None:
         sender = self.sender
         what = "EndTxn(" + ("COMMIT" if commit else "ABORT") + ")"
 
@@ -364,6 +377,8 @@ class TransactionManager:
                 transactional_id=self.transactional_id, producer_id=sender.producer_id,
                 producer_epoch=sender.producer_epoch, committed=commit),
                 conn.version_for(EndTxnRequest, 4))
+            if none_to_end_ok and resp.error_code == errors.InvalidTxnStateError.code:
+                return
             self._check(resp.error_code, what)
 
         await self._call(what, None, attempt, always=True)
@@ -371,15 +386,20 @@ class TransactionManager:
     # ------------------------------------------------------------------ the sender's turn
 
     def sender_turn(self) -> None:
-        """Called by the sender before it drains: fail what may no longer be sent, or add
-        the partitions sent to for the first time."""
+        """Called by the sender before it drains: fail what may no longer be sent."""
         st = self.state
         if st.failed:
             err: BaseException = st.last_error if st.state is not TxnState.ABORTING and \
                 st.last_error is not None else TransactionAbortedError(
                     f"the transaction of {self.transactional_id!r} was aborted")
             self.sender.abort_undrained(err)
-        elif st.pending and (self._adding is None or self._adding.done()) and not self._closed:
+
+    def add_partitions(self) -> None:
+        """Called by the sender when a batch of a partition not yet in the transaction is
+        ready: add every pending partition (one request at a time)."""
+        st = self.state
+        if (st.pending and st.adding_allowed and not self._closed
+                and (self._adding is None or self._adding.done())):
             self._adding = asyncio.get_running_loop().create_task(self._add_partitions())
 
     def may_send(self, batch: PendingBatch) -> bool:
@@ -420,9 +440,15 @@ class TransactionManager:
                 cause: BaseException = again.cause
                 if again.refind:
                     self._coordinators.pop(key, None)
+                if (isinstance(cause, errors.ConcurrentTransactionsError)
+                        and what == "AddPartitionsToTxn" and not self.state.started):
+                    await asyncio.sleep(ADD_PARTITIONS_RETRY_BACKOFF)
+                    continue
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 cause = exc
                 self._coordinators.pop(key, None)
+                if what.startswith("Add"):  # sent or not: the coordinator may have it
+                    self.state.maybe_started = True
             except errors.ApiError as exc:  # from FindCoordinator or the connection
                 if not exc.retriable:
                     raise self.state.fail(classify(exc, what)) from None

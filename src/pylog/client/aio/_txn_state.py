@@ -128,6 +128,7 @@ class TransactionState:
         self.partitions: set[TP] = set()  # in the transaction at the coordinator
         self.pending: set[TP] = set()  # sent to, AddPartitionsToTxn not answered yet
         self.started = False  # the coordinator knows of the transaction
+        self.maybe_started = False  # an add whose answer was lost: it may
         self.last_error: TransactionError | None = None
         self.need_epoch_bump = False
 
@@ -175,7 +176,7 @@ class TransactionState:
             self._to(TxnState.IN_TRANSACTION)
             self.partitions.clear()
             self.pending.clear()
-            self.started = False
+            self.started = self.maybe_started = False
             self.last_error = None
 
     def check_send(self, tp: TP) -> bool:
@@ -245,7 +246,7 @@ class TransactionState:
             self._to(TxnState.READY)
             self.partitions.clear()
             self.pending.clear()
-            self.started = False
+            self.started = self.maybe_started = False
             self.last_error = None
 
     # ------------------------------------------------------------------ errors
@@ -269,7 +270,7 @@ class TransactionState:
                 assert self.last_error is not None
                 return self.last_error
             if error.fatal:
-                self.state = TxnState.FATAL_ERROR
+                self._to(TxnState.FATAL_ERROR)
                 self.last_error = error
             elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
                 self._to(TxnState.ABORTABLE_ERROR)

@@ -6,6 +6,7 @@ timeouts that leave the work going on."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from pylog.client.aio._sender import Sender
 from pylog.client.aio._txn_manager import TransactionManager
 from pylog.client.aio._txn_state import TxnState
 from pylog.client.aio.producer import producer_settings
+from pylog.client.errors import KafkaConnectionError
 from pylog.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -196,7 +198,7 @@ def test_partitions_are_added_in_one_request_before_their_records_go_then_commit
         for tp in [("a", 0), ("a", 1), ("b", 0), ("a", 0)]:
             mgr.state.check_send(tp)
         assert not mgr.state.may_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         assert all(mgr.state.may_send(tp) for tp in [("a", 0), ("a", 1), ("b", 0)])
         req = conn.sent[0]
@@ -226,7 +228,7 @@ def test_unauthorized_partition_makes_the_transaction_abortable() -> None:
             "AddPartitionsToTxnRequest": [added([("secret", 0)], code=29)]})
         mgr.begin_transaction()
         mgr.state.check_send(("secret", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         with pytest.raises(AbortableTransactionError) as info:
             await mgr.commit_transaction(5)
@@ -245,7 +247,7 @@ def test_fenced_end_txn_is_fatal() -> None:
             "EndTxnRequest": [EndTxnResponse(error_code=FENCED)]})
         mgr.begin_transaction()
         mgr.state.check_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         with pytest.raises(FatalTransactionError) as info:
             await mgr.commit_transaction(5)
@@ -349,7 +351,7 @@ def test_abort_after_a_sequenced_batch_failed_bumps_the_epoch() -> None:
             "InitProducerIdRequest": [pid(CONCURRENT), pid(0, 7, 1)]})
         mgr.begin_transaction()
         mgr.state.check_send(("a", 0))
-        mgr.sender_turn()
+        mgr.add_partitions()
         await mgr._adding  # type: ignore[misc]
         mgr.state.batch_failed(errors.NotEnoughReplicasError(), "a", 0, sequenced=True)
         assert mgr.state.state is TxnState.ABORTABLE_ERROR
@@ -360,4 +362,68 @@ def test_abort_after_a_sequenced_batch_failed_bumps_the_epoch() -> None:
         assert (bump.producer_id, bump.producer_epoch) == (7, 0)  # KIP-360: this id's epoch
         assert (mgr.sender.producer_id, mgr.sender.producer_epoch) == (7, 1)
         assert mgr.state.state is TxnState.READY and not mgr.state.need_epoch_bump
+    run(go())
+
+
+def test_abort_after_an_add_whose_answer_was_lost_ends_the_transaction_anyway() -> None:
+    async def go() -> None:
+        def lost(req: Any) -> Any:
+            raise KafkaConnectionError("connection lost with the request in flight")
+
+        s = {"retry.backoff.ms": 200, "retry.backoff.max.ms": 200}
+        mgr, conn = make({"FindCoordinatorRequest": [found(), found()],  # again after the loss
+                          "InitProducerIdRequest": [pid()],
+                          "AddPartitionsToTxnRequest": [lost],
+                          "EndTxnRequest": [EndTxnResponse(error_code=48)]}, **s)
+        await mgr.init_transactions(5)
+        mgr.begin_transaction()
+        mgr.state.check_send(("a", 0))
+        mgr.add_partitions()
+        await asyncio.sleep(0.05)  # the add failed and waits to be retried
+        assert mgr.state.maybe_started and not mgr.state.started
+        await mgr.abort_transaction(5)
+        # The coordinator may have added the partition: EndTxn(ABORT) is sent, and its
+        # INVALID_TXN_STATE (it had not) means there was nothing to abort.
+        assert conn.names() == ["FindCoordinator", "InitProducerId", "AddPartitionsToTxn",
+                                "FindCoordinator", "EndTxn"]
+        assert conn.sent[-1].committed is False
+        assert mgr.state.state is TxnState.READY
+    run(go())
+
+
+def test_the_sender_adds_the_partitions_of_a_flush_in_one_request() -> None:
+    async def go() -> None:
+        mgr, conn = await initialized({
+            "AddPartitionsToTxnRequest": [added([("a", 0), ("a", 1), ("b", 0)])]})
+        sender, acc = mgr.sender, mgr.sender.acc
+        sender.linger = 60.0  # nothing is due by time
+        mgr.begin_transaction()
+        for t, p in [("a", 0), ("a", 1), ("b", 0)]:
+            assert mgr.state.check_send((t, p))
+            acc.append(t, p, b"v", None, 0, None, 30, None)
+        now = time.monotonic()
+        ready, _ = sender._drain(now)
+        assert ready == {} and mgr._adding is None  # not ready: no request yet
+        sender.flush_mark = acc.next_batch_id  # a flush (or commit) wants them now
+        ready, _ = sender._drain(now)
+        assert ready == {}  # not in the transaction yet: nothing is drained
+        assert mgr._adding is not None
+        await mgr._adding
+        assert conn.names() == ["AddPartitionsToTxn"]  # one request for all three
+        assert all(mgr.state.may_send(tp) for tp in [("a", 0), ("a", 1), ("b", 0)])
+    run(go())
+
+
+def test_the_first_add_of_a_transaction_retries_concurrent_transactions_quickly() -> None:
+    async def go() -> None:
+        answers = [added([("a", 0)], code=CONCURRENT)] * 3 + [added([("a", 0)])]
+        mgr, conn = await initialized({"AddPartitionsToTxnRequest": answers})
+        mgr.sender.backoff = mgr.backoff = 5.0  # retry.backoff.ms would be far longer
+        mgr.begin_transaction()
+        mgr.state.check_send(("a", 0))
+        started = time.monotonic()
+        mgr.add_partitions()
+        await mgr._adding  # type: ignore[misc]
+        assert time.monotonic() - started < 2.0  # three 20 ms pauses, not 5 s ones
+        assert conn.names() == ["AddPartitionsToTxn"] * 4 and mgr.state.may_send(("a", 0))
     run(go())

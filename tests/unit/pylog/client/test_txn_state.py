@@ -4,6 +4,8 @@ broker, no I/O."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import logcore
@@ -176,3 +178,20 @@ def test_transactional_batches_carry_the_attribute() -> None:
     plain.values, plain.timestamps = [b"a"], [1]
     (batch,) = list(logcore.iter_batches(plain.encode("none", 7, 3, 2)))
     assert not batch.is_transactional
+
+
+def test_consumer_group_metadata_before_joining() -> None:
+    from pylog.client import Consumer, ConsumerGroupMetadata, aio
+
+    with Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
+                   "group.instance.id": "static-1"}) as c:
+        assert c.consumer_group_metadata() == ConsumerGroupMetadata("g", -1, "", "static-1")
+    with Consumer({"bootstrap.servers": "127.0.0.1:1"}) as c, \
+            pytest.raises(errors.InvalidGroupIdError, match="group.id"):
+        c.consumer_group_metadata()
+
+    async def on_a_loop() -> None:
+        async with aio.Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}) as ac:
+            assert ac.consumer_group_metadata() == ConsumerGroupMetadata("g")
+
+    asyncio.run(on_a_loop())
