@@ -103,7 +103,6 @@ from .loader import (
 from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
 from .retention import DeleteQueue, deletable_prefix
-from .transactions import LogTransactions
 from .segment import (
     HEADER,
     INDEX_SUFFIX,
@@ -114,6 +113,7 @@ from .segment import (
     filename_prefix,
     scan,
 )
+from .transactions import LogTransactions
 
 __all__ = [
     "Log", "LogAppendInfo", "LogSegment", "RecoveryStats", "TimestampOffset", "filename_prefix",
