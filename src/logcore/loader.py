@@ -21,7 +21,9 @@ Kafka's ``LogLoader`` (``LogLoader.java``), step by step:
    stay unmapped until a read needs them (Kafka's ``LazyIndex``), so opening a log with
    thousands of segments maps two files.
 3. ``load_producer_state``: the newest producer snapshot at or below the log end, then
-   the batch headers after it are replayed.
+   the batch headers (and transaction markers) after it are replayed. After a crash the
+   snapshot is taken at or below the first rescanned segment, whose ``.txnindex`` (and
+   the later ones') were deleted: the replayed ABORT markers write their entries again.
 
 What one open did is in :class:`RecoveryStats` (``Log.recovery_stats``).
 
