@@ -241,6 +241,8 @@ def test_api_versions_advertises_exactly_issues_4_and_7(conn) -> None:
         # issue 7: consumer groups
         8: (2, 9), 9: (1, 9), 10: (0, 4), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5),
         15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0),
+        # issue 10: transactions, partition side
+        27: (0, 1), 61: (0, 0),
     }
 
 
