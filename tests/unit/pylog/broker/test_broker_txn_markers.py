@@ -77,6 +77,7 @@ def test_markers_for_consumer_offsets_tell_the_group_coordinator(broker) -> None
     (0, 0),
     (errors.InvalidTxnStateError.code, errors.InvalidTxnStateError.code),
     (errors.ProducerFencedError.code, errors.InvalidProducerEpochError.code),
+    (errors.TransactionAbortableError.code, errors.InvalidTxnStateError.code),  # Produce v9
 ])
 def test_txn_verify_hook_guards_the_first_transactional_batch(broker, code, expected) -> None:
     seen: list[tuple[str, int, int, str, int]] = []
