@@ -82,9 +82,9 @@ from .clock import Clock, ManualClock, SystemClock  # noqa: E402
 from .config import LogConfig  # noqa: E402
 from .log import Log, LogAppendInfo, TimestampOffset  # noqa: E402
 from .producer_state import ProducerInfo  # noqa: E402
-from .txn_index import AbortedTxn  # noqa: E402
 from .readonly import ReadOnlyLog  # noqa: E402
 from .region import FileRegion  # noqa: E402
+from .txn_index import AbortedTxn  # noqa: E402
 
 __all__ = [
     "IMPLEMENTATION",

@@ -21,7 +21,9 @@ Kafka's ``LogLoader`` (``LogLoader.java``), step by step:
    stay unmapped until a read needs them (Kafka's ``LazyIndex``), so opening a log with
    thousands of segments maps two files.
 3. ``load_producer_state``: the newest producer snapshot at or below the log end, then
-   the batch headers after it are replayed.
+   the batch headers (and transaction markers) after it are replayed. After a crash the
+   snapshot is taken at or below the first rescanned segment, whose ``.txnindex`` (and
+   the later ones') were deleted: the replayed ABORT markers write their entries again.
 
 What one open did is in :class:`RecoveryStats` (``Log.recovery_stats``).
 
@@ -400,10 +402,13 @@ def load_producer_state(ps: ProducerStateManager, segments: tuple[LogSegment, ..
     snap = ps.load_latest_snapshot(upto)
     if snap < 0:
         # No snapshot (a log written before they existed): as Kafka, replay the last two
-        # segments only; every later roll and close leaves one.
-        snap = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
-        if rebuild_from is not None:
-            snap = min(snap, rebuild_from)
+        # segments only; every later roll and close leaves one. A crash recovery replays
+        # the whole log instead: open transactions below the rescanned segments must
+        # survive (it also writes the snapshots it removed again, below).
+        if rebuild_from is None:
+            snap = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        else:
+            snap = segments[0].base_offset
     start = max(snap, log_start_offset)
     ps.map_end_offset = start
     _replay_producer_state(ps, segments, start,
@@ -418,11 +423,16 @@ def _replay_producer_state(ps: ProducerStateManager,
     """Feed every batch whose last offset is >= ``start`` to the producer state (batch
     headers, and the record of control batches, read with pread; the segments were
     validated by the open). ABORT markers at or after ``rebuild_from`` add their entry to
-    their segment's transaction index."""
+    their segment's transaction index, and the segments above it get their snapshot."""
     hsize = HEADER.size
     for i, seg in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
             continue
+        if i and seg.base_offset > start and seg.base_offset > rebuild_from:
+            # A crash recovery dropped the snapshots above the rescanned segment: write
+            # the one each roll had left, so that a later recovery finds them.
+            ps.map_end_offset = seg.base_offset
+            ps.take_snapshot(seg.base_offset, sync=False)
         _off, pos = seg.offset_index.lookup(start) if start > seg.base_offset else (0, 0)
         fd, end = seg.fd, seg.size
         while pos + hsize <= end:

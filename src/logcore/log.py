@@ -5,9 +5,12 @@ A partition directory holds segments named by their base offset (20 digits, zero
     00000000000000000000.log        record batches, appended strictly sequentially
     00000000000000000000.index      offset index (8-byte entries, mmapped, sparse)
     00000000000000000000.timeindex  time index (12-byte entries, mmapped, sparse)
+    00000000000000000000.txnindex   aborted transactions whose ABORT marker is in the
+                                    segment (34-byte entries; logcore.txn_index)
     00000000000000368769.log ...    the next segment, and so on; the last one is active
-    00000000000000368769.snapshot   idempotent producers' state below that offset (written
-                                    at every roll and at close; logcore.producer_state)
+    00000000000000368769.snapshot   producers' state (epochs, last batches, open
+                                    transactions) below that offset (written at every
+                                    roll and at close; logcore.producer_state)
     leader-epoch-checkpoint         (leader_epoch, start_offset) pairs
     recovery-point-offset-checkpoint, log-start-offset-checkpoint
                                     Kafka keeps these two per log dir; a standalone Log
@@ -28,8 +31,10 @@ The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
 Append: ``validate_for_append`` checks the batches and assigns offsets in place, the
 active segment rolls when full (size, age with jitter, index capacity, relative-offset
 overflow), the bytes go to the file with one ``pwrite`` (the page cache: no fsync), and
-an index entry is added about every ``index_interval_bytes``. Idempotent producers'
-batches are checked against :mod:`logcore.producer_state` before the write.
+an index entry is added about every ``index_interval_bytes``. Idempotent and
+transactional producers' batches and transaction markers are checked against
+:mod:`logcore.producer_state` before the write (:mod:`logcore.transactions`: markers,
+the last stable offset, aborted transactions from the ``.txnindex`` files).
 
 Read: binary search over an immutable snapshot of the segment list, offset-index lookup,
 then a batch-header walk to the first batch holding the offset; the answer is a
@@ -103,7 +108,6 @@ from .loader import (
 from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
 from .retention import DeleteQueue, deletable_prefix
-from .transactions import LogTransactions
 from .segment import (
     HEADER,
     INDEX_SUFFIX,
@@ -114,6 +118,7 @@ from .segment import (
     filename_prefix,
     scan,
 )
+from .transactions import LogTransactions
 
 __all__ = [
     "Log", "LogAppendInfo", "LogSegment", "RecoveryStats", "TimestampOffset", "filename_prefix",
@@ -381,6 +386,11 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 idempotent producer breaks its epoch or sequence (nothing is written). A
                 batch that repeats one of the producer's last five is not an error: the
                 result has ``duplicate=True`` and the original offsets.
+            InvalidTxnStateError: leader path, a non-transactional batch of a producer with
+                an open transaction. TransactionCoordinatorFencedError: leader path, a
+                transaction marker (see ``append_control``) from an older coordinator.
+                Nothing is written. A marker (leader or replica path) that aborts a
+                transaction with data adds its entry to the segment's ``.txnindex``.
             RecordTooLargeError: the set is larger than segment_bytes.
             LogDirError: the write failed (ENOSPC, EIO, ...; ``path`` and ``position``
                 say where). The log is as before the call: log_end_offset, the segment's

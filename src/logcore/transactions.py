@@ -37,6 +37,7 @@ class LogTransactions:
     producer_state: ProducerStateManager
     _lock: threading.RLock
     _log_end_offset: int
+    _log_start_offset: int
     _snapshot: Any
 
     def append(self, records: Any, *, assign_offsets: bool = True,
@@ -78,14 +79,17 @@ class LogTransactions:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction, None when none is open (no lock)."""
-        return self.producer_state.first_unstable_offset
+        """First offset of the oldest open transaction, None when none is open (no lock).
+        Never below the log start offset (retention or DeleteRecords may have removed the
+        transaction's first batches; Kafka clamps it the same way)."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
 
     def last_stable_offset(self, high_watermark: int | None = None) -> int:
         """The offset read_committed consumers read up to: the first unstable offset when
         below ``high_watermark`` (the log end offset when None), else the high watermark."""
         hw = self._log_end_offset if high_watermark is None else high_watermark
-        first = self.producer_state.first_unstable_offset
+        first = self.first_unstable_offset
         return hw if first is None or first > hw else first
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

@@ -14,13 +14,15 @@ Kafka's ``TransactionIndex`` / ``AbortedTxn`` and ``EndTransactionMarker`` (docs
   coordinator epoch. Readers accept larger versions and read the v0 prefix.
 
 Thread-safety: a :class:`TransactionIndex` is changed by the log's writer only (under the
-log's lock); readers (``entries``) get an immutable tuple published after each change.
+log's lock); readers (``entries``) get an immutable tuple published after each change (the
+first load from the file and the changes hold the index's own lock).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from typing import Any, NamedTuple
 
 from .errors import CorruptRecordError, LogDirError
@@ -80,15 +82,24 @@ def decode_entries(data: bytes, path: str = "") -> list[AbortedTxn]:
 class TransactionIndex:
     """The ``.txnindex`` of one segment (see the module docstring)."""
 
-    __slots__ = ("path", "_entries", "dirty")
+    __slots__ = ("path", "_entries", "dirty", "_lock")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._entries: tuple[AbortedTxn, ...] | None = None  # loaded lazily
         self.dirty = False
+        # A reader's first load must not publish what it read before a concurrent append.
+        self._lock = threading.Lock()
 
     def entries(self) -> tuple[AbortedTxn, ...]:
         """Every entry, oldest first (read from the file the first time)."""
+        entries = self._entries
+        if entries is None:
+            with self._lock:
+                entries = self._load()
+        return entries
+
+    def _load(self) -> tuple[AbortedTxn, ...]:
         entries = self._entries
         if entries is None:
             try:
@@ -104,32 +115,37 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry (creating the file). Last offsets must increase (Kafka checks the
         same: a marker is appended after every earlier one)."""
-        entries = self.entries()
-        if entries and txn.last_offset <= entries[-1].last_offset:
-            raise ValueError(f"aborted transaction with last offset {txn.last_offset} is not "
-                             f"after the last one in {self.path} ({entries[-1].last_offset})")
-        self._write(encode_entry(txn), append=True)
-        self._entries = entries + (txn,)
+        with self._lock:
+            entries = self._load()
+            if entries and txn.last_offset <= entries[-1].last_offset:
+                raise ValueError(
+                    f"aborted transaction with last offset {txn.last_offset} is not after the "
+                    f"last one in {self.path} ({entries[-1].last_offset})")
+            self._write(encode_entry(txn), append=True)
+            self._entries = entries + (txn,)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose last offset is >= ``offset`` (their markers are gone)."""
-        entries = self.entries()
-        keep = tuple(e for e in entries if e.last_offset < offset)
-        if len(keep) == len(entries):
-            return
-        self._write(b"".join(encode_entry(e) for e in keep), append=False)
-        self._entries = keep
+        with self._lock:
+            entries = self._load()
+            keep = tuple(e for e in entries if e.last_offset < offset)
+            if len(keep) == len(entries):
+                return
+            self._write(b"".join(encode_entry(e) for e in keep), append=False)
+            self._entries = keep
 
     def reset(self) -> None:
         """Delete the file (the segment is being recovered: entries are rebuilt)."""
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise LogDirError(exc.errno, f"cannot delete {self.path}", path=self.path) from exc
-        self._entries = ()
-        self.dirty = False
+        with self._lock:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise LogDirError(exc.errno, f"cannot delete {self.path}",
+                                  path=self.path) from exc
+            self._entries = ()
+            self.dirty = False
 
     def collect(self, fetch_offset: int, upper_bound: int,
                 out: list[AbortedTxn]) -> bool:

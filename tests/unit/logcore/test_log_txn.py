@@ -482,3 +482,15 @@ def test_cleaner_stops_at_the_first_unstable_offset(tmp_path, clock) -> None:
     assert [o for o, _v, _c in _values(log) if o >= first_unstable] == list(
         range(first_unstable, log.log_end_offset))
     log.close()
+
+
+def test_first_unstable_offset_never_below_the_log_start(logdir, clock) -> None:
+    log = Log(logdir, small(segment_bytes=1 << 20), clock=clock)
+    log.append(txn(1, 0, 4))   # 0-3, open
+    log.append(txn(2, 0, 2, transactional=False))
+    log.delete_records_before(2)
+    assert log.first_unstable_offset == 2 and log.last_stable_offset() == 2
+    log.append_control(1, 0, commit=False, coordinator_epoch=0)
+    assert log.first_unstable_offset is None
+    assert log.aborted_transactions(2, 100) == [AbortedTxn(1, 0, 6, 7)]
+    log.close()

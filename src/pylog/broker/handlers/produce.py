@@ -288,8 +288,12 @@ async def _verify_txn(ctx: RequestContext, transactional_id: str | None, partiti
     code = await verify(transactional_id, producer_id, producer_epoch, partition.topic,
                         partition.index)
     if code:
+        # As Kafka's ReplicaManager: fencing shows as INVALID_PRODUCER_EPOCH; clients before
+        # Produce v11 do not know TRANSACTION_ABORTABLE and get INVALID_TXN_STATE.
         if code == errors.ProducerFencedError.code:
-            code = errors.InvalidProducerEpochError.code  # as Kafka's ReplicaManager does
+            code = errors.InvalidProducerEpochError.code
+        elif code == errors.TransactionAbortableError.code and ctx.api_version < 11:
+            code = errors.InvalidTxnStateError.code
         raise AppendError(code, f"transaction verification of producer {producer_id} epoch "
                           f"{producer_epoch} for {partition.topic}-{partition.index} failed "
                           f"with error {code}: add the partition to the transaction first")
