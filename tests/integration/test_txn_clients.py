@@ -13,7 +13,6 @@ import time
 import uuid
 
 import pytest
-
 from _harness.txn_clients import (
     CLIENTS,
     SENTINEL,
