@@ -51,7 +51,7 @@ CHILD = textwrap.dedent(
 
     compaction.phase_hook = die
     if phase == "writing":
-        def finish(self, mtime):
+        def finish(self, mtime, *rest):
             self._drain()
             die("writing")
         cleaner._Writer.finish = finish
