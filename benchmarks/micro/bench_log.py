@@ -144,3 +144,50 @@ def test_recovery_scan(benchmark, tmp_path, impl: str) -> None:
         os.close(fd)
         oi.close()
         ti.close()
+
+
+@pytest.fixture(scope="module")
+def txn_log(tmp_path_factory):
+    """64 MiB in 4 segments, all transactional: 8 producers take turns with transactions of
+    4 batches of 16 KiB, every fifth transaction aborted (~820 ``.txnindex`` entries)."""
+    log = Log(tmp_path_factory.mktemp("x") / "t-0", LogConfig(segment_bytes=16 << 20))
+    seq: dict[int, int] = {}
+    n = 0
+    while log.size_in_bytes < 64 << 20:
+        pid = 1 + n % 8
+        for _ in range(4):
+            b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq.get(pid, 0),
+                             transactional=True)
+            for i in range(15):
+                b.append(b"x" * 1024, timestamp_ms=1_700_000_000_000 + i)
+            seq[pid] = seq.get(pid, 0) + 15
+            log.append(b.build())
+        log.append_control(pid, 0, commit=n % 5 != 4, coordinator_epoch=0)
+        n += 1
+    yield log
+    log.close()
+
+
+@pytest.mark.benchmark(group="log-read-committed")
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_read_1mib_fetches_transactional(benchmark, txn_log, isolation: str) -> None:
+    """The whole log in 1 MiB fetches as the Fetch handler reads it: read_committed adds the
+    aborted-transaction lookup of each fetch (``Log.aborted_transactions``) and reads up to
+    the LSO; the pair's ratio is that lookup's cost."""
+    read = txn_log.read
+    end = txn_log.log_end_offset
+    committed = isolation == "read_committed"
+    lookup = txn_log.aborted_transactions
+
+    def run() -> int:
+        pos, n, aborted = 0, 0, 0
+        bound = txn_log.last_stable_offset() if committed else end
+        while pos < bound:
+            r = read(pos, 1 << 20, max_offset=bound)
+            n += r.size
+            if committed:
+                aborted += len(lookup(pos, r.last_offset + 1))
+            pos = r.last_offset + 1
+        return n
+
+    assert benchmark(run) == txn_log.size_in_bytes
