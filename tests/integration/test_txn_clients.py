@@ -128,3 +128,36 @@ def test_open_transaction_holds_read_committed_at_the_lso(broker, topic_name):
         for c in consumers.values():
             c.close()
         p.close()
+
+
+@pytest.mark.parametrize("zombie_client", CLIENTS)
+def test_a_second_producer_fences_the_first_and_aborts_its_transaction(broker, topic_name,
+                                                                       zombie_client):
+    """A new producer with the same transactional id fences the old one (Kafka's zombie
+    fencing): the old one's open transaction is aborted, its commit fails with a fenced
+    error, and read_committed readers never see its records."""
+    txn = f"fence-{uuid.uuid4().hex[:8]}"
+    zombie = TxnProducer(zombie_client, broker.bootstrap, txn)
+    successor = None
+    try:
+        zombie.begin()
+        zombie.send(topic_name, [b"zombie-1", b"zombie-2"])  # in the log, transaction open
+        successor = TxnProducer("confluent", broker.bootstrap, txn)  # fences, aborts the open one
+        successor.transaction(topic_name, [b"successor-1"], commit=True)
+        with pytest.raises(Exception) as info:
+            zombie.end(commit=True)
+        what = f"{type(info.value).__name__} {info.value}".lower()
+        assert "fenced" in what or "epoch" in what, what
+    finally:
+        try:
+            zombie.close()
+        except Exception:  # noqa: BLE001 - a fenced producer may refuse to close cleanly
+            pass
+        if successor is not None:
+            successor.close()
+    send_plain(broker.bootstrap, topic_name, [SENTINEL])
+    for reader in CLIENTS:
+        assert read_to_sentinel(reader, broker.bootstrap, topic_name, "read_committed") \
+            == [b"successor-1"], reader
+    assert read_to_sentinel("confluent", broker.bootstrap, topic_name, "read_uncommitted") \
+        == [b"zombie-1", b"zombie-2", b"successor-1"]
