@@ -1,7 +1,11 @@
 """Transactions, partition side, against a real broker process: hand-built transactional
 batches (Produce with a transactional id), markers through WriteTxnMarkers, and what
 read_committed / read_uncommitted readers see (raw Fetch and ListOffsets, a
-confluent-kafka consumer), DescribeProducers, and the LSO across a restart."""
+confluent-kafka consumer), DescribeProducers, and the LSO across a restart.
+
+The brokers here run with ``transaction.partition.verification.enable=false``: the
+batches come from made-up producers that no transaction coordinator knows, which KIP-890
+verification would refuse (that check is tested with real transactions elsewhere)."""
 
 from __future__ import annotations
 
@@ -21,8 +25,21 @@ from pylog.protocol.messages import (
     ProduceRequest,
     WriteTxnMarkersRequest,
 )
+from tests.integration.conftest import BrokerProcess
 
 pytestmark = pytest.mark.integration
+
+NO_VERIFY = {"transaction.partition.verification.enable": "false"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("broker") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, {"auto.create.topics.enable": "true", **NO_VERIFY}).start()
+    yield b
+    rc = b.stop()
+    assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_RECORD = 87
@@ -281,7 +298,7 @@ def test_confluent_read_committed_consumer_skips_aborted_records(broker, topic_n
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_open_transaction_survives_a_restart(new_broker, sig) -> None:
-    b = new_broker({"auto.create.topics.enable": "true"}).start()
+    b = new_broker({"auto.create.topics.enable": "true", **NO_VERIFY}).start()
     topic = "txn-restart"
     conn = connect(b)
     try:
