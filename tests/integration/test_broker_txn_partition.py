@@ -41,6 +41,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     rc = b.stop()
     assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
 
+
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_RECORD = 87
 INVALID_PRODUCER_EPOCH = 47
@@ -333,3 +334,46 @@ def test_open_transaction_survives_a_restart(new_broker, sig) -> None:
     finally:
         conn.close()
     assert b.stop() == 0
+
+
+def test_verification_refuses_a_partition_not_added_to_the_transaction(new_broker, topic_name) -> None:
+    """KIP-890 part 1 (on by default): a producer's first transactional batch on a partition
+    is checked with the coordinator; a partition the producer did not add with
+    AddPartitionsToTxn is refused (INVALID_TXN_STATE before Produce v11) and nothing is
+    written; the added one is accepted."""
+    from pylog.protocol.messages import AddPartitionsToTxnRequest, FindCoordinatorRequest
+
+    b = new_broker().start()
+    conn = connect(b)
+    try:
+        create(conn, topic_name, 2)
+        txn = f"verify-{topic_name[-6:]}"
+        assert conn.request(FindCoordinatorRequest(key=txn, key_type=1,
+                                                   coordinator_keys=[txn])) is not None
+        deadline = time.monotonic() + 20
+        while True:
+            r = conn.request(InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=60000,
+                                                   producer_id=-1, producer_epoch=-1))
+            if r.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # the coordinator's partition is loading / being created
+        assert r.error_code == 0
+        R = AddPartitionsToTxnRequest
+        added = conn.request(R(v3_and_below_transactional_id=txn, v3_and_below_producer_id=r.producer_id,
+                               v3_and_below_producer_epoch=r.producer_epoch,
+                               v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=topic_name,
+                                                                              partitions=[0])]), 3)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+
+        P = ProduceRequest
+        recs = batch([b"x"], r.producer_id, 0, r.producer_epoch, transactional=True)
+        body = P(transactional_id=txn, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name=topic_name, partition_data=[P.PartitionProduceData(index=1, records=recs)])])
+        refused = conn.request(body, 10).responses[0].partition_responses[0]
+        assert refused.error_code == INVALID_TXN_STATE, refused
+        body.topic_data[0].partition_data[0].index = 0
+        ok = conn.request(body, 10).responses[0].partition_responses[0]
+        assert (ok.error_code, ok.base_offset) == (0, 0)
+        assert fetch(conn, topic_name, 0, 0).high_watermark == 1
+    finally:
+        conn.close()
