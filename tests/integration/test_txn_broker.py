@@ -1,15 +1,10 @@
 """The transaction coordinator in a real broker process: confluent-kafka's transactional
 producer, and exact requests (FindCoordinator key type 1, InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions) for the rules clients rely on.
-
-Tests marked ``needs_partition_markers`` need the partition side of transactions (Produce of
-transactional batches, WriteTxnMarkers: ``pylog.broker.handlers.write_txn_markers``); they are
-skipped where that module does not exist.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import time
 import uuid
@@ -44,9 +39,6 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 OPERATION_NOT_ATTEMPTED = 55
 TRANSACTION_ABORTABLE = 120
 
-HAS_MARKERS = importlib.util.find_spec("pylog.broker.handlers.write_txn_markers") is not None
-needs_partition_markers = pytest.mark.skipif(
-    not HAS_MARKERS, reason="needs the partition side of transactions (WriteTxnMarkers, transactional Produce)")
 
 
 def connect(broker: Any) -> BrokerConnection:
@@ -212,9 +204,8 @@ def test_add_partitions_describe_list_and_end(broker) -> None:
         assert end_txn(conn, txn, pid, epoch, True) in (INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS)
         [d] = describe(conn, txn)
         assert d.transaction_state in ("PrepareAbort", "CompleteAbort")
-        if HAS_MARKERS:
-            assert wait_for(lambda: describe(conn, txn)[0].transaction_state == "CompleteAbort")
-            assert end_txn(conn, txn, pid, epoch, False) == 0
+        assert wait_for(lambda: describe(conn, txn)[0].transaction_state == "CompleteAbort")
+        assert end_txn(conn, txn, pid, epoch, False) == 0
     finally:
         conn.close()
 
@@ -241,10 +232,9 @@ def test_open_transaction_times_out_and_is_aborted(new_broker) -> None:
         # The producer that left it open is fenced.
         assert add_partitions(conn, txn, r.producer_id, r.producer_epoch, topic, [0]) == {(topic, 0): PRODUCER_FENCED}
         assert end_txn(conn, txn, r.producer_id, r.producer_epoch, True) == PRODUCER_FENCED
-        if HAS_MARKERS:
-            assert wait_for(lambda: describe(conn, txn)[0].transaction_state == "CompleteAbort")
-            again = init_until_ready(conn, txn)
-            assert (again.error_code, again.producer_epoch) == (0, r.producer_epoch + 2)
+        assert wait_for(lambda: describe(conn, txn)[0].transaction_state == "CompleteAbort")
+        again = init_until_ready(conn, txn)
+        assert (again.error_code, again.producer_epoch) == (0, r.producer_epoch + 2)
     finally:
         conn.close()
         b.stop()
@@ -271,10 +261,7 @@ def test_transactions_survive_a_restart(new_broker) -> None:
         assert [(t.topic, list(t.partitions)) for t in d.topics] == [(topic, [1])]
         # The restarted coordinator fences as before.
         again = init_until_ready(conn, txn)
-        if HAS_MARKERS:
-            assert (again.error_code, again.producer_epoch) == (0, r.producer_epoch + 2)
-        else:
-            assert again.error_code == CONCURRENT_TRANSACTIONS  # the abort's markers cannot be written
+        assert (again.error_code, again.producer_epoch) == (0, r.producer_epoch + 2)
     finally:
         conn.close()
         b.stop()
@@ -314,7 +301,6 @@ def test_confluent_init_transactions_and_fencing_by_a_second_producer(broker, to
     assert err.fatal() and "fenced" in err.str().lower(), err
 
 
-@needs_partition_markers
 @pytest.mark.parametrize("commit", [True, False])
 def test_confluent_commit_and_abort_end_to_end(broker, topic_name, commit: bool) -> None:
     from confluent_kafka import Consumer, TopicPartition
@@ -354,7 +340,6 @@ def test_confluent_commit_and_abort_end_to_end(broker, topic_name, commit: bool)
         conn.close()
 
 
-@needs_partition_markers
 def test_confluent_transaction_left_open_is_aborted_by_the_coordinator(new_broker, topic_name) -> None:
     from confluent_kafka import KafkaException
 
@@ -362,7 +347,8 @@ def test_confluent_transaction_left_open_is_aborted_by_the_coordinator(new_broke
                     "auto.create.topics.enable": "true"}).start()
     try:
         txn = uid("open")
-        p = producer(b, txn, **{"transaction.timeout.ms": 1_500})
+        # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+        p = producer(b, txn, **{"transaction.timeout.ms": 1_500, "message.timeout.ms": 1_500})
         p.init_transactions(20)
         p.begin_transaction()
         p.produce(topic_name, b"left open", partition=0)

@@ -2,10 +2,6 @@
 raw TxnOffsetCommit requests, OffsetFetch with RequireStable, the transaction ending with
 EndTxn, a broker restart with a transaction open, and confluent-kafka's
 ``send_offsets_to_transaction``.
-
-The tests that need a transaction to end (markers written by the broker's transaction
-coordinator) run only when the broker serves EndTxn and WriteTxnMarkers: they are skipped,
-saying so, on a broker without them.
 """
 
 from __future__ import annotations
@@ -60,14 +56,6 @@ def _wait(cond: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
             return last
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def _needs_transactions(c: BrokerConnection) -> None:
-    missing = [name for key, name in ((26, "EndTxn"), (27, "WriteTxnMarkers"), (25, "AddOffsetsToTxn"))
-               if key not in c.versions]
-    if missing:
-        pytest.skip(f"the broker does not serve {', '.join(missing)} (transaction coordinator and "
-                    "markers: issue 10, T1/T2)")
 
 
 def _setup(c: BrokerConnection, topic: str) -> None:
@@ -188,7 +176,6 @@ def test_offsets_are_pending_until_the_transaction_ends(tbroker: BrokerProcess, 
                                                         commit: bool) -> None:
     group = f"g-{topic_name}"
     with _conn(tbroker) as c:
-        _needs_transactions(c)
         _setup(c, topic_name)
         R = OffsetCommitRequest
         r = c.request(R(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
@@ -218,7 +205,6 @@ def test_an_open_transaction_survives_a_restart(new_broker: Callable[..., Broker
     b = new_broker(OVERRIDES).start()
     group = "g-restart"
     with _conn(b) as c:
-        _needs_transactions(c)
         _setup(c, topic_name)
         pid, epoch = _begin(c, group)
         assert _txn_commit(c, group, topic_name, {1: 42}, pid, epoch) == {1: 0}
@@ -235,7 +221,6 @@ def test_an_open_transaction_survives_a_restart(new_broker: Callable[..., Broker
 @pytest.mark.parametrize("commit", [True, False])
 def test_confluent_send_offsets_to_transaction(tbroker: BrokerProcess, topic_name: str, commit: bool) -> None:
     with _conn(tbroker) as c:
-        _needs_transactions(c)
         _setup(c, topic_name)
     group = f"cg-{topic_name}"
     consumer = confluent_kafka.Consumer({"bootstrap.servers": tbroker.bootstrap, "group.id": group,

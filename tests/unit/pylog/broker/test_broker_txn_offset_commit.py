@@ -28,9 +28,6 @@ T0 = 1_700_000_000_000
 GROUP_PARTITIONS = 3
 PID, EPOCH = 1000, 0
 
-# The partition side (T1 of issue 10) makes Log accept transactional batches and write markers.
-needs_txn_log = pytest.mark.skipif(not hasattr(logcore.Log, "append_control"),
-                                   reason="needs transactional appends and markers in logcore (issue 10, T1)")
 
 
 def _config(tmp_path: Any) -> BrokerConfig:
@@ -177,7 +174,6 @@ async def _marker(b: Broker, commit: bool, pid: int = PID, epoch: int = EPOCH) -
     assert all(getattr(r, "error_code", 0) == 0 for r in results), results
 
 
-@needs_txn_log
 def test_pending_until_the_marker_and_after_a_reload(tmp_path) -> None:
     async def scenario() -> None:
         b = await _start(tmp_path)
@@ -225,7 +221,6 @@ def test_pending_until_the_marker_and_after_a_reload(tmp_path) -> None:
     asyncio.run(scenario())
 
 
-@needs_txn_log
 @pytest.mark.parametrize("marker_read", [True, False])
 def test_a_marker_appended_while_the_partition_loads(tmp_path, marker_read: bool) -> None:
     """The partition side does not wait for a load: a marker written meanwhile is applied
