@@ -46,6 +46,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: Any = None
+        self._stopped = False
         self.rounds = 0
 
     def __repr__(self) -> str:
@@ -55,6 +56,10 @@ class ReplicaFetcher:
         self._task = asyncio.ensure_future(self._run())
 
     def stop(self) -> list[asyncio.Task[Any]]:
+        # A flag as well as the cancellation: a cancel that lands while a connect fails
+        # can be swallowed by asyncio.wait_for (3.11), and the loop must still end.
+        self._stopped = True
+        self._wake.set()
         tasks: list[asyncio.Task[Any]] = []
         if self._task is not None:
             self._task.cancel()
@@ -90,7 +95,7 @@ class ReplicaFetcher:
         config = self.manager.broker.config
         backoff = config["replica.fetch.backoff.ms"] / 1000.0
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopped:
             now = loop.time()
             ready = [k for k in self.keys if self._delayed.get(k, 0.0) <= now]
             if not ready:
@@ -109,6 +114,8 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the fetcher must keep running
+                if self._stopped:
+                    return
                 log.info("%r: fetch failed (%s: %s); retrying in %.1f s", self, type(exc).__name__,
                          exc, backoff)
                 if self._conn is not None:
