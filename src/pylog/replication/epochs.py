@@ -67,3 +67,13 @@ def truncation_offset(leader_epoch: int, leader_end_offset: int,
     if epoch == leader_epoch:
         return min(leader_end_offset, end), True
     return min(end, log_end_offset), False
+
+
+def epoch_for_offset(entries: Sequence[tuple[int, int]], offset: int) -> int:
+    """The leader epoch in which ``offset`` was written (-1 when before every entry)."""
+    epoch = UNDEFINED_EPOCH
+    for e, start in entries:
+        if start > offset:
+            break
+        epoch = e
+    return epoch

@@ -12,7 +12,10 @@ the handler waits on the per-partition append notifications of every partition i
 a fetch in which any partition has an error (the others' data goes with it).
 
 Single node: the high watermark is the log end offset (an append is committed when it is
-written). ``isolation_level`` 1 (read_committed) reads only up to the last stable offset
+written). A replicated partition (cluster mode, ``broker.replicas``): consumers read below
+the leader's high watermark, a follower (``replica_id`` >= 0) reads to the log end and its
+fetch offset moves the ISR and high watermark; leader-epoch fencing and the diverging epoch
+(v12+) are ``_replica_check``'s (docs/replication.md, "The replica manager"). ``isolation_level`` 1 (read_committed) reads only up to the last stable offset
 (the first offset of the oldest open transaction, else the high watermark) and lists the
 aborted transactions overlapping the returned batches (``Log.aborted_transactions``
 from the ``.txnindex`` files; the consumer drops those producers' batches from each

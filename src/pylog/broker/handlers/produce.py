@@ -6,7 +6,11 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 ``ProduceRequest.validateRecords``, ``LogValidator``):
 
 1. the topic exists (auto-created when enabled) and the partition exists;
-2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS);
+2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS); a
+   replicated partition (cluster mode, ``broker.replicas``) is appended to by its leader
+   only (NOT_LEADER_OR_FOLLOWER), acks=-1 needs its ISR at min ISR, the batch gets the
+   leader epoch, and acks=-1 answers once the high watermark passes the batch
+   (docs/replication.md, "The replica manager");
 3. the record set is exactly one magic-2 batch (v3+), not a control batch ("Clients may
    not write control batches"): INVALID_RECORD otherwise. A transactional batch (0x10)
    is accepted; the first one of a producer on a partition (no open transaction there)

@@ -18,7 +18,12 @@ from pylog._clock import ManualClock
 from pylog.broker import handlers
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
-from pylog.protocol.messages import FetchRequest, OffsetForLeaderEpochRequest, ProduceRequest
+from pylog.protocol.messages import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+)
 from pylog.replication import PartitionInfo
 
 T0 = 1_700_000_000_000
@@ -77,6 +82,14 @@ async def fetch(broker: Broker, offset: int, replica_id: int = -1, epoch: int = 
     return resp.responses[0].partitions[0]
 
 
+async def latest(broker: Broker, epoch: int = -1) -> tuple[int, int, int]:
+    L = ListOffsetsRequest
+    body = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="t", partitions=[
+        L.ListOffsetsPartition(partition_index=0, current_leader_epoch=epoch, timestamp=-1)])])
+    part = (await handlers.dispatch(_ctx(broker, 2, 7), body)).topics[0].partitions[0]
+    return part.error_code, part.offset, part.leader_epoch
+
+
 async def lead(broker: Broker, leader: int = ME, epoch: int = 0, isr: tuple[int, ...] = (ME, OTHER),
                partition_epoch: int = 0, controller_epoch: int = 1) -> int:
     info = PartitionInfo("t", 0, leader, epoch, isr, partition_epoch, (ME, OTHER))
@@ -95,6 +108,7 @@ def test_acks_all_waits_for_the_follower_and_consumers_read_below_the_high_water
         consumer = await fetch(broker, 0)
         assert consumer.error_code == 0 and consumer.high_watermark == 0
         assert not consumer.records  # written, not committed: invisible
+        assert await latest(broker) == (0, 0, -1)  # "latest" is the high watermark
         follower = await fetch(broker, 0, replica_id=OTHER, epoch=0)
         assert follower.error_code == 0 and len(follower.records) > 0  # reads past the HW
         assert not waiting.done()
@@ -104,6 +118,8 @@ def test_acks_all_waits_for_the_follower_and_consumers_read_below_the_high_water
         assert pr.error_code == 0 and pr.base_offset == 0
         consumer = await fetch(broker, 0)
         assert consumer.high_watermark == 3 and len(consumer.records) > 0
+        assert await latest(broker) == (0, 3, 0)
+        assert (await latest(broker, epoch=1))[0] == errors.UnknownLeaderEpochError.code
     run(broker, scenario)
 
 
@@ -169,6 +185,7 @@ def test_fencing_by_leader_epoch_and_not_leader_on_a_follower(broker) -> None:
         assert await lead(broker, leader=OTHER, epoch=6) == 0
         assert (await waiting).error_code == errors.NotLeaderOrFollowerError.code
         assert (await produce(broker, acks=1)).error_code == errors.NotLeaderOrFollowerError.code
+        assert (await latest(broker))[0] == errors.NotLeaderOrFollowerError.code
         consumer = await fetch(broker, 0)
         assert consumer.error_code == errors.NotLeaderOrFollowerError.code
         assert (consumer.current_leader.leader_id, consumer.current_leader.leader_epoch) == (OTHER, 6)
