@@ -214,3 +214,24 @@ def test_follower_fetch_gets_the_diverging_epoch_and_offset_for_leader_epoch_agr
         part = resp.topics[0].partitions[0]
         assert (part.error_code, part.leader_epoch, part.end_offset) == (0, 0, 3)
     run(broker, scenario)
+
+
+def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker) -> None:
+    from pylog.broker.handlers.write_txn_markers import write_markers
+    from pylog.broker.txn_markers import TxnMarker
+
+    async def scenario() -> None:
+        await lead(broker, epoch=3, isr=(ME,))
+        marker = TxnMarker(producer_id=5, producer_epoch=0, commit=False, coordinator_epoch=0,
+                           partitions=[("t", 0)])
+        (res,) = await write_markers(broker, [marker])
+        assert res.error_code == 0
+        plog = broker.log_manager.get_partition("t", 0).log
+        (batch,) = list(logcore.iter_batches(plog.read(0, 1 << 20).read()))
+        assert batch.partition_leader_epoch == 3 and batch.is_control
+        # ISR [leader] is under min.insync.replicas=2: the marker is not committed yet.
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 0
+        await lead(broker, leader=OTHER, epoch=4)
+        (res,) = await write_markers(broker, [marker])
+        assert res.error_code == errors.NotLeaderOrFollowerError.code
+    run(broker, scenario)
