@@ -111,6 +111,7 @@ PYLOG_NOTES: dict[str, str] = {
     "replica.fetch.min.bytes": "Honoured by the follower fetchers (cluster mode): the fetch's `min_bytes`.",
     "replica.fetch.response.max.bytes": "Honoured by the follower fetchers (cluster mode): the fetch's `max_bytes`.",
     "replica.fetch.backoff.ms": "Honoured by the follower fetchers (cluster mode): the pause after a failed fetch.",
+    "replica.high.watermark.checkpoint.interval.ms": "Honoured (cluster mode): high watermarks of replicated partitions go to `replication-offset-checkpoint` this often and at shutdown; a restarted replica starts from them.",
     "num.replica.fetchers": "Honoured (cluster mode): fetcher tasks per leader broker, partitions spread over them by hash.",
     "compression.type": "Honoured through the topic config `compression.type`.",
     "unclean.leader.election.enable": "Single node: there is no other replica to elect; no effect.",

@@ -310,6 +310,9 @@ def _broker_defs() -> list[ConfigDef]:
                   "Bytes a follower asks in each fetch over all its partitions.", at_least(0)),
         ConfigDef("replica.fetch.backoff.ms", "int", 1000,
                   "Pause of a follower's fetcher after a failed fetch.", at_least(0)),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
+                  "How often the high watermarks of replicated partitions are written to "
+                  "replication-offset-checkpoint.", at_least(1)),
         ConfigDef("num.replica.fetchers", "int", 1,
                   "Fetcher tasks per source broker (partitions are spread over them).", at_least(1)),
         ConfigDef("compression.type", "string", "producer", "Compression of stored batches.",

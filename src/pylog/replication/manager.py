@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from logcore.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from pylog import errors
 from pylog.cluster.isr import IsrChange, PartitionLeader, follower_high_watermark
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pylog.replication")
 
 NO_LEADER = -1
+#: Kafka's high-watermark checkpoint in each log directory (``topic partition offset``).
+HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +102,9 @@ class ReplicaManager:
         # acks=all produces waiting for the high watermark, per partition.
         self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        self._hw_task: asyncio.Task[None] | None = None
+        # High watermarks read from the checkpoint at the first LeaderAndIsr (None: not yet).
+        self._checkpointed: dict[tuple[str, int], int] | None = None
         self._isr_writes: set[asyncio.Task[None]] = set()
         #: Every ISR change applied, as (topic, partition, new ISR) (logged too).
         self.isr_changes: list[tuple[str, int, tuple[int, ...]]] = []
@@ -123,6 +130,9 @@ class ReplicaManager:
             self.live_leaders.update(live_leaders)
             self.active = True
             self._start_isr_task()
+            if self._checkpointed is None:
+                self._checkpointed = await asyncio.get_running_loop().run_in_executor(
+                    self.broker.executor, self._read_hw_checkpoint)
             results: dict[tuple[str, int], int] = {}
             for info in partition_states:
                 key = (info.topic, info.partition)
@@ -151,7 +161,10 @@ class ReplicaManager:
                      current.partition_epoch)
             return errors.StaleControllerEpochError.code
         partition = await self._ensure_log(info)
-        hw = current.high_watermark if current is not None else 0
+        if current is not None:
+            hw = current.high_watermark
+        else:  # a restart: the high watermark last checkpointed (Kafka's initial HW)
+            hw = (self._checkpointed or {}).get(key, 0)
         state = ReplicaPartition(info.topic, info.partition, info.leader, info.leader_epoch,
                                  info.partition_epoch, info.replicas, info.isr,
                                  follower_hw=min(hw, partition.log.log_end_offset))
@@ -384,6 +397,35 @@ class ReplicaManager:
     def _start_isr_task(self) -> None:
         if self._isr_task is None:
             self._isr_task = asyncio.ensure_future(self._isr_expiration_loop())
+            self._hw_task = asyncio.ensure_future(self._hw_checkpoint_loop())
+
+    # -- the high-watermark checkpoint -------------------------------------------------------
+
+    def _hw_path(self) -> str:
+        return os.path.join(self.broker.log_manager.log_dir, HW_CHECKPOINT)
+
+    def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            return read_offset_checkpoint(self._hw_path()) or {}
+        except Exception as exc:  # noqa: BLE001 - a bad file costs only the initial HWs
+            log.warning("ignoring %s: %s (high watermarks start at 0 and are learnt again "
+                        "from the followers)", self._hw_path(), exc)
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every replicated partition's high watermark (blocking: a worker thread)."""
+        offsets = {key: state.high_watermark for key, state in list(self.partitions.items())}
+        write_offset_checkpoint(self._hw_path(), offsets)
+
+    async def _hw_checkpoint_loop(self) -> None:
+        interval = self.broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await loop.run_in_executor(self.broker.executor, self.checkpoint_high_watermarks)
+            except Exception:  # noqa: BLE001 - retried at the next interval
+                log.exception("writing %s failed", self._hw_path())
 
     async def _isr_expiration_loop(self) -> None:
         """Kafka's ``isr-expiration`` task: every replica.lag.time.max.ms / 2."""
@@ -443,14 +485,21 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         tasks: list[asyncio.Task[Any]] = list(self._isr_writes)
-        if self._isr_task is not None:
-            self._isr_task.cancel()
-            tasks.append(self._isr_task)
+        for task in (self._isr_task, self._hw_task):
+            if task is not None:
+                task.cancel()
+                tasks.append(task)
         for fetcher in self._fetchers.values():
             tasks.extend(fetcher.stop())
         await asyncio.gather(*tasks, return_exceptions=True)
         for key in list(self._waiting):
             self._fail_waiting(key, errors.NotLeaderOrFollowerError.code)
+        if self.active:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self.broker.executor, self.checkpoint_high_watermarks)
+            except Exception:  # noqa: BLE001 - shutdown goes on
+                log.exception("writing %s at shutdown failed", self._hw_path())
 
 
 def _zk_write_isr(store: Any, state: ReplicaPartition, change: IsrChange,

@@ -235,3 +235,31 @@ def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker)
         (res,) = await write_markers(broker, [marker])
         assert res.error_code == errors.NotLeaderOrFollowerError.code
     run(broker, scenario)
+
+
+def test_high_watermark_is_checkpointed_and_restored_after_a_restart(broker, tmp_path) -> None:
+    async def first() -> None:
+        await lead(broker)
+        assert (await produce(broker, acks=1, n=4)).error_code == 0
+        await fetch(broker, 4, replica_id=OTHER, epoch=0)
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 4
+        assert (await produce(broker, acks=1, n=2)).error_code == 0  # 4..5 not committed
+    run(broker, first)  # its shutdown writes replication-offset-checkpoint
+    path = tmp_path / "data" / "replication-offset-checkpoint"
+    assert path.read_text() == "0\n1\nt 0 4\n"
+    broker.log_manager.shutdown()
+
+    again = Broker(broker.config, clock=ManualClock(time_ms=T0), allow_pure_python=True)
+    again.log_manager.startup()
+    try:
+        async def second() -> None:
+            await lead(again, epoch=1)
+            # Before any follower fetch: consumers see what was committed before the restart.
+            consumer = await fetch(again, 0)
+            assert consumer.high_watermark == 4
+            assert list(logcore.iter_batches(bytes(consumer.records.read())))[-1].last_offset == 3
+        run(again, second)
+    finally:
+        again.log_manager.shutdown()
+        again.io.shutdown()
+        broker.log_manager.startup()  # the fixture closes it again
