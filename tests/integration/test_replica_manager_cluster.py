@@ -24,6 +24,7 @@ from _harness.wire import BrokerConnection
 
 import logcore
 from pylog.protocol.messages import (
+    DeleteRecordsRequest,
     FetchRequest,
     LeaderAndIsrRequest,
     ProduceRequest,
@@ -102,13 +103,14 @@ def consumer_fetch(target: Any, topic: str, offset: int = 0) -> Any:
         return conn.request(body, 12).responses[0].partitions[0]
 
 
-def log_bytes(broker: Any, topic: str, partition: int) -> tuple[bytes, int, list[tuple[int, int]]]:
-    """(every batch's bytes, log end offset, leader epochs) read with logcore from a
-    stopped broker's data directory."""
+def log_bytes(broker: Any, topic: str, partition: int) -> tuple[bytes, int, list[tuple[int, int]], int]:
+    """(every batch's bytes, log end offset, leader epochs, log start offset) read with
+    logcore from a stopped broker's data directory."""
     log = logcore.Log(broker.data_dir / f"{topic}-{partition}")
     try:
-        data = log.read(0, 1 << 30).read() if log.log_end_offset else b""
-        return data, log.log_end_offset, log.leader_epoch_cache.entries
+        start = log.log_start_offset
+        data = log.read(start, 1 << 30).read() if log.log_end_offset > start else b""
+        return data, log.log_end_offset, log.leader_epoch_cache.entries, start
     finally:
         log.close()
 
@@ -143,6 +145,13 @@ def test_acks_all_waits_for_followers_and_replicas_are_byte_identical(new_broker
         assert leader_and_isr(b, brokers, topic_name, [0, 1], leader=1, epoch=0, isr=[1, 2, 3],
                               replicas=[1, 2, 3]) == {0: 0, 1: 0}
     assert produce_all(brokers[1].bootstrap, topic_name, 3000, 2) == []
+    # DeleteRecords on the leader: the followers' log start follows it (their next fetch
+    # carries it, and acks=all below waits for that fetch).
+    D = DeleteRecordsRequest
+    with BrokerConnection(brokers[1].host, brokers[1].port, 10) as conn:
+        resp = conn.request(D(timeout_ms=5000, topics=[D.DeleteRecordsTopic(
+            name=topic_name, partitions=[D.DeleteRecordsPartition(partition_index=1, offset=100)])]))
+    assert resp.topics[0].partitions[0].error_code == 0
 
     # A paused follower holds acks=all (it is still in the ISR) until it resumes.
     from confluent_kafka import Producer
@@ -150,6 +159,7 @@ def test_acks_all_waits_for_followers_and_replicas_are_byte_identical(new_broker
     done: list[Any] = []
     p = Producer({"bootstrap.servers": brokers[1].bootstrap, "acks": "all", "linger.ms": 0})
     p.produce(topic_name, value=b"held", partition=0, on_delivery=lambda e, m: done.append(e))
+    p.produce(topic_name, value=b"after-delete", partition=1)
     p.flush(10)
     assert done == [None]
     brokers[3].proc.send_signal(signal.SIGSTOP)
@@ -165,9 +175,10 @@ def test_acks_all_waits_for_followers_and_replicas_are_byte_identical(new_broker
         assert b.stop() == 0, b.read_log()
     for partition in (0, 1):
         logs = [log_bytes(b, topic_name, partition) for b in brokers.values()]
-        assert logs[0][1] == 1500 + (2 if partition == 0 else 0)
+        assert logs[0][1] == (1502 if partition == 0 else 1501)
+        assert logs[0][3] == (0 if partition == 0 else 100)
         assert logs[0][0] and logs[0] == logs[1] == logs[2]
-        assert logs[0][2] == [(0, 0)]
+        assert logs[0][2] == [(0, logs[0][3])]
 
 
 def test_dead_follower_leaves_the_isr_then_rejoins(new_broker, topic_name) -> None:

@@ -197,6 +197,10 @@ class ReplicaFetcher:
             buf = bytearray(records)
             await broker.io.run_ordered(key, _append_replica, plog, buf)
             broker.waiters.notify(key)
+        if plog.log_start_offset < pd.log_start_offset <= plog.log_end_offset:
+            # The leader's DeleteRecords / retention moved its start: follow it (Kafka's
+            # maybeIncrementLogStartOffset on the follower).
+            await broker.io.run_ordered(key, plog.delete_records_before, pd.log_start_offset)
         manager.on_follower_fetched(state, pd.high_watermark, plog.log_end_offset)
 
 
