@@ -351,6 +351,12 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         resp.error_message = str(exc)
         resp.record_errors = exc.record_errors
         resp.log_start_offset = partition.log.log_start_offset
+        if exc.code == errors.NotLeaderOrFollowerError.code:
+            # KIP-951 (v10+): the leader the client should go to.
+            state = ctx.broker.replicas.partitions.get((partition.topic, partition.index))
+            if state is not None:
+                resp.current_leader = _R.LeaderIdAndEpoch(leader_id=state.leader_id,
+                                                          leader_epoch=state.leader_epoch)
         log.debug("produce to %s-%d from %s refused: %s", partition.topic, partition.index,
                   ctx.peer, exc)
         return resp

@@ -184,7 +184,9 @@ def test_fencing_by_leader_epoch_and_not_leader_on_a_follower(broker) -> None:
         await asyncio.sleep(0.02)
         assert await lead(broker, leader=OTHER, epoch=6) == 0
         assert (await waiting).error_code == errors.NotLeaderOrFollowerError.code
-        assert (await produce(broker, acks=1)).error_code == errors.NotLeaderOrFollowerError.code
+        pr = await produce(broker, acks=1)
+        assert pr.error_code == errors.NotLeaderOrFollowerError.code
+        assert (pr.current_leader.leader_id, pr.current_leader.leader_epoch) == (OTHER, 6)
         assert (await latest(broker))[0] == errors.NotLeaderOrFollowerError.code
         consumer = await fetch(broker, 0)
         assert consumer.error_code == errors.NotLeaderOrFollowerError.code
