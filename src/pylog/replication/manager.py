@@ -11,6 +11,7 @@ Roles come from LeaderAndIsr (``become_leader_or_follower``), as in Kafka's
 - per partition, a leader epoch older than the one applied, or the same epoch with a
   partition epoch that is not newer, is ignored (STALE_CONTROLLER_EPOCH for it);
 - a partition this broker does not list as a replica gets UNKNOWN_TOPIC_OR_PARTITION;
+- a local log whose topic id differs from the request's (v5+) gets INCONSISTENT_TOPIC_ID;
 - missing local logs are created (topic configs from ``broker.cluster.topic_config`` in
   cluster mode);
 - **leader**: records the epoch's start offset in the leader-epoch cache, stops fetching,
@@ -192,6 +193,11 @@ class ReplicaManager:
                          info.topic, info.partition)
             except errors.TopicAlreadyExistsError:
                 topic = manager.topics[info.topic]
+        if info.topic_id is not None and topic.topic_id != info.topic_id:
+            raise errors.InconsistentTopicIdError(
+                f"the local log of {info.topic} has topic id {topic.topic_id}, the controller "
+                f"names {info.topic_id}: the topic was deleted and created again; delete the "
+                "stale local copy (StopReplica with delete) first")
         if len(topic.partitions) <= info.partition:
             topic = await manager.create_partitions_async(broker.executor, info.topic,
                                                           info.partition + 1)

@@ -265,3 +265,19 @@ def test_high_watermark_is_checkpointed_and_restored_after_a_restart(broker, tmp
         again.log_manager.shutdown()
         again.io.shutdown()
         broker.log_manager.startup()  # the fixture closes it again
+
+
+def test_a_topic_id_that_differs_from_the_local_log_is_refused(broker) -> None:
+    import uuid
+
+    async def scenario() -> None:
+        await lead(broker)
+        local = broker.log_manager.topics["t"].topic_id
+        other = uuid.UUID(int=local.int ^ 1)
+        info = PartitionInfo("t", 0, ME, 1, (ME, OTHER), 1, (ME, OTHER), topic_id=other)
+        result = await broker.replicas.become_leader_or_follower(1, 1, -1, [info], {})
+        assert result == {("t", 0): errors.InconsistentTopicIdError.code}
+        assert broker.replicas.partitions[("t", 0)].leader_epoch == 0  # unchanged
+        same = PartitionInfo("t", 0, ME, 1, (ME, OTHER), 1, (ME, OTHER), topic_id=local)
+        assert await broker.replicas.become_leader_or_follower(1, 1, -1, [same], {}) == {("t", 0): 0}
+    run(broker, scenario)
