@@ -333,15 +333,20 @@ class ReplicaManager:
             self._hw_moved(key)
 
     def on_follower_fetch(self, state: ReplicaPartition, replica_id: int, fetch_offset: int,
-                          log_start_offset: int) -> None:
+                          log_start_offset: int, log_end_offset: int) -> None:
         """Record a follower's position (its fetch offset is its log end offset).
+        ``log_end_offset``: the leader's log now (an append finished on a thread may not
+        have been reported by ``on_local_append`` yet).
 
         Raises:
             NotLeaderOrFollowerError / OffsetOutOfRangeError: from the leader's state.
         """
         leader = state.leader
         assert leader is not None
-        moved, change = leader.on_follower_fetch(replica_id, fetch_offset, log_start_offset)
+        moved = leader.on_append(log_end_offset) if log_end_offset > leader.log_end_offset else False
+        moved_by_fetch, change = leader.on_follower_fetch(replica_id, fetch_offset,
+                                                          log_start_offset)
+        moved = moved or moved_by_fetch
         if change is not None:
             self._persist_isr(state, change)
         if moved:

@@ -206,7 +206,7 @@ def _replica_check(ctx: RequestContext, request: Any, state: Any, fp: Any, plog:
                 preferred_read_replica=-1, records=b"")
     try:
         ctx.broker.replicas.on_follower_fetch(state, replica_id, fp.fetch_offset,
-                                              fp.log_start_offset)
+                                              fp.log_start_offset, plog.log_end_offset)
     except errors.ApiError as exc:
         pd = _partition_error(fp.partition, exc.code)
         pd.high_watermark = leader.high_watermark
