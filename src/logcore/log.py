@@ -554,6 +554,14 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 hook(base)
 
     # ------------------------------------------------------------------ truncation
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A new leader: record that ``epoch`` starts at the log end offset (Kafka's
+        ``maybeAssignEpochStartOffset`` on becoming leader), before any append in it."""
+        with self._lock:
+            self._check_open()
+            if self.leader_epoch_cache.latest_epoch != epoch:
+                self.leader_epoch_cache.assign(epoch, self._log_end_offset)
+
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch holding offsets >= ``offset`` (replica divergence).
 

@@ -294,6 +294,27 @@ def _broker_defs() -> list[ConfigDef]:
                   "A compacted log is cleaned when its dirty bytes are more than this share of it.",
                   between(0, 1)),
         ConfigDef("min.insync.replicas", "int", 1, "Replicas that must acknowledge acks=-1.", at_least(1)),
+        # Replication (the replica manager, pylog.replication; Kafka's ReplicationConfigs).
+        ConfigDef("replica.lag.time.max.ms", "long", 30000,
+                  "A follower that has not caught up with the leader's log end for this long is "
+                  "removed from the ISR.", at_least(1)),
+        ConfigDef("replica.fetch.max.bytes", "int", 1048576,
+                  "Bytes a follower asks per partition in each fetch (a larger first batch is "
+                  "still returned whole).", at_least(0)),
+        ConfigDef("replica.fetch.wait.max.ms", "int", 500,
+                  "Longest wait of a follower's fetch at the leader; keep it below "
+                  "replica.lag.time.max.ms.", at_least(0)),
+        ConfigDef("replica.fetch.min.bytes", "int", 1,
+                  "Bytes a follower's fetch waits for (up to replica.fetch.wait.max.ms).", at_least(1)),
+        ConfigDef("replica.fetch.response.max.bytes", "int", 10485760,
+                  "Bytes a follower asks in each fetch over all its partitions.", at_least(0)),
+        ConfigDef("replica.fetch.backoff.ms", "int", 1000,
+                  "Pause of a follower's fetcher after a failed fetch.", at_least(0)),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
+                  "How often the high watermarks of replicated partitions are written to "
+                  "replication-offset-checkpoint.", at_least(1)),
+        ConfigDef("num.replica.fetchers", "int", 1,
+                  "Fetcher tasks per source broker (partitions are spread over them).", at_least(1)),
         ConfigDef("compression.type", "string", "producer", "Compression of stored batches.",
                   one_of(*_COMPRESSION_TYPES, case_insensitive=True)),
         ConfigDef("unclean.leader.election.enable", "boolean", False, "Allow unclean leader election."),

@@ -234,7 +234,7 @@ def test_unsupported_versions(conn, topic_name) -> None:
     del Response
 
 
-def test_api_versions_advertises_exactly_issues_4_7_and_10(conn) -> None:
+def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
     assert conn.versions == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
         21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
@@ -247,6 +247,8 @@ def test_api_versions_advertises_exactly_issues_4_7_and_10(conn) -> None:
         27: (0, 1), 61: (0, 0),
         # issue 10: transactions, group coordinator side
         28: (0, 4),
+        # issue 11: replication, the controller's requests to brokers
+        4: (0, 7), 5: (0, 4),
     }
 
 

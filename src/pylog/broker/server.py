@@ -28,6 +28,7 @@ from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig
 from pylog.group.service import GroupService
 from pylog.log import LogManager
+from pylog.replication import ReplicaManager
 from pylog.txn.service import TransactionService
 
 log = logging.getLogger("pylog.broker")
@@ -87,6 +88,11 @@ class Broker:
         self.groups = GroupService(self)
         # The transaction coordinator for every __transaction_state partition (pylog.txn.service).
         self.txns = TransactionService(self)
+        # Leader / follower roles of the partitions (pylog.replication); holds nothing and
+        # costs nothing on the request paths until a controller sends LeaderAndIsr.
+        self.replicas = ReplicaManager(self)
+        # The cluster runtime (ZooKeeper mode); None on a single node.
+        self.cluster: Any = None
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -222,6 +228,7 @@ class Broker:
         # Before the connections: parked JoinGroup/SyncGroup requests are answered now
         # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
         # are appended first.
+        await self.replicas.shutdown()
         await self.groups.shutdown()
         await self.txns.shutdown()
         conns = list(self.connections)

@@ -634,12 +634,14 @@ class LogManager:
 
     async def create_topic_async(self, executor: Any, name: str, num_partitions: int | None = None,
                                  replication_factor: int = 1,
-                                 configs: Mapping[str, Any] | None = None) -> Topic:
+                                 configs: Mapping[str, Any] | None = None, *,
+                                 topic_id: uuid.UUID | None = None) -> Topic:
+        """Create a topic (``topic_id``: the cluster's id of it, for a replica; new when None)."""
         async with self._admin_lock():
             loop = asyncio.get_running_loop()
             num_partitions, replication_factor = self._resolve_defaults(num_partitions, replication_factor)
             overrides = self.check_new_topic(name, num_partitions, replication_factor, configs or {})
-            topic = Topic(name, _topics.new_topic_id(), [], overrides)
+            topic = Topic(name, topic_id or _topics.new_topic_id(), [], overrides)
             parts = await loop.run_in_executor(executor, self._open_partitions, topic, 0, num_partitions)
             topic.partitions.extend(parts)
             self._add(topic)

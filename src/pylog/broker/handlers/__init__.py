@@ -43,6 +43,7 @@ from pylog.broker.handlers import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -53,6 +54,7 @@ from pylog.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -96,6 +98,8 @@ _MODULES: tuple[ModuleType, ...] = (
     end_txn,
     describe_transactions,
     txn_offset_commit,
+    leader_and_isr,
+    stop_replica,
 )
 
 

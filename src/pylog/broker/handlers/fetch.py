@@ -12,7 +12,10 @@ the handler waits on the per-partition append notifications of every partition i
 a fetch in which any partition has an error (the others' data goes with it).
 
 Single node: the high watermark is the log end offset (an append is committed when it is
-written). ``isolation_level`` 1 (read_committed) reads only up to the last stable offset
+written). A replicated partition (cluster mode, ``broker.replicas``): consumers read below
+the leader's high watermark, a follower (``replica_id`` >= 0) reads to the log end and its
+fetch offset moves the ISR and high watermark; leader-epoch fencing and the diverging epoch
+(v12+) are ``_replica_check``'s (docs/replication.md, "The replica manager"). ``isolation_level`` 1 (read_committed) reads only up to the last stable offset
 (the first offset of the oldest open transaction, else the high watermark) and lists the
 aborted transactions overlapping the returned batches (``Log.aborted_transactions``
 from the ``.txnindex`` files; the consumer drops those producers' batches from each
@@ -37,6 +40,7 @@ from pylog import errors
 from pylog.broker import io_threads
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
+from pylog.replication.epochs import diverging_epoch
 
 if TYPE_CHECKING:
     from pylog.broker.handlers import RequestContext
@@ -93,6 +97,8 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
     any_data = False
     any_error = False
     committed = request.isolation_level == 1
+    replicas = ctx.broker.replicas
+    replicated = replicas.active  # False on a single node: no replica work below
     for ft in request.topics:
         topic = manager.topics.get(ft.topic)
         parts = []
@@ -100,22 +106,35 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
                 parts.append(_partition_error(fp.partition, errors.UnknownTopicOrPartitionError.code))
                 continue
-            if fp.current_leader_epoch > LEADER_EPOCH:
-                # The client knows a newer leader than we are (KIP-320): it must refresh.
-                parts.append(_partition_error(fp.partition, errors.UnknownLeaderEpochError.code))
-                continue
             p = topic.partitions[fp.partition]
             plog = p.log
-            hw = plog.log_end_offset
+            state = replicas.partitions.get((p.topic, p.index)) if replicated else None
+            if state is None:
+                if fp.current_leader_epoch > LEADER_EPOCH:
+                    # The client knows a newer leader than we are (KIP-320): it must refresh.
+                    parts.append(_partition_error(fp.partition, errors.UnknownLeaderEpochError.code))
+                    continue
+                hw = end = plog.log_end_offset
+            else:
+                refused = _replica_check(ctx, request, state, fp, plog)
+                if refused is not None:
+                    parts.append(refused)
+                    any_error = True  # an error or a diverging epoch: answer at once
+                    continue
+                hw = state.high_watermark
+                end = plog.log_end_offset
             lso = plog.last_stable_offset(hw)
             start = plog.log_start_offset
             keys.append((p.topic, p.index))
-            if fp.fetch_offset < start or fp.fetch_offset > hw:
+            if fp.fetch_offset < start or fp.fetch_offset > end:
                 pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
                 pd.high_watermark, pd.last_stable_offset, pd.log_start_offset = hw, lso, start
                 parts.append(pd)
                 continue
-            bound = lso if committed else hw
+            if state is not None and request.replica_id >= 0:
+                bound = end  # a follower reads up to the log end
+            else:
+                bound = lso if committed else hw
             records: Any = b""
             aborted: list[Any] | None = [] if committed else None
             limit = min(fp.partition_max_bytes, remaining)
@@ -151,6 +170,49 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
         if not any_error:
             any_error = any(pd.error_code for pd in parts)
     return topics, total, keys, any_error
+
+
+def _replica_check(ctx: RequestContext, request: Any, state: Any, fp: Any, plog: Any) -> Any:
+    """A replicated partition (cluster mode): the leader-epoch checks (KIP-320), the
+    follower's position (ISR and high watermark) and its diverging epoch (Fetch v12+).
+    Returns a response entry that replaces the read (an error, or a diverging epoch), or
+    None to read."""
+    leader = state.leader
+    code = 0
+    if leader is None:
+        code = errors.NotLeaderOrFollowerError.code
+    elif fp.current_leader_epoch > state.leader_epoch:
+        code = errors.UnknownLeaderEpochError.code
+    elif 0 <= fp.current_leader_epoch < state.leader_epoch:
+        code = errors.FencedLeaderEpochError.code
+    if code:
+        pd = _partition_error(fp.partition, code)
+        pd.current_leader = _R.LeaderIdAndEpoch(leader_id=state.leader_id,
+                                                leader_epoch=state.leader_epoch)
+        return pd
+    replica_id = request.replica_id
+    if replica_id < 0:
+        return None
+    if ctx.api_version >= 12:
+        diverging = diverging_epoch(plog.leader_epoch_cache.entries, fp.last_fetched_epoch,
+                                    fp.fetch_offset, plog.log_end_offset)
+        if diverging is not None:
+            hw = leader.high_watermark
+            return _R.PartitionData(
+                partition_index=fp.partition, error_code=0, high_watermark=hw,
+                last_stable_offset=plog.last_stable_offset(hw),
+                log_start_offset=plog.log_start_offset, aborted_transactions=None,
+                diverging_epoch=_R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1]),
+                preferred_read_replica=-1, records=b"")
+    try:
+        ctx.broker.replicas.on_follower_fetch(state, replica_id, fp.fetch_offset,
+                                              fp.log_start_offset, plog.log_end_offset)
+    except errors.ApiError as exc:
+        pd = _partition_error(fp.partition, exc.code)
+        pd.high_watermark = leader.high_watermark
+        pd.log_start_offset = plog.log_start_offset
+        return pd
+    return None
 
 
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:

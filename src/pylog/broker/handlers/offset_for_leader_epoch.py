@@ -3,6 +3,9 @@
 A single node has been the leader since epoch 0: the end offset of epoch 0 (and of any
 later epoch a client asks about, which cannot exist yet) is the log end offset. A client
 whose current leader epoch is newer than ours is told UNKNOWN_LEADER_EPOCH; older, FENCED.
+A replicated partition (cluster mode) is answered by its leader from the leader-epoch cache
+(followers truncating and clients checking for truncation alike); a follower answers
+NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import OffsetForLeaderEpochResponse
+from pylog.replication.epochs import epoch_end_offset
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -25,15 +29,34 @@ def _part(index: int, code: int, epoch: int = -1, end: int = -1) -> Any:
     return _R.EpochEndOffset(error_code=code, partition=index, leader_epoch=epoch, end_offset=end)
 
 
+def _replicated(state: Any, p: Any, plog: Any) -> Any:
+    """A replicated partition (cluster mode): answered by its leader from the leader-epoch
+    cache (Kafka's ``LeaderEpochFileCache.endOffsetFor``), for followers and clients."""
+    if state.leader is None:
+        return _part(p.partition, errors.NotLeaderOrFollowerError.code)
+    if p.current_leader_epoch > state.leader_epoch:
+        return _part(p.partition, errors.UnknownLeaderEpochError.code)
+    if 0 <= p.current_leader_epoch < state.leader_epoch:
+        return _part(p.partition, errors.FencedLeaderEpochError.code)
+    epoch, end = epoch_end_offset(plog.leader_epoch_cache.entries, p.leader_epoch,
+                                  plog.log_end_offset)
+    return _part(p.partition, 0, epoch, end)
+
+
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
+    replicas = ctx.broker.replicas
     topics = []
     for t in request.topics:
         topic = manager.topics.get(t.topic)
         parts = []
         for p in t.partitions:
+            state = (replicas.partitions.get((t.topic, p.partition)) if replicas.active
+                     else None)
             if topic is None or not 0 <= p.partition < len(topic.partitions):
                 parts.append(_part(p.partition, errors.UnknownTopicOrPartitionError.code))
+            elif state is not None:
+                parts.append(_replicated(state, p, topic.partitions[p.partition].log))
             elif p.current_leader_epoch > LEADER_EPOCH:
                 parts.append(_part(p.partition, errors.UnknownLeaderEpochError.code))
             elif 0 <= p.current_leader_epoch < LEADER_EPOCH:  # pragma: no cover - epoch is 0

@@ -6,7 +6,11 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 ``ProduceRequest.validateRecords``, ``LogValidator``):
 
 1. the topic exists (auto-created when enabled) and the partition exists;
-2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS);
+2. acks=-1 needs ``min.insync.replicas`` <= 1 on a single node (NOT_ENOUGH_REPLICAS); a
+   replicated partition (cluster mode, ``broker.replicas``) is appended to by its leader
+   only (NOT_LEADER_OR_FOLLOWER), acks=-1 needs its ISR at min ISR, the batch gets the
+   leader epoch, and acks=-1 answers once the high watermark passes the batch
+   (docs/replication.md, "The replica manager");
 3. the record set is exactly one magic-2 batch (v3+), not a control batch ("Clients may
    not write control batches"): INVALID_RECORD otherwise. A transactional batch (0x10)
    is accepted; the first one of a producer on a partition (no open transaction there)
@@ -196,7 +200,7 @@ def _recompress(records: Any, codec: str) -> Any:
         raise AppendError(errors.CorruptMessageError.code, str(exc)) from None
 
 
-def _append_now(partition: Any, records: Any, acks: int) -> Any:
+def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEADER_EPOCH) -> Any:
     """Steps 2-5 for one partition. Thread-safe (Log.append serialises on the log's lock);
     runs on an I/O thread unless ``_inline`` allows the loop."""
     config = partition.config
@@ -211,7 +215,7 @@ def _append_now(partition: Any, records: Any, acks: int) -> Any:
     if codec != "producer":
         records = _recompress(records, "none" if codec == "uncompressed" else codec)
     try:
-        return partition.log.append(records, leader_epoch=LEADER_EPOCH)
+        return partition.log.append(records, leader_epoch=leader_epoch)
     except logcore.InvalidTimestampError as exc:
         raise _timestamp_error(exc) from None
     except logcore.InvalidRecordError as exc:
@@ -247,15 +251,40 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     """
     key = (partition.topic, partition.index)
     io = broker.io
+    replicas = broker.replicas
+    epoch = LEADER_EPOCH
+    if replicas.active:  # cluster mode only: a single node never gets here
+        state = replicas.partitions.get(key)
+        if state is not None:
+            acks, epoch = _replica_checks(broker, state, acks)
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
     if not io.busy(key) and _inline(partition, records):
-        info = _append_now(partition, records, acks)
+        info = _append_now(partition, records, acks, epoch)
     else:
-        info = await io.run_ordered(key, _append_now, partition, records, acks)
+        info = await io.run_ordered(key, _append_now, partition, records, acks, epoch)
     if not info.duplicate:
+        if replicas.active:
+            replicas.on_local_append(key, partition.log.log_end_offset)
         broker.waiters.notify(key)
     return info
+
+
+def _replica_checks(broker: Any, state: Any, acks: int) -> tuple[int, int]:
+    """A replicated partition: only its leader appends, acks=-1 needs the ISR at min ISR
+    (checked here on the real ISR, so ``_append_now``'s single-node check is skipped).
+    Returns the acks for ``_append_now`` and the leader epoch to stamp."""
+    leader = state.leader
+    if leader is None:
+        raise AppendError(errors.NotLeaderOrFollowerError.code,
+                          f"broker {broker.node_id} is not the leader of {state.topic}-{state.index} "
+                          f"(broker {state.leader_id} is, in epoch {state.leader_epoch}): "
+                          "refresh the metadata")
+    try:
+        leader.check_before_append(acks)
+    except errors.NotEnoughReplicasError as exc:
+        raise AppendError(exc.code, f"{exc} for partition {state.topic}-{state.index}") from None
+    return 1, state.leader_epoch
 
 
 _PRODUCER = struct.Struct(">qh")  # producer id, epoch at byte 43
@@ -300,7 +329,7 @@ async def _verify_txn(ctx: RequestContext, transactional_id: str | None, partiti
 
 
 async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int,
-                             transactional_id: str | None = None) -> Any:
+                             transactional_id: str | None = None, timeout_ms: int = 30000) -> Any:
     resp = _R.PartitionProduceResponse(index=pd.index, error_code=0, base_offset=-1,
                                        log_append_time_ms=-1, log_start_offset=-1)
     if not 0 <= pd.index < len(topic.partitions):
@@ -322,12 +351,23 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         resp.error_message = str(exc)
         resp.record_errors = exc.record_errors
         resp.log_start_offset = partition.log.log_start_offset
+        if exc.code == errors.NotLeaderOrFollowerError.code:
+            # KIP-951 (v10+): the leader the client should go to.
+            state = ctx.broker.replicas.partitions.get((partition.topic, partition.index))
+            if state is not None:
+                resp.current_leader = _R.LeaderIdAndEpoch(leader_id=state.leader_id,
+                                                          leader_epoch=state.leader_epoch)
         log.debug("produce to %s-%d from %s refused: %s", partition.topic, partition.index,
                   ctx.peer, exc)
         return resp
     resp.base_offset = info.first_offset
     resp.log_append_time_ms = info.log_append_time_ms
     resp.log_start_offset = info.log_start_offset
+    replicas = ctx.broker.replicas
+    if acks == -1 and replicas.active and (partition.topic, partition.index) in replicas.partitions:
+        # acks=all on a replicated partition: wait until the high watermark passes the batch.
+        resp.error_code = await replicas.wait_for_acks((partition.topic, partition.index),
+                                                       info.last_offset + 1, timeout_ms)
     return resp
 
 
@@ -353,7 +393,8 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
             if topic_error is not None:
                 jobs.append(_failed(pd.index, topic_error))
             else:
-                jobs.append(_produce_partition(ctx, topic, pd, acks, request.transactional_id))
+                jobs.append(_produce_partition(ctx, topic, pd, acks, request.transactional_id,
+                                               request.timeout_ms))
     if len(jobs) == 1:
         parts = [await jobs[0]]
     else:

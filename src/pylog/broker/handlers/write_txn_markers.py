@@ -46,10 +46,10 @@ _R = WriteTxnMarkersResponse
 log = logging.getLogger("pylog.broker.write_txn_markers")
 
 
-def _append_marker(partition: Any, marker: TxnMarker) -> Any:
+def _append_marker(partition: Any, marker: TxnMarker, leader_epoch: int = LEADER_EPOCH) -> Any:
     return partition.log.append_control(
         marker.producer_id, marker.producer_epoch, commit=marker.commit,
-        coordinator_epoch=marker.coordinator_epoch, leader_epoch=LEADER_EPOCH)
+        coordinator_epoch=marker.coordinator_epoch, leader_epoch=leader_epoch)
 
 
 async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
@@ -63,9 +63,17 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
     partition = topic.partitions[index]
     key = (partition.topic, partition.index)
     io = broker.io
+    replicas = broker.replicas
+    epoch = LEADER_EPOCH
+    if replicas.active:  # cluster mode: only the leader writes markers, in its epoch
+        state = replicas.partitions.get(key)
+        if state is not None:
+            if state.leader is None:
+                return result(errors.NotLeaderOrFollowerError.code)
+            epoch = state.leader_epoch
     try:
-        if io.busy(key):
-            info = await io.run_ordered(key, _append_marker, partition, marker)
+        if io.busy(key) or epoch != LEADER_EPOCH:
+            info = await io.run_ordered(key, _append_marker, partition, marker, epoch)
         else:
             info = _append_marker(partition, marker)  # one small batch: cheap inline
     except logcore.LogcoreError as exc:
@@ -74,6 +82,8 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
                  "COMMIT" if marker.commit else "ABORT", marker.producer_id,
                  marker.producer_epoch, topic_name, index, exc)
         return result(code)
+    if replicas.active:
+        replicas.on_local_append(key, partition.log.log_end_offset)
     broker.waiters.notify(key)
     if topic_name == GROUP_METADATA_TOPIC_NAME:
         hook = getattr(broker.groups, "on_txn_marker", None)

@@ -52,10 +52,10 @@ def test_a_cheap_append_queues_behind_one_on_a_thread(broker, monkeypatch) -> No
     gate = threading.Event()
     real = produce._append_now
 
-    def slow_append(partition: Any, records: Any, acks: int) -> Any:
+    def slow_append(partition: Any, records: Any, acks: int, *epoch: int) -> Any:
         if threading.current_thread() is not threading.main_thread():
             gate.wait(5)  # hold the thread-side append until the cheap one has arrived
-        return real(partition, records, acks)
+        return real(partition, records, acks, *epoch)
 
     monkeypatch.setattr(produce, "_append_now", slow_append)
 

@@ -14,7 +14,7 @@ def test_api_key_names_match_the_specs() -> None:
         assert key.name.replace("_", "") == spec[: -len("Request")].upper()
 
 
-def test_advertised_table_is_issues_4_7_and_10() -> None:
+def test_advertised_table_is_issues_4_7_10_and_11() -> None:
     assert ADVERTISED == {
         0: (0, 11), 1: (4, 12), 2: (1, 7), 3: (0, 12), 18: (0, 4), 19: (2, 7), 20: (1, 6),
         21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1),
@@ -27,6 +27,8 @@ def test_advertised_table_is_issues_4_7_and_10() -> None:
         28: (0, 4),
         # issue 10: the transaction coordinator (transaction.version 0)
         24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
+        # issue 11: replication, the controller's requests to brokers
+        4: (0, 7), 5: (0, 4),
     }
 
 

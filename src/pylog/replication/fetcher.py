@@ -1,0 +1,234 @@
+"""``ReplicaFetcher``: one task fetching a set of partitions from one leader broker.
+
+Kafka's ``ReplicaFetcherThread`` / ``AbstractFetcherThread``, on asyncio. Each round sends
+one Fetch (v12: topic names, ``last_fetched_epoch``) with ``replica_id`` = this broker,
+``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` / ``replica.fetch.max.bytes``
+/ ``replica.fetch.response.max.bytes``; the fetch offset of each partition is its log end
+offset. Per partition in the response:
+
+- records: appended with logcore's replica path (``Log.append(assign_offsets=False)``: the
+  leader's offsets and epochs are kept, the leader-epoch cache follows the batches), on the
+  partition's ordered I/O queue; the follower's high watermark becomes min(leader's, LEO);
+- ``diverging_epoch``: the log is truncated where ``epochs.truncation_offset`` says (with
+  cleaning paused), then fetching goes on from there;
+- OFFSET_OUT_OF_RANGE: a log wholly behind the leader's start restarts empty there;
+  otherwise it is cut to the leader's high watermark;
+- NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH and other errors: the
+  partition waits ``replica.fetch.backoff.ms`` (a LeaderAndIsr will move it).
+
+Responses are only applied to partitions that still follow this leader in the epoch the
+request named (a LeaderAndIsr may have moved them while the fetch was in flight).
+A connection failure backs off ``replica.fetch.backoff.ms`` and reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.replication.epochs import truncation_offset
+
+if TYPE_CHECKING:
+    from pylog.replication.manager import ReplicaManager
+
+log = logging.getLogger("pylog.replication.fetcher")
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, leader_id: int, fetcher_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.keys: set[tuple[str, int]] = set()
+        self._delayed: dict[tuple[str, int], float] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None
+        self._stopped = False
+        self.rounds = 0
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(leader={self.leader_id}, id={self.fetcher_id})"
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> list[asyncio.Task[Any]]:
+        # A flag as well as the cancellation: a cancel that lands while a connect fails
+        # can be swallowed by asyncio.wait_for (3.11), and the loop must still end.
+        self._stopped = True
+        self._wake.set()
+        tasks: list[asyncio.Task[Any]] = []
+        if self._task is not None:
+            self._task.cancel()
+            tasks.append(self._task)
+        if self._conn is not None:
+            tasks.append(asyncio.ensure_future(self._conn.close()))
+            self._conn = None
+        return tasks
+
+    def add(self, key: tuple[str, int]) -> None:
+        self.keys.add(key)
+        self._delayed.pop(key, None)
+        self._wake.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.keys.discard(key)
+        self._delayed.pop(key, None)
+
+    async def _connect(self) -> Any:
+        from pylog.client.aio._connection import BrokerConnection
+        address = self.manager.leader_address(self.leader_id)
+        if address is None:
+            raise errors.LeaderNotAvailableError(f"no address known for broker {self.leader_id}")
+        config = self.manager.broker.config
+        timeout = (config["replica.fetch.wait.max.ms"] + 30_000) / 1000.0
+        conn = BrokerConnection(address[0], address[1], node_id=self.leader_id,
+                                client_id=f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
+                                request_timeout=timeout, max_in_flight=1)
+        await conn.connect(timeout)
+        return conn
+
+    async def _run(self) -> None:
+        config = self.manager.broker.config
+        backoff = config["replica.fetch.backoff.ms"] / 1000.0
+        loop = asyncio.get_running_loop()
+        while not self._stopped:
+            now = loop.time()
+            ready = [k for k in self.keys if self._delayed.get(k, 0.0) <= now]
+            if not ready:
+                self._wake.clear()
+                delay = min((t - now for k, t in self._delayed.items() if k in self.keys),
+                            default=None)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay if delay is not None else 3600.0)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await self._connect()
+                await self._fetch_once(ready)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the fetcher must keep running
+                if self._stopped:
+                    return
+                log.info("%r: fetch failed (%s: %s); retrying in %.1f s", self, type(exc).__name__,
+                         exc, backoff)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(backoff)
+
+    def _request(self, ready: list[tuple[str, int]]) -> tuple[Any, dict[tuple[str, int], int]]:
+        from pylog.protocol.messages import FetchRequest
+        manager = self.manager
+        config = manager.broker.config
+        topics: dict[str, list[Any]] = {}
+        epochs: dict[tuple[str, int], int] = {}
+        for key in sorted(ready):
+            state = manager.follower_state(key, self.leader_id)
+            partition = manager.broker.log_manager.get_partition(*key)
+            if state is None or partition is None:
+                self.keys.discard(key)
+                continue
+            plog = partition.log
+            last_epoch = plog.leader_epoch_cache.latest_epoch
+            epochs[key] = state.leader_epoch
+            topics.setdefault(key[0], []).append(FetchRequest.FetchPartition(
+                partition=key[1], current_leader_epoch=state.leader_epoch,
+                fetch_offset=plog.log_end_offset,
+                last_fetched_epoch=-1 if last_epoch is None else last_epoch,
+                log_start_offset=plog.log_start_offset,
+                partition_max_bytes=config["replica.fetch.max.bytes"]))
+        request = FetchRequest(
+            replica_id=manager.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"],
+            max_bytes=config["replica.fetch.response.max.bytes"], isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[], rack_id="")
+        return request, epochs
+
+    async def _fetch_once(self, ready: list[tuple[str, int]]) -> None:
+        request, epochs = self._request(ready)
+        if not epochs:
+            return
+        response = await self._conn.send(request, min(self._conn.version_for(type(request)), 12))
+        self.rounds += 1
+        if response.error_code:
+            cls = errors.error_for_code(response.error_code) or errors.UnknownServerError
+            raise cls(f"fetch from broker {self.leader_id} failed")
+        for topic in response.responses:
+            for pd in topic.partitions:
+                key = (topic.topic, pd.partition_index)
+                state = self.manager.follower_state(key, self.leader_id)
+                if state is None or key not in epochs or state.leader_epoch != epochs[key]:
+                    continue  # moved while the fetch was in flight
+                await self._handle_partition(key, state, pd)
+
+    async def _handle_partition(self, key: tuple[str, int], state: Any, pd: Any) -> None:
+        manager = self.manager
+        broker = manager.broker
+        partition = broker.log_manager.get_partition(*key)
+        if partition is None:
+            return
+        plog = partition.log
+        if pd.error_code == errors.OffsetOutOfRangeError.code:
+            await broker.io.run_ordered(key, _reset_out_of_range, broker.log_manager, partition,
+                                        pd.log_start_offset, pd.high_watermark)
+            return
+        if pd.error_code:
+            log.info("%r: %s-%d: error %d; retrying after the backoff", self, key[0], key[1],
+                     pd.error_code)
+            loop = asyncio.get_running_loop()
+            self._delayed[key] = loop.time() + broker.config["replica.fetch.backoff.ms"] / 1000.0
+            return
+        diverging = getattr(pd, "diverging_epoch", None)
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            await broker.io.run_ordered(key, _truncate, broker.log_manager, partition,
+                                        diverging.epoch, diverging.end_offset, state.follower_hw)
+            return
+        records = pd.records
+        if records is not None and len(records):
+            buf = bytearray(records)
+            await broker.io.run_ordered(key, _append_replica, plog, buf)
+            broker.waiters.notify(key)
+        if plog.log_start_offset < pd.log_start_offset <= plog.log_end_offset:
+            # The leader's DeleteRecords / retention moved its start: follow it (Kafka's
+            # maybeIncrementLogStartOffset on the follower).
+            await broker.io.run_ordered(key, plog.delete_records_before, pd.log_start_offset)
+        manager.on_follower_fetched(state, pd.high_watermark, plog.log_end_offset)
+
+
+def _append_replica(plog: Any, buf: bytearray) -> Any:
+    """The replica append (I/O thread): offsets and leader epochs as the leader wrote them."""
+    return plog.append(buf, assign_offsets=False)
+
+
+def _truncate(log_manager: Any, partition: Any, leader_epoch: int, leader_end: int,
+              high_watermark: int) -> None:
+    plog = partition.log
+    leo = plog.log_end_offset
+    offset, settled = truncation_offset(leader_epoch, leader_end, plog.leader_epoch_cache.entries,
+                                        leo, high_watermark)
+    if offset < high_watermark:
+        log.warning("%s-%d: truncating to %d, below the high watermark %d", partition.topic,
+                    partition.index, offset, high_watermark)
+    if log_manager.truncate_to(partition, offset):
+        log.info("%s-%d: truncated from %d to %d (leader epoch %d ends at %d on the leader%s)",
+                 partition.topic, partition.index, leo, plog.log_end_offset, leader_epoch,
+                 leader_end, "" if settled else "; checking an older epoch next")
+
+
+def _reset_out_of_range(log_manager: Any, partition: Any, leader_start: int, leader_hw: int) -> None:
+    plog = partition.log
+    if plog.log_end_offset < leader_start:
+        log.info("%s-%d: log end %d is behind the leader's start %d: restarting empty there",
+                 partition.topic, partition.index, plog.log_end_offset, leader_start)
+        plog.truncate_fully_and_start_at(leader_start)
+    elif leader_hw >= 0 and plog.log_end_offset > leader_hw:
+        log_manager.truncate_to(partition, leader_hw)

@@ -1,0 +1,283 @@
+"""The replica manager driven in-process, without sockets: LeaderAndIsr applied directly,
+Produce / Fetch / OffsetForLeaderEpoch through the handlers' dispatcher, a follower's
+fetches made up as Fetch requests with its replica id. Kafka's PartitionTest /
+ReplicaManagerTest cases: acks=all waits for the ISR, high watermark bounds consumers,
+fencing by leader epoch, stale requests ignored, ISR shrink under min ISR."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import logcore
+from pylog import errors
+from pylog._clock import ManualClock
+from pylog.broker import handlers
+from pylog.broker.server import Broker
+from pylog.config import BrokerConfig
+from pylog.protocol.messages import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+)
+from pylog.replication import PartitionInfo
+
+T0 = 1_700_000_000_000
+ME, OTHER = 0, 7
+
+
+@pytest.fixture
+def broker(tmp_path):
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "auto.create.topics.enable": "false",
+                           "replica.lag.time.max.ms": "10000", "min.insync.replicas": "2"})
+    b = Broker(config, clock=ManualClock(time_ms=T0), allow_pure_python=True)
+    b.log_manager.startup()
+    yield b
+    b.log_manager.shutdown()
+    b.io.shutdown()
+
+
+def run(broker: Broker, scenario: Callable[[], Awaitable[Any]]) -> Any:
+    async def go() -> Any:
+        try:
+            return await asyncio.wait_for(scenario(), 20)
+        finally:
+            await broker.replicas.shutdown()
+    return asyncio.run(go())
+
+
+def _ctx(broker: Broker, key: int, version: int) -> handlers.RequestContext:
+    return handlers.RequestContext(broker, key, version, 1, "test", "127.0.0.1:1")
+
+
+def batch(n: int = 3) -> bytearray:
+    b = logcore.BatchBuilder()
+    for i in range(n):
+        b.append(b"v%d" % i, timestamp_ms=T0)
+    return bytearray(b.build())
+
+
+async def produce(broker: Broker, acks: int = -1, n: int = 3, timeout_ms: int = 5000) -> Any:
+    R = ProduceRequest
+    body = R(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[R.TopicProduceData(
+        name="t", partition_data=[R.PartitionProduceData(index=0, records=batch(n))])])
+    resp = await handlers.dispatch(_ctx(broker, 0, 9), body)
+    return resp.responses[0].partition_responses[0]
+
+
+async def fetch(broker: Broker, offset: int, replica_id: int = -1, epoch: int = -1,
+                last_fetched_epoch: int = -1, version: int = 12) -> Any:
+    F = FetchRequest
+    body = F(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+             isolation_level=0, session_id=0, session_epoch=-1, topics=[F.FetchTopic(
+                 topic="t", partitions=[F.FetchPartition(
+                     partition=0, current_leader_epoch=epoch, fetch_offset=offset,
+                     last_fetched_epoch=last_fetched_epoch, log_start_offset=0,
+                     partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+    resp = await handlers.dispatch(_ctx(broker, 1, version), body)
+    return resp.responses[0].partitions[0]
+
+
+async def latest(broker: Broker, epoch: int = -1) -> tuple[int, int, int]:
+    L = ListOffsetsRequest
+    body = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="t", partitions=[
+        L.ListOffsetsPartition(partition_index=0, current_leader_epoch=epoch, timestamp=-1)])])
+    part = (await handlers.dispatch(_ctx(broker, 2, 7), body)).topics[0].partitions[0]
+    return part.error_code, part.offset, part.leader_epoch
+
+
+async def lead(broker: Broker, leader: int = ME, epoch: int = 0, isr: tuple[int, ...] = (ME, OTHER),
+               partition_epoch: int = 0, controller_epoch: int = 1) -> int:
+    info = PartitionInfo("t", 0, leader, epoch, isr, partition_epoch, (ME, OTHER))
+    result = await broker.replicas.become_leader_or_follower(
+        1, controller_epoch, -1, [info], {OTHER: ("127.0.0.1", 1)})
+    return result[("t", 0)]
+
+
+def test_acks_all_waits_for_the_follower_and_consumers_read_below_the_high_watermark(broker) -> None:
+    async def scenario() -> None:
+        assert await lead(broker) == 0
+        waiting = asyncio.ensure_future(produce(broker))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # the follower has not fetched it yet
+        assert broker.replicas.waiting_count() == 1
+        consumer = await fetch(broker, 0)
+        assert consumer.error_code == 0 and consumer.high_watermark == 0
+        assert not consumer.records  # written, not committed: invisible
+        assert await latest(broker) == (0, 0, -1)  # "latest" is the high watermark
+        follower = await fetch(broker, 0, replica_id=OTHER, epoch=0)
+        assert follower.error_code == 0 and len(follower.records) > 0  # reads past the HW
+        assert not waiting.done()
+        follower = await fetch(broker, 3, replica_id=OTHER, epoch=0)  # it has 0..2 now
+        assert follower.high_watermark == 3
+        pr = await asyncio.wait_for(waiting, 5)
+        assert pr.error_code == 0 and pr.base_offset == 0
+        consumer = await fetch(broker, 0)
+        assert consumer.high_watermark == 3 and len(consumer.records) > 0
+        assert await latest(broker) == (0, 3, 0)
+        assert (await latest(broker, epoch=1))[0] == errors.UnknownLeaderEpochError.code
+    run(broker, scenario)
+
+
+def test_isr_shrinks_after_the_lag_time_and_acks_all_is_then_refused(broker) -> None:
+    clock = broker.clock
+    assert isinstance(clock, ManualClock)
+
+    async def scenario() -> None:
+        await lead(broker)
+        assert (await produce(broker, acks=1)).error_code == 0
+        await fetch(broker, 3, replica_id=OTHER, epoch=0)
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 3
+        clock.advance(9_000)
+        broker.replicas.maybe_shrink_isr()
+        await asyncio.sleep(0)
+        assert broker.replicas.partitions[("t", 0)].isr == (ME, OTHER)  # not lagging long enough
+        # A produce the follower never fetches: once the lag passes, the ISR shrinks to
+        # the leader, which is under min.insync.replicas=2.
+        slow = asyncio.ensure_future(produce(broker, timeout_ms=300))
+        await asyncio.sleep(0.05)
+        clock.advance(11_000)
+        broker.replicas.maybe_shrink_isr()
+        for _ in range(10):
+            await asyncio.sleep(0.01)
+        state = broker.replicas.partitions[("t", 0)]
+        assert state.isr == (ME,) and broker.replicas.isr_changes[-1] == ("t", 0, (ME,))
+        pr = await slow
+        assert pr.error_code == errors.RequestTimedOutError.code  # the HW stays under min ISR
+        pr = await produce(broker)
+        assert pr.error_code == errors.NotEnoughReplicasError.code
+        assert (await produce(broker, acks=1)).error_code == 0
+        assert state.high_watermark == 3  # never advances with the ISR under min ISR
+        # The follower comes back and catches up: the ISR expands and acks=all works again.
+        leo = broker.log_manager.get_partition("t", 0).log.log_end_offset
+        await fetch(broker, leo, replica_id=OTHER, epoch=0)
+        for _ in range(10):
+            await asyncio.sleep(0.01)
+        assert state.isr == (ME, OTHER) and state.high_watermark == leo
+        waiting = asyncio.ensure_future(produce(broker))
+        await asyncio.sleep(0.02)
+        await fetch(broker, leo + 3, replica_id=OTHER, epoch=0)
+        assert (await waiting).error_code == 0
+    run(broker, scenario)
+
+
+def test_fencing_by_leader_epoch_and_not_leader_on_a_follower(broker) -> None:
+    async def scenario() -> None:
+        await lead(broker, epoch=5)
+        fenced = await fetch(broker, 0, epoch=4)
+        assert fenced.error_code == errors.FencedLeaderEpochError.code
+        assert (fenced.current_leader.leader_id, fenced.current_leader.leader_epoch) == (ME, 5)
+        assert (await fetch(broker, 0, epoch=6)).error_code == errors.UnknownLeaderEpochError.code
+        assert (await fetch(broker, 0, epoch=5)).error_code == 0
+        # Stale LeaderAndIsr: an older leader epoch, or the same with no newer partition epoch.
+        assert await lead(broker, leader=OTHER, epoch=4) == errors.StaleControllerEpochError.code
+        assert await lead(broker, leader=OTHER, epoch=5) == errors.StaleControllerEpochError.code
+        with pytest.raises(errors.StaleControllerEpochError):
+            await lead(broker, leader=OTHER, epoch=9, controller_epoch=0)
+        assert broker.replicas.partitions[("t", 0)].leader is not None
+        # A pending acks=all produce is failed when leadership moves away.
+        waiting = asyncio.ensure_future(produce(broker))
+        await asyncio.sleep(0.02)
+        assert await lead(broker, leader=OTHER, epoch=6) == 0
+        assert (await waiting).error_code == errors.NotLeaderOrFollowerError.code
+        pr = await produce(broker, acks=1)
+        assert pr.error_code == errors.NotLeaderOrFollowerError.code
+        assert (pr.current_leader.leader_id, pr.current_leader.leader_epoch) == (OTHER, 6)
+        assert (await latest(broker))[0] == errors.NotLeaderOrFollowerError.code
+        consumer = await fetch(broker, 0)
+        assert consumer.error_code == errors.NotLeaderOrFollowerError.code
+        assert (consumer.current_leader.leader_id, consumer.current_leader.leader_epoch) == (OTHER, 6)
+    run(broker, scenario)
+
+
+def test_follower_fetch_gets_the_diverging_epoch_and_offset_for_leader_epoch_agrees(broker) -> None:
+    async def scenario() -> None:
+        await lead(broker, epoch=0)
+        await produce(broker, acks=1)  # 0..2 in epoch 0
+        await lead(broker, epoch=2, partition_epoch=1)  # re-elected: epoch 2 starts at 3
+        await produce(broker, acks=1)  # 3..5 in epoch 2
+        plog = broker.log_manager.get_partition("t", 0).log
+        assert plog.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+        # A follower that wrote 0..4 in epoch 1 (from another leader) diverges at 3.
+        pd = await fetch(broker, 5, replica_id=OTHER, epoch=2, last_fetched_epoch=1)
+        assert pd.error_code == 0 and not pd.records
+        assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 3)
+        # Fetch v11 has no last fetched epoch: no divergence reported.
+        pd = await fetch(broker, 5, replica_id=OTHER, epoch=2, version=11)
+        assert pd.error_code == 0 and (pd.diverging_epoch is None or pd.diverging_epoch.epoch == -1)
+        Q = OffsetForLeaderEpochRequest
+        body = Q(replica_id=OTHER, topics=[Q.OffsetForLeaderTopic(topic="t", partitions=[
+            Q.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=1)])])
+        resp = await handlers.dispatch(_ctx(broker, 23, 4), body)
+        part = resp.topics[0].partitions[0]
+        assert (part.error_code, part.leader_epoch, part.end_offset) == (0, 0, 3)
+    run(broker, scenario)
+
+
+def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker) -> None:
+    from pylog.broker.handlers.write_txn_markers import write_markers
+    from pylog.broker.txn_markers import TxnMarker
+
+    async def scenario() -> None:
+        await lead(broker, epoch=3, isr=(ME,))
+        marker = TxnMarker(producer_id=5, producer_epoch=0, commit=False, coordinator_epoch=0,
+                           partitions=[("t", 0)])
+        (res,) = await write_markers(broker, [marker])
+        assert res.error_code == 0
+        plog = broker.log_manager.get_partition("t", 0).log
+        (batch,) = list(logcore.iter_batches(plog.read(0, 1 << 20).read()))
+        assert batch.partition_leader_epoch == 3 and batch.is_control
+        # ISR [leader] is under min.insync.replicas=2: the marker is not committed yet.
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 0
+        await lead(broker, leader=OTHER, epoch=4)
+        (res,) = await write_markers(broker, [marker])
+        assert res.error_code == errors.NotLeaderOrFollowerError.code
+    run(broker, scenario)
+
+
+def test_high_watermark_is_checkpointed_and_restored_after_a_restart(broker, tmp_path) -> None:
+    async def first() -> None:
+        await lead(broker)
+        assert (await produce(broker, acks=1, n=4)).error_code == 0
+        await fetch(broker, 4, replica_id=OTHER, epoch=0)
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 4
+        assert (await produce(broker, acks=1, n=2)).error_code == 0  # 4..5 not committed
+    run(broker, first)  # its shutdown writes replication-offset-checkpoint
+    path = tmp_path / "data" / "replication-offset-checkpoint"
+    assert path.read_text() == "0\n1\nt 0 4\n"
+    broker.log_manager.shutdown()
+
+    again = Broker(broker.config, clock=ManualClock(time_ms=T0), allow_pure_python=True)
+    again.log_manager.startup()
+    try:
+        async def second() -> None:
+            await lead(again, epoch=1)
+            # Before any follower fetch: consumers see what was committed before the restart.
+            consumer = await fetch(again, 0)
+            assert consumer.high_watermark == 4
+            assert list(logcore.iter_batches(bytes(consumer.records.read())))[-1].last_offset == 3
+        run(again, second)
+    finally:
+        again.log_manager.shutdown()
+        again.io.shutdown()
+        broker.log_manager.startup()  # the fixture closes it again
+
+
+def test_a_topic_id_that_differs_from_the_local_log_is_refused(broker) -> None:
+    import uuid
+
+    async def scenario() -> None:
+        await lead(broker)
+        local = broker.log_manager.topics["t"].topic_id
+        other = uuid.UUID(int=local.int ^ 1)
+        info = PartitionInfo("t", 0, ME, 1, (ME, OTHER), 1, (ME, OTHER), topic_id=other)
+        result = await broker.replicas.become_leader_or_follower(1, 1, -1, [info], {})
+        assert result == {("t", 0): errors.InconsistentTopicIdError.code}
+        assert broker.replicas.partitions[("t", 0)].leader_epoch == 0  # unchanged
+        same = PartitionInfo("t", 0, ME, 1, (ME, OTHER), 1, (ME, OTHER), topic_id=local)
+        assert await broker.replicas.become_leader_or_follower(1, 1, -1, [same], {}) == {("t", 0): 0}
+    run(broker, scenario)
