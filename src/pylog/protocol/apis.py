@@ -154,6 +154,15 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
+# Inter-broker APIs served in cluster mode only (zookeeper.connect set): the controller's
+# requests. Their handlers exist on every broker; a single-node broker neither lists nor accepts
+# them, as before cluster mode existed.
+CLUSTER_ADVERTISED: dict[int, tuple[int, int]] = {
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.LEADER_AND_ISR: (0, 7),
+}
+
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).
 SUPPORTED: dict[int, tuple[int, int]] = dict(ADVERTISED)
 SUPPORTED[ApiKey.PRODUCE] = (3, 11)

@@ -26,6 +26,7 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -55,9 +56,11 @@ from pylog.broker.handlers import (
     produce,
     sync_group,
     txn_offset_commit,
+    update_metadata,
     write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import CLUSTER_ADVERTISED
 
 log = logging.getLogger("pylog.broker.handlers")
 
@@ -96,6 +99,8 @@ _MODULES: tuple[ModuleType, ...] = (
     end_txn,
     describe_transactions,
     txn_offset_commit,
+    update_metadata,
+    controlled_shutdown,
 )
 
 
@@ -105,10 +110,17 @@ def _handler(module: ModuleType) -> Any:
 
 
 HANDLERS: dict[int, tuple[Any, ModuleType]] = {int(m.API_KEY): (_handler(m), m) for m in _MODULES}
+if 4 not in HANDLERS:  # INTERIM until the replica manager's LeaderAndIsr handler is merged
+    from pylog.controller import interim_leader_and_isr
+
+    HANDLERS[4] = (interim_leader_and_isr.handle_leader_and_isr, interim_leader_and_isr)
 # {api_key: (min_version, max_version)} of the handlers: pylog.protocol.apis.ADVERTISED, the one
 # table that ApiVersions lists and the connection layer enforces; handler modules read their
 # VERSIONS from it, and tests/unit/pylog/broker/test_broker_handlers.py checks that they all do.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(m.API_KEY): m.VERSIONS for m in _MODULES}
+# The controller's APIs (pylog.protocol.apis.CLUSTER_ADVERTISED) are served in cluster mode
+# only and are not in it.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    int(m.API_KEY): m.VERSIONS for m in _MODULES if m.API_KEY not in CLUSTER_ADVERTISED}
 
 
 async def dispatch(ctx: RequestContext, request: Any) -> Any:

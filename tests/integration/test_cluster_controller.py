@@ -1,0 +1,149 @@
+"""Cluster mode end to end: a real ZooKeeper and three ``pylog broker`` processes with
+``zookeeper.connect``: registration, controller election, topic creation with replication
+factor 3 seen in every broker's Metadata, leader failover on SIGKILL, controller failover."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from _harness.zookeeper import zookeeper  # noqa: F401
+from confluent_kafka.admin import AdminClient
+
+from pylog.cluster import zk_data as z
+from pylog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
+from pylog.cluster.zk_store import ZkStore
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 6000
+
+
+def _wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _metadata(bootstrap: str, topic: str):
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    md = admin.list_topics(topic=topic, timeout=10)
+    return md
+
+
+@pytest.fixture
+def cluster(zookeeper, new_broker):  # noqa: F811
+    brokers = []
+    for i in range(3):
+        b = new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
+                        "node.id": str(i),
+                        "zookeeper.session.timeout.ms": str(SESSION_MS),
+                        "controlled.shutdown.enable": "false"})
+        brokers.append(b.start())
+    store = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
+    store.start()
+    # Each test gets a fresh tree: wait until all three registered.
+    _wait(lambda: store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
+    yield brokers, store
+    store.close()
+    for b in brokers:
+        b.stop(sig=signal.SIGKILL)
+    cleaner = ZkStore(zookeeper.connect_string)
+    cleaner.start()
+    for path in ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
+                 "/isr_change_notification", "/cluster"):
+        cleaner.delete_all(path)
+    cleaner.close()
+
+
+def _create(store: ZkStore, topic: str, partitions: int, rf: int) -> None:
+    plan = assign_replicas_to_brokers([BrokerMetadata(b) for b in store.get_broker_ids()],
+                                      partitions, rf)
+    store.create_topic(topic, z.TopicAssignment(
+        {p: z.ReplicaAssignment(tuple(r)) for p, r in plan.items()}, z.new_uuid_text()))
+
+
+def _leaders_everywhere(brokers, topic: str, n: int, want_isr: int):
+    seen = []
+    for b in brokers:
+        md = _metadata(b.bootstrap, topic)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or len(t.partitions) != n:
+            return None
+        if any(p.leader < 0 or len(p.isrs) != want_isr or len(p.replicas) != 3
+               for p in t.partitions.values()):
+            return None
+        if len(md.brokers) != len(brokers):
+            return None
+        seen.append({p.id: p.leader for p in t.partitions.values()})
+    return seen if all(s == seen[0] for s in seen) else None
+
+
+def test_election_topic_and_failovers(cluster):
+    brokers, store = cluster
+    ctl = _wait(store.get_controller, 30, "a controller")
+    epoch, _ = store.get_controller_epoch()
+    assert ctl.broker_id in (0, 1, 2) and epoch >= 1
+
+    _create(store, "replicated", 3, 3)
+    states = _wait(lambda: [store.get_partition_state("replicated", p) for p in range(3)]
+                   if all(store.get_partition_state("replicated", p) for p in range(3)) else None,
+                   30, "partition states")
+    for (state, version), p in zip(states, range(3), strict=True):
+        assignment = store.get_topic_assignment("replicated")[0].partitions[p].replicas
+        assert state.leader == assignment[0] and sorted(state.isr) == [0, 1, 2]
+        assert state.leader_epoch == 0 and version == 0 and state.controller_epoch == epoch
+    leaders = _wait(lambda: _leaders_everywhere(brokers, "replicated", 3, 3), 30,
+                    "every broker's Metadata to show the leaders")[0]
+
+    # SIGKILL a broker that is not the controller: its leaderships move within the ISR.
+    victim = next(b for b in (0, 1, 2) if b != ctl.broker_id)
+    brokers[victim].stop(sig=signal.SIGKILL)
+    survivors = [brokers[i] for i in (0, 1, 2) if i != victim]
+
+    def moved():
+        out = {}
+        for p in range(3):
+            st, _v = store.get_partition_state("replicated", p)
+            if victim in st.isr or st.leader == victim:
+                return None
+            out[p] = st
+        return out
+    after = _wait(moved, SESSION_MS / 1000 + 30, "the dead broker's partitions to move")
+    for p, st in after.items():
+        assert st.leader != victim and st.leader >= 0
+        assert st.leader_epoch == (1 if leaders[p] == victim else 1)  # one change each
+        assert sorted(st.isr) == sorted(set((0, 1, 2)) - {victim})
+
+    def survivors_agree():
+        for b in survivors:
+            t = _metadata(b.bootstrap, "replicated").topics["replicated"]
+            for p, part in t.partitions.items():
+                if part.leader != after[p].leader or victim in part.isrs:
+                    return False
+        return True
+    _wait(survivors_agree, 30, "survivors' Metadata to show the new leaders")
+
+    # SIGKILL the controller: the last broker takes over with epoch + 1.
+    brokers[ctl.broker_id].stop(sig=signal.SIGKILL)
+    last = next(i for i in (0, 1, 2) if i not in (victim, ctl.broker_id))
+    new_ctl = _wait(lambda: (c := store.get_controller()) and c.broker_id == last and c,
+                    SESSION_MS / 1000 + 30, "the controller to move")
+    assert new_ctl.broker_id == last
+    assert store.get_controller_epoch()[0] == epoch + 1
+
+    def only_last_leads():
+        for p in range(3):
+            st, _v = store.get_partition_state("replicated", p)
+            if st.leader != last:
+                return False
+        return True
+    _wait(only_last_leads, 30, "every partition led by the last broker")
+    md = _metadata(brokers[last].bootstrap, "replicated")
+    assert md.controller_id == last
+    assert {p.leader for p in md.topics["replicated"].partitions.values()} == {last}
