@@ -30,20 +30,21 @@ def _wait(pred, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _metadata(bootstrap: str, topic: str):
+def _metadata(bootstrap: str, topic: str | None):
     admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
     md = admin.list_topics(topic=topic, timeout=10)
     return md
 
 
 @pytest.fixture
-def cluster(zookeeper, new_broker):  # noqa: F811
+def cluster(request, zookeeper, new_broker):  # noqa: F811
+    extra = getattr(request, "param", {})
     brokers = []
     for i in range(3):
         b = new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
                         "node.id": str(i),
                         "zookeeper.session.timeout.ms": str(SESSION_MS),
-                        "controlled.shutdown.enable": "false"})
+                        "controlled.shutdown.enable": "false", **extra})
         brokers.append(b.start())
     store = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
     store.start()
@@ -147,3 +148,88 @@ def test_election_topic_and_failovers(cluster):
     md = _metadata(brokers[last].bootstrap, "replicated")
     assert md.controller_id == last
     assert {p.leader for p in md.topics["replicated"].partitions.values()} == {last}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+
+
+def test_create_topics_and_delete_topics_through_any_broker(cluster):
+    from confluent_kafka.admin import NewTopic
+
+    brokers, store = cluster
+    _wait(store.get_controller, 30, "a controller")
+    admin = _admin(brokers[1].bootstrap)
+    fs = admin.create_topics([NewTopic("made", 4, 3, config={"cleanup.policy": "compact"})],
+                             operation_timeout=30)
+    fs["made"].result(60)
+    # CreateTopics answers once this broker's metadata shows every partition led; the others
+    # follow from the same UpdateMetadata round.
+    _wait(lambda: _leaders_everywhere(brokers, "made", 4, 3), 30, "leaders everywhere")
+    assignment = store.get_topic_assignment("made")[0]
+    leaders = [assignment.partitions[p].replicas[0] for p in range(4)]
+    assert len(set(leaders)) == 3  # round robin over the brokers
+    assert store.get_entity_config("topics", "made") == {"cleanup.policy": "compact"}
+    # Already exists (from another broker), and a replication factor over the broker count.
+    other = _admin(brokers[2].bootstrap)
+    fs = other.create_topics([NewTopic("made", 1, 1), NewTopic("toomany", 1, 4)])
+    with pytest.raises(Exception, match="already exists"):
+        fs["made"].result(30)
+    with pytest.raises(Exception, match="larger than available brokers"):
+        fs["toomany"].result(30)
+
+    third = _admin(brokers[0].bootstrap)
+    fs = third.delete_topics(["made"], operation_timeout=30)
+    fs["made"].result(60)
+    # The brokers forget the topic first (UpdateMetadata), then the controller removes its
+    # znodes, config and the deletion request, as Kafka's TopicDeletionManager does.
+    _wait(lambda: store.get_topic_assignment("made") is None and not store.get_topic_deletions()
+          and not store.get_entity_config("topics", "made"), 30, "the znodes to go")
+    for b in brokers:
+        assert "made" not in _metadata(b.bootstrap, None).topics
+
+
+@pytest.mark.parametrize("cluster", [{"controlled.shutdown.enable": "true",
+                                      "controlled.shutdown.retry.backoff.ms": "200"}],
+                         indirect=True)
+def test_controlled_shutdown_moves_leadership_before_exit(cluster):
+    brokers, store = cluster
+    ctl = _wait(store.get_controller, 30, "a controller")
+    _create(store, "moving", 3, 3)
+    _wait(lambda: _leaders_everywhere(brokers, "moving", 3, 3), 30, "leaders everywhere")
+    victim = next(b for b in (0, 1, 2) if b != ctl.broker_id)
+    before = {p: store.get_partition_state("moving", p)[0] for p in range(3)}
+    assert any(s.leader == victim for s in before.values())
+    assert brokers[victim].stop() == 0
+    assert "controlled shutdown succeeded" in brokers[victim].read_log()
+    for p in range(3):
+        st = store.get_partition_state("moving", p)[0]
+        assert st.leader != victim and victim not in st.isr
+        assert st.leader_epoch == before[p].leader_epoch + 1
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_unclean_leader_election(cluster, unclean):
+    brokers, store = cluster
+    _wait(store.get_controller, 30, "a controller")
+    ctl = store.get_controller().broker_id
+    a, b = [i for i in (0, 1, 2) if i != ctl]
+    store.create_topic("solo", z.TopicAssignment({0: z.ReplicaAssignment((a, b))},
+                                                 z.new_uuid_text()),
+                       {"unclean.leader.election.enable": str(unclean).lower()})
+    _wait(lambda: store.get_partition_state("solo", 0), 30, "the state")
+    # b falls out of the ISR (as a lagging follower would), then the leader a dies.
+    st, version = store.get_partition_state("solo", 0)
+    store.update_partition_state("solo", 0, z.PartitionState(a, st.leader_epoch, (a,),
+                                                             st.controller_epoch), version)
+    brokers[a].stop(sig=signal.SIGKILL)
+
+    def settled():
+        s = store.get_partition_state("solo", 0)[0]
+        return s if s.leader != a else None
+    st = _wait(settled, SESSION_MS / 1000 + 30, "the controller to react")
+    if unclean:
+        assert st.leader == b and st.isr == (b,)
+        assert st.leader_recovery_state == z.LEADER_RECOVERY_RECOVERING
+    else:
+        assert st.leader == -1 and st.isr == (a,)  # offline; a keeps its ISR seat

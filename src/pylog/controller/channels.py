@@ -5,7 +5,7 @@ refused, broken, timed out) is retried on a new connection after a backoff until
 or the broker is removed (it died: the controller drops its queue).
 
 ``build_*`` turn the core's ``PartitionInfo`` lists into LeaderAndIsr (v0-7),
-UpdateMetadata (v0-8) and StopReplica (v0-3) requests at the version the broker serves.
+UpdateMetadata (v0-8) and StopReplica (v0-4) requests at the version the broker serves.
 Event-loop affinity: the controller's (the broker's) loop.
 """
 
@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from pylog import errors
 from pylog.client.aio._connection import BrokerConnection
 from pylog.cluster import zk_data as z
 from pylog.controller.core import TP, PartitionInfo
@@ -163,6 +164,11 @@ class BrokerChannel:
                     break
                 except asyncio.CancelledError:
                     raise
+                except errors.UnsupportedVersionError as exc:
+                    # Retrying cannot help (an older broker): drop this request, keep order.
+                    log.warning("broker %d cannot take a controller request: %s",
+                                self.broker_id, exc)
+                    break
                 except Exception as exc:  # noqa: BLE001 - retried while the broker lives
                     log.info("controller request to broker %d failed (%s); retrying",
                              self.broker_id, exc)

@@ -379,7 +379,58 @@ class ClusterRuntime:
     async def topic_config(self, topic: str) -> dict[str, str]:
         return dict(await self.zk(self.store.get_entity_config, "topics", topic))
 
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships (Kafka's
+        ``KafkaServer.controlledShutdown``): up to ``controlled.shutdown.max.retries`` + 1
+        attempts, ``controlled.shutdown.retry.backoff.ms`` apart. True when it succeeded
+        (no partition left that only this broker can lead)."""
+        from pylog.client.aio._connection import BrokerConnection
+        from pylog.protocol.messages import ControlledShutdownRequest
+
+        attempts = self.config["controlled.shutdown.max.retries"] + 1
+        backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(backoff)
+            try:
+                if self.controller is not None:
+                    remaining = await asyncio.wait_for(self.controller.controlled_shutdown(
+                        self.broker_id, self.broker_epoch), 30.0)
+                    code = 0
+                else:
+                    reg = await self.zk(self.store.get_controller)
+                    found = await self.zk(self.store.get_broker, reg.broker_id) if reg else None
+                    if found is None:
+                        log.info("controlled shutdown: no controller yet")
+                        continue
+                    ep = found[0].endpoints[0]
+                    conn = BrokerConnection(ep.host, ep.port, node_id=reg.broker_id,
+                                            client_id=f"broker-{self.broker_id}-shutdown",
+                                            request_timeout=30.0)
+                    await conn.connect(30.0)
+                    try:
+                        resp = await conn.send(ControlledShutdownRequest(
+                            broker_id=self.broker_id, broker_epoch=self.broker_epoch))
+                    finally:
+                        await conn.close()
+                    code = resp.error_code
+                    remaining = [(r.topic_name, r.partition_index)
+                                 for r in resp.remaining_partitions]
+            except Exception as exc:  # noqa: BLE001 - retried, then shut down anyway
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            if code == 0 and not remaining:
+                log.info("controlled shutdown succeeded")
+                return True
+            log.info("controlled shutdown attempt %d: error %d, still leading %d partitions",
+                     attempt + 1, code, len(remaining))
+        log.warning("controlled shutdown failed after %d attempts; shutting down anyway", attempts)
+        return False
+
     async def shutdown(self) -> None:
+        if self.broker_epoch >= 0 and self.config["controlled.shutdown.enable"] \
+                and not self._stopping:
+            await self.controlled_shutdown()
         self._stopping = True
         controller, self.controller = self.controller, None
         if controller is not None:

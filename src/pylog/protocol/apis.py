@@ -161,6 +161,7 @@ CLUSTER_ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.UPDATE_METADATA: (0, 8),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

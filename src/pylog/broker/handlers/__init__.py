@@ -114,6 +114,10 @@ if 4 not in HANDLERS:  # INTERIM until the replica manager's LeaderAndIsr handle
     from pylog.controller import interim_leader_and_isr
 
     HANDLERS[4] = (interim_leader_and_isr.handle_leader_and_isr, interim_leader_and_isr)
+if 5 not in HANDLERS:  # INTERIM until the replica manager's StopReplica handler is merged
+    from pylog.controller import interim_stop_replica
+
+    HANDLERS[5] = (interim_stop_replica.handle_stop_replica, interim_stop_replica)
 # {api_key: (min_version, max_version)} of the handlers: pylog.protocol.apis.ADVERTISED, the one
 # table that ApiVersions lists and the connection layer enforces; handler modules read their
 # VERSIONS from it, and tests/unit/pylog/broker/test_broker_handlers.py checks that they all do.
