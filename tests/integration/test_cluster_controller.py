@@ -233,3 +233,48 @@ def test_unclean_leader_election(cluster, unclean):
         assert st.leader_recovery_state == z.LEADER_RECOVERY_RECOVERING
     else:
         assert st.leader == -1 and st.isr == (a,)  # offline; a keeps its ISR seat
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.num.partitions": "3",
+                                      "offsets.topic.replication.factor": "3"}], indirect=True)
+def test_describe_cluster_and_find_coordinator(cluster):
+    import asyncio
+
+    from pylog.client.aio._connection import BrokerConnection
+    from pylog.group.config import partition_for
+    from pylog.protocol.messages import FindCoordinatorRequest
+
+    brokers, store = cluster
+    ctl = _wait(store.get_controller, 30, "a controller").broker_id
+    admin = _admin(brokers[2].bootstrap)
+
+    def described():
+        d = admin.describe_cluster(request_timeout=10).result(20)
+        return d if len(d.nodes) == 3 else None
+    d = _wait(described, 30, "DescribeCluster to list 3 brokers")
+    assert d.controller.id == ctl
+    assert sorted((n.id, n.port) for n in d.nodes) == sorted((i, b.port) for i, b in enumerate(brokers))
+    assert d.cluster_id == store.get_cluster_id()
+
+    async def find(b) -> tuple[int, int]:
+        conn = BrokerConnection(b.host, b.port, node_id=-1, client_id="t", request_timeout=10)
+        await conn.connect(10)
+        try:
+            resp = await conn.send(FindCoordinatorRequest(key="grp", key_type=0), 3)
+        finally:
+            await conn.close()
+        return resp.error_code, resp.node_id
+
+    first = asyncio.run(find(brokers[0]))
+    assert first == (15, -1)  # COORDINATOR_NOT_AVAILABLE while __consumer_offsets is created
+    assignment = _wait(lambda: store.get_topic_assignment("__consumer_offsets"), 30, "the topic")[0]
+    assert len(assignment.partitions) == 3
+    assert all(len(a.replicas) == 3 for a in assignment.partitions.values())
+    p = partition_for("grp", 3)
+
+    def answered():
+        got = [asyncio.run(find(b)) for b in brokers]
+        return got if all(code == 0 for code, _ in got) else None
+    got = _wait(answered, 30, "FindCoordinator to answer on every broker")
+    leader = store.get_partition_state("__consumer_offsets", p)[0].leader
+    assert got == [(0, leader)] * 3

@@ -103,3 +103,48 @@ async def delete_topic(broker: Any, name: str, timeout_s: float) -> Any:
         raise errors.RequestTimedOutError(
             f"Deletion of topic '{name}' was requested but not completed within {timeout_s:.1f} s")
     return topic_id
+
+
+async def find_coordinator(broker: Any, key: str, key_type: int) -> tuple[int, str | None, Any]:
+    """Cluster-mode FindCoordinator for one key: (error code, message, broker info or None).
+
+    The coordinator is the leader of the key's partition of ``__consumer_offsets`` (groups)
+    or ``__transaction_state`` (transactional ids), from the metadata cache. When the topic
+    does not exist yet it is created through ZooKeeper (``offsets.topic.replication.factor``
+    / ``transaction.state.log.replication.factor`` replicas, refused while fewer brokers are
+    alive) and the answer is COORDINATOR_NOT_AVAILABLE: the client retries, as with Kafka.
+    """
+    from pylog.group.config import partition_for as group_partition
+    from pylog.group.service import offsets_topic_configs
+    from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+    from pylog.txn.config import partition_for as txn_partition
+    from pylog.txn.service import transaction_topic_configs
+
+    config = broker.config
+    if key_type == 0:
+        topic, n = GROUP_METADATA_TOPIC_NAME, config["offsets.topic.num.partitions"]
+        rf, configs = config["offsets.topic.replication.factor"], offsets_topic_configs(config)
+        partition = group_partition(key, n)
+    else:
+        topic, n = TRANSACTION_STATE_TOPIC_NAME, config["transaction.state.log.num.partitions"]
+        rf = config["transaction.state.log.replication.factor"]
+        configs, partition = transaction_topic_configs(config), txn_partition(key, n)
+    cache = broker.cluster.metadata
+    parts = cache.partitions.get(topic)
+    if parts is None:
+        try:
+            await create_topic(broker, topic, n, rf, None,
+                               {k: str(v) for k, v in configs.items()}, False, 0.0)
+        except errors.RequestTimedOutError:
+            pass  # written; the controller is starting its partitions
+        except errors.TopicAlreadyExistsError:
+            pass
+        except errors.ApiError as exc:
+            return errors.CoordinatorNotAvailableError.code, f"cannot create {topic}: {exc}", None
+        return errors.CoordinatorNotAvailableError.code, f"{topic} is being created", None
+    meta = parts.get(partition)
+    leader = cache.brokers.get(meta.leader) if meta is not None else None
+    if leader is None:
+        return (errors.CoordinatorNotAvailableError.code,
+                f"{topic}-{partition} has no live leader", None)
+    return 0, None, leader
