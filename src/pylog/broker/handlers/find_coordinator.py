@@ -61,6 +61,7 @@ async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
         keys, key_type = [request.key], request.key_type if ctx.api_version >= 1 else GROUP
     out = []
     for key in keys:
+        message: str | None
         if key_type not in (GROUP, TRANSACTION):
             code, message, b = (errors.InvalidRequestError.code,
                                 f"unknown coordinator key type {key_type}", None)
