@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from pylog import errors
 from pylog.cluster import election as el
 from pylog.cluster import zk_data as z
 from pylog.cluster.zk_store import BadVersion, ControllerMovedError, ZkStore
@@ -51,6 +52,7 @@ class ControllerService:
         self.topic_configs: dict[str, dict[str, str]] = {}
         self._watches: list[Any] = []
         self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Future[list[Any]]] = set()
         self.stopped = False
 
     def _unclean(self, topic: str) -> bool:
@@ -85,6 +87,10 @@ class ControllerService:
 
     async def stop(self) -> None:
         self.stopped = True
+        for fut in list(self._pending):  # ControlledShutdown requests waiting: answer them
+            if not fut.done():
+                fut.set_exception(errors.NotControllerError(
+                    f"broker {self.broker_id} stopped being the controller"))
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -208,9 +214,15 @@ class ControllerService:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Any]:
         """ControlledShutdown (7): move the broker's leaderships; returns what it still leads."""
+        if self.stopped:
+            raise errors.NotControllerError(f"broker {self.broker_id} is no longer the controller")
         done: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self.post("shutdown", (broker_id, done))
-        return await done
+        self._pending.add(done)
+        try:
+            self.post("shutdown", (broker_id, done))
+            return await done
+        finally:
+            self._pending.discard(done)
 
     async def _on_shutdown(self, arg: Any) -> None:
         broker_id, done = arg
