@@ -278,3 +278,24 @@ def test_describe_cluster_and_find_coordinator(cluster):
     got = _wait(answered, 30, "FindCoordinator to answer on every broker")
     leader = store.get_partition_state("__consumer_offsets", p)[0].leader
     assert got == [(0, leader)] * 3
+
+
+def test_session_expiry_then_registers_again(cluster):
+    brokers, store = cluster
+    ctl = _wait(store.get_controller, 30, "a controller").broker_id
+    victim = next(b for b in (0, 1, 2) if b != ctl)
+    _reg, epoch_before = store.get_broker(victim)
+    proc = brokers[victim].proc
+    proc.send_signal(signal.SIGSTOP)  # silent past the session timeout: ZooKeeper expires it
+    try:
+        _wait(lambda: victim not in store.get_broker_ids(), SESSION_MS / 1000 + 30,
+              "the paused broker's registration to vanish")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    found = _wait(lambda: store.get_broker(victim), 60, "the broker to register again")
+    assert found[1] > epoch_before  # a new session, a new broker epoch
+    log = brokers[victim].read_log()
+    assert "ZooKeeper session expired: registering again" in log
+    # The controller saw it leave and come back, and it serves Metadata again.
+    _wait(lambda: len(_metadata(brokers[victim].bootstrap, None).brokers) == 3, 30,
+          "the broker's metadata to list 3 brokers")
