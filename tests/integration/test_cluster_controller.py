@@ -178,6 +178,17 @@ def test_create_topics_and_delete_topics_through_any_broker(cluster):
     with pytest.raises(Exception, match="larger than available brokers"):
         fs["toomany"].result(30)
 
+    # CreatePartitions through yet another broker: 4 -> 6, the new ones started by the controller.
+    from confluent_kafka.admin import NewPartitions
+
+    other.create_partitions([NewPartitions("made", 6)], operation_timeout=30)["made"].result(60)
+    _wait(lambda: _leaders_everywhere(brokers, "made", 6, 3), 30, "6 partitions everywhere")
+    grown = store.get_topic_assignment("made")[0]
+    assert sorted(grown.partitions) == list(range(6)) and grown.topic_id == assignment.topic_id
+    assert store.get_partition_state("made", 5)[0].leader == grown.partitions[5].replicas[0]
+    with pytest.raises(Exception, match="already has 6 partitions"):
+        other.create_partitions([NewPartitions("made", 6)])["made"].result(30)
+
     third = _admin(brokers[0].bootstrap)
     fs = third.delete_topics(["made"], operation_timeout=30)
     fs["made"].result(60)

@@ -85,6 +85,65 @@ async def create_topic(broker: Any, name: str, num_partitions: int, replication_
     return topic_id_from_str(topic_id), n, rf, overrides
 
 
+async def create_partitions(broker: Any, name: str, count: int,
+                            assignments: list[list[int]] | None, validate_only: bool,
+                            timeout_s: float) -> None:
+    """Grow a topic to ``count`` partitions (Kafka's ``AdminZkClient.addPartitions``): new
+    replicas assigned over the live brokers (or ``assignments`` checked), the assignment
+    znode rewritten conditionally; the controller starts the new partitions. Raises ApiError."""
+    from pylog.cluster.zk_store import BadVersion
+
+    cluster = broker.cluster
+    store = cluster.store
+    found = await cluster.zk(store.get_topic_assignment, name)
+    if found is None:
+        raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+    current, version = found
+    n = len(current.partitions)
+    if count < n:
+        raise errors.InvalidPartitionsError(
+            f"Topic currently has {n} partitions, which is higher than the requested {count}.")
+    if count == n:
+        raise errors.InvalidPartitionsError(f"Topic already has {n} partitions.")
+    rf = len(current.partitions[0].replicas)
+    live = await cluster.zk(store.get_all_brokers)
+    if assignments is not None:
+        if len(assignments) != count - n:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {count - n} but {len(assignments)} "
+                "assignments provided.")
+        plan = {n + i: list(r) for i, r in enumerate(assignments)}
+        whole = {p: list(a.replicas) for p, a in current.partitions.items()} | plan
+        try:
+            validate_assignment(whole, list(live))
+        except ValueError as exc:
+            raise errors.InvalidReplicaAssignmentError(str(exc)) from None
+    else:
+        try:
+            plan = assign_replicas_to_brokers(
+                [BrokerMetadata(b, reg.rack) for b, (reg, _) in live.items()], count - n, rf,
+                start_partition_id=n)
+        except AdminOperationError as exc:
+            raise errors.InvalidReplicaAssignmentError(str(exc)) from None
+    if validate_only:
+        return
+    parts = dict(current.partitions)
+    parts.update({p: z.ReplicaAssignment(tuple(r)) for p, r in plan.items()})
+    result = await cluster.zk(store.add_partitions, name,
+                              z.TopicAssignment(parts, current.topic_id), version)
+    if isinstance(result, BadVersion):
+        raise errors.InvalidRequestError(f"topic '{name}' changed while adding partitions; "
+                                         "retry")
+
+    def ready(cache: Any) -> bool:
+        ps = cache.partitions.get(name)
+        return ps is not None and len(ps) == count and all(m.leader >= 0 for m in ps.values())
+    if not await cluster.metadata.wait_until(ready, timeout_s):
+        raise errors.RequestTimedOutError(
+            f"partitions of '{name}' were written to ZooKeeper but not all led within "
+            f"{timeout_s:.1f} s; they will start when their brokers are alive")
+
+
 async def delete_topic(broker: Any, name: str, timeout_s: float) -> Any:
     """Request the deletion and wait until this broker's metadata no longer has the topic;
     returns the topic id."""

@@ -53,6 +53,7 @@ class ControllerService:
         self._watches: list[Any] = []
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[list[Any]]] = set()
+        self._watched: set[str] = set()
         self.stopped = False
 
     def _unclean(self, topic: str) -> bool:
@@ -137,6 +138,7 @@ class ControllerService:
     async def _on_startup(self, _: Any) -> None:
         brokers, assignments, states, deletions = await self.runtime.zk(self._read_all)
         writes = self.core.startup(brokers, assignments, states, deletions)
+        self._watch_topics(sorted(assignments))
         self._sync_channels()
         await self._apply(writes)
         self._send(self.core.requests(full_to=self.core.live, notify_all=True))
@@ -156,6 +158,32 @@ class ControllerService:
         await self._apply(writes)
         self._send(self.core.requests(full_to=new, notify_all=bool(new or dead)))
 
+    def _watch_topics(self, topics: list[str]) -> None:
+        """Kafka's PartitionModificationsHandler: a data watch per topic (partitions added)."""
+        loop = asyncio.get_running_loop()
+        store = self.runtime.store
+        for topic in topics:
+            if topic in self._watched:
+                continue
+            self._watched.add(topic)
+
+            def cb(a: z.TopicAssignment | None, topic: str = topic) -> Any:
+                if self.stopped or a is None:
+                    loop.call_soon_threadsafe(self._watched.discard, topic)
+                    return False
+                loop.call_soon_threadsafe(self.post, "partitions", (topic, a))
+                return None
+            asyncio.ensure_future(self.runtime.zk(store.watch_topic, topic, cb))
+
+    async def _on_partitions(self, arg: Any) -> None:
+        topic, assignment = arg
+        known = self.core.assignments.get(topic)
+        if known is None or len(assignment.partitions) <= len(known.partitions):
+            return
+        log.info("controller: topic %s grows to %d partitions", topic, len(assignment.partitions))
+        await self._apply(self.core.topics_changed({topic: assignment}))
+        self._send(self.core.requests())
+
     async def _on_topics(self, _: Any) -> None:
         store = self.runtime.store
 
@@ -172,6 +200,7 @@ class ControllerService:
         new_topics = await self.runtime.zk(read)
         if not new_topics:
             return
+        self._watch_topics(sorted(new_topics))
         writes = self.core.topics_changed(new_topics)
         await self._apply(writes)
         self._send(self.core.requests())
