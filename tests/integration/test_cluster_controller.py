@@ -310,3 +310,15 @@ def test_session_expiry_then_registers_again(cluster):
     # The controller saw it leave and come back, and it serves Metadata again.
     _wait(lambda: len(_metadata(brokers[victim].bootstrap, None).brokers) == 3, 30,
           "the broker's metadata to list 3 brokers")
+
+
+@pytest.mark.parametrize("cluster", [{"num.partitions": "2", "default.replication.factor": "3"}],
+                         indirect=True)
+def test_metadata_auto_creates_through_zookeeper(cluster):
+    brokers, store = cluster
+    _wait(store.get_controller, 30, "a controller")
+    md = _metadata(brokers[0].bootstrap, "auto-made")  # librdkafka asks with auto-creation on
+    assert "auto-made" in md.topics
+    _wait(lambda: _leaders_everywhere(brokers, "auto-made", 2, 3), 30, "the topic everywhere")
+    assert all(len(a.replicas) == 3
+               for a in store.get_topic_assignment("auto-made")[0].partitions.values())
