@@ -322,3 +322,40 @@ def test_metadata_auto_creates_through_zookeeper(cluster):
     _wait(lambda: _leaders_everywhere(brokers, "auto-made", 2, 3), 30, "the topic everywhere")
     assert all(len(a.replicas) == 3
                for a in store.get_topic_assignment("auto-made")[0].partitions.values())
+
+
+@pytest.mark.parametrize("cluster", [{"leader.imbalance.check.interval.seconds": "1"}],
+                         indirect=True)
+def test_restarted_broker_rejoins_and_gets_its_preferred_leadership_back(cluster):
+    brokers, store = cluster
+    ctl = _wait(store.get_controller, 30, "a controller").broker_id
+    victim = next(b for b in (0, 1, 2) if b != ctl)
+    others = [b for b in (0, 1, 2) if b != victim]
+    # One partition whose preferred leader is the victim.
+    store.create_topic("pref", z.TopicAssignment(
+        {0: z.ReplicaAssignment((victim, *others))}, z.new_uuid_text()))
+    _wait(lambda: (s := store.get_partition_state("pref", 0)) and s[0].leader == victim,
+          30, "the victim to lead")
+    brokers[victim].stop(sig=signal.SIGKILL)
+    moved = _wait(lambda: (s := store.get_partition_state("pref", 0)) and s[0].leader != victim
+                  and s, SESSION_MS / 1000 + 30, "leadership to move")
+    assert moved[0].leader == others[0] and victim not in moved[0].isr
+    brokers[victim].start()
+    _wait(lambda: victim in store.get_broker_ids(), 30, "the victim to register again")
+    # The leader adds the caught-up follower back to the ISR (the replica manager's job): here
+    # written as the leader writes it, conditionally, with an isr_change notice.
+    st, version = store.get_partition_state("pref", 0)
+    store.update_partition_state("pref", 0, z.PartitionState(
+        st.leader, st.leader_epoch, (*st.isr, victim), st.controller_epoch), version)
+    store.notify_isr_change([("pref", 0)])
+    # The controller relays the ISR (UpdateMetadata), then the rebalance check (every second)
+    # elects the preferred replica again, one epoch later.
+    back = _wait(lambda: (s := store.get_partition_state("pref", 0)) and s[0].leader == victim
+                 and s, 30, "the preferred replica to lead again")
+    assert back[0].leader_epoch == moved[0].leader_epoch + 1
+    assert store.get_isr_change_notifications() == []
+
+    def relayed():
+        t = _metadata(brokers[victim].bootstrap, "pref").topics.get("pref")
+        return t is not None and t.partitions[0].leader == victim and len(t.partitions[0].isrs) == 3
+    _wait(relayed, 30, "the restarted broker's metadata")

@@ -225,6 +225,36 @@ class ControllerCore:
                                          state.partition_epoch))
         return writes, remaining
 
+    def preferred_elections(self, tps: Iterable[TP]) -> list[StateWrite]:
+        """Move each partition's leadership back to its preferred replica (the assignment's
+        head) when that replica is live and in the ISR (Kafka's PreferredReplicaElection)."""
+        writes = []
+        for tp in sorted(set(tps)):
+            state = self.states.get(tp)
+            replicas = self.replicas(tp)
+            if state is None or tp[0] in self.deleting or not replicas \
+                    or replicas[0] in self.shutting_down \
+                    or not el.needs_preferred_election(replicas, state):
+                continue
+            result = el.elect_preferred(state, replicas, self._electable())
+            if result.leader_and_isr is not None:
+                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
+        return writes
+
+    def auto_rebalance(self, imbalance_percentage: int) -> list[StateWrite]:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for every live broker whose share
+        of preferred partitions led elsewhere exceeds ``leader.imbalance.per.broker.percentage``,
+        elect it back where it is in the ISR."""
+        assignments = {tp: self.replicas(tp) for tp in self.states
+                       if tp[0] not in self.deleting}
+        leaders = {tp: s.leader for tp, s in self.states.items()}
+        out: list[TP] = []
+        for broker, tps in el.imbalanced_brokers(assignments, leaders,
+                                                 imbalance_percentage).items():
+            if broker in self.live and broker not in self.shutting_down:
+                out.extend(tps)
+        return self.preferred_elections(out)
+
     def still_led_by(self, broker_id: int) -> list[TP]:
         return [tp for tp, s in sorted(self.states.items())
                 if s.leader == broker_id and len(self.replicas(tp)) > 1]

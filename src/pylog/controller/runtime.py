@@ -54,6 +54,7 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Future[list[Any]]] = set()
         self._watched: set[str] = set()
+        self._rebalance_task: asyncio.Task[None] | None = None
         self.stopped = False
 
     def _unclean(self, topic: str) -> bool:
@@ -65,6 +66,8 @@ class ControllerService:
     async def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
         self.post("startup")
+        if self.runtime.config["auto.leader.rebalance.enable"]:
+            self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
         loop = asyncio.get_running_loop()
         store = self.runtime.store
 
@@ -82,12 +85,28 @@ class ControllerService:
             store.client.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION_PATH, hop("isr")),
         ])
 
+    async def _rebalance_timer(self) -> None:
+        interval = self.runtime.config["leader.imbalance.check.interval.seconds"]
+        while not self.stopped:
+            await asyncio.sleep(interval)
+            self.post("rebalance")
+
+    async def _on_rebalance(self, _: Any) -> None:
+        pct = self.runtime.config["leader.imbalance.per.broker.percentage"]
+        writes = self.core.auto_rebalance(pct)
+        if writes:
+            log.info("controller: preferred leader election for %d partitions", len(writes))
+            await self._apply(writes)
+            self._send(self.core.requests())
+
     def post(self, kind: str, arg: Any = None) -> None:
         if not self.stopped:
             self.events.put_nowait((kind, arg))
 
     async def stop(self) -> None:
         self.stopped = True
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
         for fut in list(self._pending):  # ControlledShutdown requests waiting: answer them
             if not fut.done():
                 fut.set_exception(errors.NotControllerError(

@@ -181,3 +181,30 @@ def test_topic_deletion_stops_replicas_and_tells_brokers() -> None:
     assert writes == []
     core.topic_deleted("t")
     assert core.partitions() == [] and core.states == {}
+
+
+def test_preferred_election_needs_the_preferred_replica_live_and_in_isr() -> None:
+    core = make()
+    apply(core, core.topics_changed({"t": topic({0: (1, 2, 3), 1: (2, 3, 1)})}))
+    core.states[("t", 0)] = el.LeaderAndIsr(2, 3, (2, 3), partition_epoch=5)  # 1 not in ISR
+    core.states[("t", 1)] = el.LeaderAndIsr(3, 1, (3, 2, 1), partition_epoch=2)
+    writes = core.preferred_elections([("t", 0), ("t", 1)])
+    assert writes == [StateWrite(("t", 1), el.LeaderAndIsr(2, 2, (3, 2, 1), partition_epoch=2), 2)]
+    core.states[("t", 0)] = el.LeaderAndIsr(2, 3, (2, 3, 1), partition_epoch=6)
+    assert [w.tp for w in core.preferred_elections([("t", 0)])] == [("t", 0)]
+
+
+def test_auto_rebalance_over_the_imbalance_percentage_only() -> None:
+    core = make()
+    apply(core, core.topics_changed({"t": topic({p: (1, 2, 3) for p in range(10)})}))
+    # Broker 1 prefers 10 partitions and leads all but one: 10% is not over 10%.
+    core.states[("t", 0)] = el.LeaderAndIsr(2, 1, (1, 2, 3), partition_epoch=1)
+    assert core.auto_rebalance(10) == []
+    assert [w.tp for w in core.auto_rebalance(5)] == [("t", 0)]
+    core.states[("t", 1)] = el.LeaderAndIsr(3, 1, (1, 2, 3), partition_epoch=1)
+    writes = core.auto_rebalance(10)
+    assert [(w.tp, w.new.leader, w.new.leader_epoch) for w in writes] == [
+        (("t", 0), 1, 2), (("t", 1), 1, 2)]
+    # Not while broker 1 shuts down, nor when it is dead.
+    core.shutting_down.add(1)
+    assert core.auto_rebalance(10) == []
