@@ -25,7 +25,7 @@ Not thread-safe: the service drives it from its one event task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pylog.cluster import election as el
@@ -245,8 +245,8 @@ class ControllerCore:
         """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for every live broker whose share
         of preferred partitions led elsewhere exceeds ``leader.imbalance.per.broker.percentage``,
         elect it back where it is in the ISR."""
-        assignments = {tp: self.replicas(tp) for tp in self.states
-                       if tp[0] not in self.deleting}
+        assignments: dict[TP, Sequence[int]] = {tp: self.replicas(tp) for tp in self.states
+                                                if tp[0] not in self.deleting}
         leaders = {tp: s.leader for tp, s in self.states.items()}
         out: list[TP] = []
         for broker, tps in el.imbalanced_brokers(assignments, leaders,
