@@ -1,7 +1,7 @@
 """The controller's channels to brokers (Kafka's ``ControllerChannelManager``): one queue and
 one sender task per live broker, speaking the Kafka protocol over
 ``pylog.client.aio``'s ``BrokerConnection``, in order. A request that fails (connection
-refused, broken, timed out) is retried on a new connection after a backoff until it is sent
+refused, broken, timed out) is retried on a new connection after a backoff (100 ms doubling to 1 s) until it is sent
 or the broker is removed (it died: the controller drops its queue).
 
 ``build_*`` turn the core's ``PartitionInfo`` lists into LeaderAndIsr (v0-7),
@@ -154,6 +154,7 @@ class BrokerChannel:
     async def _run(self) -> None:
         while True:
             builder, on_response = await self.queue.get()
+            failures = 0
             while True:
                 try:
                     conn = await self._connection()
@@ -170,12 +171,15 @@ class BrokerChannel:
                                 self.broker_id, exc)
                     break
                 except Exception as exc:  # noqa: BLE001 - retried while the broker lives
-                    log.info("controller request to broker %d failed (%s); retrying",
-                             self.broker_id, exc)
+                    failures += 1
+                    (log.info if failures == 1 else log.debug)(
+                        "controller request to broker %d failed (%s); retrying",
+                        self.broker_id, exc)
                     if self._conn is not None:
                         await self._conn.close()
                     self._conn = None
-                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    # 100 ms, doubling up to 1 s: a dead broker is dropped when its session ends.
+                    await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** (failures - 1), 1.0))
 
     async def close(self) -> None:
         self._task.cancel()

@@ -422,7 +422,20 @@ class ClusterRuntime:
     async def _elect(self) -> None:
         self._electing = True
         try:
-            result = await self.zk(self.store.elect_controller, self.broker_id)
+            while True:
+                try:
+                    current = await self.zk(self.store.get_controller)
+                    if current is not None:  # someone won meanwhile
+                        self._electing = False
+                        self._controller_changed(current)
+                        return
+                    result = await self.zk(self.store.elect_controller, self.broker_id)
+                    break
+                except Exception as exc:  # noqa: BLE001 - ZooKeeper hiccup: try again
+                    log.warning("controller election attempt failed (%s); retrying in 1 s", exc)
+                    await asyncio.sleep(1.0)
+                    if self._stopping:
+                        return
         finally:
             self._electing = False
         if result.won and not self._stopping:
