@@ -71,7 +71,8 @@ def _start(args: argparse.Namespace) -> int:
     from pylog.controller import launcher
 
     if args.brokers < 1:
-        raise launcher.LauncherError("--brokers must be at least 1")
+        print("pylog cluster start: --brokers must be at least 1", file=sys.stderr)
+        return 2
     try:
         state = launcher.start(args.data_dir, args.brokers, args.base_port, args.zookeeper_port,
                                args.override)
