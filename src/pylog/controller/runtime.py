@@ -37,6 +37,8 @@ from pylog.protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, Upd
 
 log = logging.getLogger("pylog.controller")
 
+STOP_REPLICA_WAIT_S = 10.0  # how long a deletion waits for the replicas' StopReplica answers
+
 
 class ControllerService:
     """The elected controller's event loop (stopped when it loses the election)."""
@@ -252,7 +254,11 @@ class ControllerService:
             return
         unknown = [t for t in topics if t not in self.core.assignments]
         req = self.core.delete_topics(topics)
-        self._send(req)
+        acks = self._send(req)
+        if acks:
+            # As Kafka's TopicDeletionManager: the replicas' StopReplica answers come before
+            # the znodes go (bounded: a replica that died meanwhile is not waited for).
+            await asyncio.wait(acks, timeout=STOP_REPLICA_WAIT_S)
         for topic in sorted(set(topics) - set(unknown)):
             await self.runtime.zk(store.complete_topic_deletion, topic, self.epoch_zk_version)
             self.core.topic_deleted(topic)
@@ -318,16 +324,22 @@ class ControllerService:
                 ep = reg.endpoints[0]
                 self.channels[b] = BrokerChannel(b, ep.host, ep.port, f"controller-{self.broker_id}")
 
-    def _send(self, req: Requests) -> None:
+    def _send(self, req: Requests) -> list[asyncio.Future[Any]]:
+        """Queue the requests; returns futures resolved by the StopReplica answers."""
         topic_ids = {t: a.topic_id for t, a in self.core.assignments.items()}
         live = dict(self.core.live)
         me, epoch = self.broker_id, self.epoch
+        acks: list[asyncio.Future[Any]] = []
+        loop = asyncio.get_running_loop()
         for b, stops in req.stop_replica.items():
             ch = self.channels.get(b)
             if ch is not None:
                 ep = live[b][1]
+                ack: asyncio.Future[Any] = loop.create_future()
+                acks.append(ack)
                 ch.enqueue(lambda c, stops=stops, ep=ep: build_stop_replica(
-                    c.version_for(StopReplicaRequest), me, epoch, ep, stops))
+                    c.version_for(StopReplicaRequest), me, epoch, ep, stops),
+                    lambda resp, ack=ack: ack.done() or ack.set_result(resp))
         for b, parts in req.leader_and_isr.items():
             ch = self.channels.get(b)
             if ch is not None:
@@ -340,6 +352,7 @@ class ControllerService:
                 ep = live[b][1]
                 ch.enqueue(lambda c, parts=parts, ep=ep: build_update_metadata(
                     c.version_for(UpdateMetadataRequest), me, epoch, ep, parts, topic_ids, live))
+        return acks
 
 
 class ClusterRuntime:
