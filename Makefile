@@ -1,5 +1,6 @@
 # pylog developer and CI entry points.
 #   make run    install and start a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make cluster  ZooKeeper + 3 brokers in cluster mode on 127.0.0.1:9092-9094 (make cluster-stop)
 #   make test   install everything the tests need (system packages too) and run them all
 #   make soak   the kill -9 / disk-full soak with a long budget (SOAK_SECONDS=600 by default;
 #               SOAK_SEED=N repeats a run, SOAK_KILLS=N sets the least number of kills)
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install compile debug sysdeps run test test-c test-pure test-debug soak lint bench bench-save wheel clean
+.PHONY: all install compile debug sysdeps run cluster cluster-stop test test-c test-pure test-debug soak lint bench bench-save wheel clean
 
 all: compile
 
@@ -39,6 +40,14 @@ sysdeps:
 # A single-node broker on 127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly).
 run: compile
 	$(PY) -m pylog broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./pylog-data
+
+# A local cluster: ZooKeeper (Debian's package) and 3 brokers on 127.0.0.1:9092-9094, data in
+# ./pylog-cluster; `make cluster-stop` stops it.
+cluster: sysdeps compile
+	$(PY) -m pylog cluster start --brokers 3 --data-dir ./pylog-cluster
+
+cluster-stop:
+	$(PY) -m pylog cluster stop --data-dir ./pylog-cluster
 
 test: sysdeps compile test-c test-pure
 

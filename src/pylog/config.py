@@ -223,6 +223,32 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("log.dir", "string", None, "Used when log.dirs is not set."),
         ConfigDef("num.partitions", "int", 1, "Default partition count of new topics.", at_least(1)),
         ConfigDef("default.replication.factor", "short", 1, "Default replication factor.", at_least(1)),
+        # Cluster mode (ZooKeeper mode, docs/replication.md): unset zookeeper.connect = one node.
+        ConfigDef("zookeeper.connect", "string", None,
+                  "ZooKeeper connection string host:port[,host:port][/chroot]; set it to run the "
+                  "broker as one of a cluster (unset: a single-node broker)."),
+        ConfigDef("zookeeper.session.timeout.ms", "int", 18000,
+                  "ZooKeeper session timeout: a broker silent for this long is declared dead.",
+                  at_least(1)),
+        ConfigDef("zookeeper.connection.timeout.ms", "int", None,
+                  "How long to wait for the ZooKeeper connection at start (unset: the session "
+                  "timeout).", at_least(1)),
+        ConfigDef("broker.rack", "string", None,
+                  "Rack of this broker (rack-aware replica assignment; set on all brokers or none)."),
+        ConfigDef("auto.leader.rebalance.enable", "boolean", True,
+                  "The controller moves leadership back to preferred replicas when brokers are "
+                  "imbalanced."),
+        ConfigDef("leader.imbalance.check.interval.seconds", "long", 300,
+                  "How often the controller checks the leader imbalance.", at_least(1)),
+        ConfigDef("leader.imbalance.per.broker.percentage", "int", 10,
+                  "Share of a broker's preferred partitions led elsewhere that triggers a "
+                  "preferred election.", at_least(0)),
+        ConfigDef("controlled.shutdown.enable", "boolean", True,
+                  "On SIGTERM, ask the controller to move this broker's leaderships first."),
+        ConfigDef("controlled.shutdown.max.retries", "int", 3,
+                  "Controlled shutdown attempts before shutting down uncleanly.", at_least(0)),
+        ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000,
+                  "Wait between controlled shutdown attempts.", at_least(0)),
         ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata and Produce."),
         ConfigDef("delete.topic.enable", "boolean", True, "Allow deleting topics."),
         ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size.", at_least(0)),
@@ -582,8 +608,10 @@ class BrokerConfig:
         if "node.id" not in explicit and self["broker.id"] >= 0:
             node_id = self["broker.id"]
         self.node_id: int = node_id
-        if self["default.replication.factor"] != 1:
-            raise ConfigError("default.replication.factor", "a single-node broker needs 1")
+        self.cluster_mode: bool = bool(self["zookeeper.connect"])
+        if not self.cluster_mode and self["default.replication.factor"] != 1:
+            raise ConfigError("default.replication.factor", "a single-node broker needs 1 (set "
+                              "zookeeper.connect to run a cluster)")
         # The topic-level defaults, computed once (validates the broker synonyms too).
         self._topic_defaults = {name: self._topic_default(d) for name, d in TOPIC_CONFIG_DEFS.items()}
         for name, (value, _s, key) in self._topic_defaults.items():

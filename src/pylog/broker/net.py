@@ -122,7 +122,9 @@ class Connection:
                     sock.setsockopt(socket.SOL_SOCKET, opt, max(size, 1 << 20))
         except OSError:
             pass
-        self.conn = ServerConnection(broker.config["socket.request.max.bytes"], admission=True)
+        self.conn = ServerConnection(broker.config["socket.request.max.bytes"], admission=True,
+                                     supported=broker.api_supported,
+                                     advertised=broker.api_advertised)
         # Bytes of this connection's frames taken from the memory pool (being received,
         # queued or handled), and this connection's share of the pool.
         self._held = 0

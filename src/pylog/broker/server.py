@@ -91,8 +91,19 @@ class Broker:
         # Leader / follower roles of the partitions (pylog.replication); holds nothing and
         # costs nothing on the request paths until a controller sends LeaderAndIsr.
         self.replicas = ReplicaManager(self)
-        # The cluster runtime (ZooKeeper mode); None on a single node.
+        # Cluster mode (zookeeper.connect): pylog.controller.runtime.ClusterRuntime; None on
+        # a single node (nothing of it is imported or run then).
         self.cluster: Any = None
+        # The API tables of connections (None: pylog.protocol.apis' defaults).
+        self.api_supported: dict[int, tuple[int, int]] | None = None
+        self.api_advertised: dict[int, tuple[int, int]] | None = None
+        if config.cluster_mode:
+            from pylog.controller.runtime import ClusterRuntime
+            from pylog.protocol import apis
+
+            self.cluster = ClusterRuntime(self)
+            self.api_supported = {**apis.SUPPORTED, **apis.CLUSTER_ADVERTISED}
+            self.api_advertised = {**apis.ADVERTISED, **apis.CLUSTER_ADVERTISED}
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -103,6 +114,8 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
+        if self.cluster is not None and self.cluster.cluster_id:
+            return str(self.cluster.cluster_id)
         return self.log_manager.cluster_id
 
     def advertised(self) -> tuple[str, int]:
@@ -154,7 +167,7 @@ class Broker:
 
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
-        for key in SUPPORTED_VERSIONS:
+        for key in self.api_supported or SUPPORTED_VERSIONS:
             request_class(key)
             response_class(key)
 
@@ -166,6 +179,8 @@ class Broker:
                                  strict=True):
             lst.start()
             log.info("listening on %s://%s:%d", listener.name, *lst.address)
+        if self.cluster is not None:
+            await self.cluster.start()
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
         self._tasks.append(asyncio.ensure_future(self._delete_loop()))
         self._tasks.append(asyncio.ensure_future(self._idle_loop()))
@@ -218,6 +233,8 @@ class Broker:
         self._stopping = True
         # After a failed start this only closes what was opened: no "shut down cleanly".
         log.info("shutting down" if self._started else "start failed: closing what was opened")
+        if self.cluster is not None:
+            await self.cluster.shutdown()
         for server in self.servers:
             await server.close()
         for task in self._tasks:

@@ -20,12 +20,16 @@ topics, laid out as ``rpk cluster info`` does (the controller's id is starred)::
 
 ``--json`` prints the same as one object (``cluster_id``, ``controller_id``, ``brokers``,
 ``topics`` with ``name``, ``partitions``, ``replicas``, ``internal``).
+
+``pylog cluster start [--brokers 3] [--data-dir D]`` starts ZooKeeper and N brokers in
+cluster mode on 127.0.0.1 (``pylog.controller.launcher``); ``pylog cluster stop`` stops them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +39,9 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None]) -> None:
-    c = sub.add_parser("cluster", help="describe the cluster: brokers, controller, topics",
-                       description="Describe the cluster a broker belongs to.")
+    c = sub.add_parser("cluster", help="describe the cluster; start or stop a local one",
+                       description="Describe the cluster a broker belongs to, or start/stop a "
+                       "local cluster (ZooKeeper and N brokers).")
     csub = c.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     info = csub.add_parser("info", help="cluster id, brokers (controller starred), topics",
                            description="Cluster id, brokers with the controller starred, and "
@@ -44,9 +49,61 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
     info.add_argument("--all", action="store_true", help="include internal topics")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     add_bootstrap(info)
+    st = csub.add_parser("start", help="start a local cluster: ZooKeeper and N brokers",
+                         description="Start Debian's ZooKeeper and N pylog brokers in cluster "
+                         "mode on 127.0.0.1 (in the background), print their addresses and "
+                         "record them in DATA_DIR/cluster.json for `pylog cluster stop`.")
+    st.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    st.add_argument("--data-dir", default="./pylog-cluster",
+                    help="where ZooKeeper, the brokers' data and the logs go (default ./pylog-cluster)")
+    st.add_argument("--base-port", type=int, default=9092,
+                    help="broker i listens on BASE_PORT + i (default 9092)")
+    st.add_argument("--zookeeper-port", type=int, default=2181, help="ZooKeeper's port (default 2181)")
+    st.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker (repeatable)")
+    sp = csub.add_parser("stop", help="stop a cluster started by `pylog cluster start`",
+                         description="SIGTERM the brokers (controlled shutdown), then ZooKeeper.")
+    sp.add_argument("--data-dir", default="./pylog-cluster",
+                    help="the --data-dir given to start (default ./pylog-cluster)")
+
+
+def _start(args: argparse.Namespace) -> int:
+    from pylog.controller import launcher
+
+    if args.brokers < 1:
+        print("pylog cluster start: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        state = launcher.start(args.data_dir, args.brokers, args.base_port, args.zookeeper_port,
+                               args.override)
+    except launcher.LauncherError as exc:
+        print(f"pylog cluster start: {exc}", file=sys.stderr)
+        return 1
+    print(f"zookeeper.connect=127.0.0.1:{state['zookeeper']['port']}")
+    print("bootstrap.servers=" + ",".join(f"{b['host']}:{b['port']}" for b in state["brokers"]))
+    for b in state["brokers"]:
+        print(f"broker {b['id']}  {b['host']}:{b['port']}  pid {b['pid']}")
+    print(f"logs and data in {args.data_dir}; stop with: pylog cluster stop --data-dir {args.data_dir}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from pylog.controller import launcher
+
+    try:
+        stopped = launcher.stop(args.data_dir)
+    except launcher.LauncherError as exc:
+        print(f"pylog cluster stop: {exc}", file=sys.stderr)
+        return 1
+    print("stopped " + ", ".join(stopped))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cluster_command == "start":
+        return run_command("cluster", _start, args)
+    if args.cluster_command == "stop":
+        return run_command("cluster", _stop, args)
     return run_command("cluster", info, args)
 
 

@@ -265,6 +265,28 @@ class ZkStore:
         path = z.topic_path(topic)
         return self._fenced_set(path, assignment.encode(path), expected_version, epoch_zk_version)
 
+    def add_partitions(self, topic: str, assignment: z.TopicAssignment,
+                       expected_version: int) -> Updated | BadVersion:
+        """Admin (CreatePartitions): write the grown assignment if ``/brokers/topics/<t>`` is
+        still at ``expected_version`` (the controller watches it and starts the new
+        partitions)."""
+        path = z.topic_path(topic)
+        try:
+            stat = self.client.set(path, assignment.encode(path), version=expected_version)
+        except BadVersionError:
+            return BadVersion(expected_version)
+        except NoNodeError:
+            raise ZkStoreError(f"topic {topic!r} does not exist") from None
+        return Updated(int(stat.version))
+
+    def watch_topic(self, topic: str,
+                    func: Callable[[z.TopicAssignment | None], Any]) -> DataWatch:
+        """Call ``func(assignment or None)`` now and whenever ``/brokers/topics/<t>`` changes
+        (None once it is deleted); ``func`` returning False stops the watch."""
+        def on_data(data: bytes | None, stat: Any) -> Any:
+            return func(z.TopicAssignment.decode(topic, data) if stat is not None else None)
+        return DataWatch(self.client, z.topic_path(topic), on_data)
+
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         path = z.config_entity_path(entity_type, name)
         try:

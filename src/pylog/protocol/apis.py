@@ -157,6 +157,16 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
+# Inter-broker APIs served in cluster mode only (zookeeper.connect set): the metadata and
+# shutdown requests between the controller and the brokers. A single-node broker neither lists
+# nor accepts them. LeaderAndIsr and StopReplica (above) are served everywhere, as Kafka's
+# ZooKeeper-mode brokers list them: a broker without ZooKeeper can be made a leader or a
+# follower by hand (the replica manager's tests do).
+CLUSTER_ADVERTISED: dict[int, tuple[int, int]] = {
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+}
+
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).
 SUPPORTED: dict[int, tuple[int, int]] = dict(ADVERTISED)
 SUPPORTED[ApiKey.PRODUCE] = (3, 11)

@@ -26,6 +26,7 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -57,9 +58,11 @@ from pylog.broker.handlers import (
     stop_replica,
     sync_group,
     txn_offset_commit,
+    update_metadata,
     write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
+from pylog.protocol.apis import CLUSTER_ADVERTISED
 
 log = logging.getLogger("pylog.broker.handlers")
 
@@ -100,6 +103,8 @@ _MODULES: tuple[ModuleType, ...] = (
     txn_offset_commit,
     leader_and_isr,
     stop_replica,
+    update_metadata,
+    controlled_shutdown,
 )
 
 
@@ -112,7 +117,10 @@ HANDLERS: dict[int, tuple[Any, ModuleType]] = {int(m.API_KEY): (_handler(m), m) 
 # {api_key: (min_version, max_version)} of the handlers: pylog.protocol.apis.ADVERTISED, the one
 # table that ApiVersions lists and the connection layer enforces; handler modules read their
 # VERSIONS from it, and tests/unit/pylog/broker/test_broker_handlers.py checks that they all do.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {int(m.API_KEY): m.VERSIONS for m in _MODULES}
+# The controller's APIs (pylog.protocol.apis.CLUSTER_ADVERTISED) are served in cluster mode
+# only and are not in it.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    int(m.API_KEY): m.VERSIONS for m in _MODULES if m.API_KEY not in CLUSTER_ADVERTISED}
 
 
 async def dispatch(ctx: RequestContext, request: Any) -> Any:

@@ -32,6 +32,10 @@ async def lookup_topic(ctx: RequestContext, name: str, *, auto_create: bool) -> 
     topic = manager.topics.get(name)
     if topic is not None:
         return topic
+    if ctx.broker.cluster is not None:
+        # Cluster mode: topics are created through ZooKeeper (CreateTopics, Metadata's
+        # auto-creation) and local logs by LeaderAndIsr; never a local-only topic here.
+        raise errors.UnknownTopicOrPartitionError("This server does not host this topic-partition.")
     if is_internal(name) or name == CLUSTER_METADATA_TOPIC_NAME:
         # Internal topics are created by their coordinators, with their own configs, never
         # as ordinary topics: __consumer_offsets by the group coordinator (as Kafka's

@@ -20,13 +20,15 @@ API_KEY = ApiKey.API_VERSIONS
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 
-def api_keys() -> list[Any]:
-    return api_versions_keys(ADVERTISED)
+def api_keys(table: dict[int, tuple[int, int]] | None = None) -> list[Any]:
+    return api_versions_keys(table or ADVERTISED)
 
 
 async def handle_api_versions(ctx: RequestContext, request: Any) -> Any:
-    return ApiVersionsResponse(error_code=0, api_keys=api_keys(), throttle_time_ms=0)
+    return ApiVersionsResponse(error_code=0, api_keys=api_keys(getattr(ctx.broker, "api_advertised", None)),
+                               throttle_time_ms=0)
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
-    return ApiVersionsResponse(error_code=code, api_keys=api_keys(), throttle_time_ms=0)
+    return ApiVersionsResponse(error_code=code, api_keys=api_keys(getattr(ctx.broker, "api_advertised", None)),
+                               throttle_time_ms=0)

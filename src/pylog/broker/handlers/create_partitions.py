@@ -1,4 +1,9 @@
-"""CreatePartitions (key 37), versions 0-3: grow a topic's partition count."""
+"""CreatePartitions (key 37), versions 0-3: grow a topic's partition count.
+
+Cluster mode: the new partitions' replicas are assigned over the live brokers (or the
+request's assignments checked), ``/brokers/topics/<t>`` is rewritten conditionally, and the
+answer waits (``timeout_ms``) until this broker's metadata shows them led.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.controller import admin as cluster_admin
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import CreatePartitionsResponse
 
@@ -26,6 +32,12 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise errors.InvalidRequestError("Duplicate topic in request.")
+            if ctx.broker.cluster is not None:  # through ZooKeeper (pylog.controller.admin)
+                await cluster_admin.create_partitions(
+                    ctx.broker, t.name, t.count,
+                    [list(a.broker_ids) for a in t.assignments] if t.assignments is not None
+                    else None, bool(request.validate_only), max(request.timeout_ms, 0) / 1000.0)
+                continue
             if t.assignments is not None:
                 for a in t.assignments:
                     if list(a.broker_ids) != [ctx.broker.node_id]:

@@ -6,6 +6,10 @@ legal and new, with no ``.``/``_`` collision; duplicates in one request are
 INVALID_REQUEST. v5+ answers with the partition count, replication factor and every config
 of the created topic; v7 with its topic ID. ``validate_only`` checks without creating.
 
+Cluster mode (``zookeeper.connect``): any broker validates, assigns replicas over the live
+brokers (or checks a manual assignment), writes ZooKeeper and waits up to ``timeout_ms`` for
+the controller's result to reach its metadata (``pylog.controller.admin``).
+
 Internal topics, as Kafka's controller answers (``ControllerApis.createTopics``,
 ``ReplicationControlManager``): ``__cluster_metadata`` is refused with INVALID_REQUEST
 ("Creation of internal topic __cluster_metadata is prohibited."); ``__consumer_offsets``
@@ -21,6 +25,7 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
+from pylog.controller import admin as cluster_admin
 from pylog.log.internal_topics import CLUSTER_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
@@ -70,11 +75,11 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 if indexes != list(range(len(indexes))):
                     raise errors.InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
                 for a in t.assignments:
-                    if list(a.broker_ids) != [ctx.broker.node_id]:
+                    if ctx.broker.cluster is None and list(a.broker_ids) != [ctx.broker.node_id]:
                         raise errors.InvalidReplicaAssignmentError(
                             f"partition {a.partition_index}: replicas {list(a.broker_ids)} are not "
                             f"[{ctx.broker.node_id}] (single node)")
-                num_partitions, rf = len(indexes), 1
+                num_partitions, rf = len(indexes), len(t.assignments[0].broker_ids)
             if num_partitions == -1:
                 num_partitions = ctx.broker.config["num.partitions"]
             if rf == -1:
@@ -84,6 +89,20 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 if c.value is None:
                     raise errors.InvalidConfigError(f"Null value not supported for topic configs: {c.name}")
                 configs[c.name] = c.value
+            if ctx.broker.cluster is not None:
+                # Cluster mode: written to ZooKeeper, the controller creates it (pylog.controller.admin).
+                manual = ({a.partition_index: list(a.broker_ids) for a in t.assignments}
+                          if t.assignments else None)
+                tid, num_partitions, rf, overrides = await cluster_admin.create_topic(
+                    ctx.broker, t.name, num_partitions, rf, manual, configs,
+                    bool(request.validate_only), max(request.timeout_ms, 0) / 1000.0)
+                topic_id = tid if tid is not None else ZERO_UUID
+                log_warnings(ctx, t.name, check_implemented(overrides))
+                results.append(_R.CreatableTopicResult(
+                    name=t.name, topic_id=topic_id, error_code=0, error_message=None,
+                    num_partitions=num_partitions, replication_factor=rf,
+                    configs=_configs(ctx, overrides)))
+                continue
             overrides = manager.check_new_topic(t.name, num_partitions, rf, configs)
             warnings = check_implemented(overrides)
             if request.validate_only:

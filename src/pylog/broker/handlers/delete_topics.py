@@ -8,6 +8,10 @@ Internal topics are deleted like any other, as Kafka's controller does
 exception for them; only ``kafka-topics.sh`` leaves them out of ``--topic`` patterns).
 Deleting ``__consumer_offsets`` resigns the group coordinators (their groups and committed
 offsets are gone); the next FindCoordinator creates the topic anew.
+
+Cluster mode: the deletion is requested in ZooKeeper (``/admin/delete_topics``); the
+controller stops the replicas and removes the topic; the answer waits (``timeout_ms``) until
+this broker's metadata no longer lists it (``pylog.controller.admin``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
+from pylog.controller import admin as cluster_admin
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
@@ -40,6 +45,15 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         res = _R.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None)
         results.append(res)
         try:
+            if ctx.broker.cluster is not None:
+                if name is None:
+                    name = res.name = ctx.broker.cluster.metadata.topic_by_id(topic_id)
+                    if name is None:
+                        raise errors.UnknownTopicIdError("This server does not host this topic ID.")
+                tid = await cluster_admin.delete_topic(ctx.broker, name,
+                                                       max(request.timeout_ms, 0) / 1000.0)
+                res.topic_id = tid if tid is not None else ZERO_UUID
+                continue
             if name is None:
                 topic = manager.topic_by_id(topic_id)
                 if topic is None:

@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers (this node)."""
+"""DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers (this node; in
+cluster mode every live broker and the controller, from the metadata cache)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKERS:
         return error_response(ctx, request, errors.UnsupportedEndpointTypeError.code,
                               "this node serves broker endpoints only")
+    cluster = ctx.broker.cluster
+    if cluster is not None:  # cluster mode: every live broker and the controller, from the cache
+        cache = cluster.metadata
+        return _R(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
+            cluster_id=ctx.broker.cluster_id, controller_id=cache.controller_id,
+            brokers=[_R.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
+                                              rack=b.rack)
+                     for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)],
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
     host, port = ctx.broker.advertised()
     return _R(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,

@@ -7,6 +7,9 @@ retries); a single node creates it at once and answers with itself.
 Key type 1 (transaction): likewise for ``__transaction_state`` (created on the first lookup
 with transaction.state.log.num.partitions partitions): this node coordinates every
 transactional id. Other key types: INVALID_REQUEST.
+
+Cluster mode: the leader of the key's partition, from the metadata cache; the topic is
+created through ZooKeeper on first use (``pylog.controller.admin.find_coordinator``).
 """
 
 from __future__ import annotations
@@ -49,7 +52,35 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str 
     return 0, None
 
 
+async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
+    from pylog.controller.admin import find_coordinator
+
+    if ctx.api_version >= 4:
+        keys, key_type = list(request.coordinator_keys), request.key_type
+    else:
+        keys, key_type = [request.key], request.key_type if ctx.api_version >= 1 else GROUP
+    out = []
+    for key in keys:
+        message: str | None
+        if key_type not in (GROUP, TRANSACTION):
+            code, message, b = (errors.InvalidRequestError.code,
+                                f"unknown coordinator key type {key_type}", None)
+        else:
+            code, message, b = await find_coordinator(ctx.broker, key, key_type)
+        out.append(_R.Coordinator(key=key, node_id=b.broker_id if b else -1,
+                                  host=b.host if b else "", port=b.port if b else -1,
+                                  error_code=code, error_message=message))
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
+    c = out[0]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=c.error_code,
+                                   error_message=c.error_message, node_id=c.node_id, host=c.host,
+                                   port=c.port)
+
+
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker.cluster is not None:
+        return await _cluster_find(ctx, request)
     host, port = ctx.broker.advertised()
     node = ctx.broker.node_id
     if ctx.api_version >= 4:

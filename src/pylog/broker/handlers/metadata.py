@@ -55,7 +55,67 @@ def _error_topic(name: str | None, code: int, topic_id: Any = ZERO_UUID) -> Any:
     )
 
 
+async def _auto_create(ctx: RequestContext, name: str) -> int:
+    """Cluster mode auto-creation (Kafka's ZK-mode ``KafkaApis.createTopics`` from Metadata):
+    write the topic with ``num.partitions`` / ``default.replication.factor`` and answer
+    LEADER_NOT_AVAILABLE (the client asks again once the controller has started it)."""
+    from pylog.controller.admin import create_topic
+
+    config = ctx.broker.config
+    try:
+        await create_topic(ctx.broker, name, config["num.partitions"],
+                           config["default.replication.factor"], None, {}, False, 0.0)
+    except (errors.RequestTimedOutError, errors.TopicAlreadyExistsError):
+        pass
+    except errors.ApiError as exc:
+        return exc.code
+    return errors.LeaderNotAvailableError.code
+
+
+async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
+    """Cluster mode: everything from the metadata cache the controller feeds (all live
+    brokers, real leaders, replicas, ISR, offline replicas). A missing topic is created
+    through ZooKeeper when auto-creation is allowed (LEADER_NOT_AVAILABLE meanwhile), else
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    cache = ctx.broker.cluster.metadata
+    brokers = [_R.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+               for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+
+    def entry(name: str) -> Any:
+        parts = cache.partitions[name]
+        return _R.MetadataResponseTopic(
+            error_code=0, name=name, topic_id=cache.topic_ids.get(name, ZERO_UUID),
+            is_internal=is_internal(name),
+            partitions=[_R.MetadataResponsePartition(
+                error_code=errors.LeaderNotAvailableError.code if m.leader < 0 else 0,
+                partition_index=p, leader_id=m.leader, leader_epoch=m.leader_epoch,
+                replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
+                offline_replicas=list(m.offline)) for p, m in sorted(parts.items())],
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    requested = request.topics
+    if requested is None or (ctx.api_version == 0 and not requested):
+        topics = [entry(n) for n in sorted(cache.partitions)]
+    else:
+        topics = []
+        for item in requested:
+            name = item.name if item.name is not None else cache.topic_by_id(item.topic_id)
+            if name is None:
+                topics.append(_error_topic(None, errors.UnknownTopicIdError.code, item.topic_id))
+            elif name in cache.partitions:
+                topics.append(entry(name))
+            elif ctx.broker.config["auto.create.topics.enable"] and (
+                    request.allow_auto_topic_creation if ctx.api_version >= 4 else True):
+                topics.append(_error_topic(name, await _auto_create(ctx, name)))
+            else:
+                topics.append(_error_topic(name, errors.UnknownTopicOrPartitionError.code))
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=ctx.broker.cluster_id,
+                            controller_id=cache.controller_id, topics=topics,
+                            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+    if ctx.broker.cluster is not None:
+        return await _cluster_metadata(ctx, request)
     manager = ctx.broker.log_manager
     version = ctx.api_version
     requested = request.topics

@@ -73,10 +73,14 @@ def fetch_body(topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 1
 def test_handler_versions_match_what_the_protocol_layer_advertises() -> None:
     """One version table: every advertised API has a handler, every handler's VERSIONS is
     the advertised range (produce.py and fetch.py included, which keep literals)."""
+    # Cluster mode adds the controller's APIs (CLUSTER_ADVERTISED; a single node refuses them).
+    table = {int(k): v for k, v in {**apis.ADVERTISED, **apis.CLUSTER_ADVERTISED}.items()}
+    assert set(handlers.HANDLERS) == set(table)
     assert handlers.SUPPORTED_VERSIONS == {int(k): v for k, v in apis.ADVERTISED.items()}
     for api_key, (_handler, module) in handlers.HANDLERS.items():
-        assert module.VERSIONS == apis.ADVERTISED[api_key], module.__name__
-        assert module.__name__.rsplit(".", 1)[1] == apis.ApiKey(api_key).name.lower()
+        assert module.VERSIONS == table[api_key], module.__name__
+        name = module.__name__.rsplit(".", 1)[1]
+        assert name == apis.ApiKey(api_key).name.lower()
     # Produce 0-2: advertised, refused on use (the connection layer's SUPPORTED table).
     assert {k: v for k, v in apis.SUPPORTED.items() if k != apis.ApiKey.PRODUCE} == {
         k: v for k, v in handlers.SUPPORTED_VERSIONS.items() if k != apis.ApiKey.PRODUCE}

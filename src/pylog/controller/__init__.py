@@ -1,0 +1,1 @@
+"""Cluster mode: the runtime, the controller and the metadata cache (docs/replication.md)."""

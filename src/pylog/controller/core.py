@@ -1,0 +1,351 @@
+"""The controller's decisions, sans I/O (Kafka's ``KafkaController`` with its partition and
+replica state machines, reduced to what ZooKeeper mode needs).
+
+Events go in (``startup``, ``brokers_changed``, ``topics_changed``, ``controlled_shutdown``,
+``isr_changed``, ``delete_topics``); out come *plans*: the partition state znode writes to
+make (``StateWrite``, conditional on the partition epoch the core last saw) and, once the
+service reports which writes went through (``written``) or lost (``reread``), the requests
+to send (``requests``: LeaderAndIsr per broker, UpdateMetadata to every live broker,
+StopReplica). The asyncio service (``service``) does the ZooKeeper and network I/O; this
+module never blocks and takes no clock, so every case is a unit test.
+
+Rules (docs/replication.md, ``pylog.cluster.election``):
+
+- a new partition's leader is its first live replica, the ISR every live replica, epoch 0;
+  a partition with no live replica gets no state yet and is started when one registers;
+- a dead broker's leaderships are re-elected from the ISR in assignment order (unclean
+  election outside the ISR only with ``unclean.leader.election.enable``); a dead follower
+  leaves the ISR (the last member stays); every leader change bumps the leader epoch;
+- a broker in controlled shutdown hands each leadership to another live ISR member and
+  leaves the ISR of the partitions it follows; partitions with no other ISR member stay
+  (they are reported as remaining, as Kafka's ControlledShutdownResponse does).
+
+Not thread-safe: the service drives it from its one event task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pylog.cluster import election as el
+from pylog.cluster import zk_data as z
+
+TP = tuple[str, int]
+
+# Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata tells brokers a partition is gone.
+LEADER_DURING_DELETE = -2
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    """Write ``new`` to the partition's state znode if it is still at ``expected_version``
+    (-1: create it)."""
+
+    tp: TP
+    new: el.LeaderAndIsr
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """What a broker is told about one partition."""
+
+    tp: TP
+    state: el.LeaderAndIsr
+    replicas: tuple[int, ...]
+    offline: tuple[int, ...]
+    is_new: bool = False
+
+
+@dataclass
+class Requests:
+    """What to send once a plan's writes are done."""
+
+    leader_and_isr: dict[int, list[PartitionInfo]] = field(default_factory=dict)
+    update_metadata: dict[int, list[PartitionInfo]] = field(default_factory=dict)
+    stop_replica: dict[int, list[tuple[TP, bool]]] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.leader_and_isr or self.update_metadata or self.stop_replica)
+
+
+class ControllerCore:
+    """One elected controller's view of the cluster.
+
+    Args:
+        broker_id: this broker.
+        epoch: the controller epoch won in the election.
+        unclean: ``unclean(topic) -> bool``, the topic's ``unclean.leader.election.enable``.
+    """
+
+    def __init__(self, broker_id: int, epoch: int, unclean: Callable[[str], bool]) -> None:
+        self.broker_id = broker_id
+        self.epoch = epoch
+        self.unclean = unclean
+        self.live: dict[int, tuple[z.BrokerRegistration, int]] = {}
+        self.shutting_down: set[int] = set()
+        self.assignments: dict[str, z.TopicAssignment] = {}
+        self.states: dict[TP, el.LeaderAndIsr] = {}
+        self.deleting: set[str] = set()
+        self._new: set[TP] = set()
+        self._changed: set[TP] = set()
+
+    # -- views ---------------------------------------------------------------------------
+
+    def replicas(self, tp: TP) -> tuple[int, ...]:
+        a = self.assignments.get(tp[0])
+        ra = a.partitions.get(tp[1]) if a is not None else None
+        return ra.replicas if ra is not None else ()
+
+    def partitions(self) -> list[TP]:
+        return sorted((t, p) for t, a in self.assignments.items() for p in a.partitions)
+
+    def info(self, tp: TP) -> PartitionInfo:
+        replicas = self.replicas(tp)
+        return PartitionInfo(tp, self.states[tp], replicas,
+                             tuple(r for r in replicas if r not in self.live),
+                             is_new=tp in self._new)
+
+    def offline_partitions(self) -> list[TP]:
+        return [tp for tp, s in sorted(self.states.items()) if not s.has_leader
+                or s.leader not in self.live]
+
+    # -- planning ------------------------------------------------------------------------
+
+    def _initial(self, tp: TP) -> StateWrite | None:
+        state = el.initial_leader_and_isr(self.replicas(tp), self._electable())
+        return StateWrite(tp, state, -1) if state is not None else None
+
+    def _electable(self) -> set[int]:
+        return set(self.live)
+
+    def _offline_election(self, tp: TP) -> StateWrite | None:
+        current = self.states[tp]
+        if current.has_leader and current.leader in self.live:
+            return None
+        result = el.elect_offline(current, self.replicas(tp), self._electable(),
+                                  self.unclean(tp[0]))
+        if result.leader_and_isr is None:
+            # Offline stays offline; still record the dead leader's removal (leader -1).
+            if current.has_leader:
+                removed = el.remove_replica_from_isr(current, current.leader)
+                if removed is not None:
+                    return StateWrite(tp, removed, current.partition_epoch)
+            return None
+        return StateWrite(tp, result.leader_and_isr, current.partition_epoch)
+
+    def startup(self, brokers: Mapping[int, tuple[z.BrokerRegistration, int]],
+                assignments: Mapping[str, z.TopicAssignment],
+                states: Mapping[TP, el.LeaderAndIsr], deleting: Iterable[str] = ()) -> list[StateWrite]:
+        """Failover: load what ZooKeeper holds; plan new partitions' states and offline
+        elections (Kafka's ``onControllerFailover``)."""
+        self.live = dict(brokers)
+        self.assignments = dict(assignments)
+        self.states = dict(states)
+        self.deleting = set(deleting) & set(assignments)
+        self._changed = set(self.states)
+        return self._plan_all()
+
+    def _plan_all(self) -> list[StateWrite]:
+        writes = []
+        for tp in self.partitions():
+            if tp[0] in self.deleting:
+                continue
+            w = self._initial(tp) if tp not in self.states else self._offline_election(tp)
+            if w is not None:
+                writes.append(w)
+        return writes
+
+    def brokers_changed(self, brokers: Mapping[int, tuple[z.BrokerRegistration, int]]
+                        ) -> tuple[list[StateWrite], set[int], set[int]]:
+        """``/brokers/ids`` changed. Returns (writes, new brokers, dead brokers); a broker
+        whose epoch changed (a bounce faster than the watch) counts as dead and new."""
+        old = self.live
+        new_ids = {b for b, (_, ep) in brokers.items() if b not in old or old[b][1] != ep}
+        dead = {b for b, (_, ep) in old.items() if b not in brokers or brokers[b][1] != ep}
+        self.live = dict(brokers)
+        self.shutting_down &= set(brokers)
+        writes: list[StateWrite] = []
+        for tp in self.partitions():
+            if tp[0] in self.deleting:
+                continue
+            if tp not in self.states:
+                w = self._initial(tp)
+            elif not self.states[tp].has_leader or self.states[tp].leader not in self.live:
+                w = self._offline_election(tp)
+            else:
+                cur = self.states[tp]
+                gone = [r for r in cur.isr if r not in self.live]
+                w = None
+                if gone and len(cur.isr) > 1:
+                    isr = [r for r in cur.isr if r in self.live] or [cur.isr[0]]
+                    w = StateWrite(tp, cur.new_leader_and_isr(cur.leader, isr), cur.partition_epoch)
+            if w is not None:
+                writes.append(w)
+            if any(r in new_ids for r in self.replicas(tp)) and tp in self.states:
+                self._changed.add(tp)
+        return writes, new_ids, dead
+
+    def topics_changed(self, assignments: Mapping[str, z.TopicAssignment]) -> list[StateWrite]:
+        """New topics (or partitions added to one): plan their first states."""
+        for topic, a in assignments.items():
+            self.assignments[topic] = a
+        writes = []
+        for topic in sorted(assignments):
+            for p in sorted(assignments[topic].partitions):
+                if (topic, p) not in self.states and topic not in self.deleting:
+                    w = self._initial((topic, p))
+                    if w is not None:
+                        writes.append(w)
+        return writes
+
+    def controlled_shutdown(self, broker_id: int) -> tuple[list[StateWrite], list[TP]]:
+        """Plan moving ``broker_id``'s leaderships and ISR memberships away. Returns the
+        writes and the partitions it will still lead (no other ISR member is live)."""
+        self.shutting_down.add(broker_id)
+        writes, remaining = [], []
+        for tp in self.partitions():
+            state = self.states.get(tp)
+            replicas = self.replicas(tp)
+            if state is None or broker_id not in replicas or tp[0] in self.deleting:
+                continue
+            if state.leader == broker_id:
+                if len(replicas) == 1:
+                    continue  # nowhere to go (Kafka skips replication factor 1)
+                result = el.elect_for_controlled_shutdown(state, replicas, self._electable(),
+                                                          self.shutting_down)
+                if result.leader_and_isr is None:
+                    remaining.append(tp)
+                else:
+                    writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
+            elif broker_id in state.isr and len(state.isr) > 1:
+                isr = [r for r in state.isr if r != broker_id]
+                writes.append(StateWrite(tp, state.new_leader_and_isr(state.leader, isr),
+                                         state.partition_epoch))
+        return writes, remaining
+
+    def preferred_elections(self, tps: Iterable[TP]) -> list[StateWrite]:
+        """Move each partition's leadership back to its preferred replica (the assignment's
+        head) when that replica is live and in the ISR (Kafka's PreferredReplicaElection)."""
+        writes = []
+        for tp in sorted(set(tps)):
+            state = self.states.get(tp)
+            replicas = self.replicas(tp)
+            if state is None or tp[0] in self.deleting or not replicas \
+                    or replicas[0] in self.shutting_down \
+                    or not el.needs_preferred_election(replicas, state):
+                continue
+            result = el.elect_preferred(state, replicas, self._electable())
+            if result.leader_and_isr is not None:
+                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
+        return writes
+
+    def auto_rebalance(self, imbalance_percentage: int) -> list[StateWrite]:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for every live broker whose share
+        of preferred partitions led elsewhere exceeds ``leader.imbalance.per.broker.percentage``,
+        elect it back where it is in the ISR."""
+        assignments: dict[TP, Sequence[int]] = {tp: self.replicas(tp) for tp in self.states
+                                                if tp[0] not in self.deleting}
+        leaders = {tp: s.leader for tp, s in self.states.items()}
+        out: list[TP] = []
+        for broker, tps in el.imbalanced_brokers(assignments, leaders,
+                                                 imbalance_percentage).items():
+            if broker in self.live and broker not in self.shutting_down:
+                out.extend(tps)
+        return self.preferred_elections(out)
+
+    def still_led_by(self, broker_id: int) -> list[TP]:
+        return [tp for tp, s in sorted(self.states.items())
+                if s.leader == broker_id and len(self.replicas(tp)) > 1]
+
+    def isr_changed(self, states: Mapping[TP, el.LeaderAndIsr]) -> None:
+        """A leader rewrote ISRs (``/isr_change_notification``): take the states read."""
+        for tp, s in states.items():
+            if tp in self.states and s.partition_epoch >= self.states[tp].partition_epoch:
+                self.states[tp] = s
+                self._changed.add(tp)
+
+    def delete_topics(self, topics: Iterable[str]) -> Requests:
+        """Start deleting: replicas stop and delete their logs; brokers forget the topic."""
+        req = Requests()
+        gone: list[PartitionInfo] = []
+        for topic in sorted(set(topics) & set(self.assignments)):
+            self.deleting.add(topic)
+            for p in sorted(self.assignments[topic].partitions):
+                tp = (topic, p)
+                for r in self.replicas(tp):
+                    if r in self.live:
+                        req.stop_replica.setdefault(r, []).append((tp, True))
+                state = self.states.get(tp, el.LeaderAndIsr(el.NO_LEADER, 0, self.replicas(tp)))
+                gone.append(PartitionInfo(tp, el.LeaderAndIsr(
+                    LEADER_DURING_DELETE, state.leader_epoch, state.isr, state.leader_recovery_state,
+                    state.partition_epoch), self.replicas(tp), ()))
+        if gone:
+            for b in self.live:
+                req.update_metadata[b] = list(gone)
+        return req
+
+    def topic_deleted(self, topic: str) -> None:
+        self.deleting.discard(topic)
+        self.assignments.pop(topic, None)
+        for tp in [tp for tp in self.states if tp[0] == topic]:
+            del self.states[tp]
+            self._changed.discard(tp)
+            self._new.discard(tp)
+
+    # -- results -------------------------------------------------------------------------
+
+    def written(self, write: StateWrite, zk_version: int) -> None:
+        """The write went through; ``zk_version`` is the state znode's new version."""
+        self.states[write.tp] = write.new.with_partition_epoch(zk_version)
+        self._changed.add(write.tp)
+        if write.expected_version == -1:
+            self._new.add(write.tp)
+
+    def reread(self, tp: TP, state: el.LeaderAndIsr | None) -> None:
+        """A conditional write lost: this is the state ZooKeeper holds now."""
+        if state is None:
+            self.states.pop(tp, None)
+        else:
+            self.states[tp] = state
+
+    def replan(self, tp: TP) -> StateWrite | None:
+        """After ``reread``: decide again for one partition (shutdown and failure cases)."""
+        if tp not in self.states:
+            return self._initial(tp)
+        state = self.states[tp]
+        if state.leader in self.shutting_down and len(self.replicas(tp)) > 1:
+            result = el.elect_for_controlled_shutdown(state, self.replicas(tp), self._electable(),
+                                                      self.shutting_down)
+            if result.leader_and_isr is not None:
+                return StateWrite(tp, result.leader_and_isr, state.partition_epoch)
+            return None
+        return self._offline_election(tp)
+
+    def requests(self, full_to: Iterable[int] = (), notify_all: bool = False) -> Requests:
+        """The requests for every partition changed since the last call: LeaderAndIsr to its
+        live replicas, UpdateMetadata to every live broker; ``full_to`` brokers (new ones, or
+        all after a failover) get every partition in both; ``notify_all`` sends every live
+        broker an UpdateMetadata even without partition changes (the broker list changed)."""
+        req = Requests()
+        full = set(full_to) & set(self.live)
+        changed = {tp for tp in self._changed if tp in self.states and tp[0] not in self.deleting}
+        everything = [tp for tp in self.partitions() if tp in self.states
+                      and tp[0] not in self.deleting]
+        for tp in everything:
+            info = self.info(tp)
+            for r in info.replicas:
+                if r in self.live and (tp in changed or r in full) and info.state.has_leader:
+                    req.leader_and_isr.setdefault(r, []).append(info)
+            for b in sorted(self.live):
+                if tp in changed or b in full:
+                    req.update_metadata.setdefault(b, []).append(info)
+        for b in full:
+            req.update_metadata.setdefault(b, [])
+        if notify_all:
+            for b in self.live:
+                req.update_metadata.setdefault(b, [])
+        self._changed.clear()
+        self._new.clear()
+        return req

@@ -1,0 +1,186 @@
+"""``pylog cluster start|stop``: a local cluster for development (ZooKeeper + N brokers).
+
+``start`` runs Debian's ``zookeeper`` package (``make sysdeps`` installs it) the way its
+``zkServer.sh`` does: ``java -cp /usr/share/java/zookeeper.jar`` (whose manifest class path
+names the jars it needs) ``org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg``, in
+the background with its own ``zoo.cfg`` and data under ``<data-dir>/zookeeper``; then N
+``pylog broker`` processes with ``broker.id`` 0..N-1, ``zookeeper.connect`` and their data
+in ``<data-dir>/broker-<id>``, on ``127.0.0.1`` ports ``base-port + id``. It waits until
+each serves, prints their addresses and writes ``<data-dir>/cluster.json`` (process ids,
+ports), which ``stop`` reads to stop the brokers (SIGTERM: controlled shutdown) and then
+ZooKeeper. Logs: ``<data-dir>/*.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+ZOOKEEPER_JAR = pathlib.Path("/usr/share/java/zookeeper.jar")
+SLF4J_SIMPLE_JAR = pathlib.Path("/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+STATE_FILE = "cluster.json"
+
+
+class LauncherError(RuntimeError):
+    """The local cluster cannot be started or stopped (the message says what to do)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ruok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(b"srvr")
+            return b"Mode:" in s.recv(4096)
+    except OSError:
+        return False
+
+
+def start_zookeeper(base: pathlib.Path, port: int, timeout: float = 60.0) -> int:
+    if not ZOOKEEPER_JAR.exists():
+        raise LauncherError("Debian's zookeeper package is not installed (no "
+                            f"{ZOOKEEPER_JAR}): run `make sysdeps` (or apt-get install zookeeper)")
+    if shutil.which("java") is None:
+        raise LauncherError("no java on PATH: run `make sysdeps` (openjdk-17-jre-headless)")
+    if not _port_free(port):
+        raise LauncherError(f"port {port} (ZooKeeper) is taken: pass --zookeeper-port")
+    data = base / "zookeeper"
+    data.mkdir(parents=True, exist_ok=True)
+    cfg = base / "zoo.cfg"
+    cfg.write_text(f"tickTime=500\ndataDir={data}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+                   "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
+                   "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat\n")
+    cp = str(ZOOKEEPER_JAR) + (f":{SLF4J_SIMPLE_JAR}" if SLF4J_SIMPLE_JAR.exists() else "")
+    with open(base / "zookeeper.log", "ab") as log:
+        proc = subprocess.Popen(["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false",
+                                 "-cp", cp, MAIN_CLASS, str(cfg)], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not _ruok(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise LauncherError(f"ZooKeeper did not start; see {base / 'zookeeper.log'}")
+        time.sleep(0.2)
+    return proc.pid
+
+
+def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
+                 extra: list[str], timeout: float = 60.0) -> int:
+    if not _port_free(port):
+        raise LauncherError(f"port {port} (broker {broker_id}) is taken: pass --base-port")
+    data = base / f"broker-{broker_id}"
+    data.mkdir(parents=True, exist_ok=True)
+    ready = base / f"broker-{broker_id}.ready"
+    ready.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pylog", "broker", "--ready-file", str(ready),
+           "--override", f"broker.id={broker_id}", "--override", f"node.id={broker_id}",
+           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+           "--override", f"log.dirs={data}", "--override", f"zookeeper.connect={zk_connect}"]
+    for item in extra:
+        cmd += ["--override", item]
+    with open(base / f"broker-{broker_id}.log", "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not (ready.exists() and ready.read_text().strip()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise LauncherError(f"broker {broker_id} did not start; see "
+                                f"{base / f'broker-{broker_id}.log'}")
+        time.sleep(0.1)
+    return proc.pid
+
+
+def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
+          overrides: list[str]) -> dict[str, Any]:
+    base = pathlib.Path(data_dir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    state_path = base / STATE_FILE
+    if state_path.exists():
+        old = json.loads(state_path.read_text())
+        if any(_alive(p) for p in [old["zookeeper"]["pid"], *(b["pid"] for b in old["brokers"])]):
+            raise LauncherError(f"a cluster from {base} is running: `pylog cluster stop "
+                                f"--data-dir {data_dir}` first")
+    state: dict[str, Any] = {"zookeeper": {}, "brokers": []}
+    try:
+        state["zookeeper"] = {"pid": start_zookeeper(base, zk_port), "port": zk_port}
+        zk = f"127.0.0.1:{zk_port}"
+        for i in range(brokers):
+            pid = start_broker(base, i, base_port + i, zk, overrides)
+            state["brokers"].append({"id": i, "pid": pid, "host": "127.0.0.1",
+                                     "port": base_port + i})
+    except BaseException:
+        stop_processes(state)
+        raise
+    state_path.write_text(json.dumps(state, indent=2) + "\n")
+    return state
+
+
+def stop_processes(state: dict[str, Any], timeout: float = 60.0) -> list[str]:
+    """SIGTERM the brokers (they shut down in a controlled way), then ZooKeeper."""
+    stopped = []
+    pids = [(f"broker {b['id']}", b["pid"]) for b in state.get("brokers", [])]
+    for _name, pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for name, pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            _reap(pid)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        stopped.append(name)
+    zk = state.get("zookeeper", {}).get("pid")
+    if zk and _alive(zk):
+        os.killpg(zk, signal.SIGTERM)
+        end = time.monotonic() + 20
+        while _alive(zk) and time.monotonic() < end:
+            time.sleep(0.1)
+            _reap(zk)
+        stopped.append("zookeeper")
+    return stopped
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(data_dir: str) -> list[str]:
+    state_path = pathlib.Path(data_dir).resolve() / STATE_FILE
+    if not state_path.exists():
+        raise LauncherError(f"no {STATE_FILE} in {data_dir}: nothing started there (pass the "
+                            "--data-dir given to `pylog cluster start`)")
+    stopped = stop_processes(json.loads(state_path.read_text()))
+    state_path.unlink()
+    return stopped

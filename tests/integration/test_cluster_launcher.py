@@ -1,0 +1,68 @@
+"""``pylog cluster start`` / ``stop``: ZooKeeper and brokers as background processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from _harness.zookeeper import missing_reason
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pylog(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pylog", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_start_info_stop(tmp_path) -> None:
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    data = tmp_path / "cl"
+    base, zk = _free_port(), _free_port()
+    while base + 1 == zk or not _port_ok(base + 1):
+        base = _free_port()
+    out = _pylog("cluster", "start", "--brokers", "2", "--data-dir", str(data), "--base-port",
+                 str(base), "--zookeeper-port", str(zk), "--override",
+                 "controlled.shutdown.retry.backoff.ms=200")
+    try:
+        assert out.returncode == 0, out.stderr + (data / "broker-0.log").read_text(errors="replace")
+        assert f"bootstrap.servers=127.0.0.1:{base},127.0.0.1:{base + 1}" in out.stdout
+        state = json.loads((data / "cluster.json").read_text())
+        assert [b["port"] for b in state["brokers"]] == [base, base + 1]
+        again = _pylog("cluster", "start", "--data-dir", str(data))
+        assert again.returncode == 1 and "is running" in again.stderr
+        info = _pylog("cluster", "info", "--json", "--bootstrap-server", f"127.0.0.1:{base + 1}")
+        assert info.returncode == 0, info.stderr
+        described = json.loads(info.stdout)
+        assert sorted(b["node_id"] for b in described["brokers"]) == [0, 1]
+        assert described["controller_id"] in (0, 1)
+    finally:
+        stop = _pylog("cluster", "stop", "--data-dir", str(data))
+    assert stop.returncode == 0, stop.stderr
+    assert "stopped broker 0, broker 1, zookeeper" in stop.stdout
+    assert not (data / "cluster.json").exists()
+    for i in (0, 1):
+        assert "shut down cleanly" in (data / f"broker-{i}.log").read_text()
+    missing = _pylog("cluster", "stop", "--data-dir", str(data))
+    assert missing.returncode == 1 and "nothing started there" in missing.stderr
+
+
+def _port_ok(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

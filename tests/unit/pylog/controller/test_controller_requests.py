@@ -1,0 +1,118 @@
+"""The controller's requests at every version a broker may serve, and the metadata cache
+that UpdateMetadata feeds: built by ``channels``, encoded, decoded as the broker decodes
+them, and applied."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pylog.cluster import election as el
+from pylog.cluster import zk_data as z
+from pylog.controller.channels import (
+    build_leader_and_isr,
+    build_stop_replica,
+    build_update_metadata,
+)
+from pylog.controller.core import LEADER_DURING_DELETE, PartitionInfo
+from pylog.controller.metadata_cache import STALE_CONTROLLER_EPOCH, MetadataCache
+from pylog.log.topics import topic_id_from_str
+
+TOPIC_ID = "UYIqz_Y9SLutzBwx_HmF7g"
+BROKERS = {b: (z.BrokerRegistration(b, (z.EndPoint("PLAINTEXT", f"h{b}", 9000 + b),),
+                                    rack=f"r{b}"), 100 + b) for b in (1, 2, 3)}
+
+
+def parts(leader: int = 1, epoch: int = 4) -> list[PartitionInfo]:
+    return [PartitionInfo(("t", 0), el.LeaderAndIsr(leader, epoch, (1, 2), partition_epoch=7),
+                          (1, 2, 3), (3,), is_new=True),
+            PartitionInfo(("u", 1), el.LeaderAndIsr(2, 0, (2,)), (2,), ())]
+
+
+def roundtrip(msg, version):
+    return type(msg).decode(msg.encode(version), version)
+
+
+@pytest.mark.parametrize("version", range(0, 9))
+def test_update_metadata_every_version_feeds_the_cache(version: int) -> None:
+    req = roundtrip(build_update_metadata(version, 1, 9, 101, parts(), {"t": TOPIC_ID}, BROKERS),
+                    version)
+    cache = MetadataCache()
+    assert asyncio.run(_apply(cache, req, version)) == 0
+    assert cache.controller_id == 1 and cache.controller_epoch == 9
+    assert sorted(cache.brokers) == [1, 2, 3]
+    assert (cache.brokers[2].host, cache.brokers[2].port) == ("h2", 9002)
+    if version >= 2:
+        assert cache.brokers[2].rack == "r2"
+    m = cache.partitions["t"][0]
+    assert (m.leader, m.leader_epoch, m.isr, m.zk_version) == (1, 4, (1, 2), 7)
+    assert m.replicas == (1, 2, 3)
+    if version >= 4:
+        assert m.offline == (3,)
+    if version >= 7:
+        assert cache.topic_ids["t"] == topic_id_from_str(TOPIC_ID)
+
+
+async def _apply(cache: MetadataCache, req, version: int) -> int:
+    return cache.apply(req, version)
+
+
+def test_cache_refuses_an_older_controller_and_forgets_deleted_partitions() -> None:
+    cache = MetadataCache()
+    new = roundtrip(build_update_metadata(8, 1, 9, 101, parts(), {"t": TOPIC_ID}, BROKERS), 8)
+    assert asyncio.run(_apply(cache, new, 8)) == 0
+    old = roundtrip(build_update_metadata(8, 2, 8, 102, parts(leader=2), {}, BROKERS), 8)
+    assert asyncio.run(_apply(cache, old, 8)) == STALE_CONTROLLER_EPOCH
+    assert cache.partitions["t"][0].leader == 1 and cache.controller_id == 1
+    gone = [PartitionInfo(("t", 0), el.LeaderAndIsr(LEADER_DURING_DELETE, 4, (1, 2)), (1, 2, 3), ())]
+    req = roundtrip(build_update_metadata(8, 1, 9, 101, gone, {"t": TOPIC_ID}, BROKERS), 8)
+    assert asyncio.run(_apply(cache, req, 8)) == 0
+    assert "t" not in cache.partitions and "t" not in cache.topic_ids
+    assert "u" in cache.partitions
+
+
+def test_wait_until_wakes_on_update() -> None:
+    async def run() -> bool:
+        cache = MetadataCache()
+        req = build_update_metadata(8, 1, 9, 101, parts(), {}, BROKERS)
+        asyncio.get_running_loop().call_later(0.05, cache.apply, req, 8)
+        return await cache.wait_until(lambda c: "t" in c.partitions, 10.0)
+    assert asyncio.run(run())
+
+
+@pytest.mark.parametrize("version", range(0, 8))
+def test_leader_and_isr_every_version(version: int) -> None:
+    req = roundtrip(build_leader_and_isr(version, 1, 9, 103, parts(), {"t": TOPIC_ID}, BROKERS),
+                    version)
+    assert req.controller_id == 1 and req.controller_epoch == 9
+    if version < 2:
+        states = req.ungrouped_partition_states
+    else:
+        states = [s for t in req.topic_states for s in t.partition_states]
+        if version >= 5:
+            ids = {t.topic_name: t.topic_id for t in req.topic_states}
+            assert ids["t"] == topic_id_from_str(TOPIC_ID)
+    s = states[0]
+    assert (s.leader, s.leader_epoch, list(s.isr)) == (1, 4, [1, 2])
+    if version >= 1:
+        assert list(s.replicas) == [1, 2, 3]
+        assert s.is_new
+    assert sorted((leader.broker_id, leader.port) for leader in req.live_leaders) == [(1, 9001), (2, 9002)]
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_stop_replica_every_version(version: int) -> None:
+    req = roundtrip(build_stop_replica(version, 1, 9, 103, [(("t", 0), True), (("t", 1), True)]),
+                    version)
+    if version == 0:
+        got = [(p.topic_name, p.partition_index) for p in req.ungrouped_partitions]
+        assert req.delete_partitions
+    elif version < 3:
+        got = [(t.name, p) for t in req.topics for p in t.partition_indexes]
+        assert req.delete_partitions
+    else:
+        got = [(t.topic_name, s.partition_index) for t in req.topic_states for s in t.partition_states]
+        assert all(s.delete_partition for t in req.topic_states for s in t.partition_states)
+    assert got == [("t", 0), ("t", 1)]
+
