@@ -342,12 +342,10 @@ def test_restarted_broker_rejoins_and_gets_its_preferred_leadership_back(cluster
     assert moved[0].leader == others[0] and victim not in moved[0].isr
     brokers[victim].start()
     _wait(lambda: victim in store.get_broker_ids(), 30, "the victim to register again")
-    # The leader adds the caught-up follower back to the ISR (the replica manager's job): here
-    # written as the leader writes it, conditionally, with an isr_change notice.
-    st, version = store.get_partition_state("pref", 0)
-    store.update_partition_state("pref", 0, z.PartitionState(
-        st.leader, st.leader_epoch, (*st.isr, victim), st.controller_epoch), version)
-    store.notify_isr_change([("pref", 0)])
+    # The leader's replica manager adds the caught-up follower back to the ISR (a conditional
+    # write of the state znode and an isr_change notice).
+    _wait(lambda: (s := store.get_partition_state("pref", 0)) and victim in s[0].isr, 60,
+          "the leader to add the restarted replica back to the ISR")
     # The controller relays the ISR (UpdateMetadata), then the rebalance check (every second)
     # elects the preferred replica again, one epoch later.
     back = _wait(lambda: (s := store.get_partition_state("pref", 0)) and s[0].leader == victim
