@@ -20,7 +20,7 @@ from typing import Any
 
 from . import RecordBatch
 from .append import TimestampOffset
-from .errors import CorruptRecordError, LogcoreError, OffsetOutOfRangeError
+from .errors import CorruptRecordError, LogcoreError, LogDirError, OffsetOutOfRangeError
 from .region import FileRegion
 from .segment import HEADER, LogSegment, scan
 
@@ -90,7 +90,15 @@ class LogReads:
             seg.touched = True  # keeps its index mapped (see release_idle_indexes)
             idx = seg._offset_index
             if idx is None:
-                idx = seg.offset_index
+                try:
+                    idx = seg.offset_index
+                except LogDirError:
+                    if not seg.deleted or self._snapshot is view:
+                        raise
+                    # The cleaner or retention replaced this segment after this read took its
+                    # view, and its files are gone (file.delete.delay.ms=0): read the new list.
+                    return self.read(offset, max_bytes, max_offset=max_offset,
+                                     min_one_batch=min_one_batch)
             try:
                 found = locate(seg.fd, seg.size, idx, offset, max_bytes,
                                max_offset, min_one_batch)
