@@ -270,6 +270,27 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     return info
 
 
+async def append_replicated(broker: Any, partition: Any, records: Any, timeout_ms: int) -> Any:
+    """``append_records`` with acks=all, for the coordinators' internal topics: on a
+    replicated partition, returns once the high watermark passes the batch (Kafka's
+    coordinators append with required acks -1 and a timeout: ``offsets.commit.timeout.ms``
+    for groups). On a single node it is ``append_records``.
+
+    Raises ``AppendError``: the append's refusal, or NOT_ENOUGH_REPLICAS_AFTER_APPEND /
+    NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT from the wait (the batch is in the leader's
+    log then, but not committed: the caller fails its request as Kafka does)."""
+    info = await append_records(broker, partition, records, -1)
+    replicas = broker.replicas
+    key = (partition.topic, partition.index)
+    if not info.duplicate and replicas.active and key in replicas.partitions:
+        code = await replicas.wait_for_acks(key, info.last_offset + 1, timeout_ms)
+        if code:
+            raise AppendError(code, f"the append to {partition.topic}-{partition.index} at offset "
+                                    f"{info.first_offset} was not replicated to the ISR "
+                                    f"(error {code})")
+    return info
+
+
 def _replica_checks(broker: Any, state: Any, acks: int) -> tuple[int, int]:
     """A replicated partition: only its leader appends, acks=-1 needs the ISR at min ISR
     (checked here on the real ISR, so ``_append_now``'s single-node check is skipped).
