@@ -279,6 +279,11 @@ class ProducerStateManager:
         #: Smallest first offset of the open transactions, None when none is open.
         #: Republished after each change (readers take it without the log's lock).
         self.first_unstable_offset: int | None = None
+        #: Replicated logs only (``track_unreplicated``): the transactions completed by a
+        #: marker that may still be above the high watermark, as (first offset, marker
+        #: offset) in marker order (Kafka's ``unreplicatedTxns``). Republished whole.
+        self.track_unreplicated = False
+        self.unreplicated: tuple[tuple[int, int], ...] = ()
 
     # ------------------------------------------------------------------ checks
     def validate(self, items: list[BatchMeta | MarkerMeta]
@@ -404,6 +409,8 @@ class ProducerStateManager:
             first = entry.end_txn(item)
             if first >= 0:
                 del self.ongoing[item.producer_id]
+                if self.track_unreplicated:
+                    self.unreplicated = (*self.unreplicated, (first, item.offset))
                 if not item.commit:
                     others = self.ongoing.values()
                     lso = min(others) if others else item.offset + 1
@@ -424,6 +431,12 @@ class ProducerStateManager:
     def _publish(self) -> None:
         self.first_unstable_offset = min(self.ongoing.values()) if self.ongoing else None
 
+    def prune_unreplicated(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is below ``high_watermark``."""
+        kept = tuple(t for t in self.unreplicated if t[1] >= high_watermark)
+        if len(kept) != len(self.unreplicated):
+            self.unreplicated = kept
+
     def active_producers(self) -> list[ProducerInfo]:
         return [e.info() for e in self.producers.values()]
 
@@ -440,6 +453,7 @@ class ProducerStateManager:
         self.producers = {}
         self.map_end_offset = end_offset
         self.ongoing = {}
+        self.unreplicated = ()
         self._publish()
 
     # ------------------------------------------------------------------ snapshots
@@ -498,6 +512,7 @@ class ProducerStateManager:
             self.producers = {e.producer_id: e for e in entries}
             self.ongoing = {e.producer_id: e.txn_first_offset for e in entries
                             if e.txn_first_offset >= 0}
+            self.unreplicated = ()
             self._publish()
             self.map_end_offset = off
             return off

@@ -87,10 +87,31 @@ class LogTransactions:
 
     def last_stable_offset(self, high_watermark: int | None = None) -> int:
         """The offset read_committed consumers read up to: the first unstable offset when
-        below ``high_watermark`` (the log end offset when None), else the high watermark."""
+        below ``high_watermark`` (the log end offset when None), else the high watermark.
+
+        On a replicated log (:meth:`track_high_watermark`) a transaction whose marker is
+        not below the high watermark is still unstable: a new leader elected from the
+        ISR may not have that marker yet (Kafka's ``unreplicatedTxns``)."""
         hw = self._log_end_offset if high_watermark is None else high_watermark
         first = self.first_unstable_offset
+        for txn_first, marker in self.producer_state.unreplicated:
+            if marker >= hw and (first is None or txn_first < first):
+                first = max(txn_first, self._log_start_offset)
         return hw if first is None or first > hw else first
+
+    def track_high_watermark(self, high_watermark: int) -> None:
+        """This log is replicated: from now on transactions completed by a marker stay
+        unstable until :meth:`on_high_watermark` passes the marker (called by the replica
+        manager when the partition becomes a leader or a follower)."""
+        with self._lock:
+            self.producer_state.track_unreplicated = True
+            self.producer_state.prune_unreplicated(high_watermark)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark moved: forget the completed transactions below it."""
+        if self.producer_state.unreplicated:
+            with self._lock:
+                self.producer_state.prune_unreplicated(high_watermark)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions that overlap [fetch_offset, upper_bound): those whose

@@ -80,6 +80,8 @@ class ReplicaPartition:
     leader: PartitionLeader | None = None
     #: A follower's high watermark (min of the leader's and its own log end offset).
     follower_hw: int = 0
+    #: The local log (logcore ``Log``): told when the high watermark moves.
+    log: Any = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -168,7 +170,10 @@ class ReplicaManager:
             hw = (self._checkpointed or {}).get(key, 0)
         state = ReplicaPartition(info.topic, info.partition, info.leader, info.leader_epoch,
                                  info.partition_epoch, info.replicas, info.isr,
-                                 follower_hw=min(hw, partition.log.log_end_offset))
+                                 follower_hw=min(hw, partition.log.log_end_offset),
+                                 log=partition.log)
+        # Transactions whose marker is above the high watermark stay unstable (the LSO).
+        partition.log.track_high_watermark(state.follower_hw)
         if info.leader == self.broker_id:
             await self._become_leader(state, partition, current)
         else:
@@ -321,7 +326,10 @@ class ReplicaManager:
         return state
 
     def on_follower_fetched(self, state: ReplicaPartition, leader_hw: int, leo: int) -> None:
-        state.follower_hw = max(state.follower_hw, follower_high_watermark(leader_hw, leo))
+        hw = max(state.follower_hw, follower_high_watermark(leader_hw, leo))
+        if hw != state.follower_hw:
+            state.follower_hw = hw
+            state.log.on_high_watermark(hw)
 
     # -- the leader side of Produce and Fetch ------------------------------------------------
 
@@ -353,6 +361,9 @@ class ReplicaManager:
             self._hw_moved(state.key)
 
     def _hw_moved(self, key: tuple[str, int]) -> None:
+        state = self.partitions.get(key)
+        if state is not None and state.leader is not None:
+            state.log.on_high_watermark(state.leader.high_watermark)
         self._check_waiting(key)
         self.broker.waiters.notify(key)
 

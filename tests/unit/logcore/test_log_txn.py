@@ -268,6 +268,42 @@ def test_replica_appends_apply_markers(logdir, clock, tmp_path) -> None:
     follower.close()
 
 
+def test_replicated_log_keeps_a_transaction_unstable_until_its_marker_is_replicated(
+        logdir, clock) -> None:
+    """Kafka's ``unreplicatedTxns``: with the high watermark below a COMMIT marker, a new
+    leader from the ISR may not have the marker, so the transaction still holds the LSO."""
+    log = Log(logdir, small(segment_bytes=1 << 20), clock=clock)
+    log.track_high_watermark(0)
+    log.append(txn(1, 0))                                        # 0-1
+    log.append(txn(2, 0))                                        # 2-3
+    log.append_control(1, 0, commit=True, coordinator_epoch=0)   # 4
+    assert log.first_unstable_offset == 2  # producer 2 is the only one open
+    assert log.last_stable_offset(high_watermark=4) == 0  # marker 4 not below the HW
+    assert log.last_stable_offset(high_watermark=5) == 2
+    log.on_high_watermark(3)
+    assert log.last_stable_offset(high_watermark=3) == 0
+    log.on_high_watermark(5)  # marker 4 replicated: forgotten
+    assert log.producer_state.unreplicated == ()
+    assert log.last_stable_offset(high_watermark=4) == 2
+    log.append_control(2, 0, commit=False, coordinator_epoch=0)  # 5
+    assert log.last_stable_offset(high_watermark=5) == 2
+    assert log.last_stable_offset(high_watermark=6) == 6
+    # A truncation below a marker forgets its completion (the replay re-adds what stays).
+    log.truncate_to(5)
+    assert log.first_unstable_offset == 2 and log.last_stable_offset(high_watermark=5) == 2
+    log.close()
+
+
+def test_single_node_log_tracks_no_completed_transactions(logdir, clock) -> None:
+    log = Log(logdir, small(segment_bytes=1 << 20), clock=clock)
+    for pid in range(1, 50):
+        log.append(txn(pid, 0))
+        log.append_control(pid, 0, commit=True, coordinator_epoch=0)
+    assert log.producer_state.unreplicated == ()
+    assert log.last_stable_offset() == log.log_end_offset
+    log.close()
+
+
 # --------------------------------------------------------------------------- durability
 
 
