@@ -1,0 +1,269 @@
+"""The controller's admin requests end to end: a real ZooKeeper and three ``pylog broker``
+processes. ElectLeaders (preferred, through confluent-kafka's AdminClient.elect_leaders;
+unclean), partition reassignment through kafka-python's KafkaAdminClient (RF 1 -> 3 copies
+the data byte for byte, a removed replica's log is deleted, an ongoing one is listed and
+cancelled) and a topic deletion that waits for a replica's broker to come back."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import confluent_kafka
+import pytest
+from _harness.zookeeper import zookeeper  # noqa: F401
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTP
+
+import logcore
+from pylog.cluster import zk_data as z
+from pylog.cluster.zk_store import ZkStore
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 6000
+
+
+def _wait(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def cluster(zookeeper, new_broker):  # noqa: F811
+    brokers = []
+    for i in range(3):
+        b = new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
+                        "node.id": str(i), "zookeeper.session.timeout.ms": str(SESSION_MS),
+                        "controlled.shutdown.enable": "false",
+                        "auto.leader.rebalance.enable": "false"})
+        brokers.append(b.start())
+    store = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
+    store.start()
+    _wait(lambda: store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
+    yield brokers, store
+    store.close()
+    for b in brokers:
+        b.stop(sig=signal.SIGKILL)
+    cleaner = ZkStore(zookeeper.connect_string)
+    cleaner.start()
+    for path in ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
+                 "/isr_change_notification", "/cluster"):
+        cleaner.delete_all(path)
+    cleaner.close()
+
+
+def _state(store: ZkStore, topic: str, p: int = 0):
+    found = store.get_partition_state(topic, p)
+    return found[0] if found else None
+
+
+def _create(store: ZkStore, topic: str, replicas: tuple[int, ...]) -> None:
+    store.create_topic(topic, z.TopicAssignment({0: z.ReplicaAssignment(replicas)},
+                                                z.new_uuid_text()))
+    _wait(lambda: (s := _state(store, topic)) and s.leader == replicas[0]
+          and len(s.isr) == len(replicas), 30, f"{topic} led by {replicas[0]} with a full ISR")
+
+
+def _controller(store: ZkStore) -> int:
+    return _wait(store.get_controller, 30, "a controller").broker_id
+
+
+def _bootstrap(brokers) -> str:
+    return ",".join(b.bootstrap for b in brokers if b.proc is not None and b.proc.poll() is None)
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, value=b"record-%05d" % i, key=b"k%d" % (i % 7))
+    assert p.flush(30) == 0
+
+
+def _log_bytes(broker, topic: str) -> bytes:
+    with logcore.ReadOnlyLog(str(broker.data_dir / f"{topic}-0")) as log:
+        return log.read(0, 1 << 30).read()
+
+
+def test_preferred_election_through_confluent_admin(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    a, b = [x for x in (0, 1, 2) if x != ctl]
+    _create(store, "pref", (a, b, ctl))
+    brokers[a].stop(sig=signal.SIGKILL)
+    _wait(lambda: (s := _state(store, "pref")) and s.leader == b, SESSION_MS / 1000 + 30,
+          "leadership to move to the next ISR member")
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    tp = TopicPartition("pref", 0)
+    # The preferred replica is down: PREFERRED_LEADER_NOT_AVAILABLE.
+    res = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert res[tp] is not None and res[tp].code() == \
+        confluent_kafka.KafkaError.PREFERRED_LEADER_NOT_AVAILABLE
+    brokers[a].start()
+    _wait(lambda: (s := _state(store, "pref")) and a in s.isr, 60, "the restarted replica in the ISR")
+    before = _state(store, "pref")
+    res = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert res == {tp: None}
+    after = _state(store, "pref")
+    assert after.leader == a and after.leader_epoch == before.leader_epoch + 1
+    # Every broker's metadata shows it (the controller's did before answering).
+    for broker in brokers:
+        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("pref", timeout=10)
+        _wait(lambda md=md, broker=broker: AdminClient({"bootstrap.servers": broker.bootstrap})
+              .list_topics("pref", timeout=10).topics["pref"].partitions[0].leader == a,
+              30, f"broker {broker.bootstrap}'s metadata")
+    # Again: ELECTION_NOT_NEEDED; for all partitions (None) nothing needs one: an empty answer.
+    res = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert res[tp].code() == confluent_kafka.KafkaError.ELECTION_NOT_NEEDED
+    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(30) == {}
+
+
+def test_elect_leaders_on_a_broker_that_is_not_the_controller(cluster):
+    import asyncio
+
+    from pylog.client.aio._connection import BrokerConnection
+    from pylog.protocol.messages import ElectLeadersRequest
+
+    brokers, store = cluster
+    ctl = _controller(store)
+    other = brokers[next(x for x in (0, 1, 2) if x != ctl)]
+
+    async def ask():
+        conn = BrokerConnection(other.host, other.port, node_id=-1, client_id="t",
+                                request_timeout=30.0)
+        await conn.connect(30.0)
+        try:
+            R = ElectLeadersRequest
+            return await conn.send(R(election_type=0, timeout_ms=1000, topic_partitions=[
+                R.TopicPartitions(topic="x", partitions=[0])]))
+        finally:
+            await conn.close()
+    resp = asyncio.run(ask())
+    assert resp.error_code == 41  # NOT_CONTROLLER: clients send it to the controller
+    assert resp.replica_election_results[0].partition_result[0].error_code == 41
+
+
+def test_unclean_election(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    a, b = [x for x in (0, 1, 2) if x != ctl]
+    _create(store, "unclean", (a, b))
+    brokers[b].stop(sig=signal.SIGKILL)
+    _wait(lambda: (s := _state(store, "unclean")) and s.isr == (a,), SESSION_MS / 1000 + 30,
+          "b out of the ISR")
+    brokers[a].stop(sig=signal.SIGKILL)
+    _wait(lambda: (s := _state(store, "unclean")) and s.leader == -1, SESSION_MS / 1000 + 30,
+          "the partition offline")
+    brokers[b].start()
+    _wait(lambda: b in store.get_broker_ids(), 30, "b registered again")
+    time.sleep(1.0)
+    assert _state(store, "unclean").leader == -1  # unclean.leader.election.enable is off
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    tp = TopicPartition("unclean", 0)
+    # A preferred election cannot help (a is down).
+    res = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert res[tp].code() == confluent_kafka.KafkaError.PREFERRED_LEADER_NOT_AVAILABLE
+    res = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(30)
+    assert res == {tp: None}
+    st = _state(store, "unclean")
+    assert st.leader == b and st.isr == (b,) and st.leader_recovery_state == 1
+    res = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(30)
+    assert res[tp].code() == confluent_kafka.KafkaError.ELECTION_NOT_NEEDED
+    _produce(_bootstrap(brokers), "unclean", 10)  # the new leader takes writes
+
+
+def test_reassignment_grows_moves_and_shrinks(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    x = next(b for b in (0, 1, 2) if b != ctl)
+    y, w = [b for b in (0, 1, 2) if b != x]
+    _create(store, "moving", (x,))
+    _produce(_bootstrap(brokers), "moving", 500)
+    admin = KafkaAdminClient(bootstrap_servers=_bootstrap(brokers), request_timeout_ms=30000)
+    try:
+        tp = KTP("moving", 0)
+        assert admin.alter_partition_reassignments({tp: [x, y, w]}) == {tp: None}
+        done = _wait(lambda: (a := store.get_topic_assignment("moving")[0].partitions[0])
+                     and not a.adding_replicas and a.replicas == (x, y, w) and a, 60,
+                     "the reassignment to complete")
+        assert done.removing_replicas == ()
+        st = _state(store, "moving")
+        assert st.leader == x and sorted(st.isr) == sorted((x, y, w))
+        assert admin.list_partition_reassignments() == {}
+        # The new replicas hold the leader's log byte for byte (read with the brokers stopped).
+        for b in brokers:
+            b.stop(sig=signal.SIGTERM)
+        datas = [_log_bytes(b, "moving") for b in brokers]
+        assert len(datas[x]) > 500 * 10 and datas[0] == datas[1] == datas[2]
+        for b in brokers:
+            b.start()
+        _wait(lambda: store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
+        _wait(lambda: (s := _state(store, "moving")) and len(s.isr) == 3 and s.leader >= 0, 60,
+              "a full ISR after the restart")
+        ctl = _controller(store)
+        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=_bootstrap(brokers), request_timeout_ms=30000)
+        # Remove x (the leader): a target replica leads, x's log is deleted.
+        assert admin.alter_partition_reassignments({tp: [w, y]}) == {tp: None}
+        _wait(lambda: store.get_topic_assignment("moving")[0].partitions[0]
+              == z.ReplicaAssignment((w, y)), 60, "the replica to be removed")
+        st = _state(store, "moving")
+        assert st.leader in (w, y) and x not in st.isr
+        _wait(lambda: not (brokers[x].data_dir / "moving-0").exists(), 30,
+              "the removed replica's log to be deleted")
+        # Bad requests: a dead broker, a duplicate, an unknown partition, nothing to cancel.
+        res = admin.alter_partition_reassignments({tp: [w, 7], KTP("moving", 3): [w],
+                                                   KTP("moving", 1): [w, w]})
+        assert res[tp].errno == 39 and res[KTP("moving", 1)].errno == 39
+        assert res[KTP("moving", 3)].errno == 3
+        assert admin.alter_partition_reassignments({tp: None})[tp].errno == 85
+        # An ongoing reassignment is listed and can be cancelled: the new replica's broker is
+        # stopped (SIGSTOP: still registered for a few seconds) so it cannot catch up.
+        brokers[x].proc.send_signal(signal.SIGSTOP)
+        try:
+            assert admin.alter_partition_reassignments({tp: [w, y, x]}) == {tp: None}
+            listed = admin.list_partition_reassignments()
+            assert set(listed) == {tp}
+            entry = listed[tp]
+            assert list(entry["replicas"] if isinstance(entry, dict) else entry.replicas) \
+                == [w, y, x]
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        finally:
+            brokers[x].proc.send_signal(signal.SIGCONT)
+        assert store.get_topic_assignment("moving")[0].partitions[0] == z.ReplicaAssignment((w, y))
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()
+    assert ctl in (0, 1, 2)
+
+
+def test_deletion_waits_for_a_down_replica(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    a, b = [x for x in (0, 1, 2) if x != ctl]
+    _create(store, "doomed", (a, b))
+    _produce(_bootstrap(brokers), "doomed", 50)
+    _wait(lambda: (brokers[b].data_dir / "doomed-0").exists(), 30, "b's replica")
+    brokers[b].stop(sig=signal.SIGKILL)
+    _wait(lambda: b not in store.get_broker_ids(), SESSION_MS / 1000 + 30, "b's session to end")
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    admin.delete_topics(["doomed"])["doomed"].result(30)
+    # a deleted its replica, but the deletion waits for b: the znodes stay.
+    _wait(lambda: not (brokers[a].data_dir / "doomed-0").exists(), 30, "a's log deleted")
+    time.sleep(2.0)
+    assert "doomed" in store.get_topics() and "doomed" in store.get_topic_deletions()
+    assert "doomed" not in admin.list_topics(timeout=10).topics
+    brokers[b].start()
+    _wait(lambda: "doomed" not in store.get_topics(), 60, "the deletion to complete")
+    assert store.get_topic_deletions() == []
+    _wait(lambda: not (brokers[b].data_dir / "doomed-0").exists(), 30, "b's stale log deleted")
+    md = AdminClient({"bootstrap.servers": brokers[b].bootstrap}).list_topics(timeout=10)
+    assert "doomed" not in md.topics
