@@ -198,6 +198,7 @@ def test_reassignment_grows_moves_and_shrinks(cluster):
         st = _state(store, "moving")
         assert st.leader == x and sorted(st.isr) == sorted((x, y, w))
         assert admin.list_partition_reassignments() == {}
+        admin.close()  # before the restarts (kafka-python leaks sockets that fail to connect)
         # The new replicas hold the leader's log byte for byte (read with the brokers stopped).
         for b in brokers:
             b.stop(sig=signal.SIGTERM)
@@ -209,7 +210,6 @@ def test_reassignment_grows_moves_and_shrinks(cluster):
         _wait(lambda: (s := _state(store, "moving")) and len(s.isr) == 3 and s.leader >= 0, 60,
               "a full ISR after the restart")
         ctl = _controller(store)
-        admin.close()
         admin = KafkaAdminClient(bootstrap_servers=_bootstrap(brokers), request_timeout_ms=30000)
         # Remove x (the leader): a target replica leads, x's log is deleted.
         assert admin.alter_partition_reassignments({tp: [w, y]}) == {tp: None}
