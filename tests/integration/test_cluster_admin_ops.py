@@ -267,3 +267,26 @@ def test_deletion_waits_for_a_down_replica(cluster):
     _wait(lambda: not (brokers[b].data_dir / "doomed-0").exists(), 30, "b's stale log deleted")
     md = AdminClient({"bootstrap.servers": brokers[b].bootstrap}).list_topics(timeout=10)
     assert "doomed" not in md.topics
+
+
+def test_pylog_admin_client_calls_the_controller(cluster):
+    from pylog.client import Admin
+    from pylog.errors import ElectionNotNeededError, InvalidReplicaAssignmentError
+
+    brokers, store = cluster
+    ctl = _controller(store)
+    a, b = [x for x in (0, 1, 2) if x != ctl]
+    _create(store, "viapylog", (a,))
+    # Bootstrap through a broker that is not the controller: the client finds it.
+    with Admin({"bootstrap.servers": brokers[b].bootstrap}) as admin:
+        assert admin.list_partition_reassignments() == {}
+        res = admin.alter_partition_reassignments({("viapylog", 0): [a, b], ("viapylog", 4): []})
+        assert res[("viapylog", 0)] is None
+        assert isinstance(res[("viapylog", 4)], InvalidReplicaAssignmentError)
+        _wait(lambda: store.get_topic_assignment("viapylog")[0].partitions[0]
+              == z.ReplicaAssignment((a, b)), 60, "the reassignment to complete")
+        res = admin.elect_leaders("preferred", [("viapylog", 0)])
+        assert isinstance(res[("viapylog", 0)], ElectionNotNeededError)
+        assert admin.elect_leaders("preferred") == {}
+        with pytest.raises(ValueError, match="preferred"):
+            admin.elect_leaders("sideways")
