@@ -290,3 +290,30 @@ def test_pylog_admin_client_calls_the_controller(cluster):
         assert admin.elect_leaders("preferred") == {}
         with pytest.raises(ValueError, match="preferred"):
             admin.elect_leaders("sideways")
+
+
+def test_cli_elect_leaders_and_reassign(cluster):
+    import subprocess
+    import sys
+
+    brokers, store = cluster
+    ctl = _controller(store)
+    a, b = [x for x in (0, 1, 2) if x != ctl]
+    _create(store, "bycli", (a,))
+
+    def cli(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pylog", "cluster", *argv,
+                               "-b", brokers[ctl].bootstrap], capture_output=True, text=True,
+                              timeout=60)
+    out = cli("reassign", "--move", f"bycli:0={b},{a}")
+    assert out.returncode == 0 and f"bycli:0  moving to replicas {b},{a}" in out.stdout
+    _wait(lambda: store.get_topic_assignment("bycli")[0].partitions[0]
+          == z.ReplicaAssignment((b, a)), 60, "the move to complete")
+    assert "no partition is being reassigned" in cli("reassignments").stdout
+    # b is now the preferred replica but a still leads: a preferred election moves it.
+    assert _state(store, "bycli").leader == a
+    out = cli("elect-leaders", "--partition", "bycli:0")
+    assert out.returncode == 0 and "bycli:0  elected (preferred)" in out.stdout, out
+    assert _state(store, "bycli").leader == b
+    out = cli("elect-leaders", "--partition", "bycli:0", "--partition", "nope:0")
+    assert out.returncode == 1 and "not needed" in out.stdout and "UNKNOWN_TOPIC" in out.stdout
