@@ -307,7 +307,8 @@ class ControllerCore:
                 continue
             result = el.elect_preferred(state, replicas, self._electable())
             if result.leader_and_isr is not None:
-                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
+                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch,
+                                         "preferred"))
         return writes
 
     def auto_rebalance(self, imbalance_percentage: int) -> list[StateWrite]:

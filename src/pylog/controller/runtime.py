@@ -325,7 +325,8 @@ class ControllerService:
         (tps, election_type), done = arg
 
         async def work() -> tuple[dict[TP, Outcome], dict[TP, int]]:
-            wanted = self.core.partitions() if tps is None else tps
+            wanted = tps if tps is not None else [  # all: as the metadata shows them
+                tp for tp in self.core.partitions() if tp[0] not in self.core.deleting]
             writes, outcomes = self.core.elect_leaders(wanted, election_type)
             await self._apply(writes)
             self._send(self.core.requests())
@@ -360,24 +361,45 @@ class ControllerService:
             return self.core.reassignments(tps)
         await self._answering(done, work())
 
+    async def _write_assignment(self, topic: str) -> None:
+        """Write the controller's replica lists of ``topic`` into ``/brokers/topics/<t>``,
+        conditionally on the version read, keeping partitions the controller has not seen
+        yet (a CreatePartitions racing the reassignment)."""
+        mine = self.core.assignments.get(topic)
+        if mine is None:
+            return
+        store = self.runtime.store
+
+        def write() -> None:
+            for _ in range(10):
+                found = store.get_topic_assignment(topic)
+                if found is None:
+                    return
+                current, version = found
+                parts = dict(current.partitions)
+                parts.update({p: ra for p, ra in mine.partitions.items() if p in parts})
+                result = store.set_topic_assignment(
+                    topic, z.TopicAssignment(parts, current.topic_id), version,
+                    self.epoch_zk_version)
+                if not isinstance(result, BadVersion):
+                    return
+            raise RuntimeError(f"/brokers/topics/{topic} kept changing while being rewritten")
+        await self.runtime.zk(write)
+
     async def _run_plan(self, plan: Plan) -> None:
         """A reassignment step, in Kafka's order: assignment znodes (RS = ORS + TRS), state
         writes, LeaderAndIsr / UpdateMetadata / StopReplica, then the final assignments."""
         if plan.empty():
             return
-        store = self.runtime.store
         for topic in sorted(plan.assignments_before):
-            await self.runtime.zk(store.set_topic_assignment, topic,
-                                  self.core.assignments[topic], -1, self.epoch_zk_version)
+            await self._write_assignment(topic)
         await self._apply(plan.writes)
         req = self.core.requests()
         for b, stops in plan.stops.items():
             req.stop_replica.setdefault(b, []).extend(stops)
         self._send(req)
         for topic in sorted(plan.assignments_after):
-            if topic in self.core.assignments:
-                await self.runtime.zk(store.set_topic_assignment, topic,
-                                      self.core.assignments[topic], -1, self.epoch_zk_version)
+            await self._write_assignment(topic)
         for tp, ra in self.core.reassignments().items():
             log.info("controller: reassigning %s-%d: replicas %s, adding %s, removing %s",
                      tp[0], tp[1], list(ra.replicas), list(ra.adding_replicas),
