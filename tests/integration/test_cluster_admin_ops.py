@@ -317,3 +317,36 @@ def test_cli_elect_leaders_and_reassign(cluster):
     assert _state(store, "bycli").leader == b
     out = cli("elect-leaders", "--partition", "bycli:0", "--partition", "nope:0")
     assert out.returncode == 1 and "not needed" in out.stdout and "UNKNOWN_TOPIC" in out.stdout
+
+
+def test_reassignment_survives_a_controller_failover(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    x, y = [b for b in (0, 1, 2) if b != ctl]
+    _create(store, "failover", (x,))
+    _produce(_bootstrap(brokers), "failover", 200)
+    # y cannot catch up while stopped: the move stays in phase A ...
+    brokers[y].proc.send_signal(signal.SIGSTOP)
+    try:
+        from pylog.client import Admin
+
+        with Admin({"bootstrap.servers": brokers[ctl].bootstrap}) as pa:
+            assert pa.alter_partition_reassignments({("failover", 0): [x, y]}) == {
+                ("failover", 0): None}
+        assert store.get_topic_assignment("failover")[0].partitions[0] == \
+            z.ReplicaAssignment((x, y), (y,), ())
+        # ... when the controller dies; x takes over and resumes it from the znodes.
+        brokers[ctl].stop(sig=signal.SIGKILL)
+        _wait(lambda: (c := store.get_controller()) and c.broker_id == x,
+              SESSION_MS / 1000 + 30, "x to become the controller")
+    finally:
+        brokers[y].proc.send_signal(signal.SIGCONT)
+    done = _wait(lambda: (a := store.get_topic_assignment("failover")[0].partitions[0])
+                 and not a.adding_replicas and a, SESSION_MS / 1000 + 60,
+                 "the new controller to complete the move")
+    assert done == z.ReplicaAssignment((x, y))
+    st = _state(store, "failover")
+    assert st.leader == x and sorted(st.isr) == sorted((x, y))
+    for i in (x, y):
+        brokers[i].stop(sig=signal.SIGTERM)
+    assert _log_bytes(brokers[x], "failover") == _log_bytes(brokers[y], "failover")
