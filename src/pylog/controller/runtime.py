@@ -318,7 +318,9 @@ class ControllerService:
                 done.set_result(result)
         except BaseException as exc:
             if not done.done():
-                done.set_exception(exc)
+                done.set_exception(errors.NotControllerError(
+                    f"broker {self.broker_id} was replaced as the controller; retry")
+                    if isinstance(exc, ControllerMovedError | asyncio.CancelledError) else exc)
             raise
 
     async def _on_elect(self, arg: Any) -> None:
