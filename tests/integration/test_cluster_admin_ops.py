@@ -177,6 +177,14 @@ def test_unclean_election(cluster):
     assert st.leader == b and st.isr == (b,) and st.leader_recovery_state == 1
     res = admin.elect_leaders(ElectionType.UNCLEAN, [tp]).result(30)
     assert res[tp].code() == confluent_kafka.KafkaError.ELECTION_NOT_NEEDED
+    # kafka-python's elect_leaders (to the controller; ELECTION_NOT_NEEDED is not an error).
+    kp = KafkaAdminClient(bootstrap_servers=_bootstrap(brokers), request_timeout_ms=30000)
+    try:
+        resp = kp.elect_leaders(1, {"unclean": [0]})
+        (result,) = resp.replica_election_results
+        assert result.partition_result[0].error_code == 84
+    finally:
+        kp.close()
     _produce(_bootstrap(brokers), "unclean", 10)  # the new leader takes writes
 
 
