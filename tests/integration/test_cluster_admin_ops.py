@@ -358,3 +358,30 @@ def test_reassignment_survives_a_controller_failover(cluster):
     for i in (x, y):
         brokers[i].stop(sig=signal.SIGTERM)
     assert _log_bytes(brokers[x], "failover") == _log_bytes(brokers[y], "failover")
+
+
+def test_moving_one_partition_away_empties_it_where_the_topic_stays(cluster):
+    brokers, store = cluster
+    ctl = _controller(store)
+    x, y = [b for b in (0, 1, 2) if b != ctl]
+    store.create_topic("split", z.TopicAssignment(
+        {0: z.ReplicaAssignment((x, y)), 1: z.ReplicaAssignment((x, y))}, z.new_uuid_text()))
+    _wait(lambda: all((s := _state(store, "split", p)) and len(s.isr) == 2 for p in (0, 1)),
+          30, "both partitions with a full ISR")
+    _produce(_bootstrap(brokers), "split", 200)
+
+    def live_bytes(broker, p: int) -> int:
+        d = broker.data_dir / f"split-{p}"
+        return sum(f.stat().st_size for f in d.glob("*.log"))
+    _wait(lambda: live_bytes(brokers[y], 1) > 0 and live_bytes(brokers[y], 0) > 0, 30,
+          "y to hold both partitions")
+    from pylog.client import Admin
+
+    with Admin({"bootstrap.servers": _bootstrap(brokers)}) as admin:
+        assert admin.alter_partition_reassignments({("split", 1): [x, ctl]}) == {("split", 1): None}
+    _wait(lambda: store.get_topic_assignment("split")[0].partitions[1]
+          == z.ReplicaAssignment((x, ctl)), 60, "the move of partition 1")
+    # y keeps partition 0 (still a replica) and empties partition 1.
+    _wait(lambda: live_bytes(brokers[y], 1) == 0, 30, "y's copy of partition 1 emptied")
+    assert live_bytes(brokers[y], 0) > 0
+    assert sorted(_state(store, "split", 0).isr) == sorted((x, y))
