@@ -23,6 +23,8 @@ topics, laid out as ``rpk cluster info`` does (the controller's id is starred)::
 
 ``pylog cluster start [--brokers 3] [--data-dir D]`` starts ZooKeeper and N brokers in
 cluster mode on 127.0.0.1 (``pylog.controller.launcher``); ``pylog cluster stop`` stops them.
+``elect-leaders``, ``reassign`` and ``reassignments`` ask the controller
+(``pylog.cli.replicas``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
                          description="SIGTERM the brokers (controlled shutdown), then ZooKeeper.")
     sp.add_argument("--data-dir", default="./pylog-cluster",
                     help="the --data-dir given to start (default ./pylog-cluster)")
+    from pylog.cli import replicas
+
+    replicas.add_parsers(csub, add_bootstrap)
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -104,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         return run_command("cluster", _start, args)
     if args.cluster_command == "stop":
         return run_command("cluster", _stop, args)
+    from pylog.cli import replicas
+
+    if args.cluster_command in replicas.COMMANDS:
+        return run_command("cluster", replicas.COMMANDS[args.cluster_command], args)
     return run_command("cluster", info, args)
 
 

@@ -24,6 +24,10 @@ Example::
         admin.alter_group_offsets("billing", {("events", 0): 0})  # group must be empty
         admin.delete_groups(["billing"])
         admin.delete_topics(["events"])
+        # Cluster mode (the controller answers):
+        admin.elect_leaders("preferred", [("events", 0)])
+        admin.alter_partition_reassignments({("events", 0): [1, 2, 3]})
+        print(admin.list_partition_reassignments())
 
 Thread-safety: calls may come from any thread (each runs on the client's loop).
 """
@@ -45,6 +49,7 @@ from pylog.client.aio.admin import (
     GroupListing,
     NewTopic,
     OffsetAndMetadata,
+    PartitionReassignment,
     TopicDescription,
 )
 from pylog.client.records import TopicPartition
@@ -186,6 +191,29 @@ class Admin:
             GroupIdNotFoundError: no such group.
         """
         return self._run(self._aio.delete_group_offsets(group_id, partitions))  # type: ignore[no-any-return]
+
+    def elect_leaders(self, election_type: str = "preferred",
+                      partitions: Iterable[Any] | None = None
+                      ) -> dict[TopicPartition, ApiError | None]:
+        """ElectLeaders at the controller (cluster mode): ``"preferred"`` moves each
+        partition's leadership to its preferred replica, ``"unclean"`` elects a leader for
+        partitions without one (outside the ISR if needed). ``partitions`` None = all (then
+        only partitions that needed an election are listed). Returns ``{partition: None}``
+        where elected, the error otherwise (ElectionNotNeededError,
+        PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError ...)."""
+        return self._run(self._aio.elect_leaders(election_type, partitions))  # type: ignore[no-any-return]
+
+    def alter_partition_reassignments(self, targets: Mapping[Any, Any]
+                                      ) -> dict[TopicPartition, ApiError | None]:
+        """Move partitions to new replica lists (``{("t", 0): [1, 2, 3]}``; None cancels an
+        ongoing move). Returns ``{partition: None}`` where started, else the error
+        (InvalidReplicaAssignmentError, NoReassignmentInProgressError ...)."""
+        return self._run(self._aio.alter_partition_reassignments(targets))  # type: ignore[no-any-return]
+
+    def list_partition_reassignments(self, partitions: Iterable[Any] | None = None
+                                     ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments (of ``partitions``, or all)."""
+        return self._run(self._aio.list_partition_reassignments(partitions))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._closed:

@@ -50,7 +50,9 @@ def build_leader_and_isr(version: int, controller_id: int, controller_epoch: int
         states.append(R.LeaderAndIsrPartitionState(
             topic_name=info.tp[0], partition_index=info.tp[1], controller_epoch=controller_epoch,
             leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
-            partition_epoch=s.partition_epoch, replicas=list(info.replicas), is_new=info.is_new,
+            partition_epoch=s.partition_epoch, replicas=list(info.replicas),
+            adding_replicas=list(info.adding), removing_replicas=list(info.removing),
+            is_new=info.is_new,
             leader_recovery_state=s.leader_recovery_state))
     leaders = sorted({i.state.leader for i in parts if i.state.leader in brokers})
     live_leaders = []

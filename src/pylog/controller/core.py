@@ -37,14 +37,64 @@ TP = tuple[str, int]
 LEADER_DURING_DELETE = -2
 
 
+# Error codes the controller's admin answers carry (pylog.errors has the classes).
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC = 17
+INVALID_REPLICA_ASSIGNMENT = 39
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election_type
+
+Outcome = tuple[int, "str | None"]  # (error code, message)
+
+
 @dataclass(frozen=True)
 class StateWrite:
     """Write ``new`` to the partition's state znode if it is still at ``expected_version``
-    (-1: create it)."""
+    (-1: create it). ``kind`` names the decision to retake if the write loses a race
+    (``replan``): "" (failure handling), "preferred", "unclean" or "reassign"."""
 
     tp: TP
     new: el.LeaderAndIsr
     expected_version: int
+    kind: str = ""
+
+
+@dataclass
+class Plan:
+    """A reassignment step: topic assignment znodes to write before the state writes, the
+    state writes, StopReplica to send with the resulting requests, and the assignment
+    znodes to write once those are sent (Kafka's B6: RS = TRS last)."""
+
+    assignments_before: set[str] = field(default_factory=set)
+    writes: list[StateWrite] = field(default_factory=list)
+    stops: dict[int, list[tuple[TP, bool]]] = field(default_factory=dict)
+    assignments_after: set[str] = field(default_factory=set)
+
+    def empty(self) -> bool:
+        return not (self.assignments_before or self.writes or self.stops
+                    or self.assignments_after)
+
+
+def reassign_to(current: z.ReplicaAssignment, target: Sequence[int]) -> z.ReplicaAssignment:
+    """Kafka's ``ReplicaAssignment.reassignTo``: RS = (TRS ++ ORS) distinct, adding =
+    RS - ORS, removing = ORS - TRS; ORS is the current assignment without its adding
+    replicas (so a new target replaces an ongoing reassignment, and ORS cancels it)."""
+    origin = origin_replicas(current)
+    full = tuple(dict.fromkeys([*target, *origin]))
+    return z.ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                               tuple(r for r in origin if r not in target))
+
+
+def origin_replicas(ra: z.ReplicaAssignment) -> tuple[int, ...]:
+    return tuple(r for r in ra.replicas if r not in ra.adding_replicas)
+
+
+def is_reassigning(ra: z.ReplicaAssignment) -> bool:
+    return bool(ra.adding_replicas or ra.removing_replicas)
 
 
 @dataclass(frozen=True)
@@ -56,6 +106,8 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     offline: tuple[int, ...]
     is_new: bool = False
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
 
 @dataclass
@@ -88,6 +140,10 @@ class ControllerCore:
         self.assignments: dict[str, z.TopicAssignment] = {}
         self.states: dict[TP, el.LeaderAndIsr] = {}
         self.deleting: set[str] = set()
+        # Topics being deleted -> replicas (broker, partition) whose StopReplica(delete) has
+        # not been answered yet (Kafka's TopicDeletionManager: the deletion completes when
+        # this is empty; a dead broker's replicas wait for it to come back).
+        self.deletion_pending: dict[str, set[tuple[int, int]]] = {}
         self._new: set[TP] = set()
         self._changed: set[TP] = set()
 
@@ -103,9 +159,22 @@ class ControllerCore:
 
     def info(self, tp: TP) -> PartitionInfo:
         replicas = self.replicas(tp)
+        ra = self._ra(tp)
         return PartitionInfo(tp, self.states[tp], replicas,
                              tuple(r for r in replicas if r not in self.live),
-                             is_new=tp in self._new)
+                             is_new=tp in self._new,
+                             adding=ra.adding_replicas if ra is not None else (),
+                             removing=ra.removing_replicas if ra is not None else ())
+
+    def _ra(self, tp: TP) -> z.ReplicaAssignment | None:
+        a = self.assignments.get(tp[0])
+        return a.partitions.get(tp[1]) if a is not None else None
+
+    def _set_ra(self, tp: TP, ra: z.ReplicaAssignment) -> None:
+        a = self.assignments[tp[0]]
+        parts = dict(a.partitions)
+        parts[tp[1]] = ra
+        self.assignments[tp[0]] = z.TopicAssignment(parts, a.topic_id)
 
     def offline_partitions(self) -> list[TP]:
         return [tp for tp, s in sorted(self.states.items()) if not s.has_leader
@@ -238,7 +307,8 @@ class ControllerCore:
                 continue
             result = el.elect_preferred(state, replicas, self._electable())
             if result.leader_and_isr is not None:
-                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
+                writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch,
+                                         "preferred"))
         return writes
 
     def auto_rebalance(self, imbalance_percentage: int) -> list[StateWrite]:
@@ -267,14 +337,21 @@ class ControllerCore:
                 self._changed.add(tp)
 
     def delete_topics(self, topics: Iterable[str]) -> Requests:
-        """Start deleting: replicas stop and delete their logs; brokers forget the topic."""
+        """Start deleting (topics already being deleted are left alone): every replica is
+        to be stopped and its log deleted; the live ones get StopReplica(delete) now, a dead
+        broker's when it registers again (``resume_deletions``); brokers forget the topic
+        at once (UpdateMetadata with leader -2)."""
         req = Requests()
         gone: list[PartitionInfo] = []
         for topic in sorted(set(topics) & set(self.assignments)):
+            if topic in self.deletion_pending:
+                continue
             self.deleting.add(topic)
+            pending = self.deletion_pending.setdefault(topic, set())
             for p in sorted(self.assignments[topic].partitions):
                 tp = (topic, p)
                 for r in self.replicas(tp):
+                    pending.add((r, p))
                     if r in self.live:
                         req.stop_replica.setdefault(r, []).append((tp, True))
                 state = self.states.get(tp, el.LeaderAndIsr(el.NO_LEADER, 0, self.replicas(tp)))
@@ -286,13 +363,238 @@ class ControllerCore:
                 req.update_metadata[b] = list(gone)
         return req
 
+    def resume_deletions(self, brokers: Iterable[int]) -> Requests:
+        """StopReplica(delete) again to ``brokers`` (live) for every replica of a topic being
+        deleted that they have not confirmed (Kafka's ``resumeDeletionForTopics`` when a
+        broker starts, or a retry)."""
+        req = Requests()
+        wanted = set(brokers) & set(self.live)
+        for topic, pending in sorted(self.deletion_pending.items()):
+            for b, p in sorted(pending):
+                if b in wanted:
+                    req.stop_replica.setdefault(b, []).append(((topic, p), True))
+        return req
+
+    def replicas_deleted(self, broker: int, tps: Iterable[TP]) -> list[str]:
+        """``broker`` answered StopReplica(delete) without error for ``tps``; returns the
+        topics whose every replica is now deleted (ready for the znodes to go)."""
+        for t, p in tps:
+            pending = self.deletion_pending.get(t)
+            if pending is not None:
+                pending.discard((broker, p))
+        return self.deletable()
+
+    def deletable(self) -> list[str]:
+        return [t for t in sorted(self.deleting)
+                if t in self.deletion_pending and not self.deletion_pending[t]]
+
+    def ineligible_for_deletion(self) -> dict[str, list[int]]:
+        """Topics whose deletion waits for dead brokers: topic -> those brokers."""
+        out = {}
+        for t, pending in sorted(self.deletion_pending.items()):
+            down = sorted({b for b, _ in pending if b not in self.live})
+            if down:
+                out[t] = down
+        return out
+
     def topic_deleted(self, topic: str) -> None:
         self.deleting.discard(topic)
+        self.deletion_pending.pop(topic, None)
         self.assignments.pop(topic, None)
         for tp in [tp for tp in self.states if tp[0] == topic]:
             del self.states[tp]
             self._changed.discard(tp)
             self._new.discard(tp)
+
+    # -- ElectLeaders (43) ---------------------------------------------------------------
+
+    def elect_leaders(self, tps: Iterable[TP], election_type: int
+                      ) -> tuple[list[StateWrite], dict[TP, Outcome]]:
+        """Kafka's ``processReplicaLeaderElection`` for an admin request. PREFERRED: a
+        partition not led by its preferred replica moves to it if it is live and in the ISR
+        (else PREFERRED_LEADER_NOT_AVAILABLE). UNCLEAN: a partition without a live leader
+        gets the first live ISR member, else the first live replica (ISR [leader], recovery
+        RECOVERING; else ELIGIBLE_LEADERS_NOT_AVAILABLE). Partitions that already have the
+        leader asked for answer ELECTION_NOT_NEEDED. Returns the writes and an outcome for
+        every partition that is not written (the written ones succeed once written)."""
+        writes: list[StateWrite] = []
+        out: dict[TP, Outcome] = {}
+        for tp in sorted(set(tps)):
+            replicas = self.replicas(tp)
+            if not replicas:
+                out[tp] = (UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            if tp[0] in self.deleting:
+                out[tp] = (INVALID_TOPIC, "The topic is being deleted")
+                continue
+            state = self.states.get(tp)
+            led = state is not None and state.has_leader and state.leader in self.live
+            if election_type == PREFERRED:
+                needed = state is None or state.leader != replicas[0]
+            else:
+                needed = not led
+            if not needed:
+                out[tp] = (ELECTION_NOT_NEEDED, None)
+                continue
+            w = self._election_write(tp, election_type)
+            if w is None:
+                if election_type == PREFERRED:
+                    out[tp] = (PREFERRED_LEADER_NOT_AVAILABLE,
+                               f"Failed to elect leader for partition {tp[0]}-{tp[1]}: its "
+                               f"preferred replica {replicas[0]} is not live or not in the ISR "
+                               f"{list(state.isr) if state else []}")
+                else:
+                    out[tp] = (ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                               f"Failed to elect leader for partition {tp[0]}-{tp[1]}: none "
+                               f"of its replicas {list(replicas)} is live")
+            else:
+                writes.append(w)
+        return writes, out
+
+    def _election_write(self, tp: TP, election_type: int) -> StateWrite | None:
+        state = self.states.get(tp)
+        replicas = self.replicas(tp)
+        electable = self._electable() - self.shutting_down
+        if election_type == PREFERRED:
+            if state is None or not el.needs_preferred_election(replicas, state):
+                return None
+            result = el.elect_preferred(state, replicas, electable)
+            kind = "preferred"
+        else:
+            if state is None:
+                initial = el.initial_leader_and_isr(replicas, electable)
+                return StateWrite(tp, initial, -1, "unclean") if initial is not None else None
+            if state.has_leader and state.leader in self.live:
+                return None
+            result = el.elect_offline(state, replicas, electable, True)
+            kind = "unclean"
+        if result.leader_and_isr is None:
+            return None
+        return StateWrite(tp, result.leader_and_isr, state.partition_epoch, kind)
+
+    # -- partition reassignment (KIP-455) ------------------------------------------------
+
+    def reassignments(self, tps: Iterable[TP] | None = None) -> dict[TP, z.ReplicaAssignment]:
+        """The ongoing reassignments (of ``tps``, or all)."""
+        wanted = self.partitions() if tps is None else sorted(set(tps))
+        out = {}
+        for tp in wanted:
+            ra = self._ra(tp)
+            if ra is not None and is_reassigning(ra):
+                out[tp] = ra
+        return out
+
+    def _check_target(self, tp: TP, target: Sequence[int]) -> Outcome | None:
+        """Kafka's ``validateReplicas``."""
+        if not target:
+            return (INVALID_REPLICA_ASSIGNMENT,
+                    "Empty replica list specified in partition reassignment.")
+        if len(set(target)) != len(target):
+            return (INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate replica ids in partition reassignment replica list: {list(target)}")
+        if any(r < 0 for r in target):
+            return (INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {list(target)}")
+        current = self._ra(tp) or z.ReplicaAssignment(())
+        adding = reassign_to(current, target).adding_replicas
+        if not set(adding) <= set(self.live):
+            return (INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignment has brokers that are not alive. Replica list: "
+                    f"{list(adding)}, live broker list: {sorted(self.live)}")
+        return None
+
+    def alter_reassignments(self, requested: Mapping[TP, Sequence[int] | None]
+                            ) -> tuple[Plan, dict[TP, Outcome]]:
+        """AlterPartitionReassignments (Kafka's ``processApiPartitionReassignment``): a target
+        list starts (or replaces) a reassignment, None cancels the ongoing one (back to the
+        original replicas). Returns the first step's plan and an outcome per partition."""
+        plan = Plan()
+        out: dict[TP, Outcome] = {}
+        for tp, target in sorted(requested.items()):
+            if target is not None:
+                err = self._check_target(tp, target)
+                if err is not None:
+                    out[tp] = err
+                    continue
+            ra = self._ra(tp)
+            if target is None and (ra is None or not is_reassigning(ra)):
+                out[tp] = (NO_REASSIGNMENT_IN_PROGRESS, None)
+                continue
+            if ra is None or tp[0] in self.deleting or tp not in self.states:
+                out[tp] = (UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            new = reassign_to(ra, target if target is not None else origin_replicas(ra))
+            self._reassign(tp, new, plan)
+            out[tp] = (0, None)
+        return plan, out
+
+    def resume_reassignments(self) -> Plan:
+        """After a failover: restart every reassignment ZooKeeper shows in progress (Kafka's
+        ``initializePartitionReassignments``)."""
+        plan = Plan()
+        for tp, ra in self.reassignments().items():
+            if tp[0] not in self.deleting and tp in self.states:
+                self._reassign(tp, ra, plan)
+        return plan
+
+    def check_reassignments(self) -> Plan:
+        """Complete the reassignments whose target replicas are all in the ISR now (after an
+        ISR change or a broker's return; Kafka's ``PartitionReassignmentIsrChangeHandler``)."""
+        plan = Plan()
+        for tp, ra in self.reassignments().items():
+            state = self.states.get(tp)
+            if tp[0] not in self.deleting and state is not None \
+                    and set(ra.target_replicas) <= set(state.isr):
+                self._reassign(tp, ra, plan)
+        return plan
+
+    def _reassign(self, tp: TP, new: z.ReplicaAssignment, plan: Plan) -> None:
+        """Kafka's ``onPartitionReassignment``: phase A (RS = ORS + TRS written, leader epoch
+        bumped so every replica hears it, new replicas start following) until every target
+        replica is in the ISR, then phase B (leader from TRS, ISR without the removed
+        replicas, StopReplica(delete) to them, RS = TRS written)."""
+        old = self._ra(tp) or new
+        unneeded = [r for r in old.replicas if r not in new.replicas]
+        state = self.states[tp]
+        target = new.target_replicas
+        if set(target) <= set(state.isr):
+            self._set_ra(tp, z.ReplicaAssignment(target))
+            w = self._reassign_write(tp)
+            if w is None:  # no live target replica in the ISR to lead: stay in phase A
+                self._set_ra(tp, new)
+                plan.assignments_before.add(tp[0])
+                return
+            plan.writes.append(w)
+            for r in [*unneeded, *(r for r in new.replicas if r not in target)]:
+                if r in self.live:
+                    plan.stops.setdefault(r, []).append((tp, True))
+            plan.assignments_after.add(tp[0])
+            return
+        self._set_ra(tp, new)
+        plan.assignments_before.add(tp[0])
+        w = self._reassign_write(tp)
+        if w is not None:
+            plan.writes.append(w)
+        for r in unneeded:
+            if r in self.live:
+                plan.stops.setdefault(r, []).append((tp, True))
+
+    def _reassign_write(self, tp: TP) -> StateWrite | None:
+        """The next leader epoch for the partition's replicas as now assigned: the current
+        leader if it is one of them and live, else the first live one in the ISR; the ISR
+        keeps only assigned replicas (unchanged if that would empty it)."""
+        state = self.states.get(tp)
+        replicas = self.replicas(tp)
+        if state is None or not replicas:
+            return None
+        isr = [r for r in state.isr if r in replicas] or list(state.isr)
+        if state.leader in replicas and state.leader in self.live:
+            leader: int | None = state.leader
+        else:
+            leader = el.reassign_partition_leader(replicas, isr, self._electable())
+        if leader is None:
+            return None
+        return StateWrite(tp, state.new_leader_and_isr(leader, isr), state.partition_epoch,
+                          "reassign")
 
     # -- results -------------------------------------------------------------------------
 
@@ -310,8 +612,15 @@ class ControllerCore:
         else:
             self.states[tp] = state
 
-    def replan(self, tp: TP) -> StateWrite | None:
-        """After ``reread``: decide again for one partition (shutdown and failure cases)."""
+    def replan(self, tp: TP, kind: str = "") -> StateWrite | None:
+        """After ``reread``: decide again for one partition (the decision ``kind`` the lost
+        write made; "" = the shutdown and failure cases)."""
+        if kind == "preferred":
+            return self._election_write(tp, PREFERRED)
+        if kind == "unclean":
+            return self._election_write(tp, UNCLEAN)
+        if kind == "reassign":
+            return self._reassign_write(tp)
         if tp not in self.states:
             return self._initial(tp)
         state = self.states[tp]

@@ -31,13 +31,12 @@ from pylog.controller.channels import (
     build_stop_replica,
     build_update_metadata,
 )
-from pylog.controller.core import ControllerCore, Requests, StateWrite
+from pylog.controller.core import TP, ControllerCore, Outcome, Plan, Requests, StateWrite
 from pylog.controller.metadata_cache import MetadataCache
 from pylog.protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("pylog.controller")
 
-STOP_REPLICA_WAIT_S = 10.0  # how long a deletion waits for the replicas' StopReplica answers
 
 
 class ControllerService:
@@ -54,7 +53,7 @@ class ControllerService:
         self.topic_configs: dict[str, dict[str, str]] = {}
         self._watches: list[Any] = []
         self._task: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Future[list[Any]]] = set()
+        self._pending: set[asyncio.Future[Any]] = set()
         self._watched: set[str] = set()
         self._rebalance_task: asyncio.Task[None] | None = None
         self.stopped = False
@@ -163,6 +162,7 @@ class ControllerService:
         self._sync_channels()
         await self._apply(writes)
         self._send(self.core.requests(full_to=self.core.live, notify_all=True))
+        await self._run_plan(self.core.resume_reassignments())
         if deletions:
             self.post("deletions")
         log.info("controller %d active (epoch %d): %d brokers, %d topics", self.broker_id,
@@ -178,6 +178,9 @@ class ControllerService:
         self._sync_channels(dead)
         await self._apply(writes)
         self._send(self.core.requests(full_to=new, notify_all=bool(new or dead)))
+        if new:  # a returning broker deletes its replicas of topics being deleted
+            self._send(self.core.resume_deletions(new))
+        await self._run_plan(self.core.check_reassignments())
 
     def _watch_topics(self, topics: list[str]) -> None:
         """Kafka's PartitionModificationsHandler: a data watch per topic (partitions added)."""
@@ -246,25 +249,163 @@ class ControllerService:
             req = self.core.requests()
             req.leader_and_isr.clear()  # the leader changed the ISR itself
             self._send(req)
+            await self._run_plan(self.core.check_reassignments())
 
     async def _on_deletions(self, _: Any) -> None:
+        """Kafka's TopicDeletionManager: StopReplica(delete) to every live replica; each
+        answer comes back as a ``stopped`` event; the znodes go once every replica (a dead
+        broker's included, when it returns) has deleted its log."""
         store = self.runtime.store
         topics = await self.runtime.zk(store.get_topic_deletions)
         if not topics:
             return
         unknown = [t for t in topics if t not in self.core.assignments]
-        req = self.core.delete_topics(topics)
-        acks = self._send(req)
-        if acks:
-            # As Kafka's TopicDeletionManager: the replicas' StopReplica answers come before
-            # the znodes go (bounded: a replica that died meanwhile is not waited for).
-            await asyncio.wait(acks, timeout=STOP_REPLICA_WAIT_S)
-        for topic in sorted(set(topics) - set(unknown)):
+        self._send(self.core.delete_topics(topics))
+        for topic, down in self.core.ineligible_for_deletion().items():
+            log.info("controller: deletion of %s waits for brokers %s to come back", topic, down)
+        for topic in unknown:  # a request for a topic that no longer exists: drop it
+            await self.runtime.zk(store.client.delete, z.delete_topic_path(topic))
+        await self._complete_deletions(self.core.deletable())
+
+    async def _on_stopped(self, arg: Any) -> None:
+        broker, sent, resp = arg
+        if resp.error_code:
+            log.info("controller: broker %d refused StopReplica (error %d)", broker, resp.error_code)
+            return
+        # A partition absent from the answer succeeded too (the request named it).
+        failed = {(e.topic_name, e.partition_index) for e in resp.partition_errors if e.error_code}
+        ok = [tp for tp, delete in sent if delete and tp not in failed]
+        await self._complete_deletions(self.core.replicas_deleted(broker, ok))
+
+    async def _complete_deletions(self, topics: list[str]) -> None:
+        store = self.runtime.store
+        for topic in topics:
             await self.runtime.zk(store.complete_topic_deletion, topic, self.epoch_zk_version)
             self.core.topic_deleted(topic)
             self.topic_configs.pop(topic, None)
-        for topic in unknown:  # a request for a topic that no longer exists: drop it
-            await self.runtime.zk(store.client.delete, z.delete_topic_path(topic))
+            log.info("controller: topic %s deleted", topic)
+
+    # -- admin requests (ElectLeaders, partition reassignment) ------------------------------
+
+    async def _ask(self, kind: str, arg: Any) -> Any:
+        if self.stopped:
+            raise errors.NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.add(done)
+        try:
+            self.post(kind, (arg, done))
+            return await done
+        finally:
+            self._pending.discard(done)
+
+    async def elect_leaders(self, tps: list[TP] | None, election_type: int
+                            ) -> tuple[dict[TP, Outcome], dict[TP, int]]:
+        """ElectLeaders: (outcomes of the partitions not elected, expected leader of the
+        elected ones); ``tps`` None = every partition."""
+        return await self._ask("elect", (tps, election_type))  # type: ignore[no-any-return]
+
+    async def alter_reassignments(self, requested: dict[TP, list[int] | None]
+                                  ) -> dict[TP, Outcome]:
+        return await self._ask("reassign", requested)  # type: ignore[no-any-return]
+
+    async def list_reassignments(self, tps: list[TP] | None) -> dict[TP, z.ReplicaAssignment]:
+        return await self._ask("list_reassignments", tps)  # type: ignore[no-any-return]
+
+    async def _answering(self, done: asyncio.Future[Any], work: Any) -> None:
+        try:
+            result = await work
+            if not done.done():
+                done.set_result(result)
+        except BaseException as exc:
+            if not done.done():
+                done.set_exception(errors.NotControllerError(
+                    f"broker {self.broker_id} was replaced as the controller; retry")
+                    if isinstance(exc, ControllerMovedError | asyncio.CancelledError) else exc)
+            raise
+
+    async def _on_elect(self, arg: Any) -> None:
+        (tps, election_type), done = arg
+
+        async def work() -> tuple[dict[TP, Outcome], dict[TP, int]]:
+            wanted = tps if tps is not None else [  # all: as the metadata shows them
+                tp for tp in self.core.partitions() if tp[0] not in self.core.deleting]
+            writes, outcomes = self.core.elect_leaders(wanted, election_type)
+            await self._apply(writes)
+            self._send(self.core.requests())
+            expected = {}
+            for w in writes:
+                state = self.core.states.get(w.tp)
+                if state is not None and state.has_leader and state.leader in self.core.live \
+                        and (election_type == 1 or state.leader == self.core.replicas(w.tp)[0]):
+                    expected[w.tp] = state.leader
+                else:
+                    outcomes[w.tp] = self.core.elect_leaders([w.tp], election_type)[1].get(
+                        w.tp, (83 if election_type else 80, "the election lost a race; retry"))
+            if writes:
+                log.info("controller: %s election for %d partitions",
+                         "unclean" if election_type else "preferred", len(expected))
+            return outcomes, expected
+        await self._answering(done, work())
+
+    async def _on_reassign(self, arg: Any) -> None:
+        requested, done = arg
+
+        async def work() -> dict[TP, Outcome]:
+            plan, outcomes = self.core.alter_reassignments(requested)
+            await self._run_plan(plan)
+            return outcomes
+        await self._answering(done, work())
+
+    async def _on_list_reassignments(self, arg: Any) -> None:
+        tps, done = arg
+
+        async def work() -> dict[TP, z.ReplicaAssignment]:
+            return self.core.reassignments(tps)
+        await self._answering(done, work())
+
+    async def _write_assignment(self, topic: str) -> None:
+        """Write the controller's replica lists of ``topic`` into ``/brokers/topics/<t>``,
+        conditionally on the version read, keeping partitions the controller has not seen
+        yet (a CreatePartitions racing the reassignment)."""
+        mine = self.core.assignments.get(topic)
+        if mine is None:
+            return
+        store = self.runtime.store
+
+        def write() -> None:
+            for _ in range(10):
+                found = store.get_topic_assignment(topic)
+                if found is None:
+                    return
+                current, version = found
+                parts = dict(current.partitions)
+                parts.update({p: ra for p, ra in mine.partitions.items() if p in parts})
+                result = store.set_topic_assignment(
+                    topic, z.TopicAssignment(parts, current.topic_id), version,
+                    self.epoch_zk_version)
+                if not isinstance(result, BadVersion):
+                    return
+            raise RuntimeError(f"/brokers/topics/{topic} kept changing while being rewritten")
+        await self.runtime.zk(write)
+
+    async def _run_plan(self, plan: Plan) -> None:
+        """A reassignment step, in Kafka's order: assignment znodes (RS = ORS + TRS), state
+        writes, LeaderAndIsr / UpdateMetadata / StopReplica, then the final assignments."""
+        if plan.empty():
+            return
+        for topic in sorted(plan.assignments_before):
+            await self._write_assignment(topic)
+        await self._apply(plan.writes)
+        req = self.core.requests()
+        for b, stops in plan.stops.items():
+            req.stop_replica.setdefault(b, []).extend(stops)
+        self._send(req)
+        for topic in sorted(plan.assignments_after):
+            await self._write_assignment(topic)
+        for tp, ra in self.core.reassignments().items():
+            log.info("controller: reassigning %s-%d: replicas %s, adding %s, removing %s",
+                     tp[0], tp[1], list(ra.replicas), list(ra.adding_replicas),
+                     list(ra.removing_replicas))
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Any]:
         """ControlledShutdown (7): move the broker's leaderships; returns what it still leads."""
@@ -310,7 +451,7 @@ class ControllerService:
                 found = await self.runtime.zk(store.get_partition_state, t, p)
                 self.core.reread(write.tp, el.LeaderAndIsr.from_partition_state(*found)
                                  if found is not None else None)
-                again = self.core.replan(write.tp)
+                again = self.core.replan(write.tp, write.kind)
                 if again is None:
                     break
                 write = again
@@ -337,9 +478,13 @@ class ControllerService:
                 ep = live[b][1]
                 ack: asyncio.Future[Any] = loop.create_future()
                 acks.append(ack)
+
+                def answered(resp: Any, ack: Any = ack, b: int = b, stops: Any = stops) -> None:
+                    if not ack.done():
+                        ack.set_result(resp)
+                    self.post("stopped", (b, stops, resp))
                 ch.enqueue(lambda c, stops=stops, ep=ep: build_stop_replica(
-                    c.version_for(StopReplicaRequest), me, epoch, ep, stops),
-                    lambda resp, ack=ack: ack.done() or ack.set_result(resp))
+                    c.version_for(StopReplicaRequest), me, epoch, ep, stops), answered)
         for b, parts in req.leader_and_isr.items():
             ch = self.channels.get(b)
             if ch is not None:

@@ -165,6 +165,10 @@ ADVERTISED: dict[int, tuple[int, int]] = {
 CLUSTER_ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.UPDATE_METADATA: (0, 8),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    # Admin requests answered by the controller (others answer NOT_CONTROLLER).
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # Versions accepted on use: ADVERTISED minus Produce 0-2 (refused with UNSUPPORTED_VERSION).

@@ -266,7 +266,13 @@ class ReplicaManager:
     async def stop_replicas(self, controller_id: int, controller_epoch: int,
                             partitions: Iterable[tuple[str, int, bool]]) -> dict[tuple[str, int], int]:
         """StopReplica: stop fetching (and leading) these partitions; delete their logs when
-        asked. ``partitions``: (topic, partition, delete). Returns a code per partition."""
+        asked. ``partitions``: (topic, partition, delete). Returns a code per partition.
+
+        A broker holds a topic's partitions as one dense list, so a deleted partition whose
+        topic still has other partitions replicated here is emptied in place (every segment
+        deleted, restarted empty at offset 0, as a reassignment that moves one partition
+        away needs); the topic's local log goes once none of its partitions is replicated
+        here."""
         async with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise errors.StaleControllerEpochError(
@@ -274,7 +280,7 @@ class ReplicaManager:
                     f"the current controller epoch is {self.controller_epoch}")
             self.controller_epoch = controller_epoch
             results: dict[tuple[str, int], int] = {}
-            deleted: set[str] = set()
+            to_delete: dict[str, list[int]] = {}
             for topic, index, delete in partitions:
                 key = (topic, index)
                 self._remove_from_fetchers(key)
@@ -283,12 +289,23 @@ class ReplicaManager:
                 if state is not None and state.leader is not None:
                     await self._on_leadership(topic, index, False)
                 results[key] = 0
-                if delete and topic not in deleted:
-                    remaining = [k for k in self.partitions if k[0] == topic]
-                    if not remaining and topic in self.broker.log_manager.topics:
-                        await self.broker.log_manager.delete_topic_async(self.broker.executor, topic)
-                        deleted.add(topic)
-                        log.info("deleted the local log of %s (StopReplica)", topic)
+                if delete:
+                    to_delete.setdefault(topic, []).append(index)
+            manager = self.broker.log_manager
+            for topic, indexes in to_delete.items():
+                if topic not in manager.topics:
+                    continue
+                if not any(k[0] == topic for k in self.partitions):
+                    await manager.delete_topic_async(self.broker.executor, topic)
+                    log.info("deleted the local log of %s (StopReplica)", topic)
+                    continue
+                for index in sorted(set(indexes)):
+                    partition = manager.get_partition(topic, index)
+                    if partition is not None:
+                        await self.broker.io.run_ordered(
+                            (topic, index), partition.log.truncate_fully_and_start_at, 0)
+                        log.info("emptied the local log of %s-%d (StopReplica; other partitions "
+                                 "of the topic stay on this broker)", topic, index)
             return results
 
     # -- fetchers ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pylog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -37,6 +38,7 @@ from pylog.broker.handlers import (
     describe_groups,
     describe_producers,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -48,6 +50,7 @@ from pylog.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -105,6 +108,9 @@ _MODULES: tuple[ModuleType, ...] = (
     stop_replica,
     update_metadata,
     controlled_shutdown,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 )
 
 

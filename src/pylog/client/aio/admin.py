@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
+from pylog.client.aio import _replica_admin
 from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
@@ -28,6 +29,7 @@ from pylog.client.aio._group_admin import (
     MemberDescription,
 )
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
+from pylog.client.aio._replica_admin import PartitionReassignment
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.config import ADMIN, Resolved, resolve
 from pylog.client.records import OffsetAndMetadata, TopicPartition
@@ -355,6 +357,19 @@ class Admin:
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[Any]
                                    ) -> dict[TopicPartition, errors.ApiError | None]:
         return await self._core.groups.delete_group_offsets(group_id, partitions)
+
+    async def elect_leaders(self, election_type: str = "preferred",
+                            partitions: Iterable[Any] | None = None
+                            ) -> dict[TopicPartition, errors.ApiError | None]:
+        return await _replica_admin.elect_leaders(self._core, election_type, partitions)
+
+    async def alter_partition_reassignments(self, targets: Mapping[Any, Any]
+                                            ) -> dict[TopicPartition, errors.ApiError | None]:
+        return await _replica_admin.alter_partition_reassignments(self._core, targets)
+
+    async def list_partition_reassignments(self, partitions: Iterable[Any] | None = None
+                                           ) -> dict[TopicPartition, PartitionReassignment]:
+        return await _replica_admin.list_partition_reassignments(self._core, partitions)
 
     async def close(self) -> None:
         await self._core.close()

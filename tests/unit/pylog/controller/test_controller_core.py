@@ -189,7 +189,8 @@ def test_preferred_election_needs_the_preferred_replica_live_and_in_isr() -> Non
     core.states[("t", 0)] = el.LeaderAndIsr(2, 3, (2, 3), partition_epoch=5)  # 1 not in ISR
     core.states[("t", 1)] = el.LeaderAndIsr(3, 1, (3, 2, 1), partition_epoch=2)
     writes = core.preferred_elections([("t", 0), ("t", 1)])
-    assert writes == [StateWrite(("t", 1), el.LeaderAndIsr(2, 2, (3, 2, 1), partition_epoch=2), 2)]
+    assert writes == [StateWrite(("t", 1), el.LeaderAndIsr(2, 2, (3, 2, 1), partition_epoch=2), 2,
+                                 "preferred")]
     core.states[("t", 0)] = el.LeaderAndIsr(2, 3, (2, 3, 1), partition_epoch=6)
     assert [w.tp for w in core.preferred_elections([("t", 0)])] == [("t", 0)]
 

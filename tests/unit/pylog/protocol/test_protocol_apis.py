@@ -57,3 +57,14 @@ def test_api_versions_keys_and_names() -> None:
         (int(k), lo, hi) for k, (lo, hi) in ADVERTISED.items()
     )
     assert apis.api_name(1) == "Fetch" and apis.api_name(9999) == "Unknown(9999)"
+
+
+def test_cluster_mode_table() -> None:
+    # Served with zookeeper.connect only: UpdateMetadata, ControlledShutdown and the admin
+    # requests the controller answers (ElectLeaders, Alter/ListPartitionReassignments).
+    assert apis.CLUSTER_ADVERTISED == {6: (0, 8), 7: (0, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0)}
+    assert not set(apis.CLUSTER_ADVERTISED) & set(ADVERTISED)
+    for key, (lo, hi) in apis.CLUSTER_ADVERTISED.items():
+        for name in (_schema.REQUESTS[key], _schema.RESPONSES[key]):
+            slo, shi = _schema.MESSAGES[name][3]
+            assert slo <= lo <= hi <= shi, name
