@@ -507,6 +507,8 @@ class TransactionCoordinator:
         if entry is None:
             return  # unloaded or already given up
         p, md, _ = entry
+        if p.coordinator_epoch != request.coordinator_epoch:
+            return  # sent before the partition was loaded again: the new load sent its own
         if not self._current(p, md) or md.producer_epoch != request.producer_epoch:
             self._completing.pop(request.transactional_id, None)
             return
