@@ -444,7 +444,12 @@ class TransactionService:
         """Cluster mode, the id's coordinator on another broker: ask it with a verify-only
         AddPartitionsToTxn (Kafka's ``AddPartitionsToTxnManager``), on channels of their own
         (a marker waiting for an ISR does not delay a produce)."""
-        from .markers import MarkerChannels, build_verify_request, verify_response_code, verify_version
+        from .markers import (
+            MarkerChannels,
+            build_verify_request,
+            verify_response_code,
+            verify_version,
+        )
 
         metadata = self.broker.cluster.metadata
         index = self.coordinator.partition_for(transactional_id)

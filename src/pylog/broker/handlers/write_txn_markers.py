@@ -8,8 +8,9 @@ is older than the producer's), TRANSACTION_COORDINATOR_FENCED (an older coordina
 epoch than the partition has seen for the producer), KAFKA_STORAGE_ERROR (the write
 failed). A single node is every partition's leader and the marker is committed once
 written (acks=-1 is met at once); in cluster mode only the leader writes (NOT_LEADER_OR_FOLLOWER
-elsewhere) and answers once the in-sync replicas have the marker (NOT_ENOUGH_REPLICAS_AFTER_APPEND
-or REQUEST_TIMED_OUT otherwise; the coordinator retries).
+elsewhere) and, as an acks=-1 append, refuses it while the ISR is below ``min.insync.replicas``
+(NOT_ENOUGH_REPLICAS) and answers once the in-sync replicas have it
+(NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT otherwise; the coordinator retries).
 
 The appends go through the same ordered per-partition path as Produce
 (``append_records``: inline when nothing for the partition is queued on an I/O thread,
@@ -76,6 +77,12 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
         if state is not None:
             if state.leader is None:
                 return result(errors.NotLeaderOrFollowerError.code)
+            try:  # acks=-1: not written while the ISR is below min.insync.replicas
+                state.leader.check_before_append(-1)
+            except errors.NotEnoughReplicasError as exc:
+                log.info("marker for producer %d on %s-%d not written: %s", marker.producer_id,
+                         topic_name, index, exc)
+                return result(exc.code)
             epoch = state.leader_epoch
     try:
         if io.busy(key) or epoch != LEADER_EPOCH:
