@@ -23,9 +23,17 @@ and drives it:
   The answer is the one the client's own retry would get, without the backoff: a
   commit-then-begin loop measured 4 of 30 AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
   without the hold, each costing the producer ~20 ms (see docs/transactions.md);
-- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``): one
-  is fetched before each InitProducerId call so that the coordinator can take it
-  synchronously (unused, it is kept for the next call).
+- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``; in
+  cluster mode ZooKeeper's ``/latest_producer_id_block``): one is fetched before each
+  InitProducerId call so that the coordinator can take it synchronously (unused, it is kept
+  for the next call);
+- in cluster mode (``broker.cluster`` set) nothing is hosted at start and the topic is never
+  created here (FindCoordinator creates it through ZooKeeper): the replica manager calls
+  ``on_become_leader(n)`` / ``on_resign(n)`` as this broker starts / stops leading partition
+  n, which is loaded with its leader epoch as the coordinator epoch, or forgotten; appends are
+  acks=-1 (``append_replicated``, waiting the transaction's timeout); markers go to each
+  partition's leader (``pylog.txn.markers``); a partition leader's KIP-890 check for an id
+  coordinated elsewhere is a verify-only AddPartitionsToTxn to that broker.
 
 Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
 (an I/O thread).
