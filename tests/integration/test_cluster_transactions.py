@@ -8,11 +8,15 @@ factor 3, min ISR 2) and writing markers to partitions led by other brokers.
 - the broker leading the transactional id's ``__transaction_state`` partition is killed with
   SIGKILL while a transaction is open: the producer carries on (retrying, or re-initialising
   after a fatal error, as the client requires) against the new coordinator, and every
-  committed transaction is read exactly once, aborted ones never.
+  committed transaction is read exactly once, aborted ones never;
+- a committed transaction whose marker cannot be written yet (the partition's leader is
+  stopped with SIGSTOP) when its coordinator is killed: the new coordinator finds it in
+  PrepareCommit when it loads the partition and completes it.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections import Counter
@@ -88,9 +92,15 @@ def _values(txn: int, prefix: str = "t") -> dict[int, list[bytes]]:
     return {p: [f"{prefix}{txn}-p{p}-{i}".encode() for i in range(3)] for p in range(3)}
 
 
-def _read_all(bootstrap: str) -> dict[int, list[bytes]]:
-    for p in range(3):
-        send_plain(bootstrap, TOPIC, [b"--sentinel--"], partition=p)
+def _read_all(bootstrap: str, patient: bool = False) -> dict[int, list[bytes]]:
+    if patient:  # brokers are still coming back: a longer wait than send_plain's
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for part in range(3):
+            p.produce(TOPIC, b"--sentinel--", partition=part)
+        assert p.flush(120) == 0
+    else:
+        for part in range(3):
+            send_plain(bootstrap, TOPIC, [b"--sentinel--"], partition=part)
     return {p: read_to_sentinel("confluent", bootstrap, TOPIC, "read_committed", partition=p,
                                 timeout=90) for p in range(3)}
 
@@ -139,6 +149,11 @@ def test_commit_and_abort_over_three_leaders(zookeeper, new_broker):  # noqa: F8
 
 
 def _run_txn(state: dict, bootstrap: str, n: int, commit: bool, kill=None) -> str:
+    return _run_txn_as(state, bootstrap, "txc-kill", n, commit, kill)
+
+
+def _run_txn_as(state: dict, bootstrap: str, transactional_id: str, n: int, commit: bool,
+                kill=None) -> str:
     """One transaction of the confluent producer in ``state['p']``; returns 'committed',
     'aborted' or 'doubt' (a fatal error after EndTxn may have been applied). ``kill`` runs
     while the transaction is open (its records sent)."""
@@ -165,7 +180,7 @@ def _run_txn(state: dict, bootstrap: str, n: int, commit: bool, kill=None) -> st
                 _abort(p)
                 return "aborted"
             # Fatal (e.g. fenced after its own epoch bump): a new producer with the same id.
-            state["p"] = _new_producer(bootstrap)
+            state["p"] = _new_producer(bootstrap, transactional_id)
             return "doubt" if commit else "aborted"
 
 
@@ -180,8 +195,8 @@ def _abort(p) -> None:
                 raise
 
 
-def _new_producer(bootstrap: str):
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txc-kill",
+def _new_producer(bootstrap: str, transactional_id: str = "txc-kill"):
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                                   "linger.ms": 5, "transaction.timeout.ms": 60000})
     deadline = time.monotonic() + 120
     while True:
@@ -234,5 +249,47 @@ def test_coordinator_killed_mid_transaction(zookeeper, new_broker):  # noqa: F81
         for part in range(3):
             assert set(counts[part]) <= everything
         assert sum(o == "committed" for o in outcomes.values()) >= 6
+    finally:
+        store.close()
+
+
+def test_prepared_transaction_is_completed_by_the_new_coordinator(zookeeper, new_broker):  # noqa: F811
+    brokers, store, bootstrap = _cluster(zookeeper, new_broker, "/prepared")
+    try:
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txc-prep",
+                                      "linger.ms": 5, "transaction.timeout.ms": 120000})
+        p.init_transactions(60)
+        coordinator, _ = _coordinator(store, "txc-prep")
+        stalled = next(b for b in range(3) if b != coordinator)  # leads partition `stalled`
+        p.begin_transaction()
+        for part, vals in _values(0).items():
+            for v in vals:
+                p.produce(TOPIC, v, partition=part)
+        assert p.flush(60) == 0
+        pid = brokers[stalled].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # Answered once PrepareCommit is in the ISR (after the stalled broker drops out of
+            # it); the marker for partition `stalled` hangs on its stopped leader.
+            p.commit_transaction(90)
+            brokers[coordinator].stop(sig=signal.SIGKILL)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # The new coordinator loaded the partition and resumed the prepared transaction.
+        survivors = [b for i, b in enumerate(brokers) if i != coordinator]
+        _wait(lambda: any("(1 transactions to complete)" in b.read_log() for b in survivors), 90,
+              "a new coordinator resuming the prepared transaction")
+        # The producer carries on with the new coordinator.
+        state = {"p": p}
+        outcome = _run_txn_as(state, bootstrap, "txc-prep", 1, commit=True)
+        live = ",".join(b.bootstrap for b in survivors)
+        got = _read_all(live, patient=True)
+        for part, vals in _values(0).items():
+            assert got[part][:3] == vals, f"partition {part}: {got[part]}"
+        if outcome == "committed":
+            for part, vals in _values(1).items():
+                assert got[part][3:] == vals
+        for part in range(3):
+            assert len(got[part]) == len(set(got[part]))
     finally:
         store.close()
