@@ -2,7 +2,9 @@
 one sender task per live broker, speaking the Kafka protocol over
 ``pylog.client.aio``'s ``BrokerConnection``, in order. A request that fails (connection
 refused, broken, timed out) is retried on a new connection after a backoff (100 ms doubling to 1 s) until it is sent
-or the broker is removed (it died: the controller drops its queue).
+or the broker is removed (it died: the controller drops its queue). The transaction
+coordinator reuses ``BrokerChannel`` with ``retry=False`` for its WriteTxnMarkers and
+verification requests (``pylog.txn.markers``): a failure is handed back, not retried.
 
 ``build_*`` turn the core's ``PartitionInfo`` lists into LeaderAndIsr (v0-7),
 UpdateMetadata (v0-8) and StopReplica (v0-4) requests at the version the broker serves.
