@@ -2,7 +2,9 @@
 one sender task per live broker, speaking the Kafka protocol over
 ``pylog.client.aio``'s ``BrokerConnection``, in order. A request that fails (connection
 refused, broken, timed out) is retried on a new connection after a backoff (100 ms doubling to 1 s) until it is sent
-or the broker is removed (it died: the controller drops its queue).
+or the broker is removed (it died: the controller drops its queue). The transaction
+coordinator reuses ``BrokerChannel`` with ``retry=False`` for its WriteTxnMarkers and
+verification requests (``pylog.txn.markers``): a failure is handed back, not retried.
 
 ``build_*`` turn the core's ``PartitionInfo`` lists into LeaderAndIsr (v0-7),
 UpdateMetadata (v0-8) and StopReplica (v0-4) requests at the version the broker serves.
@@ -131,19 +133,27 @@ def build_stop_replica(version: int, controller_id: int, controller_epoch: int,
 
 
 class BrokerChannel:
-    """Ordered delivery of controller requests to one broker."""
+    """Ordered delivery of controller requests to one broker.
 
-    def __init__(self, broker_id: int, host: str, port: int, client_id: str) -> None:
+    ``retry=False`` (the transaction coordinator's marker channels): a request that fails is
+    not retried here; ``on_response`` gets the exception instead of a response, so that the
+    caller can send it elsewhere (the partition's leader may have moved)."""
+
+    def __init__(self, broker_id: int, host: str, port: int, client_id: str, *,
+                 retry: bool = True) -> None:
         self.broker_id = broker_id
         self.host, self.port = host, port
         self.client_id = client_id
-        self.queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
+        self.retry = retry
+        self.queue: asyncio.Queue[tuple[Any, Any, Any]] = asyncio.Queue()
         self._conn: BrokerConnection | None = None
         self._task = asyncio.ensure_future(self._run())
 
-    def enqueue(self, builder: Any, on_response: Any = None) -> None:
-        """``builder(version_for)`` makes the request once a connection knows the versions."""
-        self.queue.put_nowait((builder, on_response))
+    def enqueue(self, builder: Any, on_response: Any = None, version: Any = None) -> None:
+        """``builder(conn)`` makes the request once a connection knows the versions;
+        ``version(conn)``, when given, picks the version to send (else the highest both sides
+        serve within the client's caps)."""
+        self.queue.put_nowait((builder, on_response, version))
 
     async def _connection(self) -> BrokerConnection:
         if self._conn is None or self._conn.closed:
@@ -155,13 +165,13 @@ class BrokerChannel:
 
     async def _run(self) -> None:
         while True:
-            builder, on_response = await self.queue.get()
+            builder, on_response, version = await self.queue.get()
             failures = 0
             while True:
                 try:
                     conn = await self._connection()
                     body = builder(conn)
-                    resp = await conn.send(body)
+                    resp = await conn.send(body, None if version is None else version(conn))
                     if on_response is not None:
                         on_response(resp)
                     break
@@ -171,8 +181,18 @@ class BrokerChannel:
                     # Retrying cannot help (an older broker): drop this request, keep order.
                     log.warning("broker %d cannot take a controller request: %s",
                                 self.broker_id, exc)
+                    if not self.retry and on_response is not None:
+                        on_response(exc)
                     break
                 except Exception as exc:  # noqa: BLE001 - retried while the broker lives
+                    if not self.retry:
+                        log.info("request to broker %d failed: %s", self.broker_id, exc)
+                        if self._conn is not None:
+                            await self._conn.close()
+                        self._conn = None
+                        if on_response is not None:
+                            on_response(exc)
+                        break
                     failures += 1
                     (log.info if failures == 1 else log.debug)(
                         "controller request to broker %d failed (%s); retrying",

@@ -78,6 +78,7 @@ _MARKER_RETRY = frozenset({
     errors.UnknownTopicOrPartitionError.code, errors.NotLeaderOrFollowerError.code,
     errors.NotEnoughReplicasError.code, errors.NotEnoughReplicasAfterAppendError.code,
     errors.RequestTimedOutError.code, errors.KafkaStorageError.code,
+    errors.NetworkError.code,  # the leader could not be reached (the sender's own code)
 })
 _MARKER_GIVE_UP = frozenset({errors.InvalidProducerEpochError.code,
                              errors.TransactionCoordinatorFencedError.code})
@@ -98,13 +99,21 @@ def map_append_error(code: int) -> int:
     return code
 
 
+#: How long a tombstone append may wait for the ISR (Kafka's ``request.timeout.ms`` default,
+#: which its ``removeExpiredTransactionalIds`` uses; state changes wait their transaction's
+#: timeout, as ``appendTransactionToLog`` does).
+TOMBSTONE_APPEND_TIMEOUT_MS = 30000
+
+
 class _Partition:
-    """One hosted ``__transaction_state`` partition: its ids (``txns``) and load state."""
+    """One hosted ``__transaction_state`` partition: its ids (``txns``), load state and
+    coordinator epoch (the partition's leader epoch, written into its markers)."""
 
-    __slots__ = ("index", "loading", "txns", "loaded")
+    __slots__ = ("index", "loading", "txns", "loaded", "coordinator_epoch")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, coordinator_epoch: int) -> None:
         self.index = index
+        self.coordinator_epoch = coordinator_epoch
         self.loading = True
         self.txns: dict[str, TransactionMetadata] = {}
         self.loaded: dict[str, TransactionMetadata] = {}
@@ -120,8 +129,8 @@ class TransactionCoordinator:
             the exception's Kafka code goes to the client).
         partition_exists: whether a (topic, partition) exists: a marker that cannot be
             written because its partition is gone is dropped, else it is retried.
-        coordinator_epoch: the leader epoch of the ``__transaction_state`` partitions
-            (0 on a single node), written into every marker.
+        coordinator_epoch: the coordinator epoch of partitions hosted without one of their
+            own (``begin_load``'s default; 0 on a single node), written into their markers.
     """
 
     def __init__(self, clock: Clock, config: TransactionConfig | None = None, *,
@@ -181,11 +190,30 @@ class TransactionCoordinator:
         p = self._partitions.get(partition)
         return p is not None and p.loading
 
-    def begin_load(self, partition: int) -> None:
+    def begin_load(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """Start hosting ``partition``: its ids get COORDINATOR_LOAD_IN_PROGRESS until
-        ``complete_load``."""
+        ``complete_load``. ``coordinator_epoch``: the partition's leader epoch in cluster mode
+        (Kafka's ``onElection``), written into the markers of its transactions so that
+        partition leaders fence a stale coordinator; default ``self.coordinator_epoch``."""
         self.unload(partition)
-        self._partitions[partition] = _Partition(partition)
+        epoch = self.coordinator_epoch if coordinator_epoch is None else coordinator_epoch
+        self._partitions[partition] = _Partition(partition, epoch)
+
+    def coordinator_epoch_of(self, partition: int) -> int | None:
+        """The coordinator epoch of a hosted partition (loading or not), else None."""
+        p = self._partitions.get(partition)
+        return None if p is None else p.coordinator_epoch
+
+    def wants_markers(self, request: MarkerRequest) -> bool:
+        """Whether ``request`` still belongs to a transaction this coordinator is completing
+        (not unloaded, resigned, reloaded in a newer epoch or given up meanwhile): a sender
+        drops the ones that do not."""
+        entry = self._completing.get(request.transactional_id)
+        if entry is None:
+            return False
+        p, md, _ = entry
+        return (self._current(p, md) and p.coordinator_epoch == request.coordinator_epoch
+                and md.producer_epoch == request.producer_epoch)
 
     def replay(self, partition: int, key: bytes, value: bytes | None) -> None:
         """One record of the partition, in log order (the latest value of an id wins, a
@@ -245,6 +273,7 @@ class TransactionCoordinator:
                 done: Callable[[int], object], retry_on_unavailable: bool = False) -> None:
         """Write ``transit`` for ``md``; apply it once written; then ``done(code)``."""
         records: list[tuple[bytes, bytes | None]] = [(encode_key(md.transactional_id), encode_value(transit))]
+        timeout_ms = transit.txn_timeout_ms
 
         def settled(code: int) -> None:
             if code == NONE:
@@ -260,7 +289,7 @@ class TransactionCoordinator:
                     md.pending_state = None
             done(code)
 
-        self._writes.append(TxnWrite(p.index, records, settled))
+        self._writes.append(TxnWrite(p.index, records, settled, timeout_ms))
 
     # ------------------------------------------------------------------ InitProducerId
 
@@ -462,13 +491,14 @@ class TransactionCoordinator:
         completion pending); the completion is written when all are acknowledged."""
         self._completing[md.transactional_id] = (p, md, completion)
         if md.partitions:
-            self._markers.append(self._marker_request(md, md.partitions))
+            self._markers.append(self._marker_request(p, md, md.partitions))
         else:
             self._write_completion(md.transactional_id)
 
-    def _marker_request(self, md: TransactionMetadata, partitions: Iterable[TopicPartition]) -> MarkerRequest:
+    def _marker_request(self, p: _Partition, md: TransactionMetadata,
+                        partitions: Iterable[TopicPartition]) -> MarkerRequest:
         return MarkerRequest(md.transactional_id, md.producer_id, md.producer_epoch,
-                             md.state == _S.PREPARE_COMMIT, self.coordinator_epoch, frozenset(partitions))
+                             md.state == _S.PREPARE_COMMIT, p.coordinator_epoch, frozenset(partitions))
 
     def on_markers_written(self, request: MarkerRequest, results: dict[TopicPartition, int]) -> None:
         """The outcome of ``request``: an error code per partition (a partition missing
@@ -477,6 +507,8 @@ class TransactionCoordinator:
         if entry is None:
             return  # unloaded or already given up
         p, md, _ = entry
+        if p.coordinator_epoch != request.coordinator_epoch:
+            return  # sent before the partition was loaded again: the new load sent its own
         if not self._current(p, md) or md.producer_epoch != request.producer_epoch:
             self._completing.pop(request.transactional_id, None)
             return
@@ -509,7 +541,8 @@ class TransactionCoordinator:
     def _retry_markers(self, txn_id: str, partitions: set[TopicPartition]) -> None:
         entry = self._completing.get(txn_id)
         if entry is not None:
-            self._markers.append(self._marker_request(entry[1], partitions & entry[1].partitions))
+            p, md, _ = entry
+            self._markers.append(self._marker_request(p, md, partitions & md.partitions))
 
     def _write_completion(self, txn_id: str) -> None:
         entry = self._completing.get(txn_id)
@@ -577,7 +610,7 @@ class TransactionCoordinator:
                         log.info("transactional id %r expired", md.transactional_id)
                     else:
                         md.pending_state = None
-            self._writes.append(TxnWrite(p.index, records, written))
+            self._writes.append(TxnWrite(p.index, records, written, TOMBSTONE_APPEND_TIMEOUT_MS))
 
     # ------------------------------------------------------------------ admin
 

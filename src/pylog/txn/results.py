@@ -23,15 +23,17 @@ __all__ = ["NONE", "Pending", "TxnWrite", "MarkerRequest", "InitProducerIdResult
 class TxnWrite:
     """Records to append, in order, to ``__transaction_state`` partition ``partition``.
 
-    ``records``: ``(key, value)`` byte pairs; value None is a tombstone.
+    ``records``: ``(key, value)`` byte pairs; value None is a tombstone. ``timeout_ms``: how
+    long the append may wait for the in-sync replicas of a replicated partition.
     """
 
-    __slots__ = ("partition", "records", "_callback", "_settled")
+    __slots__ = ("partition", "records", "timeout_ms", "_callback", "_settled")
 
     def __init__(self, partition: int, records: list[tuple[bytes, bytes | None]],
-                 callback: Callable[[int], None]) -> None:
+                 callback: Callable[[int], None], timeout_ms: int = 30000) -> None:
         self.partition = partition
         self.records = records
+        self.timeout_ms = timeout_ms
         self._callback = callback
         self._settled = False
 

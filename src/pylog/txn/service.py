@@ -23,9 +23,17 @@ and drives it:
   The answer is the one the client's own retry would get, without the backoff: a
   commit-then-begin loop measured 4 of 30 AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
   without the hold, each costing the producer ~20 ms (see docs/transactions.md);
-- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``): one
-  is fetched before each InitProducerId call so that the coordinator can take it
-  synchronously (unused, it is kept for the next call).
+- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``; in
+  cluster mode ZooKeeper's ``/latest_producer_id_block``): one is fetched before each
+  InitProducerId call so that the coordinator can take it synchronously (unused, it is kept
+  for the next call);
+- in cluster mode (``broker.cluster`` set) nothing is hosted at start and the topic is never
+  created here (FindCoordinator creates it through ZooKeeper): the replica manager calls
+  ``on_become_leader(n)`` / ``on_resign(n)`` as this broker starts / stops leading partition
+  n, which is loaded with its leader epoch as the coordinator epoch, or forgotten; appends are
+  acks=-1 (``append_replicated``, waiting the transaction's timeout); markers go to each
+  partition's leader (``pylog.txn.markers``); a partition leader's KIP-890 check for an id
+  coordinated elsewhere is a verify-only AddPartitionsToTxn to that broker.
 
 Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
 (an I/O thread).
@@ -66,6 +74,9 @@ log = logging.getLogger("pylog.txn")
 #: CONCURRENT_TRANSACTIONS (see the module docstring).
 CONCURRENT_WAIT_S = 0.1
 _CONCURRENT = errors.ConcurrentTransactionsError.code
+#: How long a marker whose leader moved or could not be reached waits for the metadata to
+#: change before it is retried (it is retried anyway after that).
+MARKER_METADATA_WAIT_S = 1.0
 
 
 def coordinator_config(config: BrokerConfig) -> TransactionConfig:
@@ -85,6 +96,8 @@ def transaction_topic_configs(config: BrokerConfig) -> dict[str, Any]:
     return {
         "cleanup.policy": "compact",
         "compression.type": "uncompressed",
+        "unclean.leader.election.enable": "false",
+        "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
         "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
     }
 
@@ -143,7 +156,7 @@ class TransactionService:
         self.num_partitions = self.config.num_partitions
         self.coordinator = TransactionCoordinator(
             broker.clock, self.config, new_producer_id=self._take_producer_id,
-            partition_exists=self._partition_exists)
+            partition_exists=self.partition_exists)
         self._spare_producer_id: int | None = None
         self._queues: dict[int, collections.deque[TxnWrite]] = {}
         self._appenders: dict[int, asyncio.Task[None]] = {}
@@ -153,18 +166,67 @@ class TransactionService:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._markers_unavailable = False
+        self._channels: Any = None  # MarkerChannels, created on the first remote marker
+        self._verify_channels: Any = None  # the same, for KIP-890 verification requests
         # Set (and replaced) whenever a write or a marker delivery settles: what a request
         # held on CONCURRENT_TRANSACTIONS waits for.
         self._changed = asyncio.Event()
 
+    @property
+    def cluster_mode(self) -> bool:
+        """Partitions are hosted while this broker leads them (LeaderAndIsr); markers go to
+        each partition's leader (``broker.cluster`` is set after this service is made)."""
+        return getattr(self.broker, "cluster", None) is not None
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Load the partitions of an existing ``__transaction_state`` (in the background)."""
+        """Load the partitions of an existing ``__transaction_state`` (in the background).
+        In cluster mode nothing is hosted until LeaderAndIsr makes this broker a partition's
+        leader (``on_become_leader``)."""
         topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-        if topic is not None:
+        if topic is not None and not self.cluster_mode:
             self._host(topic)
         self.drive()
+
+    async def on_become_leader(self, index: int) -> None:
+        """This broker became the leader of ``__transaction_state`` partition ``index``
+        (Kafka's ``TransactionCoordinator.onElection``): load it in the background with its
+        leader epoch as the coordinator epoch. Called by the replica manager."""
+        topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
+        if self._closed or topic is None or index >= len(topic.partitions):
+            return
+        epoch = 0
+        state = self.broker.replicas.partitions.get((TRANSACTION_STATE_TOPIC_NAME, index))
+        if state is not None:
+            epoch = state.leader_epoch
+        self._fail_queued(index)
+        self.coordinator.begin_load(index, epoch)
+        log.info("loading %s-%d as its coordinator (coordinator epoch %d)", TRANSACTION_STATE_TOPIC_NAME,
+                 index, epoch)
+        self._spawn(self._load(topic.partitions[index], epoch))
+        self._signal_change()
+
+    async def on_resign(self, index: int) -> None:
+        """This broker no longer leads ``__transaction_state`` partition ``index`` (Kafka's
+        ``onResignation``): its transactions are forgotten here (the new leader loads them),
+        their requests get NOT_COORDINATOR, their markers stop."""
+        if index not in self.coordinator.hosted():
+            return
+        self.coordinator.unload(index)
+        self._fail_queued(index)
+        log.info("resigned as the coordinator of %s-%d", TRANSACTION_STATE_TOPIC_NAME, index)
+        self.drive()
+        self._signal_change()
+
+    def _fail_queued(self, index: int) -> None:
+        queue = self._queues.get(index)
+        if queue:
+            # An appender still running on this queue finds it empty and stops.
+            writes = list(queue)
+            queue.clear()
+            for w in writes:
+                w.fail(errors.NotCoordinatorError.code)
 
     async def shutdown(self) -> None:
         """Stop for a broker shutdown (before the logs close): new requests get
@@ -186,6 +248,9 @@ class TransactionService:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        for channels in (self._channels, self._verify_channels):
+            if channels is not None:
+                await channels.close()
 
     def on_topic_deleted(self) -> None:
         """``__transaction_state`` was deleted: resign every partition (the next FindCoordinator
@@ -193,13 +258,7 @@ class TransactionService:
         hosted = self.coordinator.hosted()
         for index in hosted:
             self.coordinator.unload(index)
-            queue = self._queues.get(index)
-            if queue:
-                # An appender still running on this queue finds it empty and stops.
-                writes = list(queue)
-                queue.clear()
-                for w in writes:
-                    w.fail(errors.NotCoordinatorError.code)
+            self._fail_queued(index)
         if hosted:
             log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, len(hosted))
         self.drive()
@@ -220,7 +279,7 @@ class TransactionService:
             loads.append(self._spawn(self._load(p)))
         return loads
 
-    async def _load(self, partition: Any) -> None:
+    async def _load(self, partition: Any, epoch: int | None = None) -> None:
         coord = self.coordinator
         started = self.broker.clock.monotonic()
         step = self.broker.config["transaction.state.log.load.buffer.size"]
@@ -230,8 +289,9 @@ class TransactionService:
         except (logcore.LogcoreError, OSError) as exc:
             log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
             return
-        if not coord.is_loading(partition.index):
-            return  # unloaded meanwhile
+        if not coord.is_loading(partition.index) or (
+                epoch is not None and coord.coordinator_epoch_of(partition.index) != epoch):
+            return  # unloaded (or loaded again in a newer epoch) meanwhile
         for key, value in records:
             if key is None:
                 continue
@@ -247,8 +307,12 @@ class TransactionService:
         self.drive()
 
     async def ensure_topic(self) -> Any:
-        """The ``__transaction_state`` topic, created (and hosted) on first use."""
+        """The ``__transaction_state`` topic, created (and hosted) on first use. In cluster
+        mode the topic is created through ZooKeeper (``pylog.controller.admin.find_coordinator``)
+        and hosted per partition on leadership: this only returns the local replica (or None)."""
         manager = self.broker.log_manager
+        if self.cluster_mode:
+            return manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
         async with self._create_lock:
             topic = manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
             if topic is None:
@@ -284,7 +348,11 @@ class TransactionService:
                 self._spare_producer_id = pid
         return 0
 
-    def _partition_exists(self, topic: str, partition: int) -> bool:
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists: in the cluster's metadata in cluster mode (this
+        broker may hold no replica of it), else in this broker's logs."""
+        if self.cluster_mode:  # the cluster's topics, not this broker's replicas
+            return partition in self.broker.cluster.metadata.partitions.get(topic, {})
         t = self.broker.log_manager.topics.get(topic)
         return t is not None and 0 <= partition < len(t.partitions)
 
@@ -373,8 +441,44 @@ class TransactionService:
         """The KIP-890 check a partition leader makes before a producer's first transactional
         batch there (``broker.txn_verify``): 0 when the partition is in the producer's open
         transaction, else the coordinator's error code."""
+        if self.cluster_mode and not self._closed and \
+                self.coordinator.partition_for(transactional_id) not in self.coordinator.hosted():
+            return await self._verify_remote(transactional_id, producer_id, producer_epoch, topic, partition)
         codes = self.verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         return codes[(topic, partition)]
+
+    async def _verify_remote(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             topic: str, partition: int) -> int:
+        """Cluster mode, the id's coordinator on another broker: ask it with a verify-only
+        AddPartitionsToTxn (Kafka's ``AddPartitionsToTxnManager``), on channels of their own
+        (a marker waiting for an ISR does not delay a produce)."""
+        from .markers import (
+            MarkerChannels,
+            build_verify_request,
+            verify_response_code,
+            verify_version,
+        )
+
+        metadata = self.broker.cluster.metadata
+        index = self.coordinator.partition_for(transactional_id)
+        meta = metadata.partitions.get(TRANSACTION_STATE_TOPIC_NAME, {}).get(index)
+        leader = None if meta is None else metadata.brokers.get(meta.leader)
+        if leader is None:
+            return errors.CoordinatorNotAvailableError.code
+        if leader.broker_id == self.broker.node_id:
+            return errors.CoordinatorLoadInProgressError.code  # led here, not hosted yet
+        if self._verify_channels is None:
+            self._verify_channels = MarkerChannels(f"pylog-txn-verify-{self.broker.node_id}")
+        self._verify_channels.retain(metadata.brokers)
+        resp = await self._verify_channels.request(
+            leader, build_verify_request(transactional_id, producer_id, producer_epoch, topic, partition),
+            verify_version)
+        code = verify_response_code(resp, transactional_id, topic, partition)
+        if code:
+            log.info("verification of transactional id %r for %s-%d with broker %d: error %d%s",
+                     transactional_id, topic, partition, leader.broker_id, code,
+                     f" ({resp})" if isinstance(resp, BaseException) else "")
+        return code
 
     # ------------------------------------------------------------------ driving
 
@@ -418,7 +522,7 @@ class TransactionService:
         self.drive()
 
     async def _append_loop(self, index: int) -> None:
-        from pylog.broker.handlers.produce import AppendError, append_records
+        from pylog.broker.handlers.produce import AppendError, append_replicated
 
         queue = self._queues.setdefault(index, collections.deque())
         while queue:
@@ -430,7 +534,8 @@ class TransactionService:
             else:
                 partition = topic.partitions[index]
                 try:
-                    await append_records(self.broker, partition, self._batch(write))
+                    # acks=-1: on a replicated partition, answered once the ISR has it.
+                    await append_replicated(self.broker, partition, self._batch(write), write.timeout_ms)
                 except AppendError as exc:
                     code = exc.code
                     log.warning("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC_NAME, index, exc)
@@ -467,12 +572,25 @@ class TransactionService:
         return write_markers, TxnMarker
 
     async def _deliver(self, request: MarkerRequest) -> None:
+        if self.cluster_mode:
+            codes = await self._deliver_cluster(request)
+        else:
+            codes = await self._write_local(request, request.partitions)
+        if self._closed:
+            return
+        self.coordinator.on_markers_written(request, codes)
+        self.drive()
+        self._signal_change()
+
+    async def _write_local(self, request: MarkerRequest,
+                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The markers of ``partitions`` written to this broker's logs (``write_markers``)."""
         codes: dict[TopicPartition, int] = {}
         writer = self._marker_writer()
         if writer is not None:
             write_markers, marker_cls = writer
             marker = marker_cls(request.producer_id, request.producer_epoch, request.commit,
-                                request.coordinator_epoch, sorted(request.partitions))
+                                request.coordinator_epoch, sorted(partitions))
             try:
                 results = await write_markers(self.broker, [marker])
             except Exception:  # noqa: BLE001 - a failed delivery is retried, never lost
@@ -481,8 +599,36 @@ class TransactionService:
             for pid, topic, partition, code in _marker_results(results):
                 if pid == request.producer_id:
                     codes[(topic, partition)] = code
-        if self._closed:
-            return
-        self.coordinator.on_markers_written(request, codes)
-        self.drive()
-        self._signal_change()
+        return codes
+
+    async def _deliver_cluster(self, request: MarkerRequest) -> dict[TopicPartition, int]:
+        """Cluster mode: each partition's marker to its leader (this broker's in-process, the
+        others' as WriteTxnMarkers, one ordered channel per broker). Partitions to retry
+        because their leader moved or could not be reached wait (at most
+        ``MARKER_METADATA_WAIT_S``) for the metadata to show another leader first."""
+        from .markers import NETWORK, NOT_LEADER, MarkerChannels, leaders, route
+
+        if not self.coordinator.wants_markers(request):
+            return {}  # resigned, reloaded or given up meanwhile: the answer is ignored
+        metadata = self.broker.cluster.metadata
+        where = route(request.partitions, self.broker.node_id, metadata)
+        codes = dict(where.settled)
+        jobs: list[Any] = []
+        if where.local:
+            jobs.append(self._write_local(request, where.local))
+        if where.remote:
+            if self._channels is None:
+                self._channels = MarkerChannels(f"pylog-txn-coordinator-{self.broker.node_id}")
+            self._channels.retain(metadata.brokers)
+            for broker_id, tps in where.remote.items():
+                jobs.append(self._channels.send(metadata.brokers[broker_id], request.producer_id,
+                                                request.producer_epoch, request.commit,
+                                                request.coordinator_epoch, tps))
+        for found in await asyncio.gather(*jobs):
+            codes.update(found)
+        stale = [tp for tp, code in codes.items() if code in (NOT_LEADER, NETWORK)]
+        if stale and not self._closed:
+            before = leaders(stale, metadata)
+            await metadata.wait_until(lambda cache: leaders(stale, cache) != before, MARKER_METADATA_WAIT_S)
+        return codes
+

@@ -55,16 +55,12 @@ def _topic_results(codes: dict[TopicPartition, int]) -> list[Any]:
 async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
                topics: Any, verify_only: bool) -> dict[TopicPartition, int]:
     tps = _partitions(topics)
-    topics_by_name = ctx.broker.log_manager.topics
-    missing = set()
-    for topic, p in tps:
-        t = topics_by_name.get(topic)
-        if t is None or not 0 <= p < len(t.partitions):
-            missing.add((topic, p))
+    txns = ctx.broker.txns
+    # The cluster's partitions in cluster mode (the metadata cache), else this broker's.
+    missing = {tp for tp in tps if not txns.partition_exists(*tp)}
     if missing:
         return {tp: (errors.UnknownTopicOrPartitionError.code if tp in missing
                      else errors.OperationNotAttemptedError.code) for tp in tps}
-    txns = ctx.broker.txns
     if verify_only:
         return txns.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
     code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, tps)

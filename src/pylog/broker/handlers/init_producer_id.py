@@ -33,6 +33,8 @@ log = logging.getLogger("pylog.broker.init_producer_id")
 _ALLOCATORS: weakref.WeakKeyDictionary[Any, ProducerIdAllocator] = weakref.WeakKeyDictionary()
 
 
+_CLUSTER_IDS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
 _ALLOCATION = "producer-id-allocation"  # the io_threads ordering key of next_id calls
 
 
@@ -47,10 +49,21 @@ def allocator(broker: Any) -> ProducerIdAllocator:
 async def new_producer_id(broker: Any) -> int:
     """A producer id never handed out before by this broker.
 
+    In cluster mode the ids come from ZooKeeper's ``/latest_producer_id_block``
+    (``pylog.controller.producer_ids``), so no two brokers hand out the same id.
+
     Raises:
+        pylog.errors.CoordinatorNotAvailableError: (cluster mode) ZooKeeper cannot be written.
         pylog.errors.UnknownServerError: every producer id has been used.
         pylog.errors.KafkaStorageError: the id block file cannot be read or written.
     """
+    if getattr(broker, "cluster", None) is not None:  # cluster mode: blocks from ZooKeeper, unique cluster-wide
+        ids = _CLUSTER_IDS.get(broker)
+        if ids is None:
+            from pylog.controller.producer_ids import ClusterProducerIds
+
+            ids = _CLUSTER_IDS[broker] = ClusterProducerIds(broker.cluster, broker.node_id)
+        return await ids.next_id()
     try:
         # Taking a new block of ids fsyncs a file: on an I/O thread, one call at a time.
         pid: int = await broker.io.run_ordered(_ALLOCATION, allocator(broker).next_id)

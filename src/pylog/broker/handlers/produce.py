@@ -309,6 +309,12 @@ def _replica_checks(broker: Any, state: Any, acks: int) -> tuple[int, int]:
 
 
 _PRODUCER = struct.Struct(">qh")  # producer id, epoch at byte 43
+#: Verification answers a Produce gets as NOT_ENOUGH_REPLICAS (Kafka's ReplicaManager).
+_VERIFY_RETRIABLE = frozenset({
+    errors.ConcurrentTransactionsError.code, errors.NetworkError.code,
+    errors.CoordinatorLoadInProgressError.code, errors.CoordinatorNotAvailableError.code,
+    errors.NotCoordinatorError.code,
+})
 
 
 async def _verify_txn(ctx: RequestContext, transactional_id: str | None, partition: Any,
@@ -342,6 +348,10 @@ async def _verify_txn(ctx: RequestContext, transactional_id: str | None, partiti
         # Produce v11 do not know TRANSACTION_ABORTABLE and get INVALID_TXN_STATE.
         if code == errors.ProducerFencedError.code:
             code = errors.InvalidProducerEpochError.code
+        elif code in _VERIFY_RETRIABLE:
+            # Kafka's ReplicaManager: the coordinator is moving, loading or busy; a code every
+            # client retries a Produce on without a metadata refresh.
+            code = errors.NotEnoughReplicasError.code
         elif code == errors.TransactionAbortableError.code and ctx.api_version < 11:
             code = errors.InvalidTxnStateError.code
         raise AppendError(code, f"transaction verification of producer {producer_id} epoch "

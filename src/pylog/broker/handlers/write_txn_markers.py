@@ -7,7 +7,10 @@ UNKNOWN_TOPIC_OR_PARTITION (not hosted here), INVALID_PRODUCER_EPOCH (the marker
 is older than the producer's), TRANSACTION_COORDINATOR_FENCED (an older coordinator
 epoch than the partition has seen for the producer), KAFKA_STORAGE_ERROR (the write
 failed). A single node is every partition's leader and the marker is committed once
-written (acks=-1 is met at once).
+written (acks=-1 is met at once); in cluster mode only the leader writes (NOT_LEADER_OR_FOLLOWER
+elsewhere) and, as an acks=-1 append, refuses it while the ISR is below ``min.insync.replicas``
+(NOT_ENOUGH_REPLICAS) and answers once the in-sync replicas have it
+(NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT otherwise; the coordinator retries).
 
 The appends go through the same ordered per-partition path as Produce
 (``append_records``: inline when nothing for the partition is queued on an I/O thread,
@@ -45,6 +48,10 @@ _R = WriteTxnMarkersResponse
 
 log = logging.getLogger("pylog.broker.write_txn_markers")
 
+#: How long a marker on a replicated partition may wait for the ISR (Kafka appends markers
+#: with acks=-1 and ``request.timeout.ms``, 30 s by default).
+MARKER_APPEND_TIMEOUT_MS = 30000
+
 
 def _append_marker(partition: Any, marker: TxnMarker, leader_epoch: int = LEADER_EPOCH) -> Any:
     return partition.log.append_control(
@@ -70,6 +77,12 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
         if state is not None:
             if state.leader is None:
                 return result(errors.NotLeaderOrFollowerError.code)
+            try:  # acks=-1: not written while the ISR is below min.insync.replicas
+                state.leader.check_before_append(-1)
+            except errors.NotEnoughReplicasError as exc:
+                log.info("marker for producer %d on %s-%d not written: %s", marker.producer_id,
+                         topic_name, index, exc)
+                return result(exc.code)
             epoch = state.leader_epoch
     try:
         if io.busy(key) or epoch != LEADER_EPOCH:
@@ -85,6 +98,14 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
     if replicas.active:
         replicas.on_local_append(key, partition.log.log_end_offset)
     broker.waiters.notify(key)
+    if replicas.active and key in replicas.partitions:
+        # acks=-1, as Kafka appends markers: acknowledged once the ISR has the marker, so a
+        # completed transaction's markers survive the loss of this leader.
+        code = await replicas.wait_for_acks(key, info.first_offset + 1, MARKER_APPEND_TIMEOUT_MS)
+        if code:
+            log.info("marker for producer %d on %s-%d not replicated to the ISR (error %d)",
+                     marker.producer_id, topic_name, index, code)
+            return result(code)
     if topic_name == GROUP_METADATA_TOPIC_NAME:
         hook = getattr(broker.groups, "on_txn_marker", None)
         if hook is not None:

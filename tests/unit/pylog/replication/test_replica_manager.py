@@ -223,16 +223,24 @@ def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker)
     from pylog.broker.txn_markers import TxnMarker
 
     async def scenario() -> None:
-        await lead(broker, epoch=3, isr=(ME,))
+        await lead(broker, epoch=2, isr=(ME,))
         marker = TxnMarker(producer_id=5, producer_epoch=0, commit=False, coordinator_epoch=0,
                            partitions=[("t", 0)])
+        # ISR [leader] is under min.insync.replicas=2: an acks=-1 append, refused unwritten.
         (res,) = await write_markers(broker, [marker])
-        assert res.error_code == 0
+        assert res.error_code == errors.NotEnoughReplicasError.code
         plog = broker.log_manager.get_partition("t", 0).log
+        assert plog.log_end_offset == 0
+        await lead(broker, epoch=3, isr=(ME, OTHER))
+        writing = asyncio.ensure_future(write_markers(broker, [marker]))
+        await asyncio.sleep(0.05)
+        assert not writing.done()  # answered once the ISR has it
         (batch,) = list(logcore.iter_batches(plog.read(0, 1 << 20).read()))
         assert batch.partition_leader_epoch == 3 and batch.is_control
-        # ISR [leader] is under min.insync.replicas=2: the marker is not committed yet.
-        assert broker.replicas.partitions[("t", 0)].high_watermark == 0
+        await fetch(broker, 1, replica_id=OTHER, epoch=3)
+        (res,) = await asyncio.wait_for(writing, 5)
+        assert res.error_code == 0
+        assert broker.replicas.partitions[("t", 0)].high_watermark == 1
         await lead(broker, leader=OTHER, epoch=4)
         (res,) = await write_markers(broker, [marker])
         assert res.error_code == errors.NotLeaderOrFollowerError.code
