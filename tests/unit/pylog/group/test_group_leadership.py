@@ -169,6 +169,10 @@ def test_commits_wait_for_the_isr_and_time_out_as_coordinator_not_available(brok
         await follower_fetch(broker, end, 0)  # the follower has it: the HW passes it
         assert await asyncio.wait_for(waiting, 5) == 0
         assert await fetch_offset(broker) == (0, 5)
+        # Partitions are checked against the cluster's metadata (the coordinator holds no
+        # replica of t here): t-0 exists, t-5 does not.
+        assert "t" not in broker.log_manager.topics
+        assert await commit(broker, 1, partition=5) == errors.UnknownTopicOrPartitionError.code
         # The follower stops fetching: after offsets.commit.timeout.ms the commit fails with
         # COORDINATOR_NOT_AVAILABLE (REQUEST_TIMED_OUT mapped), and is not applied.
         assert await commit(broker, 9) == errors.CoordinatorNotAvailableError.code
