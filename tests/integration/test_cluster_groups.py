@@ -43,13 +43,14 @@ def _wait(pred, timeout: float, what: str):
 
 
 class Cluster:
-    def __init__(self, connect: str, new_broker) -> None:
+    def __init__(self, connect: str, new_broker, offsets_rf: int = 3) -> None:
+        self.offsets_rf = offsets_rf
         self.brokers = []
         for i in range(3):
             b = new_broker({"zookeeper.connect": connect, "broker.id": str(i),
                             "node.id": str(i), "zookeeper.session.timeout.ms": str(SESSION_MS),
                             "replica.lag.time.max.ms": "4000",
-                            "offsets.topic.replication.factor": "3",
+                            "offsets.topic.replication.factor": str(offsets_rf),
                             "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
                             "group.initial.rebalance.delay.ms": "0",
                             "controlled.shutdown.retry.backoff.ms": "500"})
@@ -87,7 +88,7 @@ class Cluster:
 def cluster(zookeeper, new_broker, request):  # noqa: F811
     # One chroot per test: the module's ZooKeeper outlives the brokers a test kills.
     chroot = "/" + request.node.name.replace("[", "-").replace("]", "")
-    c = Cluster(zookeeper.connect_string + chroot, new_broker)
+    c = Cluster(zookeeper.connect_string + chroot, new_broker, getattr(request, "param", 3))
     yield c
     c.close()
 
@@ -109,6 +110,8 @@ def _consume(c: confluent_kafka.Consumer, n: int, timeout: float) -> list[conflu
     return got
 
 
+# Replication factor 1 is the default (each __consumer_offsets partition on one broker).
+@pytest.mark.parametrize("cluster", [3, 1], ids=["offsets-rf3", "offsets-rf1"], indirect=True)
 def test_confluent_and_kafka_python_groups_consume_and_commit(cluster) -> None:
     cluster.create_topic("orders")
     cluster.produce("orders")
@@ -148,8 +151,10 @@ def test_confluent_and_kafka_python_groups_consume_and_commit(cluster) -> None:
                                 timeout=30)
         assert [tp.offset for tp in committed] == [PER_PARTITION] * PARTITIONS, group
         c.close()
-    # The two groups' coordinators are the leaders of their partitions; every broker leads
-    # some __consumer_offsets partition (replication factor 3 over three brokers).
+    # __consumer_offsets has the configured replicas, and its partitions' leaders (the
+    # coordinators) are spread over the three brokers.
+    assignment = cluster.store.get_topic_assignment(GROUP_METADATA_TOPIC_NAME)[0]
+    assert {len(a.replicas) for a in assignment.partitions.values()} == {cluster.offsets_rf}
     leaders = {cluster.store.get_partition_state(GROUP_METADATA_TOPIC_NAME, i)[0].leader
                for i in range(OFFSETS_PARTITIONS)}
     assert leaders == {0, 1, 2}
