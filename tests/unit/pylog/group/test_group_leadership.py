@@ -12,6 +12,7 @@ again reloads; coordinator writes wait for the ISR (``offsets.commit.timeout.ms`
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from pylog import errors
 from pylog.broker import handlers
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
+from pylog.group import service
 from pylog.group.service import offsets_topic_configs
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.messages import (
@@ -208,6 +210,37 @@ def test_resign_unloads_and_leading_again_reloads_from_the_log(broker) -> None:
         await settle()
         assert broker.groups.coordinators() == []
         assert await commit(broker, 43) == errors.NotCoordinatorError.code
+    run(broker, scenario)
+
+
+def test_load_in_progress_and_a_resign_during_the_load(broker, monkeypatch) -> None:
+    gate = threading.Event()
+    gate.set()
+    read = service._read_partition
+
+    def gated(plog: Any) -> Any:
+        assert gate.wait(20)
+        return read(plog)
+    monkeypatch.setattr(service, "_read_partition", gated)
+
+    async def scenario() -> None:
+        assert await lead(broker, ME, 0, isr=(ME,)) == 0
+        assert await commit(broker, 42) == 0
+        assert await lead(broker, OTHER, 1) == 0
+        gate.clear()
+        assert await lead(broker, ME, 2, isr=(ME,)) == 0
+        loading = broker.groups.coordinator(GROUP)
+        assert loading is not None and loading.loading
+        assert await fetch_offset(broker) == (errors.CoordinatorLoadInProgressError.code, -1)
+        # Leadership moves away while the log is being read: the load stops unapplied.
+        assert await lead(broker, OTHER, 3) == 0
+        assert await fetch_offset(broker) == (errors.NotCoordinatorError.code, -1)
+        gate.set()
+        await settle()
+        assert not loading.loading and loading.group_ids() == []
+        assert broker.groups.coordinators() == []
+        assert await lead(broker, ME, 4, isr=(ME,)) == 0
+        assert await fetch_offset(broker) == (0, 42)
     run(broker, scenario)
 
 
