@@ -1,5 +1,6 @@
 """Consumer groups in cluster mode: a real ZooKeeper, three ``pylog broker`` processes,
-``__consumer_offsets`` with replication factor 3; confluent-kafka and kafka-python consumers.
+``__consumer_offsets`` with replication factor 3; confluent-kafka, kafka-python and pylog's
+own consumers.
 
 The group coordinator of a group is the leader of its ``__consumer_offsets`` partition and
 follows it: when the broker leading that partition is killed (SIGKILL) or shut down
@@ -20,6 +21,7 @@ from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pylog import client as pylog_client
 from pylog.cluster.zk_store import ZkStore
 from pylog.group.config import partition_for
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
@@ -144,8 +146,23 @@ def test_confluent_and_kafka_python_groups_consume_and_commit(cluster) -> None:
     finally:
         k.close()
 
+    # pylog's own client.
+    with pylog_client.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "py-group",
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                "session.timeout.ms": 10000,
+                                "heartbeat.interval.ms": 1000}) as pc:
+        pc.subscribe(["orders"])
+        seen = 0
+        deadline = time.monotonic() + 90
+        while seen < total and time.monotonic() < deadline:
+            seen += len(pc.poll(0.5))
+        assert seen == total
+        pc.commit()
+        ptps = [pylog_client.TopicPartition("orders", p) for p in range(PARTITIONS)]
+        assert [m.offset for m in pc.committed(ptps).values()] == [PER_PARTITION] * PARTITIONS
+
     # A fresh consumer of each group starts at the end (the commits are the coordinator's).
-    for group in ("ck-group", "kp-group"):
+    for group in ("ck-group", "kp-group", "py-group"):
         c = _consumer(cluster.bootstrap, group)
         committed = c.committed([TopicPartition("orders", p) for p in range(PARTITIONS)],
                                 timeout=30)
