@@ -14,7 +14,7 @@ them:
   NOT_COORDINATOR (the client looks the coordinator up again); a single node answers
   COORDINATOR_NOT_AVAILABLE (the topic does not exist yet);
 
-- the topic is created on the first FindCoordinator (as Kafka does), with
+- single node: the topic is created on the first FindCoordinator (as Kafka does), with
   ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
   ``offsets.topic.segment.bytes``; when it exists at start, every partition is loaded
   (``begin_load``, ``replay`` of each record from log start to end, read on an I/O thread,
