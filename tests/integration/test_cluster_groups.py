@@ -12,6 +12,7 @@ last commit.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import confluent_kafka
@@ -238,4 +239,53 @@ def test_group_follows_its_offsets_partition_to_the_new_leader(cluster, sig) -> 
     c2.commit(asynchronous=False)
     committed = c2.committed([TopicPartition("events", p) for p in range(PARTITIONS)], timeout=30)
     assert [tp.offset for tp in committed] == [PER_PARTITION] * PARTITIONS
+    c2.close()
+
+
+def test_acknowledged_commits_survive_a_sigkill_of_the_coordinator(cluster) -> None:
+    """Commits race the kill: every commit the coordinator acknowledged was in the whole
+    ISR first (acks=all), so the new leader has it; the one in flight may or may not be."""
+    cluster.create_topic("stream")
+    cluster.produce("stream")
+    group = "racing-group"
+    c1 = _consumer(cluster.bootstrap, group)
+    c1.subscribe(["stream"])
+    assert len(_consume(c1, PARTITIONS * PER_PARTITION, 90)) == PARTITIONS * PER_PARTITION
+    old = cluster.coordinator_of(group)
+    acked = [0]
+    attempted = [0]
+    stop = threading.Event()
+
+    def committer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            attempted[0] = n
+            try:
+                c1.commit(offsets=[TopicPartition("stream", p, n) for p in range(PARTITIONS)],
+                          asynchronous=False)
+            except confluent_kafka.KafkaException:
+                return  # the coordinator died under this commit
+            acked[0] = n
+
+    t = threading.Thread(target=committer)
+    t.start()
+    _wait(lambda: acked[0] >= 20, 60, "commits before the kill")
+    cluster.brokers[old].stop(sig=signal.SIGKILL)
+    # Stop at the first answer after the kill (a failure, or a success through the new
+    # coordinator, which then holds that commit too).
+    seen = acked[0]
+    _wait(lambda: not t.is_alive() or acked[0] > seen + 1, 90, "the first commit after the kill")
+    stop.set()
+    t.join(90)
+    assert not t.is_alive()
+    last_acked, last_attempted = acked[0], attempted[0]
+    c1.close()
+
+    c2 = _consumer(cluster.bootstrap, group)
+    committed = c2.committed([TopicPartition("stream", p) for p in range(PARTITIONS)], timeout=60)
+    offsets = {tp.offset for tp in committed}
+    assert len(offsets) == 1, committed  # each commit covers all partitions in one record batch
+    (got,) = offsets
+    assert last_acked <= got <= last_attempted, (last_acked, got, last_attempted)
     c2.close()
