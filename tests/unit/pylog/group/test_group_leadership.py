@@ -84,17 +84,23 @@ def _ctx(broker: Broker, key: int, version: int) -> handlers.RequestContext:
     return handlers.RequestContext(broker, key, version, 1, "test", "127.0.0.1:1")
 
 
-async def lead(broker: Broker, leader: int, epoch: int, isr: tuple[int, ...] = (ME, OTHER)) -> int:
+async def lead(broker: Broker, leader: int, epoch: int, isr: tuple[int, ...] = (ME, OTHER),
+               loaded: bool = True) -> int:
     info = PartitionInfo(OFFSETS, 0, leader, epoch, isr, epoch, (ME, OTHER))
     result = await broker.replicas.become_leader_or_follower(
         1, 1, -1, [info], {OTHER: ("127.0.0.1", 1)})
-    await settle()
+    await settle(broker, loaded)
     return result[(OFFSETS, 0)]
 
 
-async def settle() -> None:
-    """Let the hooks' tasks (resign, load) run."""
-    for _ in range(20):
+async def settle(broker: Broker, loaded: bool = True) -> None:
+    """Let the hooks' tasks run (a resign is scheduled on the loop); with ``loaded``, until
+    no hosted partition is loading any more (its log is read on an I/O thread)."""
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+    deadline = asyncio.get_running_loop().time() + 15
+    while loaded and any(c.loading for c in broker.groups.coordinators()):
+        assert asyncio.get_running_loop().time() < deadline, "the partition did not load"
         await asyncio.sleep(0.01)
 
 
@@ -207,7 +213,7 @@ def test_resign_unloads_and_leading_again_reloads_from_the_log(broker) -> None:
         assert await fetch_offset(broker) == (0, 42)
         # StopReplica resigns too.
         await broker.replicas.stop_replicas(1, 1, [(OFFSETS, 0, False)])
-        await settle()
+        await settle(broker)
         assert broker.groups.coordinators() == []
         assert await commit(broker, 43) == errors.NotCoordinatorError.code
     run(broker, scenario)
@@ -228,7 +234,7 @@ def test_load_in_progress_and_a_resign_during_the_load(broker, monkeypatch) -> N
         assert await commit(broker, 42) == 0
         assert await lead(broker, OTHER, 1) == 0
         gate.clear()
-        assert await lead(broker, ME, 2, isr=(ME,)) == 0
+        assert await lead(broker, ME, 2, isr=(ME,), loaded=False) == 0
         loading = broker.groups.coordinator(GROUP)
         assert loading is not None and loading.loading
         assert await fetch_offset(broker) == (errors.CoordinatorLoadInProgressError.code, -1)
@@ -236,7 +242,7 @@ def test_load_in_progress_and_a_resign_during_the_load(broker, monkeypatch) -> N
         assert await lead(broker, OTHER, 3) == 0
         assert await fetch_offset(broker) == (errors.NotCoordinatorError.code, -1)
         gate.set()
-        await settle()
+        await settle(broker)
         assert not loading.loading and loading.group_ids() == []
         assert broker.groups.coordinators() == []
         assert await lead(broker, ME, 4, isr=(ME,)) == 0
