@@ -137,7 +137,14 @@ PYLOG_NOTES: dict[str, str] = {
     "queued.max.request.bytes": "Honoured: bytes of requests being read or queued, broker-wide; "
     "a connection over its share is not read until its responses drain.",
     "connections.max.idle.ms": "Honoured: idle connections are closed after this long.",
-    "offsets.topic.replication.factor": "Single node: must be 1 (refused otherwise when the topic is created).",
+    "offsets.topic.replication.factor": ("Single node: must be 1 (refused otherwise when the topic is created). "
+                                         "Cluster mode: the replicas of `__consumer_offsets`, created through "
+                                         "ZooKeeper on the first FindCoordinator (refused while fewer brokers "
+                                         "are alive)."),
+    "offsets.commit.timeout.ms": ("Cluster mode: how long a group coordinator's write waits for the ISR of "
+                                  "its `__consumer_offsets` partition (acks=all); past it the request gets "
+                                  "COORDINATOR_NOT_AVAILABLE and the client retries. A single node's "
+                                  "writes are local and do not wait."),
     "offsets.topic.num.partitions": ("Honoured: `__consumer_offsets` is created with this many partitions on "
                                      "the first FindCoordinator; a group's partition is Kafka's "
                                      "`abs(hashCode(group.id)) % n`. Changing it later strands existing groups."),

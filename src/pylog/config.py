@@ -385,6 +385,10 @@ def _broker_defs() -> list[ConfigDef]:
                   at_least(0)),
         ConfigDef("offsets.topic.segment.bytes", "int", 104857600,
                   "segment.bytes of __consumer_offsets (small segments for compaction).", at_least(14)),
+        ConfigDef("offsets.commit.timeout.ms", "int", 5000,
+                  "How long a group coordinator's write (an offset commit, a group's metadata) "
+                  "waits for every in-sync replica of its __consumer_offsets partition in cluster "
+                  "mode before the request fails with COORDINATOR_NOT_AVAILABLE.", at_least(1)),
         # The transaction coordinator (pylog.txn; Kafka's TransactionLogConfig and
         # TransactionStateManagerConfig).
         ConfigDef("transaction.state.log.num.partitions", "int", 50,

@@ -28,6 +28,7 @@ from pylog.errors import (
     MessageTooLargeError,
     NonEmptyGroupError,
     NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RebalanceInProgressError,
@@ -64,10 +65,15 @@ if TYPE_CHECKING:
 
 _S = GroupState
 
-# Append errors become what a client can act on (Kafka's appendGroupMetadataErrorToResponseError).
+# Append errors become what a client can act on (Kafka's appendGroupMetadataErrorToResponseError;
+# GroupMetadataManager.storeGroup / storeOffsets in the Scala coordinator). In cluster mode
+# the appends wait for the ISR: too few replicas or no ISR answer in offsets.commit.timeout.ms
+# -> COORDINATOR_NOT_AVAILABLE (retry), leadership lost meanwhile -> NOT_COORDINATOR (look
+# the coordinator up again). docs/replication.md has the table.
 _APPEND_ERRORS = {
     UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
     NotEnoughReplicasError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasAfterAppendError.code: CoordinatorNotAvailableError.code,
     RequestTimedOutError.code: CoordinatorNotAvailableError.code,
     NotLeaderOrFollowerError.code: NotCoordinatorError.code,
     KafkaStorageError.code: NotCoordinatorError.code,

@@ -1,16 +1,29 @@
 """The asyncio glue between the broker and the sans-IO group coordinators.
 
 ``GroupService`` (one per broker, ``broker.groups``) hosts one ``GroupCoordinator`` per
-``__consumer_offsets`` partition (a single node leads them all) and drives them:
+``__consumer_offsets`` partition this broker leads (a single node leads them all) and drives
+them:
 
-- the topic is created on the first FindCoordinator (as Kafka does), with
+- cluster mode (``broker.cluster`` set): nothing is hosted at start and the topic is never
+  created here (FindCoordinator creates it through ZooKeeper). The replica manager calls
+  ``on_become_leader(index)`` when this broker starts leading a partition (its coordinator
+  is loaded from the local log, which the follower fetcher kept up to date) and
+  ``on_resign(index)`` when it stops (Kafka's ``GroupCoordinator.onElection`` /
+  ``onResignation``): parked and queued requests get NOT_COORDINATOR, timers stop, the
+  groups are dropped. Requests for a group whose partition is not hosted get
+  NOT_COORDINATOR (the client looks the coordinator up again); a single node answers
+  COORDINATOR_NOT_AVAILABLE (the topic does not exist yet);
+
+- single node: the topic is created on the first FindCoordinator (as Kafka does), with
   ``offsets.topic.num.partitions`` partitions, ``cleanup.policy=compact`` and
   ``offsets.topic.segment.bytes``; when it exists at start, every partition is loaded
   (``begin_load``, ``replay`` of each record from log start to end, read on an I/O thread,
   ``complete_load``), and requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile;
 - after every call into a coordinator, ``drive`` takes its writes and appends them, in
-  order, through the partition-append path Produce uses (``append_records``), then reports
-  each with ``complete()`` or ``fail(code)``; one appender task per partition keeps the
+  order, through the partition-append path Produce uses (``append_replicated``: acks=all,
+  waiting up to ``offsets.commit.timeout.ms`` for the ISR on a replicated partition), then
+  reports each with ``complete()`` or ``fail(code)`` (the coordinator maps append errors
+  to client errors, ``admin.map_append_error``); one appender task per partition keeps the
   order (a write is appended only after the previous one is settled);
 - one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``;
 - transactions: a TxnOffsetCommit write goes out as one transactional batch (the
@@ -175,9 +188,17 @@ class GroupService:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @property
+    def cluster_mode(self) -> bool:
+        return getattr(self.broker, "cluster", None) is not None
+
     async def start(self) -> None:
         """Load the coordinators of an existing ``__consumer_offsets`` (in the background:
-        requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS)."""
+        requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS). In cluster mode nothing is
+        loaded here: the controller's LeaderAndIsr says which partitions this broker leads
+        (``on_become_leader``)."""
+        if self.cluster_mode:
+            return
         topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
         if topic is not None:
             self._host(topic)
@@ -210,17 +231,66 @@ class GroupService:
         on the closed log and its request gets NOT_COORDINATOR too."""
         shards, self._shards = list(self._shards.values()), {}
         for shard in shards:
-            shard.resigned = True
-            if shard.timer is not None:
-                shard.timer.cancel()
-                shard.timer = None
-            shard.coordinator.unload()
-            for w in [*shard.queue, *shard.coordinator.take_writes()]:
-                w.fail(errors.NotCoordinatorError.code)
-            shard.queue.clear()
+            self._unload(shard)
         if shards:
             log.info("%s deleted: resigned %d partitions; the next FindCoordinator creates it "
                      "anew", GROUP_METADATA_TOPIC_NAME, len(shards))
+
+    @staticmethod
+    def _unload(shard: _Shard) -> None:
+        """Resign ``shard`` (already out of ``_shards``): its timer stops, its groups die,
+        parked requests and queued writes get NOT_COORDINATOR. A write being appended
+        fails or completes on its own (its answer goes to a dead group)."""
+        shard.resigned = True
+        if shard.timer is not None:
+            shard.timer.cancel()
+            shard.timer = None
+        shard.coordinator.unload()
+        for w in [*shard.queue, *shard.coordinator.take_writes()]:
+            w.fail(errors.NotCoordinatorError.code)
+        shard.queue.clear()
+
+    # ------------------------------------------------------------------ cluster mode
+
+    def _leads(self, index: int) -> bool:
+        """Whether the replica manager says this broker leads ``__consumer_offsets-index``
+        now (the hooks may run after a newer LeaderAndIsr was applied: the current role
+        decides)."""
+        state = self.broker.replicas.partitions.get((GROUP_METADATA_TOPIC_NAME, index))
+        return state is not None and state.leader is not None
+
+    async def on_become_leader(self, index: int) -> None:
+        """This broker now leads ``__consumer_offsets-index`` (Kafka's ``onElection``):
+        load its coordinator from the local log in the background (its groups get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile). A new leader epoch while already leading
+        keeps what is loaded."""
+        if self._closed or not self._leads(index):
+            return
+        shard = self._shards.get(index)
+        if shard is not None:
+            return  # leader -> leader (a newer epoch): nothing moved
+        topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
+        if topic is None or index >= len(topic.partitions):
+            log.error("told to lead %s-%d, which has no local log", GROUP_METADATA_TOPIC_NAME, index)
+            return
+        coord = GroupCoordinator(self.broker.clock, self.config)
+        coord.begin_load()
+        shard = self._shards[index] = _Shard(index, coord)
+        log.info("leading %s-%d: loading its groups", GROUP_METADATA_TOPIC_NAME, index)
+        self._spawn(self._load(shard, topic.partitions[index]))
+
+    async def on_resign(self, index: int) -> None:
+        """This broker no longer leads ``__consumer_offsets-index`` (Kafka's
+        ``onResignation``): unload its coordinator. Ignored when the replica manager says
+        this broker leads it again (a stale call)."""
+        if self._leads(index):
+            return
+        shard = self._shards.pop(index, None)
+        if shard is None:
+            return
+        groups = len(shard.coordinator.group_ids())
+        self._unload(shard)
+        log.info("resigned %s-%d: unloaded %d groups", GROUP_METADATA_TOPIC_NAME, index, groups)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -250,6 +320,8 @@ class GroupService:
             # Kafka leaves a partition whose load failed; the log says why.
             log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
             return
+        if shard.resigned:
+            return  # leadership moved away during the read
         replayed = 0
         for entry in records:
             if isinstance(entry, LoadedMarker):
@@ -276,8 +348,12 @@ class GroupService:
         self.drive(shard)
 
     async def ensure_topic(self) -> Any:
-        """The ``__consumer_offsets`` topic, created (and hosted) on first use."""
+        """The ``__consumer_offsets`` topic, created (and hosted) on first use. In cluster
+        mode the local topic (or None): it is created through ZooKeeper
+        (``pylog.controller.admin.find_coordinator``) and hosted on LeaderAndIsr."""
         manager = self.broker.log_manager
+        if self.cluster_mode:
+            return manager.topics.get(GROUP_METADATA_TOPIC_NAME)
         async with self._create_lock:
             topic = manager.topics.get(GROUP_METADATA_TOPIC_NAME)
             if topic is None:
@@ -300,11 +376,20 @@ class GroupService:
         return partition_for(group_id, self.num_partitions)
 
     def coordinator(self, group_id: str) -> GroupCoordinator | None:
-        """The coordinator hosting ``group_id``; None when ``__consumer_offsets`` does not
-        exist yet (the caller answers COORDINATOR_NOT_AVAILABLE, the client asks
-        FindCoordinator, which creates it)."""
+        """The coordinator hosting ``group_id``; None when this broker does not host its
+        partition (the caller answers ``not_hosted_error``)."""
         shard = self._shards.get(self.partition_for(group_id))
         return None if shard is None or self._closed else shard.coordinator
+
+    def not_hosted_error(self) -> int:
+        """The error for a group whose coordinator ``coordinator()`` did not find: on a
+        single node, COORDINATOR_NOT_AVAILABLE (``__consumer_offsets`` does not exist yet:
+        the client asks FindCoordinator, which creates it); in cluster mode NOT_COORDINATOR
+        (another broker leads the partition: the client looks it up again), as Kafka
+        answers; COORDINATOR_NOT_AVAILABLE while shutting down."""
+        if self.cluster_mode and not self._closed:
+            return errors.NotCoordinatorError.code
+        return errors.CoordinatorNotAvailableError.code
 
     def on_txn_marker(self, partition_index: int, producer_id: int, commit: bool, offset: int) -> None:
         """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was appended at
@@ -385,9 +470,10 @@ class GroupService:
         self.drive(shard)
 
     async def _append_loop(self, shard: _Shard) -> None:
-        from pylog.broker.handlers.produce import AppendError, append_records
+        from pylog.broker.handlers.produce import AppendError, append_replicated
 
         topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
+        timeout_ms = self.broker.config["offsets.commit.timeout.ms"]
         while shard.queue:
             write = shard.queue.popleft()
             code = 0
@@ -397,7 +483,8 @@ class GroupService:
             else:
                 partition = topic.partitions[shard.index]
                 try:
-                    info = await append_records(self.broker, partition, self._batch(write))
+                    info = await append_replicated(self.broker, partition, self._batch(write),
+                                                   timeout_ms)
                     base_offset = info.first_offset
                 except AppendError as exc:
                     code = exc.code

@@ -19,9 +19,17 @@ COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code
 
 
 def coordinator(ctx: RequestContext, group_id: str | None) -> GroupCoordinator | None:
-    """The coordinator of ``group_id``; None when ``__consumer_offsets`` does not exist yet
-    (answer COORDINATOR_NOT_AVAILABLE: the client then asks FindCoordinator, which creates it)."""
+    """The coordinator of ``group_id``; None when this broker does not host its partition
+    (answer ``not_hosted(ctx)``)."""
     return ctx.broker.groups.coordinator(group_id or "")
+
+
+def not_hosted(ctx: RequestContext) -> int:
+    """The error for a group this broker does not coordinate: COORDINATOR_NOT_AVAILABLE on
+    a single node (``__consumer_offsets`` does not exist yet: the client then asks
+    FindCoordinator, which creates it), NOT_COORDINATOR in cluster mode (another broker
+    leads its partition: the client looks the coordinator up again)."""
+    return ctx.broker.groups.not_hosted_error()
 
 
 async def wait(ctx: RequestContext, coord: GroupCoordinator, pending: Pending[Any]) -> Any:
@@ -43,5 +51,11 @@ def client_host(ctx: RequestContext) -> str:
 
 
 def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    """Whether the topic partition exists: in cluster mode in the metadata cache (the
+    coordinator need not hold a replica of every topic), else in the local logs."""
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        parts = cluster.metadata.partitions.get(topic)
+        return parts is not None and partition in parts
     t = ctx.broker.log_manager.topics.get(topic)
     return t is not None and 0 <= partition < len(t.partitions)

@@ -22,7 +22,7 @@ _R = DeleteGroupsResponse
 async def _delete(ctx: RequestContext, gid: str) -> int:
     coord = _groups.coordinator(ctx, gid)
     if coord is None:
-        return _groups.COORDINATOR_NOT_AVAILABLE
+        return _groups.not_hosted(ctx)
     ((_, code),) = await _groups.wait(ctx, coord, coord.delete_groups([gid]))
     return int(code)
 

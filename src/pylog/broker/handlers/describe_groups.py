@@ -29,7 +29,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     for gid in request.groups:
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
-            out.append(_error_group(gid, _groups.COORDINATOR_NOT_AVAILABLE))
+            out.append(_error_group(gid, _groups.not_hosted(ctx)))
             continue
         (g,) = coord.describe_groups([gid])
         out.append(_R.DescribedGroup(

@@ -19,7 +19,7 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     code = coord.heartbeat(request.group_id, request.generation_id, request.member_id,
                            request.group_instance_id if ctx.api_version >= 3 else None)
     return _groups.driven(ctx, coord, HeartbeatResponse(throttle_time_ms=0, error_code=code))

@@ -25,7 +25,7 @@ _R = JoinGroupResponse
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     v = ctx.api_version
     pending = coord.join_group(
         request.group_id, request.member_id, request.protocol_type,

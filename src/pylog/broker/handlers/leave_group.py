@@ -21,7 +21,7 @@ _R = LeaveGroupResponse
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     if ctx.api_version < 3:
         members: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:

@@ -27,7 +27,7 @@ _R = OffsetCommitResponse
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     v = ctx.api_version
     codes: dict[tuple[str, int], int] = {}
     wanted: list[OffsetCommitPartition] = []

@@ -23,7 +23,7 @@ _R = OffsetDeleteResponse
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     codes: dict[tuple[str, int], int] = {}
     wanted: list[tuple[str, int]] = []
     for t in request.topics:

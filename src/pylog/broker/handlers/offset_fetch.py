@@ -26,7 +26,7 @@ _R = OffsetFetchResponse
 def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchGroupResult:
     coord = _groups.coordinator(ctx, group_id)
     if coord is None:
-        return OffsetFetchGroupResult(group_id, _groups.COORDINATOR_NOT_AVAILABLE)
+        return OffsetFetchGroupResult(group_id, _groups.not_hosted(ctx))
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     return _groups.driven(ctx, coord, coord.offset_fetch(group_id, wanted, require_stable))
 

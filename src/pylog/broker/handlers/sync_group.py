@@ -19,7 +19,7 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return error_response(ctx, request, _groups.COORDINATOR_NOT_AVAILABLE, "")
+        return error_response(ctx, request, _groups.not_hosted(ctx), "")
     v = ctx.api_version
     pending = coord.sync_group(
         request.group_id, request.generation_id, request.member_id,

@@ -85,7 +85,7 @@ async def _verify(ctx: RequestContext, request: Any) -> int:
     """Steps 2 and 3 of the module docstring: an error code for every partition, or 0."""
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
-        return _groups.COORDINATOR_NOT_AVAILABLE
+        return _groups.not_hosted(ctx)
     if not request.group_id:
         return errors.InvalidGroupIdError.code
     verify = getattr(ctx.broker, "txn_verify", None)
