@@ -118,6 +118,15 @@ def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
     return proc.pid
 
 
+def internal_topic_defaults(brokers: int) -> list[str]:
+    """``key=value`` overrides giving ``__consumer_offsets`` and ``__transaction_state``
+    Kafka's default replication (3, min ISR 2) on a local cluster of ``brokers``."""
+    rf = min(3, brokers)
+    return [f"offsets.topic.replication.factor={rf}",
+            f"transaction.state.log.replication.factor={rf}",
+            f"transaction.state.log.min.isr={min(2, rf)}"]
+
+
 def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
           overrides: list[str]) -> dict[str, Any]:
     base = pathlib.Path(data_dir).resolve()
@@ -129,11 +138,14 @@ def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
             raise LauncherError(f"a cluster from {base} is running: `pylog cluster stop "
                                 f"--data-dir {data_dir}` first")
     state: dict[str, Any] = {"zookeeper": {}, "brokers": []}
+    # The internal topics replicated as a Kafka cluster's are by default (3 replicas, a
+    # transaction log min ISR of 2), capped by the brokers there are; --override wins.
+    extra = [*internal_topic_defaults(brokers), *overrides]
     try:
         state["zookeeper"] = {"pid": start_zookeeper(base, zk_port), "port": zk_port}
         zk = f"127.0.0.1:{zk_port}"
         for i in range(brokers):
-            pid = start_broker(base, i, base_port + i, zk, overrides)
+            pid = start_broker(base, i, base_port + i, zk, extra)
             state["brokers"].append({"id": i, "pid": pid, "host": "127.0.0.1",
                                      "port": base_port + i})
     except BaseException:
