@@ -30,7 +30,7 @@ from pylog.client import (
 )
 from pylog.client.errors import KafkaConnectionError
 from pylog.protocol.messages import FetchRequest
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import CLUSTER_SKIP, cluster_size, start_target
 
 pytestmark = pytest.mark.integration
 
@@ -102,13 +102,13 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield Target("tansu", settings, partitions)
         return
     if request.param == "network":
-        data = tmp_path_factory.mktemp("parity-network") / "data"
-        data.mkdir()
-        b = BrokerProcess(data, BROKER).start()
+        b = start_target(tmp_path_factory, "parity-network", BROKER)
         yield Target("network", {"bootstrap.servers": b.bootstrap})
         rc = b.stop()
         assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
         return
+    if cluster_size():
+        pytest.skip(f"{CLUSTER_SKIP} (the embedded client runs its own broker in-process)")
     data = tmp_path_factory.mktemp("parity-embedded") / "data"
     # An admin held open for the module keeps the directory open between tests (each
     # test's clients share it), as a broker stays up between them in network mode.
