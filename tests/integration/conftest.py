@@ -89,6 +89,7 @@ class BrokerProcess:
         }
         self.overrides.update(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
+        self.n = 1  # brokers behind ``bootstrap`` (ClusterProcess: the cluster's size)
         self.host = "127.0.0.1"
         self.port = port
         self._log_file = None

@@ -34,6 +34,7 @@ from pylog.controller.channels import (
 from pylog.controller.configs import ConfigChangeListener
 from pylog.controller.core import ControllerCore, Requests, StateWrite
 from pylog.controller.metadata_cache import MetadataCache
+from pylog.controller.producer_ids import ZkProducerIdAllocator
 from pylog.protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("pylog.controller")
@@ -386,6 +387,7 @@ class ClusterRuntime:
         self.broker_epoch = -1
         self.controller: ControllerService | None = None
         self.configs: ConfigChangeListener | None = None
+        self.producer_ids = ZkProducerIdAllocator(self)
         self._zk_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylog-zk")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._controller_watch: Any = None

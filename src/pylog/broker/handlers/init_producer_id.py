@@ -45,12 +45,21 @@ def allocator(broker: Any) -> ProducerIdAllocator:
 
 
 async def new_producer_id(broker: Any) -> int:
-    """A producer id never handed out before by this broker.
+    """A producer id never handed out before by this broker (by any broker of the cluster
+    in cluster mode: ``pylog.controller.producer_ids``).
 
     Raises:
         pylog.errors.UnknownServerError: every producer id has been used.
         pylog.errors.KafkaStorageError: the id block file cannot be read or written.
     """
+    cluster = getattr(broker, "cluster", None)
+    if cluster is not None:  # cluster mode: blocks claimed from ZooKeeper, cluster-unique
+        try:
+            return int(await cluster.producer_ids.next_id())
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable: the client retries
+            log.error("cannot claim producer ids from ZooKeeper: %s", exc)
+            raise errors.CoordinatorNotAvailableError(
+                f"cannot claim producer ids from ZooKeeper ({exc}); retry") from None
     try:
         # Taking a new block of ids fsyncs a file: on an I/O thread, one call at a time.
         pid: int = await broker.io.run_ordered(_ALLOCATION, allocator(broker).next_id)
