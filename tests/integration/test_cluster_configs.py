@@ -160,7 +160,14 @@ def test_topic_configs_reach_every_broker(zookeeper, store, new_broker):  # noqa
         return None if errs[0] is None else errs[0].name()
     assert produce() == "NOT_ENOUGH_REPLICAS"
 
-    # AlterConfigs (whole set) on a broker that is not the leader lowers it again.
+    # AlterConfigs (whole set) on a broker that is not the leader lowers it again. librdkafka
+    # sends it to the controller: wait until a live one is known (the victim may have been it).
+    def new_controller() -> bool:
+        ctl = store.get_controller()
+        if ctl is None or ctl.broker_id == victim:
+            return False
+        return _admin(brokers[other]).list_topics(timeout=10).controller_id == ctl.broker_id
+    _wait(new_controller, SESSION_MS / 1000 + 30, "a live controller in the metadata")
     res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={
         "cleanup.policy": "compact", "min.insync.replicas": "2"})
     _legacy_alter(brokers[other], res)
@@ -185,6 +192,29 @@ def test_topic_configs_reach_every_broker(zookeeper, store, new_broker):  # noqa
         _legacy_alter(brokers[2], missing)
     assert info.value.args[0].name() == "UNKNOWN_TOPIC_OR_PART"
     assert store.get_entity_config("topics", topic) == want
+
+
+def test_producer_ids_are_unique_across_brokers(zookeeper, store, new_broker):  # noqa: F811
+    from _harness.wire import BrokerConnection
+
+    from pylog.protocol.messages import InitProducerIdRequest
+
+    brokers = _start_cluster(zookeeper, new_broker, store)
+    ids = []
+    for b in brokers * 2:
+        conn = BrokerConnection(b.host, b.port, timeout=10)
+        try:
+            resp = conn.request(InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                producer_epoch=-1))
+        finally:
+            conn.close()
+        assert resp.error_code == 0
+        ids.append(resp.producer_id)
+    assert len(set(ids)) == 6, ids  # per-broker counters would repeat 0, 1, ...
+    raw, _ = store.client.get(z.PRODUCER_ID_BLOCK_PATH)
+    block = json.loads(raw)
+    assert block["block_start"] == "2000" and max(ids) <= int(block["block_end"])
 
 
 def test_cluster_id_check(zookeeper, store, new_broker):  # noqa: F811
