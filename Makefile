@@ -71,7 +71,7 @@ test-cluster:
 # The bounded subset `make test` (and CI) runs in cluster mode: about two minutes.
 CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
 	tests/integration/test_admin_clients.py tests/integration/test_client_roundtrip.py \
-	tests/integration/test_idempotence.py
+	tests/integration/test_idempotence.py tests/integration/test_client_parity.py
 test-cluster-ci:
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
 
