@@ -50,13 +50,13 @@ async def close_channels(channels: list[BrokerChannel]) -> None:
     broker's own listener while it shuts down) must not hold the shutdown."""
     if not channels:
         return
-    tasks = [asyncio.ensure_future(ch.close()) for ch in channels]
+    tasks = {asyncio.ensure_future(ch.close()): ch.broker_id for ch in channels}
     _done, pending = await asyncio.wait(tasks, timeout=CHANNEL_CLOSE_S)
     for task in pending:
         task.cancel()
     if pending:
-        log.info("controller: %d broker channels did not close within %.0f s; dropped",
-                 len(pending), CHANNEL_CLOSE_S)
+        log.info("controller: the channels to brokers %s did not close within %.0f s; dropped",
+                 sorted(tasks[t] for t in pending), CHANNEL_CLOSE_S)
 
 
 class ControllerService:
