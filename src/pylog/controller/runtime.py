@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -437,7 +438,7 @@ class ClusterRuntime:
         if stored and stored != found:
             raise errors.InconsistentClusterIdError(
                 f"The Cluster ID {found} doesn't match stored clusterId Some({stored}) in "
-                f"meta.properties ({manager.meta_properties_path}). The broker is trying to join "
+                f"meta.properties ({os.path.join(manager.log_dir, 'meta.properties')}). The broker is trying to join "
                 "the wrong cluster. Configured zookeeper.connect may be wrong.")
         if not stored:
             await asyncio.get_running_loop().run_in_executor(

@@ -304,10 +304,6 @@ class LogManager:
             # In cluster mode the id comes from ZooKeeper's /cluster/id (adopt_cluster_id).
             self.adopt_cluster_id(_topics.topic_id_str(_topics.new_topic_id()))
 
-    @property
-    def meta_properties_path(self) -> str:
-        return os.path.join(self.log_dir, _topics.META_PROPERTIES)
-
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """Write ``meta.properties`` of a fresh log dir with this cluster id (blocking)."""
         self.cluster_id = cluster_id
@@ -611,8 +607,7 @@ class LogManager:
         return topic, effective, log_config
 
     def check_topic_overrides(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-        """The effective config and logcore config of a topic with these (parsed) overrides;
-        INVALID_CONFIG (ApiError) when the combination is refused."""
+        """(effective config, logcore config) for these parsed overrides, or INVALID_CONFIG."""
         try:
             return self._effective(overrides)
         except (ConfigError, logcore.InvalidConfigError) as exc:
