@@ -28,7 +28,8 @@ def test_confluent_admin_client(broker, topic_name) -> None:
     with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS|already exists"):
         admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
     with pytest.raises(KafkaException):
-        admin.create_topics([NewTopic(topic_name + "-rf", 1, 3)])[topic_name + "-rf"].result(10)
+        # more replicas than brokers
+        admin.create_topics([NewTopic(topic_name + "-rf", 1, broker.n + 2)])[topic_name + "-rf"].result(10)
     md = admin.list_topics(topic_name, timeout=10)
     assert len(md.topics[topic_name].partitions) == 2
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
@@ -56,7 +57,7 @@ def test_confluent_admin_client(broker, topic_name) -> None:
     offs = admin.list_offsets({TopicPartition(topic_name, 3): OffsetSpec.earliest()})
     assert [f.result(10).offset for f in offs.values()] == [12]
     cluster = admin.describe_cluster().result(10)
-    assert cluster.controller.id == 0 and len(cluster.nodes) == 1
+    assert cluster.controller.id in range(broker.n) and len(cluster.nodes) == broker.n
     admin.delete_topics([topic_name])[topic_name].result(10)
     deadline = time.monotonic() + 5
     while topic_name in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:

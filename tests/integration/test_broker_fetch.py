@@ -58,6 +58,7 @@ def _fetch(conn, parts, *, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20):
     return [p for t in resp.responses for p in t.partitions]
 
 
+@pytest.mark.single_broker("speaks the raw protocol to the one broker address")
 def test_long_poll_is_woken_by_append_not_timeout(broker, topic_name) -> None:
     consumer, producer = _conn(broker), _conn(broker)
     try:
@@ -87,6 +88,7 @@ def test_long_poll_is_woken_by_append_not_timeout(broker, topic_name) -> None:
         producer.close()
 
 
+@pytest.mark.single_broker("speaks the raw protocol to the one broker address")
 def test_max_wait_zero_and_min_bytes_timeout(broker, topic_name) -> None:
     conn = _conn(broker)
     try:
@@ -104,6 +106,7 @@ def test_max_wait_zero_and_min_bytes_timeout(broker, topic_name) -> None:
         conn.close()
 
 
+@pytest.mark.single_broker("speaks the raw protocol to the one broker address")
 def test_kip74_byte_limits_and_whole_batches(broker, topic_name) -> None:
     conn = _conn(broker)
     try:
@@ -190,6 +193,7 @@ def test_offsets_for_times_and_max_timestamp_confluent(broker, topic_name) -> No
     assert (info.offset, info.timestamp) == (1, now - 10_000)
 
 
+@pytest.mark.single_broker("reads the partition's segment file in the broker's data dir")
 def test_max_timestamp_inside_a_batch_names_the_record_confluent(broker, topic_name) -> None:
     """The largest timestamp in the middle of a produced batch: ListOffsets MAX_TIMESTAMP
     names that record (Kafka >= 3.8), while the time index keeps the batch's last offset."""
@@ -250,6 +254,7 @@ def test_aiokafka_long_poll_consumer_sees_new_records_quickly(broker, topic_name
     assert latency < 2.0  # far below fetch_max_wait_ms: the append woke the fetch
 
 
+@pytest.mark.single_broker("speaks the raw protocol to the one broker address")
 @pytest.mark.parametrize("bad", ["unknown-topic", "unknown-partition", "offset-out-of-range"])
 def test_fetch_with_an_erroring_partition_answers_at_once(broker, topic_name, bad) -> None:
     """Kafka answers a fetch at once when any partition has an error, with the others' data;

@@ -181,14 +181,18 @@ def test_cluster_info_matches_confluent_kafkas_view(broker, topic_name) -> None:
     assert out.startswith("CLUSTER\n=======\n")
     assert re.search(rf"^ID\s+{re.escape(md.cluster_id)}$", out, re.M)
     assert re.search(rf"^CONTROLLER\s+{md.controller_id}$", out, re.M)
-    (node,) = md.brokers.values()
-    assert re.search(rf"^{node.id}\*\s+{node.host}\s+{node.port}\s+-$", out, re.M)
-    assert re.search(rf"^{re.escape(topic_name)}\s+3\s+1$", out, re.M)
+    nodes = sorted(md.brokers.values(), key=lambda n: n.id)
+    assert len(nodes) == broker.n
+    for node in nodes:
+        star = "\\*" if node.id == md.controller_id else ""
+        assert re.search(rf"^{node.id}{star}\s+{node.host}\s+{node.port}\s+-$", out, re.M)
+    assert re.search(rf"^{re.escape(topic_name)}\s+3\s+{broker.n}$", out, re.M)
     info = json.loads(ok("cluster", "info", "--json", "-b", broker.bootstrap))
     assert info["cluster_id"] == md.cluster_id and info["controller_id"] == md.controller_id
-    assert info["brokers"] == [{"node_id": node.id, "host": node.host, "port": node.port, "rack": None,
-                                "controller": True}]
-    assert {"name": topic_name, "partitions": 3, "replicas": 1, "internal": False} in info["topics"]
+    assert info["brokers"] == [{"node_id": n.id, "host": n.host, "port": n.port, "rack": None,
+                                "controller": n.id == md.controller_id} for n in nodes]
+    assert {"name": topic_name, "partitions": 3, "replicas": broker.n,
+            "internal": False} in info["topics"]
     assert {t["name"] for t in info["topics"]} == {
         n for n, t in md.topics.items() if not n.startswith("__")}
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import logcore
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, start_target
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -56,9 +56,7 @@ DEADLINE = 30.0
 
 @pytest.fixture(scope="module")
 def gbroker(tmp_path_factory: pytest.TempPathFactory):
-    data = tmp_path_factory.mktemp("groups") / "data"
-    data.mkdir()
-    b = BrokerProcess(data, GROUP_OVERRIDES).start()
+    b = start_target(tmp_path_factory, "groups", GROUP_OVERRIDES)
     yield b
     rc = b.stop()
     assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"

@@ -88,6 +88,7 @@ def test_confluent_idempotent_producer_1000_records(broker, topic_name) -> None:
     assert sorted(delivered) == list(range(1000))
 
 
+@pytest.mark.single_broker("speaks the raw protocol to the one broker address")
 def test_retried_batch_gets_its_original_offset(broker, topic_name) -> None:
     conn = connect(broker)
     try:

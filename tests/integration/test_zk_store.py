@@ -310,6 +310,24 @@ def test_cluster_id_is_created_once(stores: Callable[..., ZkStore]) -> None:
     assert json.loads(raw) == {"version": "1", "id": first}
 
 
+def test_config_change_notices_in_order_and_expired_ones_deleted(
+        stores: Callable[..., ZkStore]) -> None:
+    a, b = stores(), stores()
+    a.set_entity_config("topics", "orders", {"retention.ms": "1000"})
+    b.set_entity_config("topics", "orders", {"retention.ms": "2000"})
+    a.set_entity_config("topics", "audit", {"cleanup.policy": "compact"}, notify=False)
+    a.client.create(z.CONFIG_CHANGE_PREFIX, b'{"version":9}', sequence=True)  # unreadable
+    notices = b.get_config_changes()
+    assert [(e, n.startswith("config_change_")) for _s, n, e, _c in notices] == [
+        ("topics/orders", True), ("topics/orders", True), (None, True)]
+    assert [s for s, *_ in notices] == sorted(s for s, *_ in notices)
+    assert len({s for s, *_ in notices}) == 3
+    assert b.get_entity_config("topics", "orders") == {"retention.ms": "2000"}
+    assert b.get_entity_config("topics", "audit") == {"cleanup.policy": "compact"}
+    b.delete_config_changes([notices[0][1], notices[0][1]])  # one already gone is skipped
+    assert [n for _s, n, _e, _c in a.get_config_changes()] == [n for _s, n, _e, _c in notices[1:]]
+
+
 def test_topic_deletion_is_fenced_and_complete(stores: Callable[..., ZkStore]) -> None:
     store = stores()
     won = store.elect_controller(0)

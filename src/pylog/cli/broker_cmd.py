@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from pylog.broker.server import event_loop_factory
+    from pylog.errors import InconsistentClusterIdError
 
     factory = event_loop_factory() if sys.version_info >= (3, 11) else None
     try:
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    except InconsistentClusterIdError as exc:
+        log.error("cannot start: InconsistentClusterIdException: %s", exc)
+        return 1
     except OSError as exc:  # a taken port, a data directory in use or not writable
         detail = exc.strerror or str(exc)
         if exc.filename:

@@ -303,10 +303,46 @@ class ZkStore:
         try:
             self.client.set(path, data)
         except NoNodeError:
-            self.client.create(path, data, makepath=True)
+            try:
+                self.client.create(path, data, makepath=True)
+            except NodeExistsError:  # another writer created it meanwhile: ours is last
+                self.client.set(path, data)
         if notify:
             self.client.create(z.CONFIG_CHANGE_PREFIX,
                                z.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+
+    def get_config_changes(self) -> list[tuple[int, str, str | None, int]]:
+        """The ``/config/changes`` notices, oldest first: (sequence number, znode name,
+        entity path like ``topics/orders`` or None when unreadable, creation time ms)."""
+        out = []
+        prefix = z.CONFIG_CHANGE_PREFIX.rsplit("/", 1)[1]
+        for name in self.client.get_children(z.CONFIG_CHANGES_PATH):
+            if not name.startswith(prefix) or not name[len(prefix):].isdigit():
+                continue
+            path = f"{z.CONFIG_CHANGES_PATH}/{name}"
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                continue
+            entity: str | None
+            try:
+                entity = z.decode_config_change(path, data)
+            except z.ZkDataError as exc:
+                log.warning("ignoring config change notice: %s", exc)
+                entity = None
+            out.append((int(name[len(prefix):]), name, entity, int(stat.ctime)))
+        return sorted(out)
+
+    def watch_config_changes(self, func: Callable[[list[str]], Any]) -> ChildrenWatch:
+        return ChildrenWatch(self.client, z.CONFIG_CHANGES_PATH, func)
+
+    def delete_config_changes(self, names: list[str]) -> None:
+        """Remove expired notices (any broker may; one already gone is skipped)."""
+        for name in names:
+            try:
+                self.client.delete(f"{z.CONFIG_CHANGES_PATH}/{name}")
+            except NoNodeError:
+                pass
 
     def request_topic_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<topic>`` (idempotent) for the controller to act on."""

@@ -12,6 +12,8 @@ Event-loop affinity: the broker's loop; ZooKeeper calls go through ``cluster.zk`
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,58 @@ from pylog.cluster.assignment import (
 )
 from pylog.log import topics as _topics
 from pylog.log.topics import topic_id_from_str
+
+log = logging.getLogger("pylog.controller.admin")
+
+
+PROPAGATION_WAIT_S = 5.0  # the most an admin answer waits for the other brokers' metadata
+
+
+async def wait_propagated(broker: Any, name: str, partitions: int, timeout_s: float) -> None:
+    """After this broker's metadata shows a topic change, wait (bounded) until every other
+    live broker's Metadata shows it too: ``partitions`` led partitions, or the topic gone
+    when 0. The controller sends UpdateMetadata to all brokers at once, so this is short;
+    it lets a client that created a topic on one broker find it on any other (Kafka's
+    integration tests wait for that themselves: ``waitUntilMetadataIsPropagated``). Past
+    the bound the answer goes out anyway: the change is made, the others are catching up."""
+    from pylog.client.aio._connection import BrokerConnection
+    from pylog.protocol.messages import MetadataRequest
+
+    cache = broker.cluster.metadata
+    others = [b for b in cache.brokers.values() if b.broker_id != broker.node_id]
+    if not others:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(max(timeout_s, 0.0), PROPAGATION_WAIT_S)
+
+    def shows(resp: Any) -> bool:
+        for t in resp.topics:
+            if t.name == name:
+                if partitions == 0:
+                    return bool(t.error_code == errors.UnknownTopicOrPartitionError.code)
+                return (t.error_code == 0 and len(t.partitions) == partitions
+                        and all(p.leader_id >= 0 for p in t.partitions))
+        return partitions == 0
+
+    async def one(b: Any) -> None:
+        conn = BrokerConnection(b.host, b.port, node_id=b.broker_id,
+                                client_id=f"broker-{broker.node_id}-admin", request_timeout=5.0)
+        try:
+            await conn.connect(5.0)
+            while loop.time() < deadline:
+                resp = await conn.send(MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                    allow_auto_topic_creation=False))
+                if shows(resp):
+                    return
+                await asyncio.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - a broker going away: do not wait for it
+            log.debug("metadata propagation check on broker %d: %s", b.broker_id, exc)
+        finally:
+            await conn.close()
+    remaining = deadline - loop.time()
+    if remaining > 0:
+        await asyncio.wait([asyncio.ensure_future(one(b)) for b in others], timeout=remaining + 1)
 
 
 def _check_collision(name: str, existing: Sequence[str]) -> None:
@@ -82,6 +136,7 @@ async def create_topic(broker: Any, name: str, num_partitions: int, replication_
         raise errors.RequestTimedOutError(
             f"Topic '{name}' was written to ZooKeeper but its partitions were not all led within "
             f"{timeout_s:.1f} s (are enough brokers alive?); it will be created when they are")
+    await wait_propagated(broker, name, n, timeout_s)
     return topic_id_from_str(topic_id), n, rf, overrides
 
 
@@ -142,6 +197,7 @@ async def create_partitions(broker: Any, name: str, count: int,
         raise errors.RequestTimedOutError(
             f"partitions of '{name}' were written to ZooKeeper but not all led within "
             f"{timeout_s:.1f} s; they will start when their brokers are alive")
+    await wait_propagated(broker, name, count, timeout_s)
 
 
 async def delete_topic(broker: Any, name: str, timeout_s: float) -> Any:
@@ -161,6 +217,7 @@ async def delete_topic(broker: Any, name: str, timeout_s: float) -> Any:
     if not await cluster.metadata.wait_until(lambda c: name not in c.partitions, timeout_s):
         raise errors.RequestTimedOutError(
             f"Deletion of topic '{name}' was requested but not completed within {timeout_s:.1f} s")
+    await wait_propagated(broker, name, 0, timeout_s)
     return topic_id
 
 

@@ -147,6 +147,7 @@ class BrokerChannel:
         self.retry = retry
         self.queue: asyncio.Queue[tuple[Any, Any, Any]] = asyncio.Queue()
         self._conn: BrokerConnection | None = None
+        self._closing = False
         self._task = asyncio.ensure_future(self._run())
 
     def enqueue(self, builder: Any, on_response: Any = None, version: Any = None) -> None:
@@ -164,7 +165,7 @@ class BrokerChannel:
         return self._conn
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             builder, on_response, version = await self.queue.get()
             failures = 0
             while True:
@@ -204,7 +205,12 @@ class BrokerChannel:
                     await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** (failures - 1), 1.0))
 
     async def close(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        # Cancelled again until it ends: on Python 3.11 an asyncio.wait_for whose inner
+        # future completes as it is cancelled swallows the cancellation (bpo-42130), and the
+        # task would go back to waiting on its queue forever (seen on the channel to itself).
+        self._closing = True
+        while not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=0.1)
         if self._conn is not None:
             await self._conn.close()

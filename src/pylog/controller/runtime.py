@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -31,12 +32,30 @@ from pylog.controller.channels import (
     build_stop_replica,
     build_update_metadata,
 )
+from pylog.controller.configs import ConfigChangeListener
 from pylog.controller.core import TP, ControllerCore, Outcome, Plan, Requests, StateWrite
 from pylog.controller.metadata_cache import MetadataCache
 from pylog.protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("pylog.controller")
 
+
+
+CHANNEL_CLOSE_S = 2.0  # how long stopping waits for the channels' connections to close
+
+
+async def close_channels(channels: list[BrokerChannel]) -> None:
+    """Close channels together, bounded: a connection whose peer stopped reading (the
+    broker's own listener while it shuts down) must not hold the shutdown."""
+    if not channels:
+        return
+    tasks = {asyncio.ensure_future(ch.close()): ch.broker_id for ch in channels}
+    _done, pending = await asyncio.wait(tasks, timeout=CHANNEL_CLOSE_S)
+    for task in pending:
+        task.cancel()
+    if pending:
+        log.info("controller: the channels to brokers %s did not close within %.0f s; dropped",
+                 sorted(tasks[t] for t in pending), CHANNEL_CLOSE_S)
 
 
 class ControllerService:
@@ -115,8 +134,7 @@ class ControllerService:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for ch in self.channels.values():
-            await ch.close()
+        await close_channels(list(self.channels.values()))
         self.channels.clear()
 
     async def _run(self) -> None:
@@ -513,6 +531,7 @@ class ClusterRuntime:
         self.cluster_id: str | None = None
         self.broker_epoch = -1
         self.controller: ControllerService | None = None
+        self.configs: ConfigChangeListener | None = None
         self._zk_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pylog-zk")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._controller_watch: Any = None
@@ -535,8 +554,9 @@ class ClusterRuntime:
         connect_ms = (self.config["zookeeper.connection.timeout.ms"]
                       or self.config["zookeeper.session.timeout.ms"])
         await self.zk(self.store.start, connect_ms / 1000.0)
-        self.cluster_id = await self.zk(self.store.create_or_get_cluster_id,
-                                        self.broker.log_manager.cluster_id)
+        self.cluster_id = await self._check_cluster_id()
+        self.configs = ConfigChangeListener(self.broker)
+        await self.configs.start()
         self.broker_epoch = await self.zk(self.store.register_broker, self.registration())
         log.info("broker %d registered in ZooKeeper %s (broker epoch %d, cluster %s)",
                  self.broker_id, self.store.connect, self.broker_epoch, self.cluster_id)
@@ -549,6 +569,24 @@ class ClusterRuntime:
             loop.call_soon_threadsafe(self._controller_changed, reg)
             return None
         self._controller_watch = await self.zk(self.store.watch_controller, on_controller)
+
+    async def _check_cluster_id(self) -> str:
+        """``/cluster/id`` (created with a new id by the first broker) against the log dir's
+        ``meta.properties``: a fresh log dir takes ZooKeeper's id; another id refuses to
+        start (Kafka's InconsistentClusterIdException)."""
+        manager = self.broker.log_manager
+        stored = manager.cluster_id
+        found = await self.zk(self.store.create_or_get_cluster_id,
+                              stored or z.new_uuid_text())
+        if stored and stored != found:
+            raise errors.InconsistentClusterIdError(
+                f"The Cluster ID {found} doesn't match stored clusterId Some({stored}) in "
+                f"meta.properties ({os.path.join(manager.log_dir, 'meta.properties')}). The broker is trying to join "
+                "the wrong cluster. Configured zookeeper.connect may be wrong.")
+        if not stored:
+            await asyncio.get_running_loop().run_in_executor(
+                self.broker.executor, manager.adopt_cluster_id, found)
+        return str(found)
 
     def _on_session(self, state: str) -> None:
         # kazoo's thread. LOST = the session expired: the registration (and /controller, if
@@ -670,5 +708,7 @@ class ClusterRuntime:
                 await self.zk(self.store.resign_controller, controller.epoch_zk_version)
             except Exception:  # noqa: BLE001 - the session close removes it anyway
                 log.debug("resigning the controller failed", exc_info=True)
+        if self.configs is not None:
+            await self.configs.stop()
         await self.zk(self.store.close)
         self._zk_thread.shutdown(wait=True)

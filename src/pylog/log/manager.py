@@ -300,11 +300,16 @@ class LogManager:
                     f"{self.log_dir} belongs to node {props.get('node.id')}, this broker is node {node_id}",
                 )
             self.cluster_id = props.get("cluster.id", "")
-        if not self.cluster_id:
-            self.cluster_id = _topics.topic_id_str(_topics.new_topic_id())
-            _topics.write_meta_properties(
-                self.log_dir, {"version": "1", "cluster.id": self.cluster_id, "node.id": node_id}
-            )
+        if not self.cluster_id and not self.broker_config.cluster_mode:
+            # In cluster mode the id comes from ZooKeeper's /cluster/id (adopt_cluster_id).
+            self.adopt_cluster_id(_topics.topic_id_str(_topics.new_topic_id()))
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """Write ``meta.properties`` of a fresh log dir with this cluster id (blocking)."""
+        self.cluster_id = cluster_id
+        _topics.write_meta_properties(
+            self.log_dir, {"version": "1", "cluster.id": cluster_id,
+                           "node.id": str(self.broker_config.node_id)})
 
     # --- limits ----------------------------------------------------------------------------
 
@@ -598,11 +603,15 @@ class LogManager:
         topic = self.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        effective, log_config = self.check_topic_overrides(overrides)
+        return topic, effective, log_config
+
+    def check_topic_overrides(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+        """(effective config, logcore config) for these parsed overrides, or INVALID_CONFIG."""
         try:
-            effective, log_config = self._effective(overrides)
+            return self._effective(overrides)
         except (ConfigError, logcore.InvalidConfigError) as exc:
             raise errors.InvalidConfigError(str(exc)) from None
-        return topic, effective, log_config
 
     def _apply_configs(self, topic: Topic, effective: dict[str, Any], log_config: Any) -> None:
         for p in topic.partitions:

@@ -30,6 +30,28 @@ def topic_of(ctx: RequestContext, name: str) -> Any:
     return topic
 
 
+async def topic_overrides(ctx: RequestContext, name: str) -> dict[str, Any]:
+    """A topic's (parsed) overrides: ZooKeeper's in cluster mode, else the local topic's."""
+    if ctx.broker.cluster is not None:
+        from pylog.controller.configs import topic_overrides as zk_overrides
+
+        return await zk_overrides(ctx.broker, name)
+    return dict(topic_of(ctx, name).overrides)
+
+
+async def store_topic_overrides(ctx: RequestContext, name: str, overrides: Mapping[str, Any],
+                                validate_only: bool) -> None:
+    """Replace a topic's overrides: through ZooKeeper in cluster mode (every broker applies
+    them), else in the local log manager (stored durably, applied to the running logs)."""
+    if ctx.broker.cluster is not None:
+        from pylog.controller.configs import write_topic_config
+
+        await write_topic_config(ctx.broker, name, overrides, validate_only)
+        return
+    await ctx.broker.log_manager.set_topic_configs_async(
+        ctx.broker.executor, name, overrides, validate_only=validate_only)
+
+
 def check_implemented(overrides: Mapping[str, Any]) -> list[str]:
     """The warnings for deprecated topic configs pylog accepts and ignores; a config
     ``check_topic_configs`` refuses becomes INVALID_CONFIG naming the key."""

@@ -1,7 +1,8 @@
 """AlterConfigs (key 33), versions 0-2: replace a topic's config overrides.
 
 The new set replaces every override of the topic (Kafka's legacy semantics); values are
-validated first and the change is stored durably, then applied to the running logs.
+validated first and the change is stored durably, then applied to the running logs (in
+cluster mode: written to ZooKeeper, from where every broker applies it).
 Broker configs are static here (INVALID_REQUEST).
 """
 
@@ -18,7 +19,8 @@ from pylog.broker.handlers._configs import (
     check_implemented,
     log_warnings,
     refuse_broker_change,
-    topic_of,
+    store_topic_overrides,
+    topic_overrides,
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import ConfigError, parse_topic_configs
@@ -36,7 +38,7 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:
         raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
-    topic_of(ctx, resource.resource_name)
+    await topic_overrides(ctx, resource.resource_name)  # UNKNOWN_TOPIC_OR_PARTITION first
     raw = {}
     for c in resource.configs:
         if c.value is None:
@@ -47,8 +49,7 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
     except ConfigError as exc:
         raise errors.InvalidConfigError(str(exc)) from None
     warnings = check_implemented(overrides)
-    await ctx.broker.log_manager.set_topic_configs_async(
-        ctx.broker.executor, resource.resource_name, overrides, validate_only=request.validate_only)
+    await store_topic_overrides(ctx, resource.resource_name, overrides, request.validate_only)
     if not request.validate_only:
         log_warnings(ctx, resource.resource_name, warnings)
 

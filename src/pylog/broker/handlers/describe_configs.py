@@ -1,7 +1,9 @@
 """DescribeConfigs (key 32), versions 1-4: every entry, with defaults, sources and synonyms.
 
 Topic resources list every topic-level config (the topic's override, else the broker
-synonym set explicitly, else the default), broker resources every broker config. Synonyms
+synonym set explicitly, else the default), broker resources every broker config. In
+cluster mode a topic's overrides come from ZooKeeper's ``/config/topics/<t>``
+(``pylog.controller.configs``), so every broker answers alike, holding a replica or not. Synonyms
 are sent when asked (``include_synonyms``), types and documentation from v3 on.
 """
 
@@ -15,7 +17,7 @@ from pylog.broker.handlers._configs import (
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     check_broker_name,
-    topic_of,
+    topic_overrides,
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import CONFIG_TYPE_CODES
@@ -28,10 +30,10 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 _R = DescribeConfigsResponse
 
 
-def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
+async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
     if resource.resource_type == RESOURCE_TOPIC:
-        topic = topic_of(ctx, resource.resource_name)
-        entries = ctx.broker.config.describe_topic(topic.overrides)
+        overrides = await topic_overrides(ctx, resource.resource_name)
+        entries = ctx.broker.config.describe_topic(overrides)
     elif resource.resource_type == RESOURCE_BROKER:
         check_broker_name(ctx, resource.resource_name)
         entries = ctx.broker.config.describe_broker()
@@ -65,7 +67,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                        resource_type=resource.resource_type,
                                        resource_name=resource.resource_name, configs=[])
         try:
-            res.configs = _entries(ctx, request, resource)
+            res.configs = await _entries(ctx, request, resource)
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)
         results.append(res)

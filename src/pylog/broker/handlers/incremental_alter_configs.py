@@ -1,7 +1,8 @@
 """IncrementalAlterConfigs (key 44), versions 0-1 (KIP-339): SET, DELETE, APPEND, SUBTRACT.
 
 APPEND and SUBTRACT apply to list configs only (``cleanup.policy``). The result is validated
-as a whole, stored durably and applied to the running logs. Broker configs are static here.
+as a whole, stored durably and applied to the running logs (in cluster mode: written to
+ZooKeeper, from where every broker applies it). Broker configs are static here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pylog.broker.handlers._configs import (
     check_implemented,
     log_warnings,
     refuse_broker_change,
-    topic_of,
+    store_topic_overrides,
+    topic_overrides,
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
@@ -36,11 +38,11 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:
         raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
-    topic = topic_of(ctx, resource.resource_name)
+    name = resource.resource_name
     names = [c.name for c in resource.configs]
     if len(names) != len(set(names)):
         raise errors.InvalidRequestError("Error due to duplicate config keys")
-    overrides = dict(topic.overrides)
+    overrides = await topic_overrides(ctx, name)
     try:
         for c in resource.configs:
             d = TOPIC_CONFIG_DEFS.get(c.name)
@@ -70,12 +72,11 @@ async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
     except ConfigError as exc:
         raise errors.InvalidConfigError(str(exc)) from None
     check_implemented(overrides)
-    await ctx.broker.log_manager.set_topic_configs_async(ctx.broker.executor, topic.name, overrides,
-                                                         validate_only=request.validate_only)
+    await store_topic_overrides(ctx, name, overrides, request.validate_only)
     if not request.validate_only:
         # Warn about what this request set, not again about what was set before.
         changed = {c.name: overrides[c.name] for c in resource.configs if c.name in overrides}
-        log_warnings(ctx, topic.name, check_implemented(changed))
+        log_warnings(ctx, name, check_implemented(changed))
 
 
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
