@@ -5,7 +5,8 @@ search over the segment list, an offset-index lookup, then a walk over batch hea
 ``pread``) to the first batch holding the offset; the answer is a
 :class:`~logcore.region.FileRegion` cut on batch boundaries, sent later with ``sendfile``.
 
-Thread-safety: no lock. A read works on one immutable snapshot of the segment list
+Thread-safety: no lock (but for one rare wait: a read whose segment the cleaner or
+retention removed under it waits for the swap to publish the new list). A read works on one immutable snapshot of the segment list
 (``Log._snapshot``) and reads each segment's ``size`` once; the writer publishes a new
 segment list before the offsets that live in it and a segment's size only after its
 bytes are in the file, so a reader never sees a partial batch. A read marks the segments
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from typing import Any
 
 from . import RecordBatch
@@ -37,6 +39,7 @@ class LogReads:
     _log_end_offset: int
     _log_start_offset: int
     _snapshot: Any
+    _lock: threading.RLock
 
     def _check_open(self) -> None:
         if self._closed:
@@ -93,10 +96,16 @@ class LogReads:
                 try:
                     idx = seg.offset_index
                 except LogDirError:
-                    if not seg.deleted or self._snapshot is view:
+                    if not seg.deleted:
                         raise
                     # The cleaner or retention replaced this segment after this read took its
-                    # view, and its files are gone (file.delete.delay.ms=0): read the new list.
+                    # view, and its files are gone (file.delete.delay.ms=0). The swap holds
+                    # the log's lock until it publishes the new list: wait for that (rare
+                    # path), then read the new list.
+                    with self._lock:
+                        pass
+                    if self._snapshot is view:
+                        raise
                     return self.read(offset, max_bytes, max_offset=max_offset,
                                      min_one_batch=min_one_batch)
             try:

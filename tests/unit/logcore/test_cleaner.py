@@ -328,6 +328,49 @@ def test_throttler_gives_no_credit_for_idle_time_and_bites_within_a_short_clean(
     assert 10.0 - 0.02 <= now[0] - 3600.0 <= 10.0 + 1e-9
 
 
+def test_a_read_racing_the_swap_waits_for_the_new_segment_list(tmp_path, clock,
+                                                              monkeypatch) -> None:
+    """With file.delete.delay.ms=0 the old segments' files are gone before the swap
+    publishes the new list: a read that took the old list meanwhile (its index not mapped
+    yet) waits for the swap and reads the cleaned segment, it does not fail."""
+    import threading
+
+    d = tmp_path / "t-0"
+    log = Log(d, cfg(segment_bytes=4000), clock=clock)
+    fill(log, clock, 300, 9, every_tombstone=11)
+    log.roll()
+    log.close()
+    log = Log(d, cfg(segment_bytes=4000), clock=clock)  # old segments' indexes unmapped
+    first = log._snapshot.segments[0]
+    assert first._offset_index is None
+    in_swap, go = threading.Event(), threading.Event()
+
+    def hook(p: str) -> None:
+        if p == "deleted":
+            in_swap.set()
+            assert go.wait(30)
+
+    monkeypatch.setattr(compaction_mod, "phase_hook", hook)
+    cleaner = threading.Thread(target=Cleaner(1 << 20).clean, args=(log,))
+    cleaner.start()
+    assert in_swap.wait(30)
+    assert not os.path.exists(first.path(".index")) and first.deleted
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(log.read(log.log_start_offset, 1 << 20)))
+    reader.start()
+    reader.join(0.3)
+    waiting = reader.is_alive()  # waiting for the swap, not failed
+    go.set()
+    cleaner.join(30)
+    reader.join(30)
+    monkeypatch.setattr(compaction_mod, "phase_hook", None)
+    assert waiting
+    (region,) = got
+    batches = list(iter_batches(region.read()))  # whole batches, from a segment of the new list
+    assert batches and batches[0].base_offset == region.first_offset
+    log.close()
+
+
 class Crash(Exception):
     pass
 
