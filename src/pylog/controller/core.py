@@ -646,7 +646,13 @@ class ControllerCore:
             info = self.info(tp)
             for r in info.replicas:
                 if r in self.live and (tp in changed or r in full) and info.state.has_leader:
-                    req.leader_and_isr.setdefault(r, []).append(info)
+                    if r in self.shutting_down and r != info.state.leader:
+                        # A broker in controlled shutdown stops following (Kafka's
+                        # OfflineReplica: StopReplica without delete), so that it does not
+                        # fetch itself back into the ISR it was just removed from.
+                        req.stop_replica.setdefault(r, []).append((tp, False))
+                    else:
+                        req.leader_and_isr.setdefault(r, []).append(info)
             for b in sorted(self.live):
                 if tp in changed or b in full:
                     req.update_metadata.setdefault(b, []).append(info)

@@ -699,7 +699,8 @@ class ClusterRuntime:
     async def shutdown(self) -> None:
         if self.broker_epoch >= 0 and self.config["controlled.shutdown.enable"] \
                 and not self._stopping:
-            await self.controlled_shutdown()
+            if await self.controlled_shutdown():
+                await self.broker.replicas.stop_fetchers()
         self._stopping = True
         controller, self.controller = self.controller, None
         if controller is not None:

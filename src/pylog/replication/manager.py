@@ -522,14 +522,20 @@ class ReplicaManager:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    async def stop_fetchers(self) -> None:
+        """Stop following (a controlled shutdown succeeded: a broker on its way out must
+        not fetch itself back into an ISR, where acks=all would wait for it)."""
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        tasks = [t for fetcher in fetchers for t in fetcher.stop()]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def shutdown(self) -> None:
         tasks: list[asyncio.Task[Any]] = list(self._isr_writes)
         for task in (self._isr_task, self._hw_task):
             if task is not None:
                 task.cancel()
                 tasks.append(task)
-        for fetcher in self._fetchers.values():
-            tasks.extend(fetcher.stop())
+        await self.stop_fetchers()
         await asyncio.gather(*tasks, return_exceptions=True)
         for key in list(self._waiting):
             self._fail_waiting(key, errors.NotLeaderOrFollowerError.code)

@@ -99,6 +99,7 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
     committed = request.isolation_level == 1
     replicas = ctx.broker.replicas
     replicated = replicas.active  # False on a single node: no replica work below
+    cluster_mode = ctx.broker.cluster is not None
     for ft in request.topics:
         topic = manager.topics.get(ft.topic)
         parts = []
@@ -110,6 +111,12 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
             plog = p.log
             state = replicas.partitions.get((p.topic, p.index)) if replicated else None
             if state is None:
+                if cluster_mode:
+                    # A local log without a role from the controller (before the first
+                    # LeaderAndIsr, or after StopReplica): not served.
+                    parts.append(_partition_error(fp.partition, errors.NotLeaderOrFollowerError.code))
+                    any_error = True
+                    continue
                 if fp.current_leader_epoch > LEADER_EPOCH:
                     # The client knows a newer leader than we are (KIP-320): it must refresh.
                     parts.append(_partition_error(fp.partition, errors.UnknownLeaderEpochError.code))

@@ -56,6 +56,9 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                      else None)
             plog = topic.partitions[p.partition_index].log
             if state is None:
+                if ctx.broker.cluster is not None:  # a local log without a role: not served
+                    parts.append(_part(p.partition_index, errors.NotLeaderOrFollowerError.code))
+                    continue
                 if p.current_leader_epoch > LEADER_EPOCH:
                     parts.append(_part(p.partition_index, errors.UnknownLeaderEpochError.code))
                     continue

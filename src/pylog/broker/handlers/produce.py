@@ -253,10 +253,17 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     io = broker.io
     replicas = broker.replicas
     epoch = LEADER_EPOCH
-    if replicas.active:  # cluster mode only: a single node never gets here
+    cluster = getattr(broker, "cluster", None)
+    if replicas.active or cluster is not None:  # a single node never gets here
         state = replicas.partitions.get(key)
         if state is not None:
             acks, epoch = _replica_checks(broker, state, acks)
+        elif cluster is not None:
+            # A local log the controller has not given this broker a role for (before the
+            # first LeaderAndIsr after a start, or after StopReplica): never appended to.
+            raise AppendError(errors.NotLeaderOrFollowerError.code,
+                              f"broker {broker.node_id} is neither leader nor follower of "
+                              f"{partition.topic}-{partition.index}: refresh the metadata")
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
     if not io.busy(key) and _inline(partition, records):

@@ -123,6 +123,13 @@ def test_controlled_shutdown_moves_leadership_and_leaves_isrs() -> None:
     assert ("t", 2) not in by_tp  # replication factor 1: stays
     apply(core, writes)
     assert core.still_led_by(1) == []
+    # The shutting-down broker stops following (StopReplica without delete) instead of a
+    # LeaderAndIsr that would make it fetch its way back into the ISR; it keeps leading
+    # the replication-factor-1 partition; the others hear of the new leaders and ISRs.
+    req = core.requests()
+    assert sorted(req.stop_replica[1]) == [(("t", 0), False), (("t", 1), False)]
+    assert [i.tp for i in req.leader_and_isr[1]] == [("t", 2)]
+    assert sorted(i.tp for i in req.leader_and_isr[2]) == [("t", 0), ("t", 1)]
 
 
 def test_controlled_shutdown_with_no_other_isr_member_reports_remaining() -> None:
