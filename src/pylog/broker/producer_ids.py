@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 from logcore.checkpoint import fsync_dir
 
@@ -82,6 +83,49 @@ class ProducerIdAllocator:
                 new_limit = self._next + self.block_size
                 self._reserve(new_limit)
                 self._limit = new_limit
+            pid = self._next
+            self._next += 1
+            return pid
+
+
+class ProducerIdBlockUnavailableError(Exception):
+    """No block of producer ids could be claimed right now (ZooKeeper unreachable): retry."""
+
+
+class BlockProducerIdAllocator:
+    """Hands out ids from blocks claimed elsewhere, one block at a time: in cluster mode each
+    block comes from ZooKeeper's ``/latest_producer_id_block`` (``ZkStore.
+    claim_producer_id_block``), so ids are unique across every broker of the cluster, as
+    Kafka's ``ZkProducerIdManager`` makes them. A per-broker file would not be: two brokers
+    would both start at 0, and two producers with one id collide on a partition.
+
+    Args:
+        claim: returns the next block, ``(first id, last id)`` inclusive; it blocks (run
+            ``next_id`` off the event loop) and may raise anything on a ZooKeeper failure.
+
+    Thread-safety: ``next_id`` takes a lock.
+    """
+
+    def __init__(self, claim: Callable[[], tuple[int, int]]) -> None:
+        self._claim = claim
+        self._lock = threading.Lock()
+        self._next = 0
+        self._limit = 0  # nothing claimed yet
+
+    def next_id(self) -> int:
+        """The next id of the current block, claiming a new block when it is used up.
+
+        Raises:
+            ProducerIdBlockUnavailableError: claiming a block failed (the cause is chained).
+        """
+        with self._lock:
+            if self._next >= self._limit:
+                try:
+                    first, last = self._claim()
+                except Exception as exc:
+                    raise ProducerIdBlockUnavailableError(
+                        f"cannot claim a producer id block: {exc!r}; the client retries") from exc
+                self._next, self._limit = first, last + 1
             pid = self._next
             self._next += 1
             return pid

@@ -21,7 +21,12 @@ from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers._context import RequestContext
-from pylog.broker.producer_ids import ProducerIdAllocator, ProducerIdExhaustedError
+from pylog.broker.producer_ids import (
+    BlockProducerIdAllocator,
+    ProducerIdAllocator,
+    ProducerIdBlockUnavailableError,
+    ProducerIdExhaustedError,
+)
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import InitProducerIdResponse
 
@@ -30,17 +35,28 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 log = logging.getLogger("pylog.broker.init_producer_id")
 
-_ALLOCATORS: weakref.WeakKeyDictionary[Any, ProducerIdAllocator] = weakref.WeakKeyDictionary()
+_ALLOCATORS: weakref.WeakKeyDictionary[
+    Any, ProducerIdAllocator | BlockProducerIdAllocator] = weakref.WeakKeyDictionary()
 
 
 _ALLOCATION = "producer-id-allocation"  # the io_threads ordering key of next_id calls
 
 
-def allocator(broker: Any) -> ProducerIdAllocator:
-    """The broker's producer id allocator (one per broker, in its log directory)."""
+def allocator(broker: Any) -> ProducerIdAllocator | BlockProducerIdAllocator:
+    """The broker's producer id allocator: blocks claimed in ZooKeeper in cluster mode (ids
+    unique across the cluster), else a block file in the log directory."""
     alloc = _ALLOCATORS.get(broker)
     if alloc is None:
-        alloc = _ALLOCATORS[broker] = ProducerIdAllocator(broker.log_manager.log_dir)
+        cluster = getattr(broker, "cluster", None)
+        if cluster is not None:
+            def claim() -> tuple[int, int]:
+                block = cluster.store.claim_producer_id_block(cluster.broker_id)
+                log.info("claimed producer ids %d..%d", block.block_start, block.block_end)
+                return block.block_start, block.block_end
+            alloc = BlockProducerIdAllocator(claim)
+        else:
+            alloc = ProducerIdAllocator(broker.log_manager.log_dir)
+        _ALLOCATORS[broker] = alloc
     return alloc
 
 
@@ -56,6 +72,10 @@ async def new_producer_id(broker: Any) -> int:
         pid: int = await broker.io.run_ordered(_ALLOCATION, allocator(broker).next_id)
     except ProducerIdExhaustedError as exc:
         raise errors.UnknownServerError(str(exc)) from None
+    except ProducerIdBlockUnavailableError as exc:
+        # Kafka's answer while its producer id manager has no block: the client retries.
+        log.warning("%s", exc)
+        raise errors.CoordinatorLoadInProgressError(str(exc)) from None
     except (OSError, ValueError) as exc:
         log.error("cannot allocate a producer id: %s", exc)
         raise errors.KafkaStorageError(str(exc)) from None

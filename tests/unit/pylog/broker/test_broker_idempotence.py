@@ -137,3 +137,28 @@ def test_transactional_batch_needs_transactional_id(broker) -> None:
     resp = produce(broker, bytes(raw))
     assert resp.error_code == errors.TransactionalIdAuthorizationFailedError.code
     assert "transactional_id" in resp.error_message
+
+
+def test_block_allocator_hands_out_claimed_blocks_and_reports_claim_failures() -> None:
+    from pylog.broker.producer_ids import (
+        BlockProducerIdAllocator,
+        ProducerIdBlockUnavailableError,
+    )
+
+    blocks = [(0, 2), RuntimeError("ConnectionLoss"), (3000, 3001)]
+    claims = []
+
+    def claim() -> tuple[int, int]:
+        claims.append(1)
+        got = blocks.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    alloc = BlockProducerIdAllocator(claim)
+    assert [alloc.next_id() for _ in range(3)] == [0, 1, 2]
+    assert len(claims) == 1  # one claim per block, not per id
+    with pytest.raises(ProducerIdBlockUnavailableError, match="retries"):
+        alloc.next_id()
+    # the failed claim is retried at the next request; ids come from the new block only
+    assert [alloc.next_id() for _ in range(2)] == [3000, 3001]
