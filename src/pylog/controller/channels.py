@@ -137,6 +137,7 @@ class BrokerChannel:
         self.client_id = client_id
         self.queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
         self._conn: BrokerConnection | None = None
+        self._closing = False
         self._task = asyncio.ensure_future(self._run())
 
     def enqueue(self, builder: Any, on_response: Any = None) -> None:
@@ -152,7 +153,11 @@ class BrokerChannel:
         return self._conn
 
     async def _run(self) -> None:
-        while True:
+        # ``_closing`` and not only the cancellation ends the loop: Python 3.11's
+        # ``asyncio.wait_for`` (under ``conn.send``) returns the answer and drops a cancel that
+        # arrives as the answer does, and the loop would then wait in ``queue.get()`` forever
+        # (a controller stopping at shutdown hung there, and the broker never exited).
+        while not self._closing:
             builder, on_response = await self.queue.get()
             failures = 0
             while True:
@@ -182,7 +187,9 @@ class BrokerChannel:
                     await asyncio.sleep(min(RETRY_BACKOFF_S * 2 ** (failures - 1), 1.0))
 
     async def close(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        self._closing = True
+        while not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=1.0)
         if self._conn is not None:
             await self._conn.close()
