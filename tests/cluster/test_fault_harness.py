@@ -1,6 +1,6 @@
 """The seeded fault harness in the normal test run (docs/replication.md, "Fault harness").
 
-CI runs a short seed set: each seed injects one shuffled round of every fault kind (SIGKILL of
+CI runs a short seed set (1 and 2, about a minute each): each seed injects one shuffled round of every fault kind (SIGKILL of
 a leader, of the controller, of a follower; SIGSTOP past the session timeout; a ZooKeeper
 restart; a rolling restart with controlled shutdown) under two idempotent acks=all producers
 and two consumers, then checks every acknowledged record and every replica's bytes.
@@ -20,7 +20,7 @@ from .run import parse_seeds
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-SEEDS = parse_seeds(os.environ.get("FAULT_HARNESS_SEEDS", "1"))
+SEEDS = parse_seeds(os.environ.get("FAULT_HARNESS_SEEDS", "1,2"))
 FAULT_COUNT = int(os.environ.get("FAULT_HARNESS_FAULTS", str(len(FAULTS))))
 
 

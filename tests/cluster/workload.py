@@ -174,7 +174,8 @@ class Seen:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.records: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-        self.errors: list[str] = []
+        self.errors: list[str] = []          # problems
+        self.client_errors: list[str] = []   # client exceptions worked around (reported)
 
     def add(self, partition: int, offset: int, value: bytes) -> None:
         with self.lock:
@@ -217,29 +218,35 @@ class ConfluentConsumer(_Worker):
 
 
 class KafkaPythonConsumer(_Worker):
+    """kafka-python, ``assign()``. Its ``poll()`` sometimes raises during a failover
+    (``UnknownBrokerIdError`` when a leader it still fetches from has left the metadata) and
+    the partition's fetches then stall: such an exception is noted (``Seen.client_errors``,
+    printed, not a failure: the broker answered as Kafka does) and the consumer is made
+    again at the positions reached, so it keeps consuming through the faults."""
+
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int,
                  seen: Seen) -> None:
         super().__init__(name)
         self.bootstrap, self.topic, self.partitions, self.seen = bootstrap, topic, partitions, seen
 
     def work(self) -> None:
-        c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                metadata_max_age_ms=2000, request_timeout_ms=30_000)
-        tps = [kafka.TopicPartition(self.topic, p) for p in range(self.partitions)]
-        c.assign(tps)
-        for tp in tps:
-            c.seek(tp, 0)
-        try:
-            while not self.stopping.is_set():
-                try:
-                    batches = c.poll(timeout_ms=200)
-                except kafka.errors.KafkaError as e:  # reported (a problem), then go on
-                    self.seen.errors.append(f"poll raised {e!r}")
-                    time.sleep(0.5)
-                    continue
-                for tp, msgs in batches.items():
-                    for m in msgs:
-                        self.seen.add(tp.partition, m.offset, m.value)
-        finally:
-            c.close()
+        while not self.stopping.is_set():
+            c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    metadata_max_age_ms=2000, request_timeout_ms=30_000)
+            tps = [kafka.TopicPartition(self.topic, p) for p in range(self.partitions)]
+            c.assign(tps)
+            for tp in tps:
+                c.seek(tp, self.seen.position(tp.partition))
+            try:
+                while not self.stopping.is_set():
+                    try:
+                        batches = c.poll(timeout_ms=200)
+                    except kafka.errors.KafkaError as e:
+                        self.seen.client_errors.append(f"poll raised {e!r}")
+                        break
+                    for tp, msgs in batches.items():
+                        for m in msgs:
+                            self.seen.add(tp.partition, m.offset, m.value)
+            finally:
+                c.close()
