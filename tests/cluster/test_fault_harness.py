@@ -1,9 +1,10 @@
 """The seeded fault harness in the normal test run (docs/replication.md, "Fault harness").
 
-CI runs a short seed set (1 and 2, about a minute each): each seed injects one shuffled round of every fault kind (SIGKILL of
-a leader, of the controller, of a follower; SIGSTOP past the session timeout; a ZooKeeper
-restart; a rolling restart with controlled shutdown) under two idempotent acks=all producers
-and two consumers, then checks every acknowledged record and every replica's bytes.
+CI runs a short seed set (1 and 2, a minute or two each): each seed injects one shuffled
+round of every fault kind (SIGKILL of a leader, of the controller, of a follower; SIGSTOP
+past the session timeout; a ZooKeeper restart; a rolling restart with controlled shutdown)
+under two idempotent acks=all producers and two consumers, then checks every acknowledged
+record and every replica's bytes.
 ``FAULT_HARNESS_SEEDS`` (``1-5``, ``3,7``) and ``FAULT_HARNESS_FAULTS`` (faults per seed)
 widen it; ``python -m tests.cluster.run --seeds 1-20 --duration 120`` is the long run.
 """
