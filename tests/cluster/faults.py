@@ -69,6 +69,7 @@ class Figures:
     consumer_mismatches: int = 0
     consumed: dict[str, int] = dataclasses.field(default_factory=dict)
     client_errors: list[str] = dataclasses.field(default_factory=list)
+    failures: list[str] = dataclasses.field(default_factory=list)  # delivery errors
     problems: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -88,6 +89,8 @@ class Figures:
             f"consumer mismatches {self.consumer_mismatches}",
             f"  consumed {', '.join(f'{k} {v}' for k, v in sorted(self.consumed.items()))}",
         ]
+        if self.failures:
+            lines.append(f"  not acknowledged because: {'; '.join(sorted(set(self.failures))[:3])}")
         if self.client_errors:
             lines.append(f"  client exceptions worked around {len(self.client_errors)}: "
                          f"{'; '.join(sorted(set(self.client_errors))[:5])}")
@@ -373,6 +376,7 @@ def _run_seed(seed: int, duration: float, base: pathlib.Path, min_faults: int,
             if w.error is not None:
                 figures.problems.append(f"{w.name} failed: {w.error!r}")
         figures.sent, figures.acknowledged, figures.failed = acks.sent, acks.count, len(acks.failed)
+        figures.failures = list(acks.failed)
         figures.problems += [f"fatal producer error: {e}" for e in acks.fatal]
         check_log(figures, acks, final)
         check_consumers(figures, seen, final)
