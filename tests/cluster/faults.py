@@ -308,7 +308,8 @@ def run_seed(seed: int, duration: float, base: pathlib.Path, min_faults: int = 0
 
 def _close_stray_sockets() -> None:
     for obj in gc.get_objects():
-        if not isinstance(obj, socket.socket) or obj.fileno() < 0:
+        # type(), not isinstance(): the heap holds weak proxies whose referent is gone.
+        if type(obj) is not socket.socket or obj.fileno() < 0:
             continue
         try:
             if obj.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
