@@ -165,6 +165,10 @@ class BrokerChannel:
         return self._conn
 
     async def _run(self) -> None:
+        # ``_closing`` and not only the cancellation ends the loop: Python 3.11's
+        # ``asyncio.wait_for`` (under ``conn.send``) returns the answer and drops a cancel that
+        # arrives as the answer does, and the loop would then wait in ``queue.get()`` forever
+        # (a controller stopping at shutdown hung there, and the broker never exited).
         while not self._closing:
             builder, on_response, version = await self.queue.get()
             failures = 0

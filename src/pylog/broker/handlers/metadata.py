@@ -81,14 +81,21 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
     brokers = [_R.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
 
+    def leader(m: Any) -> int:
+        # A leader that is not a live broker (its session ended before the controller moved
+        # the partition) is no leader: -1 and LEADER_NOT_AVAILABLE, as Kafka's metadata cache
+        # answers. Clients look the leader up in ``brokers`` and some fail if it is missing
+        # (kafka-python raises UnknownBrokerIdError from poll()).
+        return m.leader if m.leader in cache.brokers else -1
+
     def entry(name: str) -> Any:
         parts = cache.partitions[name]
         return _R.MetadataResponseTopic(
             error_code=0, name=name, topic_id=cache.topic_ids.get(name, ZERO_UUID),
             is_internal=is_internal(name),
             partitions=[_R.MetadataResponsePartition(
-                error_code=errors.LeaderNotAvailableError.code if m.leader < 0 else 0,
-                partition_index=p, leader_id=m.leader, leader_epoch=m.leader_epoch,
+                error_code=errors.LeaderNotAvailableError.code if leader(m) < 0 else 0,
+                partition_index=p, leader_id=leader(m), leader_epoch=m.leader_epoch,
                 replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
                 offline_replicas=list(m.offline)) for p, m in sorted(parts.items())],
             topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

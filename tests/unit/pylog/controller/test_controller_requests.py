@@ -116,3 +116,25 @@ def test_stop_replica_every_version(version: int) -> None:
         assert all(s.delete_partition for t in req.topic_states for s in t.partition_states)
     assert got == [("t", 0), ("t", 1)]
 
+
+
+def test_cluster_metadata_never_names_a_leader_missing_from_the_brokers() -> None:
+    from types import SimpleNamespace
+
+    from pylog.broker.handlers.metadata import _cluster_metadata
+    from pylog.protocol.messages import MetadataRequest
+
+    cache = MetadataCache()
+    # broker 1 leads t-0 in the partition state, but its registration is gone (only 2, 3 live)
+    live = {b: v for b, v in BROKERS.items() if b != 1}
+    req = roundtrip(build_update_metadata(8, 2, 9, 102, parts(), {"t": TOPIC_ID}, live), 8)
+    assert asyncio.run(_apply(cache, req, 8)) == 0
+    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+                             config={"auto.create.topics.enable": False})
+    ctx = SimpleNamespace(broker=broker, api_version=12)
+    resp = asyncio.run(_cluster_metadata(ctx, MetadataRequest(topics=None)))
+    assert sorted(b.node_id for b in resp.brokers) == [2, 3]
+    by_topic = {t.name: t.partitions[0] for t in resp.topics}
+    assert (by_topic["t"].leader_id, by_topic["t"].error_code) == (-1, 5)  # LEADER_NOT_AVAILABLE
+    assert by_topic["t"].replica_nodes == [1, 2, 3]  # replicas and ISR as the state has them
+    assert (by_topic["u"].leader_id, by_topic["u"].error_code) == (2, 0)
