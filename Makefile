@@ -58,8 +58,7 @@ test-c:
 # The client suites against a cluster (tests/integration/conftest.py, PYLOG_TEST_CLUSTER): a
 # real ZooKeeper and 3 brokers with default/offsets/transaction replication factor 3 and
 # min.insync.replicas=2 behind the `broker` fixture; tests that need the single broker
-# process skip, saying why. Consumer groups and transactions in cluster mode are not done
-# yet (docs/replication.md): their tests fail here until they are.
+# process skip, saying why.
 CLUSTER_SUITES := tests/integration/test_client_interop.py tests/integration/test_admin_clients.py \
 	tests/integration/test_client_parity.py tests/integration/test_client_roundtrip.py \
 	tests/integration/test_idempotence.py tests/integration/test_groups.py \
