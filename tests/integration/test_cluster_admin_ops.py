@@ -11,6 +11,7 @@ import time
 
 import confluent_kafka
 import pytest
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -25,15 +26,6 @@ pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import warnings
 
 import pytest
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
@@ -36,16 +36,6 @@ pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 _ADMINS: list[AdminClient] = []

@@ -5,9 +5,9 @@ factor 3 seen in every broker's Metadata, leader failover on SIGKILL, controller
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka.admin import AdminClient
 
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.integration
 
 SESSION_MS = 6000
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _metadata(bootstrap: str, topic: str | None):

@@ -18,6 +18,7 @@ import time
 import confluent_kafka
 import kafka
 import pytest
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -34,15 +35,6 @@ OFFSETS_PARTITIONS = 5
 PARTITIONS = 3
 PER_PARTITION = 200
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Cluster:

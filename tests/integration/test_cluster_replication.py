@@ -15,6 +15,7 @@ import time
 
 import confluent_kafka
 import pytest
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -26,15 +27,6 @@ pytestmark = pytest.mark.integration
 SESSION_MS = 6000
 RECORDS = 3000
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_leader_killed_under_acks_all_loses_nothing(zookeeper, new_broker):  # noqa: F811

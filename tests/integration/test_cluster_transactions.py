@@ -24,6 +24,7 @@ from collections import Counter
 import confluent_kafka
 import pytest
 from _harness.txn_clients import TxnProducer, read_to_sentinel, send_plain
+from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,15 +41,6 @@ TOPIC = "txc"
 #: Partition p of TOPIC is led by broker p (preferred leader first).
 ASSIGNMENT = [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
 
-
-def _wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _cluster(zookeeper, new_broker, chroot: str):  # noqa: F811
