@@ -67,10 +67,11 @@ CLUSTER_SUITES := tests/integration/test_client_interop.py tests/integration/tes
 test-cluster:
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_SUITES) $(PYTEST_ARGS)
 
-# The bounded subset `make test` (and CI) runs in cluster mode: about two minutes.
+# The bounded subset `make test` (and CI) runs in cluster mode: about three minutes.
 CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
 	tests/integration/test_admin_clients.py tests/integration/test_client_roundtrip.py \
-	tests/integration/test_idempotence.py tests/integration/test_client_parity.py
+	tests/integration/test_idempotence.py tests/integration/test_client_parity.py \
+	tests/integration/test_groups.py
 test-cluster-ci:
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
 

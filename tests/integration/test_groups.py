@@ -342,6 +342,7 @@ def test_consumer_offsets_config_is_compact(gbroker: BrokerProcess, topic_name: 
     assert configs["segment.bytes"].value == "104857600"
 
 
+@pytest.mark.single_broker("reads the one broker's data directory")
 def test_librdkafka_producer_compresses_with_lz4(gbroker: BrokerProcess, topic_name: str) -> None:
     # librdkafka keys its LZ4 feature on FindCoordinator being advertised: with groups in,
     # its lz4 batches reach the log compressed (codec id 3 in the attributes).
