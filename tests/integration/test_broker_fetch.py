@@ -140,7 +140,9 @@ def test_seeks_and_offsets_for_times_kafka_python(broker, topic_name) -> None:
 
     base = 1_700_000_000_000
     now = int(time.time() * 1000)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks=1)
+    # acks=all: against a cluster (PYLOG_TEST_CLUSTER) LATEST is the high watermark, which an
+    # acks=1 answer comes before.
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks="all")
     for i in range(30):
         p.send(topic_name, value=b"%d" % i, partition=0, timestamp_ms=now - 30_000 + i * 1000)
     p.flush(10)
