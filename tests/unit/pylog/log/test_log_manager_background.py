@@ -195,9 +195,9 @@ def test_limits_are_raised_and_reported(tmp_path, caplog) -> None:
 
 
 def test_short_limits_are_warned_about(tmp_path, caplog, monkeypatch) -> None:
-    import pylog.log.manager as manager_module
+    import pylog.log.limits as limits_module
 
-    monkeypatch.setattr(manager_module, "_read_int", lambda path: 10)
+    monkeypatch.setattr(limits_module, "_read_int", lambda path: 10)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     m = LogManager(_config(tmp_path), ManualClock())
     try:
