@@ -16,29 +16,27 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.broker.handlers._context import RequestContext
+from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
 from pylog.protocol.messages import AlterPartitionReassignmentsResponse
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = CLUSTER_ADVERTISED[API_KEY]  # served in cluster mode only (pylog.protocol.apis)
 
-NOT_CONTROLLER = 41
 
 _R = AlterPartitionReassignmentsResponse
 
 
 async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
-    cluster = ctx.broker.cluster
-    controller = cluster.controller if cluster is not None else None
-    if controller is None:
-        return _R(error_code=NOT_CONTROLLER, error_message="this broker is not the controller; "
-                  "send AlterPartitionReassignments to the controller", responses=[])
+    service = controller(ctx)
+    if service is None:
+        return _R(error_code=NOT_CONTROLLER, error_message=not_controller_message("AlterPartitionReassignments"), responses=[])
     requested: dict[tuple[str, int], list[int] | None] = {}
     for t in request.topics:
         for p in t.partitions:
             requested[(t.name, p.partition_index)] = (
                 None if p.replicas is None else list(p.replicas))
-    outcomes = await controller.alter_reassignments(requested)
+    outcomes = await service.alter_reassignments(requested)
     by_topic: dict[str, list[Any]] = {}
     for (t, p), (code, msg) in sorted(outcomes.items()):
         by_topic.setdefault(t, []).append(_R.ReassignablePartitionResponse(

@@ -16,13 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.broker.handlers._context import RequestContext
+from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
 from pylog.protocol.messages import ElectLeadersResponse
 
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = CLUSTER_ADVERTISED[API_KEY]  # served in cluster mode only (pylog.protocol.apis)
 
-NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
 REQUEST_TIMED_OUT = 7
 ELECTION_NOT_NEEDED = 84
@@ -46,19 +46,20 @@ def _response(code: int, results: dict[tuple[str, int], tuple[int, str | None]])
 
 
 async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
-    cluster = ctx.broker.cluster
-    controller = cluster.controller if cluster is not None else None
+    service = controller(ctx)
     wanted = _requested(request)
-    if controller is None:
-        msg = "this broker is not the controller; send ElectLeaders to the controller"
+    if service is None:
+        msg = not_controller_message("ElectLeaders")
         return _response(NOT_CONTROLLER, {tp: (NOT_CONTROLLER, msg) for tp in wanted or ()})
     election_type = request.election_type if ctx.api_version >= 1 else 0
     if election_type not in (0, 1):
         msg = f"unknown election type {election_type}: 0 is PREFERRED, 1 is UNCLEAN"
         return _response(INVALID_REQUEST, {tp: (INVALID_REQUEST, msg) for tp in wanted or ()})
-    outcomes, expected = await controller.elect_leaders(wanted, election_type)
+    outcomes, expected = await service.elect_leaders(wanted, election_type)
     results: dict[tuple[str, int], tuple[int, str | None]] = dict(outcomes)
     if expected:
+        cluster = ctx.broker.cluster
+
         def shown(cache: Any) -> bool:
             return all((m := cache.partitions.get(t, {}).get(p)) is not None and m.leader == leader
                        for (t, p), leader in expected.items())

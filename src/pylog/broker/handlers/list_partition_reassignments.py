@@ -12,26 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.broker.handlers._context import RequestContext
+from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
 from pylog.protocol.messages import ListPartitionReassignmentsResponse
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 VERSIONS = CLUSTER_ADVERTISED[API_KEY]  # served in cluster mode only (pylog.protocol.apis)
 
-NOT_CONTROLLER = 41
 
 _R = ListPartitionReassignmentsResponse
 
 
 async def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
-    cluster = ctx.broker.cluster
-    controller = cluster.controller if cluster is not None else None
-    if controller is None:
-        return _R(error_code=NOT_CONTROLLER, error_message="this broker is not the controller; "
-                  "send ListPartitionReassignments to the controller", topics=[])
+    service = controller(ctx)
+    if service is None:
+        return _R(error_code=NOT_CONTROLLER, error_message=not_controller_message("ListPartitionReassignments"), topics=[])
     wanted = None if request.topics is None else [
         (t.name, p) for t in request.topics for p in t.partition_indexes]
-    ongoing = await controller.list_reassignments(wanted)
+    ongoing = await service.list_reassignments(wanted)
     by_topic: dict[str, list[Any]] = {}
     for (t, p), ra in sorted(ongoing.items()):
         by_topic.setdefault(t, []).append(_R.OngoingPartitionReassignment(
