@@ -12,6 +12,7 @@ import time
 import confluent_kafka
 import pytest
 from _harness.waiting import wait_until as _wait
+from _harness.zk_cluster import zk_cluster
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -30,26 +31,9 @@ SESSION_MS = 6000
 
 @pytest.fixture
 def cluster(zookeeper, new_broker):  # noqa: F811
-    brokers = []
-    for i in range(3):
-        b = new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
-                        "node.id": str(i), "zookeeper.session.timeout.ms": str(SESSION_MS),
-                        "controlled.shutdown.enable": "false",
-                        "auto.leader.rebalance.enable": "false"})
-        brokers.append(b.start())
-    store = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
-    store.start()
-    _wait(lambda: store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
-    yield brokers, store
-    store.close()
-    for b in brokers:
-        b.stop(sig=signal.SIGKILL)
-    cleaner = ZkStore(zookeeper.connect_string)
-    cleaner.start()
-    for path in ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
-                 "/isr_change_notification", "/cluster"):
-        cleaner.delete_all(path)
-    cleaner.close()
+    with zk_cluster(zookeeper, new_broker, SESSION_MS,
+                    {"auto.leader.rebalance.enable": "false"}) as c:
+        yield c
 
 
 def _state(store: ZkStore, topic: str, p: int = 0):

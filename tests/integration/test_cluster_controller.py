@@ -8,6 +8,7 @@ import signal
 
 import pytest
 from _harness.waiting import wait_until as _wait
+from _harness.zk_cluster import zk_cluster
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka.admin import AdminClient
 
@@ -29,28 +30,9 @@ def _metadata(bootstrap: str, topic: str | None):
 
 @pytest.fixture
 def cluster(request, zookeeper, new_broker):  # noqa: F811
-    extra = getattr(request, "param", {})
-    brokers = []
-    for i in range(3):
-        b = new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
-                        "node.id": str(i),
-                        "zookeeper.session.timeout.ms": str(SESSION_MS),
-                        "controlled.shutdown.enable": "false", **extra})
-        brokers.append(b.start())
-    store = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
-    store.start()
-    # Each test gets a fresh tree: wait until all three registered.
-    _wait(lambda: store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
-    yield brokers, store
-    store.close()
-    for b in brokers:
-        b.stop(sig=signal.SIGKILL)
-    cleaner = ZkStore(zookeeper.connect_string)
-    cleaner.start()
-    for path in ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
-                 "/isr_change_notification", "/cluster"):
-        cleaner.delete_all(path)
-    cleaner.close()
+    # Each test gets a fresh tree: all three registered.
+    with zk_cluster(zookeeper, new_broker, SESSION_MS, getattr(request, "param", {})) as c:
+        yield c
 
 
 def _create(store: ZkStore, topic: str, partitions: int, rf: int) -> None:
