@@ -81,8 +81,9 @@ class _Worker(threading.Thread):
         raise NotImplementedError
 
 
-class ConfluentProducer(_Worker):
-    """confluent-kafka (librdkafka), ``enable.idempotence=true``, acks=all."""
+class _Producer(_Worker):
+    """A producer worker: ``rate`` records/s to ``topic``'s partitions, picked by a
+    generator seeded with (seed, name); acknowledgements recorded in ``acks``."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, seed: int,
                  rate: float, acks: Acks) -> None:
@@ -90,6 +91,10 @@ class ConfluentProducer(_Worker):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.rng = random.Random(f"{seed}/{name}")
         self.rate, self.acks = rate, acks
+
+
+class ConfluentProducer(_Producer):
+    """confluent-kafka (librdkafka), ``enable.idempotence=true``, acks=all."""
 
     def _producer(self) -> confluent_kafka.Producer:
         def on_error(err: Any) -> None:
@@ -133,15 +138,8 @@ class ConfluentProducer(_Worker):
             self.acks.fail(f"{self.name}: {left} records still unsettled after flush")
 
 
-class KafkaPythonProducer(_Worker):
+class KafkaPythonProducer(_Producer):
     """kafka-python, ``enable_idempotence=True``, acks='all'."""
-
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, seed: int,
-                 rate: float, acks: Acks) -> None:
-        super().__init__(name)
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.rng = random.Random(f"{seed}/{name}")
-        self.rate, self.acks = rate, acks
 
     def work(self) -> None:
         p = kafka.KafkaProducer(bootstrap_servers=self.bootstrap.split(","), acks="all",
