@@ -136,6 +136,27 @@ _NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is 
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 
 
+#: How much older than it is ``Log.append_needs_io`` judges the active segment: a batch
+#: that would roll it within this many milliseconds is predicted to roll.
+ROLL_MARGIN_MS = 50
+
+
+def _roll_due(seg: LogSegment, ssize: int, room: int, max_timestamp: int, last_offset: int,
+              clock: Clock, margin_ms: int) -> bool:
+    """Kafka's ``LogSegment.shouldRoll`` for a non-empty active segment: full by size
+    (``ssize`` over ``room``, what is left of segment_bytes for the batch) or index, too
+    old (the incoming batch's timestamp against the first batch's, or the wall clock when
+    that has none), or an offset that does not fit relative to the base offset."""
+    if ssize > room or seg.index_full or last_offset - seg.base_offset > _I32_MAX:
+        return True
+    rolling = seg.rolling_based_timestamp
+    if rolling is not None and rolling >= 0:
+        waited = max_timestamp - rolling
+    else:
+        waited = clock.time_ms() - seg.created_ms
+    return waited + margin_ms > seg.roll_after_ms
+
+
 class _View:
     """An immutable snapshot of the segment list (readers bisect it without a lock)."""
 
@@ -461,21 +482,10 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 seg = self._active
                 rolled = False
                 ssize = seg.size
-                if ssize:
-                    # Kafka's LogSegment.shouldRoll, inlined (hot path): full
-                    # by size or index, too old (the incoming batch's timestamp against the
-                    # first batch's, or the wall clock when that has none), or an offset that
-                    # does not fit relative to the base offset.
-                    rolling = seg.rolling_based_timestamp
-                    if rolling is not None and rolling >= 0:
-                        waited = info.max_timestamp - rolling
-                    else:
-                        waited = clock.time_ms() - seg.created_ms
-                    if (ssize > cfg.segment_bytes - size or seg.index_full
-                            or waited > seg.roll_after_ms
-                            or info.last_offset - seg.base_offset > _I32_MAX):
-                        seg = self._roll(clock.time_ms(), info.first_offset)
-                        rolled = True
+                if ssize and _roll_due(seg, ssize, cfg.segment_bytes - size,
+                                       info.max_timestamp, info.last_offset, clock, 0):
+                    seg = self._roll(clock.time_ms(), info.first_offset)
+                    rolled = True
                 seg.append(buf, size, info)
                 self._log_end_offset = info.last_offset + 1
                 if producer_updates:
@@ -507,6 +517,34 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
             self.flush_up_to(flush_to)
         return result
 
+
+    def append_needs_io(self, size: int, max_timestamp: int, last_offset_delta: int,
+                        leader_epoch: int | None = None) -> bool:
+        """Whether an append of one batch could do file work beyond its ``pwrite``: roll
+        the segment (by size, age with its jitter, a full index, or an offset that no
+        longer fits the segment; ``max_timestamp`` is the batch header's), write the
+        leader-epoch file (a new ``leader_epoch``), or flush (a ``flush_messages`` /
+        ``flush_ms`` policy). Errs on the side of True: the age is judged as if
+        ``ROLL_MARGIN_MS`` more had passed.
+
+        Lock-free and cheap (the broker asks it before each small append on its event
+        loop, and hands the append to an I/O thread when True). A roll by another thread
+        right after the answer is the only way it can be wrong, and then only for that
+        race: the prediction reads the same active segment the next append would.
+        """
+        if self._flush_policy or self._closed:
+            return True
+        if leader_epoch is not None and leader_epoch != self.leader_epoch_cache.latest_epoch:
+            return True
+        seg = self._active
+        ssize = seg.size
+        if not ssize:
+            return False
+        if self._log_append_time:
+            max_timestamp = self.clock.time_ms()
+        last_offset = self._log_end_offset + last_offset_delta
+        return _roll_due(seg, ssize, self._config.segment_bytes - size, max_timestamp,
+                         last_offset, self.clock, ROLL_MARGIN_MS)
 
     def roll(self) -> None:
         """Roll a new active segment now (if the active one is not empty)."""

@@ -220,3 +220,42 @@ def test_a_roll_snapshot_is_skipped_after_a_truncation_in_between(tmp_path) -> N
     assert seen == [base]  # the hook still runs (a flush that finds nothing to do)
     assert not os.path.exists(os.path.join(log.directory, f"{base:020d}.snapshot"))
     log.close()
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_append_needs_io_predicts_every_roll(tmp_path, timestamp_type, seed) -> None:
+    """Random batch sizes, clock steps and timestamps: each append that rolled (by size,
+    age with jitter, or a full index) was predicted to by ``append_needs_io`` just before,
+    and most that were predicted did roll (the prediction is not just always True)."""
+    import random
+
+    rng = random.Random(seed)
+    clock = ManualClock(T0)
+    cfg = LogConfig(segment_bytes=4000, segment_index_bytes=64, index_interval_bytes=150,
+                    segment_ms=2000, segment_jitter_ms=500,
+                    message_timestamp_type=timestamp_type)
+    log = Log(tmp_path / f"p-{seed}", cfg, clock=clock)
+    rolls = predicted = 0
+    for i in range(600):
+        clock.advance(rng.choice([0, 1, 10, 100, 400]))
+        ts = clock.time_ms() + rng.randint(-300, 300)
+        b = BatchBuilder()
+        for j in range(rng.randint(1, 6)):
+            b.append(b"x" * rng.randint(0, 300), key=b"%d" % j, timestamp_ms=ts)
+        data = b.build()
+        header_max_ts = int.from_bytes(data[35:43], "big", signed=True)
+        delta = int.from_bytes(data[23:27], "big", signed=True)
+        needs = log.append_needs_io(len(data), header_max_ts, delta, None)
+        info = log.append(data)
+        predicted += needs
+        rolls += info.rolled
+        assert needs or not info.rolled, f"append {i} rolled unpredicted"
+    assert rolls > 20
+    assert predicted < 2 * rolls + 20
+    # The other reasons: a new leader epoch, an fsync policy, an offset overflow.
+    assert log.append_needs_io(100, -1, 0, 7)
+    assert log.append_needs_io(100, -1, 2**31, None)
+    log.update_config(cfg.replace(flush_ms=60_000))
+    assert log.append_needs_io(100, -1, 0, None)
+    log.close()
