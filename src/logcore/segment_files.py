@@ -92,8 +92,9 @@ class SegmentFiles:
             try:
                 paths = seg.rename_deleted()
             except OSError as exc:
-                raise LogDirError(exc.errno, f"cannot rename segment {seg.base_offset}",
-                                  path=seg.path(LOG_SUFFIX)) from exc
+                raise LogDirError(
+                    exc.errno, f"cannot rename segment {seg.base_offset}", path=seg.path(LOG_SUFFIX)
+                ) from exc
             self._pending.append((now + delay_ms, paths))
 
     def delete_due(self, now: int) -> None:
@@ -122,8 +123,14 @@ class SegmentFiles:
             except FileNotFoundError:
                 pass
 
-    def swap_files(self, base: int, old: Sequence[LogSegment], now: int, delay_ms: int,
-                   hook: Callable[[str], None] | None = None) -> None:
+    def swap_files(
+        self,
+        base: int,
+        old: Sequence[LogSegment],
+        now: int,
+        delay_ms: int,
+        hook: Callable[[str], None] | None = None,
+    ) -> None:
         """Steps (2)-(4) of a swap (module docstring): afterwards the cleaned segment's
         files have their final names and ``old`` is queued for deletion. The caller then
         opens the new segment, publishes the list and runs ``delete_due``.

@@ -47,7 +47,7 @@ def truncate_to(log: Any, offset: int) -> bool:
         with log._lock:
             segments = list(log._view.segments)
             keep = [s for s in segments if s.base_offset < offset] or segments[:1]
-            drop = segments[len(keep):]
+            drop = segments[len(keep) :]
             active = keep[-1]
             for seg in drop:
                 seg.deleted = True
@@ -79,8 +79,14 @@ def truncate_fully_and_start_at(log: Any, offset: int) -> None:
             old = list(log._view.segments)
             for seg in old:
                 seg.deleted = True
-            new = LogSegment(log.directory, offset, log.config,
-                             created_ms=log.clock.time_ms(), writable=True, create=True)
+            new = LogSegment(
+                log.directory,
+                offset,
+                log.config,
+                created_ms=log.clock.time_ms(),
+                writable=True,
+                create=True,
+            )
             new.offset_index  # noqa: B018 - create both index files with the segment
             new.time_index  # noqa: B018
             log._set_view([new])

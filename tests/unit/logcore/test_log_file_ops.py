@@ -64,8 +64,11 @@ class Park:
         monkeypatch.setattr(os, name, self)
 
     def __call__(self, *args: object, **kw: object) -> object:
-        if (threading.current_thread().name == self.thread_name and not self.parked
-                and _targeted(self.name, args)):
+        if (
+            threading.current_thread().name == self.thread_name
+            and not self.parked
+            and _targeted(self.name, args)
+        ):
             self.parked = True
             self.inside.set()
             self.release.wait(PARK_S)
@@ -73,8 +76,13 @@ class Park:
 
 
 def _compacted(tmp_path, clock: ManualClock) -> Log:
-    cfg = LogConfig(cleanup_policy="compact", segment_bytes=1500, segment_index_bytes=4096,
-                    index_interval_bytes=100, file_delete_delay_ms=0)
+    cfg = LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=1500,
+        segment_index_bytes=4096,
+        index_interval_bytes=100,
+        file_delete_delay_ms=0,
+    )
     log = Log(tmp_path / "c-0", cfg, clock=clock)
     fill(log, clock, 40)
     log.assign_leader_epoch(3)
@@ -82,8 +90,13 @@ def _compacted(tmp_path, clock: ManualClock) -> Log:
 
 
 def _retained(tmp_path, clock: ManualClock) -> Log:
-    cfg = LogConfig(segment_bytes=1500, segment_index_bytes=4096, index_interval_bytes=100,
-                    retention_bytes=3000, file_delete_delay_ms=0)
+    cfg = LogConfig(
+        segment_bytes=1500,
+        segment_index_bytes=4096,
+        index_interval_bytes=100,
+        retention_bytes=3000,
+        file_delete_delay_ms=0,
+    )
     log = Log(tmp_path / "r-0", cfg, clock=clock)
     log.assign_leader_epoch(3)  # retention moves the epoch's start: a leader-epoch write
     fill(log, clock, 40)
@@ -120,10 +133,12 @@ CASES: list[tuple[str, Callable[..., Log], Callable[[Log], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("make", "operation", "call"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_append_does_not_wait_for_file_work_of_another_thread(tmp_path, monkeypatch, make,
-                                                              operation, call) -> None:
+@pytest.mark.parametrize(
+    ("make", "operation", "call"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_append_does_not_wait_for_file_work_of_another_thread(
+    tmp_path, monkeypatch, make, operation, call
+) -> None:
     clock = ManualClock(T0)
     log = make(tmp_path, clock)
     park = Park(monkeypatch, call, "file-op")
@@ -180,8 +195,9 @@ def test_a_roll_writes_its_producer_snapshot_after_the_lock(tmp_path, monkeypatc
     """The roll's producer snapshot is written after the append lock is released: another
     thread appends while the rolling thread is parked in its ``os.replace``."""
     clock = ManualClock(T0)
-    log = Log(tmp_path / "s-0", LogConfig(segment_bytes=1500, segment_index_bytes=4096),
-              clock=clock)
+    log = Log(
+        tmp_path / "s-0", LogConfig(segment_bytes=1500, segment_index_bytes=4096), clock=clock
+    )
     fill(log, clock, 3)
     park = Park(monkeypatch, "replace", "roller")
     roller = threading.Thread(target=log.roll, name="roller")
@@ -204,8 +220,9 @@ def test_a_roll_snapshot_is_skipped_after_a_truncation_in_between(tmp_path) -> N
     """A snapshot encoded at a roll and not yet written when a truncation cuts below it
     is dropped: it would describe producers of offsets the truncation removed."""
     clock = ManualClock(T0)
-    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=1500, segment_index_bytes=4096),
-              clock=clock)
+    log = Log(
+        tmp_path / "t-0", LogConfig(segment_bytes=1500, segment_index_bytes=4096), clock=clock
+    )
     fill(log, clock, 3)
     seen: list[int] = []
     log.on_roll = seen.append
@@ -232,9 +249,14 @@ def test_append_needs_io_predicts_every_roll(tmp_path, timestamp_type, seed) -> 
 
     rng = random.Random(seed)
     clock = ManualClock(T0)
-    cfg = LogConfig(segment_bytes=4000, segment_index_bytes=64, index_interval_bytes=150,
-                    segment_ms=2000, segment_jitter_ms=500,
-                    message_timestamp_type=timestamp_type)
+    cfg = LogConfig(
+        segment_bytes=4000,
+        segment_index_bytes=64,
+        index_interval_bytes=150,
+        segment_ms=2000,
+        segment_jitter_ms=500,
+        message_timestamp_type=timestamp_type,
+    )
     log = Log(tmp_path / f"p-{seed}", cfg, clock=clock)
     rolls = predicted = 0
     for i in range(600):
