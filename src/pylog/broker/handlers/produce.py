@@ -69,16 +69,18 @@ MIN_SERVED_VERSION = 3
 log = logging.getLogger("pylog.broker.produce")
 
 # Appends up to this size (uncompressed, see _inline) run on the event loop; larger ones on
-# an I/O thread. Handing an append to a thread and back costs 85-140 us of CPU (submit,
-# wake-up, call_soon_threadsafe, and the GIL changing hands while the thread runs
-# Log.append's Python parts), while an uncompressed append inline costs about 6 us + 0.3 us
-# per KiB (55 us at 110 KB, ~330 us at 1 MB): a memory copy into the page cache, no disk
-# wait. Measured with benchmarks/e2e/harness.py (kcat on librdkafka 2.16, 1M x 100 B, 1 MB
-# requests, two alternating pairs of 5-run medians against Tansu in the same runs): with
-# 1 MB appends on threads the broker spent 0.113-0.116 us of CPU per record (0.445-0.448x
-# Tansu) and produced 1.00-1.09x Tansu; inline 0.100-0.102 us (0.391-0.394x Tansu) and
-# 1.11-1.17x Tansu. Compressed batches (decompression and validation can take
-# milliseconds), segment rolls and fsync policies always go to a thread.
+# an I/O thread. benchmarks/inline_append.py (RESULTS.md): an uncompressed append inline
+# holds the loop about 4 us + 0.3 us per KiB (52 us at 128 KiB, 320-360 us at 1 MiB:
+# validation, CRC-32C, a copy into the page cache; never a disk wait, nor a wait for a
+# lock held across one), handing it to a thread costs the loop 30-60 us and the producer
+# 55-390 us; the loop costs meet near 64 KiB. End to end (benchmarks/e2e/harness.py, kcat
+# on librdkafka 2.16, 1M x 100 B, 1 MB requests, two alternating pairs of 5-run medians
+# against Tansu in the same runs): with 1 MB appends on threads the broker spent
+# 0.113-0.116 us of CPU per record (0.445-0.448x Tansu) and produced 1.00-1.09x Tansu;
+# inline 0.100-0.102 us (0.391-0.394x Tansu) and 1.11-1.17x Tansu. So 1 MiB: the CPU and
+# throughput gain is worth an inline append's bounded ~0.4 ms of loop time. Compressed
+# batches (decompression and validation can take milliseconds), rolls of every kind, new
+# leader epochs and fsync policies always go to a thread (Log.append_needs_io).
 INLINE_APPEND_MAX_BYTES = 1024 * 1024
 
 _R = ProduceResponse
