@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -154,14 +155,22 @@ def _parse_epoch_entry(fields: list[str]) -> tuple[int, int]:
 class LeaderEpochCache:
     """The partition's ``leader-epoch-checkpoint``: (leader_epoch, start_offset) pairs.
 
-    Epochs and start offsets strictly increase. Every change is written through to the
-    file (Kafka does the same: the cache is tiny and changes once per leader election).
+    Epochs and start offsets strictly increase. ``assign`` writes through to the file (a
+    new epoch must be on disk before data of that epoch). The truncations take
+    ``write=False`` from a Log that holds its append lock: they only mark the cache dirty,
+    and the Log calls ``write_if_dirty`` once the lock is released (Kafka's
+    ``truncateFromStartAsyncFlush``). A file behind the cache after a crash is harmless:
+    the next open truncates the cache to the recovered log start and end offsets again.
 
-    Thread-safety: not thread-safe; the Log calls it under its writer lock.
+    Thread-safety: mutations need the Log's append lock; ``write_if_dirty`` runs on any
+    thread, and every file write is serialised by the cache's own (innermost) lock.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._file_lock = threading.Lock()
+        #: The entries changed since the file was last written.
+        self.dirty = False
         entries = read_checkpoint_file(path, _parse_epoch_entry)
         self._entries: list[tuple[int, int]] = []
         for epoch, start in entries or ():
@@ -194,7 +203,7 @@ class LeaderEpochCache:
             return
         kept = [(e, s) for e, s in self._entries if e < epoch and s < start_offset]
         self._entries = kept + [(epoch, start_offset)]
-        self._flush()
+        self._flush(True)
 
     def assign_many(self, pairs: Iterable[tuple[int, int]]) -> None:
         for epoch, start in pairs:
@@ -214,15 +223,17 @@ class LeaderEpochCache:
         end = self._entries[best + 1][1] if best + 1 < len(self._entries) else log_end_offset
         return self._entries[best][0], end
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs that start at or after ``end_offset`` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """Drop epochs that start at or after ``end_offset`` (the log was truncated there).
+        With ``write=False`` the file is left to ``write_if_dirty``."""
         kept = [(e, s) for e, s in self._entries if s < end_offset]
         if kept != self._entries:
             self._entries = kept
-            self._flush()
+            self._flush(write)
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Forget epochs wholly below ``start_offset``; the one covering it starts there."""
+    def truncate_from_start(self, start_offset: int, *, write: bool = True) -> None:
+        """Forget epochs wholly below ``start_offset``; the one covering it starts there.
+        With ``write=False`` the file is left to ``write_if_dirty``."""
         kept: list[tuple[int, int]] = []
         for i, (e, s) in enumerate(self._entries):
             nxt = self._entries[i + 1][1] if i + 1 < len(self._entries) else None
@@ -231,15 +242,38 @@ class LeaderEpochCache:
             kept.append((e, max(s, start_offset)))
         if kept != self._entries:
             self._entries = kept
-            self._flush()
+            self._flush(write)
 
-    def clear(self) -> None:
+    def clear(self, *, write: bool = True) -> None:
         if self._entries:
             self._entries = []
-            self._flush()
+            self._flush(write)
 
-    def _flush(self) -> None:
-        write_checkpoint_file(self.path, [f"{e} {s}" for e, s in self._entries])
+    def write_if_dirty(self) -> bool:
+        """Write the current entries if a change has not reached the file yet (any thread,
+        without the Log's append lock). Returns True if the file was written."""
+        with self._file_lock:
+            if not self.dirty:
+                return False
+            self._write()
+            return True
+
+    def _flush(self, write: bool) -> None:
+        self.dirty = True
+        if write:
+            with self._file_lock:
+                self._write()
+
+    def _write(self) -> None:
+        # Caller holds _file_lock. The entries list is replaced, never changed in place,
+        # so this reads one consistent state even while the owner changes the cache.
+        self.dirty = False  # before: a change during the write marks it again
+        entries = self._entries
+        try:
+            write_checkpoint_file(self.path, [f"{e} {s}" for e, s in entries])
+        except BaseException:
+            self.dirty = True
+            raise
 
 
 def write_clean_shutdown_marker(directory: str) -> None:

@@ -55,7 +55,6 @@ from typing import Any, NamedTuple
 
 from . import IMPLEMENTATION, _compression, crc32c
 from . import compaction as _compaction
-from .compaction import cleaned_path
 from .errors import CorruptRecordError, LogcoreError
 from .segment import (
     HEADER,
@@ -65,6 +64,7 @@ from .segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
+from .segment_files import cleaned_path
 from .txn_index import CleanedTxns, encode_entry, parse_control, rebase_records
 
 if IMPLEMENTATION == "python":

@@ -13,49 +13,36 @@ answers where the cleanable section lies and swaps cleaned segments in:
 - ``replace_segments``: Kafka's ``LocalLog.replaceSegments``, crash-safe:
   (1) the cleaner wrote ``<base>.log.cleaned`` and its indexes (fsynced);
   (2) ``.cleaned`` -> ``.swap``; (3) the old segments -> ``.deleted`` (unlinked after
-  ``file_delete_delay_ms``); (4) ``.swap`` -> final names. A crash in between is settled
-  by the next open (:func:`logcore.loader.remove_temp_files_and_complete_swaps`): before
-  (2) the ``.cleaned`` files go and the old segments stay; from (2) on the swap completes.
+  ``file_delete_delay_ms``); (4) ``.swap`` -> final names; (5) the new segment list is
+  published. A crash in between is settled by the next open
+  (:func:`logcore.loader.remove_temp_files_and_complete_swaps`): before (2) the
+  ``.cleaned`` files go and the old segments stay; from (2) on the swap completes.
+  The renames live in :mod:`logcore.segment_files`.
 
-Thread-safety: ``replace_segments`` holds the log's lock only for the renames and the
-segment-list swap; appends wait for that long at most, reads never (they keep the
-segment list they started with, whose files stay open after the renames).
+Thread-safety: ``replace_segments`` does the renames and directory fsyncs under the log's
+file lock only (other swaps, retention and truncations wait; appends and reads do not),
+and holds the append lock just to check the segments and to publish the new list. Reads
+keep the segment list they started with, whose files stay open after the renames.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .checkpoint import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from .checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from .config import LogConfig
 from .errors import LogcoreError
-from .segment import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from .segment import LogSegment
+from .segment_files import SegmentFiles
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-# The files of one cleaned segment, indexes first: a crash that leaves the .log
-# still .cleaned makes the loader drop the whole set (see the module docstring). The
-# .txnindex exists only when the cleaned segment keeps an ABORT marker with data.
-CLEANED_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 #: Test hook: called with "cleaned" (a group's .cleaned files written), "swap" (they
 #: are renamed .swap), "deleted" (the old segments renamed) before the next step. A crash test raises from it to leave that state.
 phase_hook: Callable[[str], None] | None = None
-
-
-def cleaned_path(directory: str, base: int, suffix: str) -> str:
-    return os.path.join(directory, filename_prefix(base) + suffix + CLEANED_SUFFIX)
 
 
 class LogCompaction:
@@ -64,12 +51,12 @@ class LogCompaction:
     directory: str
     clock: Any
     _lock: threading.RLock
-    _checkpoint_lock: threading.Lock
+    _checkpoint_lock: threading.RLock
     _closed: bool
     _log_start_offset: int
     _log_end_offset: int
     _topic_partition: tuple[str, int]
-    _deletes: Any
+    _files: SegmentFiles
     _snapshot: Any
     producer_state: Any
 
@@ -160,43 +147,35 @@ class LogCompaction:
             files are then in one of the states a reopen settles.
         """
         d = self.directory
-        with self._lock:
-            if self._closed:
-                raise LogcoreError(f"log {d} is closed")
-            segments = list(self._snapshot.segments)
-            try:
-                i = next(k for k, s in enumerate(segments) if s is old[0])
-            except StopIteration:
-                i = -1
-            if (i < 0 or segments[i:i + len(old)] != old or i + len(old) >= len(segments)
-                    or old[0].base_offset != base):
-                for suffix in CLEANED_SUFFIXES:
-                    try:
-                        os.unlink(cleaned_path(d, base, suffix))
-                    except FileNotFoundError:
-                        pass
+        files = self._files
+        with files.lock:
+            # Under the file lock the segment list changes only at its end (appends and
+            # rolls): a run of old segments found here stays a run until the publish.
+            with self._lock:
+                if self._closed:
+                    raise LogcoreError(f"log {d} is closed")
+                i = _find_run(self._snapshot.segments, old)
+            if i < 0 or old[0].base_offset != base:
+                files.discard_cleaned(base)
                 return False
-            for suffix in CLEANED_SUFFIXES:
-                src = cleaned_path(d, base, suffix)
-                if suffix == TXN_INDEX_SUFFIX and not os.path.exists(src):
-                    continue
-                os.rename(src, src[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
-            fsync_dir(d)
-            if phase_hook is not None:
-                phase_hook("swap")
             now = self.clock.time_ms()
-            for seg in old:
-                self._deletes.schedule(seg, now, self.config.file_delete_delay_ms)
-            fsync_dir(d)
-            if phase_hook is not None:
-                phase_hook("deleted")
-            for suffix in CLEANED_SUFFIXES:
-                final = os.path.join(d, filename_prefix(base) + suffix)
-                if suffix == TXN_INDEX_SUFFIX and not os.path.exists(final + SWAP_SUFFIX):
-                    continue
-                os.rename(final + SWAP_SUFFIX, final)
-            fsync_dir(d)
+            files.swap_files(base, old, now, self.config.file_delete_delay_ms, phase_hook)
             new = LogSegment(d, base, self.config, created_ms=old[-1].created_ms,
                              writable=False, create=False)
-            self._set_view(segments[:i] + [new] + segments[i + len(old):])
+            with self._lock:
+                segments = list(self._snapshot.segments)
+                i = _find_run(segments, old)
+                self._set_view(segments[:i] + [new] + segments[i + len(old):])
+            files.delete_due(now)
             return True
+
+
+def _find_run(segments: Sequence[LogSegment], old: Sequence[LogSegment]) -> int:
+    """Where ``old`` starts as a run of inactive segments in ``segments`` (-1: it is not)."""
+    for k, s in enumerate(segments):
+        if s is old[0]:
+            if (list(segments[k:k + len(old)]) == list(old)
+                    and k + len(old) < len(segments)):
+                return k
+            return -1
+    return -1

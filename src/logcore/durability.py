@@ -12,8 +12,9 @@ their checkpoint files only through ``checkpoint_recovery_point`` /
 the new log end would let a crash skip the recovery of what is appended next).
 
 Thread-safety: every method here may run on any thread (a scheduler's). Lock order: the
-flush lock, then the append lock, then the checkpoint lock; an fsync never runs under the
-append lock.
+file lock (:mod:`logcore.segment_files`), then the checkpoint lock, then the append lock;
+the flush lock, then the append lock. No checkpoint file is written and no fsync runs
+under the append lock.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class LogDurability:
     clock: Clock
     _lock: threading.RLock
     _flush_lock: threading.Lock
-    _checkpoint_lock: threading.Lock
+    _checkpoint_lock: threading.RLock
     _closed: bool
     _log_end_offset: int
     _log_start_offset: int
@@ -141,12 +142,18 @@ class LogDurability:
             self._checkpointed_lso = lso
             return True
 
+    def _write_recovery_checkpoint(self, rp: int) -> None:
+        """Write ``rp`` as the recovery point (a truncation, before it cuts). Caller holds
+        the checkpoint lock, not the append lock."""
+        write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
+                                {self._topic_partition: rp})
+        self._checkpointed_rp = rp
+
     def _write_checkpoints_now(self) -> None:
-        """Both checkpoints, under the append lock (truncation and close only)."""
-        with self._checkpoint_lock:
-            rp, lso = self._recovery_point, self._log_start_offset
-            write_offset_checkpoint(os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
-                                    {self._topic_partition: rp})
-            write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
-                                    {self._topic_partition: lso})
-            self._checkpointed_rp, self._checkpointed_lso = rp, lso
+        """Both checkpoints (truncation and close). Caller holds the checkpoint lock, not
+        the append lock."""
+        rp, lso = self._recovery_point, self._log_start_offset
+        self._write_recovery_checkpoint(rp)
+        write_offset_checkpoint(os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
+                                {self._topic_partition: lso})
+        self._checkpointed_lso = lso

@@ -23,10 +23,13 @@ The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
 - :mod:`logcore.segment`: one ``.log`` file and its lazily mapped indexes;
 - :mod:`logcore.loader`: opening a directory, crash recovery above the recovery point,
   producer-state replay;
-- :mod:`logcore.retention`: which old segments go, and their delayed deletion;
+- :mod:`logcore.retention`: which old segments go;
+- :mod:`logcore.segment_files`: renames, unlinks and directory fsyncs of retired and
+  swapped segments (their crash ordering), under the log's file lock;
+- :mod:`logcore.truncation`: ``truncate_to`` and ``truncate_fully_and_start_at``;
 - :mod:`logcore.reads` (lock-free reads), :mod:`logcore.durability` (flushes and
   checkpoints), :mod:`logcore.append` (append results, replica and timestamp checks);
-- this module: the Log itself, its append path, rolls and truncation.
+- this module: the Log itself, its append path and rolls.
 
 Append: ``validate_for_append`` checks the batches and assigns offsets in place, the
 active segment rolls when full (size, age with jitter, index capacity, relative-offset
@@ -41,24 +44,23 @@ then a batch-header walk to the first batch holding the offset; the answer is a
 :class:`~logcore.region.FileRegion` on batch boundaries, sent later with ``sendfile``.
 
 Durability (:mod:`logcore.durability`): an append is in the page cache when it returns;
-``flush_up_to`` fsyncs up to an offset without the append lock and advances the recovery
-point; a roll calls the ``on_roll`` hook with the new segment's base offset (a LogManager
-schedules ``flush_up_to(base)`` on a background thread, as Kafka's ``UnifiedLog.roll``
-does); the ``flush_messages`` / ``flush_ms`` policy flushes from the appending thread
-after the append lock is released; the checkpoint files are written by the
-``checkpoint_*`` methods. After a crash the next open scans only the segments from the
-checkpointed recovery point on.
+``flush_up_to`` fsyncs up to an offset and advances the recovery point; after a roll
+(outside the lock) the roll's producer snapshot is written and the ``on_roll`` hook gets
+the new base offset (a LogManager schedules ``flush_up_to(base)`` on a background thread,
+as Kafka's ``UnifiedLog.roll`` does); a ``flush_messages`` / ``flush_ms`` policy flushes
+from the appending thread after the append lock is released. After a crash the next open
+scans only the segments from the checkpointed recovery point on.
 
-Thread-safety: **one writer, many readers.** Mutating methods (append, roll, truncate_*,
-delete_records_before, apply_retention, close, delete) serialise on the log's lock, so
-several writer threads are safe but gain nothing. ``read``, ``offset_for_timestamp`` and
+Thread-safety: **one writer, many readers.** Mutating methods serialise on the append
+lock (``_lock``), held only for memory work and the append's own ``pwrite``: no rename,
+unlink, fsync or checkpoint write runs under it. Swaps, retention, truncations and close
+do their file work under the log's file lock (:mod:`logcore.segment_files`: renames,
+unlinks, directory fsyncs, crash ordering) and checkpoint lock, and take the append lock
+only to publish the new segment list and offsets. ``read``, ``offset_for_timestamp`` and
 the offset properties take no lock: they work on an immutable snapshot of the segment
-list, and each segment publishes its size only after its bytes are written, and the log
-end offset only after the index is updated, so a reader never sees a partial batch. A
-region a reader holds stays readable even if retention deletes its segment meanwhile.
-``flush_up_to``, the ``checkpoint_*`` methods and ``release_idle_indexes`` may run on any
-thread (a scheduler's); they hold the append lock only for bookkeeping, never across an
-fsync.
+list, each segment publishes its size only after its bytes are written and the log end
+offset only after the index is updated, so a reader never sees a partial batch. A region
+a reader holds stays readable even if its segment is deleted meanwhile.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import validate_for_append
+from . import truncation, validate_for_append
 from .append import (
     DuplicateInfo,
     LogAppendInfo,
@@ -107,7 +109,7 @@ from .loader import (
 )
 from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
-from .retention import DeleteQueue, deletable_prefix
+from .retention import deletable_prefix
 from .segment import (
     HEADER,
     INDEX_SUFFIX,
@@ -118,6 +120,7 @@ from .segment import (
     filename_prefix,
     scan,
 )
+from .segment_files import SegmentFiles
 from .transactions import LogTransactions
 
 __all__ = [
@@ -133,6 +136,27 @@ _NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is 
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 
 
+#: How much older than it is ``Log.append_needs_io`` judges the active segment: a batch
+#: that would roll it within this many milliseconds is predicted to roll.
+ROLL_MARGIN_MS = 50
+
+
+def _roll_due(seg: LogSegment, ssize: int, room: int, max_timestamp: int, last_offset: int,
+              clock: Clock, margin_ms: int) -> bool:
+    """Kafka's ``LogSegment.shouldRoll`` for a non-empty active segment: full by size
+    (``ssize`` over ``room``, what is left of segment_bytes for the batch) or index, too
+    old (the incoming batch's timestamp against the first batch's, or the wall clock when
+    that has none), or an offset that does not fit relative to the base offset."""
+    if ssize > room or seg.index_full or last_offset - seg.base_offset > _I32_MAX:
+        return True
+    rolling = seg.rolling_based_timestamp
+    if rolling is not None and rolling >= 0:
+        waited = max_timestamp - rolling
+    else:
+        waited = clock.time_ms() - seg.created_ms
+    return waited + margin_ms > seg.roll_after_ms
+
+
 class _View:
     """An immutable snapshot of the segment list (readers bisect it without a lock)."""
 
@@ -141,8 +165,6 @@ class _View:
     def __init__(self, segments: list[LogSegment]) -> None:
         self.segments = tuple(segments)
         self.bases = [s.base_offset for s in segments]
-
-
 
 
 class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
@@ -176,11 +198,15 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         self._lock = threading.RLock()
         # Flushes run one at a time, outside the append lock (see flush_up_to).
         self._flush_lock = threading.Lock()
-        # Checkpoint files are written (and fsynced) under this lock only.
-        self._checkpoint_lock = threading.Lock()
+        # Checkpoint files (and producer snapshots) are written under this lock only.
+        self._checkpoint_lock = threading.RLock()
         self._closed = False
-        self._deletes = DeleteQueue()
-        self._rolls_pending: list[int] = []  # new base offsets the roll hook has not seen
+        # Renames, unlinks and directory fsyncs of segments, serialised by its own lock
+        # (the outermost: file lock, checkpoint lock, append lock; see segment_files).
+        self._files = SegmentFiles(self.directory)
+        # Rolls whose producer snapshot and hook are still to run (outside the lock):
+        # (new base offset, snapshot bytes, truncation count at the roll).
+        self._rolls_pending: list[tuple[int, bytes, int]] = []
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock.time_ms()
         # Bumped by every truncation: a flush that overlapped one must not advance the
@@ -456,21 +482,10 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 seg = self._active
                 rolled = False
                 ssize = seg.size
-                if ssize:
-                    # Kafka's LogSegment.shouldRoll, inlined (hot path): full
-                    # by size or index, too old (the incoming batch's timestamp against the
-                    # first batch's, or the wall clock when that has none), or an offset that
-                    # does not fit relative to the base offset.
-                    rolling = seg.rolling_based_timestamp
-                    if rolling is not None and rolling >= 0:
-                        waited = info.max_timestamp - rolling
-                    else:
-                        waited = clock.time_ms() - seg.created_ms
-                    if (ssize > cfg.segment_bytes - size or seg.index_full
-                            or waited > seg.roll_after_ms
-                            or info.last_offset - seg.base_offset > _I32_MAX):
-                        seg = self._roll(clock.time_ms(), info.first_offset)
-                        rolled = True
+                if ssize and _roll_due(seg, ssize, cfg.segment_bytes - size,
+                                       info.max_timestamp, info.last_offset, clock, 0):
+                    seg = self._roll(clock.time_ms(), info.first_offset)
+                    rolled = True
                 seg.append(buf, size, info)
                 self._log_end_offset = info.last_offset + 1
                 if producer_updates:
@@ -503,6 +518,34 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         return result
 
 
+    def append_needs_io(self, size: int, max_timestamp: int, last_offset_delta: int,
+                        leader_epoch: int | None = None) -> bool:
+        """Whether an append of one batch could do file work beyond its ``pwrite``: roll
+        the segment (by size, age with its jitter, a full index, or an offset that no
+        longer fits the segment; ``max_timestamp`` is the batch header's), write the
+        leader-epoch file (a new ``leader_epoch``), or flush (a ``flush_messages`` /
+        ``flush_ms`` policy). Errs on the side of True: the age is judged as if
+        ``ROLL_MARGIN_MS`` more had passed.
+
+        Lock-free and cheap (the broker asks it before each small append on its event
+        loop, and hands the append to an I/O thread when True). A roll by another thread
+        right after the answer is the only way it can be wrong, and then only for that
+        race: the prediction reads the same active segment the next append would.
+        """
+        if self._flush_policy or self._closed:
+            return True
+        if leader_epoch is not None and leader_epoch != self.leader_epoch_cache.latest_epoch:
+            return True
+        seg = self._active
+        ssize = seg.size
+        if not ssize:
+            return False
+        if self._log_append_time:
+            max_timestamp = self.clock.time_ms()
+        last_offset = self._log_end_offset + last_offset_delta
+        return _roll_due(seg, ssize, self._config.segment_bytes - size, max_timestamp,
+                         last_offset, self.clock, ROLL_MARGIN_MS)
+
     def roll(self) -> None:
         """Roll a new active segment now (if the active one is not empty)."""
         try:
@@ -534,21 +577,27 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         new.time_index  # noqa: B018
         old.seal()
         self._view = _View(list(self._view.segments) + [new])
-        # The segment below is complete: the owner flushes it in the background.
-        self._rolls_pending.append(base)
         # Kafka takes a producer snapshot at every roll: a reopen replays at most the
-        # active segment.
-        self.producer_state.take_snapshot(base, sync=False)
+        # active segment. Encoded now, written by _after_roll once the lock is released;
+        # then the owner flushes the segment below (complete now) in the background.
+        self._rolls_pending.append(
+            (base, self.producer_state.encode_snapshot(), self._truncations))
         return new
 
     def _after_roll(self) -> None:
-        """Run the roll hook for each roll since the last call (outside the lock)."""
+        """Write the producer snapshot and run the roll hook of each roll since the last
+        call (outside the append lock). A snapshot is skipped when a truncation came in
+        between: the state it holds may no longer be the log's below its offset (a reopen
+        then replays from an older snapshot)."""
         pending = self._rolls_pending
         while pending:
             try:
-                base = pending.pop(0)
+                base, data, generation = pending.pop(0)
             except IndexError:  # another thread took it
                 break
+            with self._checkpoint_lock:  # a truncation holds it while it changes the log
+                if generation == self._truncations and not self._closed:
+                    self.producer_state.write_snapshot(base, data, sync=False)
             hook = self.on_roll
             if hook is not None:
                 hook(base)
@@ -569,70 +618,17 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         offset after the last batch kept (or the active segment's base offset when none
         is left in it), so it may end up below ``offset`` (a straddling batch, or
         ``offset`` inside a gap left by compaction); it is what a reopen would compute.
-        Below log_start_offset this is truncate_fully_and_start_at.
+        Below log_start_offset this is truncate_fully_and_start_at. The file work runs
+        without the append lock (:mod:`logcore.truncation`).
 
         Returns:
             True if anything was removed.
         """
-        with self._lock:
-            self._check_open()
-            if offset < 0:
-                raise ValueError(f"cannot truncate to negative offset {offset}")
-            if offset >= self._log_end_offset:
-                return False
-            if offset < self._log_start_offset:
-                self.truncate_fully_and_start_at(offset)
-                return True
-            segments = list(self._view.segments)
-            keep = [s for s in segments if s.base_offset < offset] or segments[:1]
-            drop = segments[len(keep):]
-            active = keep[-1]
-            for seg in drop:
-                seg.deleted = True
-            if not active.writable:
-                active.unseal()
-            active.truncate_to(offset)
-            self._view = _View(keep)
-            self._log_end_offset = active.read_next_offset()
-            if self._log_start_offset > self._log_end_offset:
-                # The batch holding the log start offset straddled the cut and went whole.
-                self._log_start_offset = self._log_end_offset
-            now = self.clock.time_ms()
-            for seg in drop:
-                self._deletes.schedule(seg, now, self.config.file_delete_delay_ms)
-            self._truncations += 1
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            # At once, not at the next checkpoint interval: a checkpoint above the new log
-            # end would let a crash skip the recovery of what is appended next.
-            self._write_checkpoints_now()
-            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-            self._load_producer_state()
-            return True
+        return truncation.truncate_to(self, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at ``offset``."""
-        if offset < 0:
-            raise ValueError(f"cannot start a log at negative offset {offset}")
-        with self._lock:
-            self._check_open()
-            old = list(self._view.segments)
-            now = self.clock.time_ms()
-            for seg in old:
-                seg.deleted = True
-                self._deletes.schedule(seg, now, self.config.file_delete_delay_ms)
-            new = LogSegment(self.directory, offset, self.config,
-                             created_ms=self.clock.time_ms(), writable=True, create=True)
-            new.offset_index  # noqa: B018
-            new.time_index  # noqa: B018
-            self._view = _View([new])
-            self._log_end_offset = offset
-            self._log_start_offset = offset
-            self._recovery_point = offset
-            self._truncations += 1
-            self.leader_epoch_cache.clear()
-            self._write_checkpoints_now()
-            self.producer_state.delete_snapshots(lambda _off: True)
-            self.producer_state.clear(offset)
+        truncation.truncate_fully_and_start_at(self, offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance log_start_offset to ``offset`` (DeleteRecords); returns the new value.
@@ -656,9 +652,10 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 )
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
-                self.leader_epoch_cache.truncate_from_start(offset)
+                self.leader_epoch_cache.truncate_from_start(offset, write=False)
             lso = self._log_start_offset
         self.checkpoint_log_start_offset()
+        self.leader_epoch_cache.write_if_dirty()
         return lso
 
     # ------------------------------------------------------------------ retention
@@ -666,32 +663,40 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         """Delete old segments (time, size, log start offset) and due ``.deleted`` files.
 
         Never deletes the active segment. Returns the number of segments removed. See
-        :mod:`logcore.retention` for the rules.
+        :mod:`logcore.retention` for the rules. The append lock is held only to drop the
+        segments from the list; their renames and unlinks, the producer snapshots' and
+        the leader-epoch file follow without it.
         """
-        with self._lock:
+        with self._files.lock:
             self._check_open()
             now = self.clock.time_ms() if now_ms is None else now_ms
-            segments = list(self._view.segments)
-            count = deletable_prefix(segments, self._log_start_offset, self.config, now)
-            if count:
-                remaining = segments[count:]
-                self._view = _View(remaining)
-                new_start = max(self._log_start_offset, remaining[0].base_offset)
-                if new_start != self._log_start_offset:
-                    self._log_start_offset = new_start
-                    self.leader_epoch_cache.truncate_from_start(new_start)
-                for seg in segments[:count]:
-                    self._deletes.schedule(seg, now, self.config.file_delete_delay_ms)
-            self.producer_state.delete_snapshots_before(
-                min(self._log_start_offset, self._view.segments[0].base_offset))
-            self.producer_state.expire(now)
-            self._deletes.delete_due(now)
+            # Under the file lock the list only grows at its end: judged on a snapshot
+            # (this may map time indexes), the prefix is still the list's prefix below.
+            count = deletable_prefix(self._view.segments, self._log_start_offset,
+                                     self.config, now)
+            with self._lock:
+                self._check_open()
+                segments = list(self._view.segments)
+                doomed = segments[:count]
+                if count:
+                    remaining = segments[count:]
+                    self._view = _View(remaining)
+                    new_start = max(self._log_start_offset, remaining[0].base_offset)
+                    if new_start != self._log_start_offset:
+                        self._log_start_offset = new_start
+                        self.leader_epoch_cache.truncate_from_start(new_start, write=False)
+                self.producer_state.expire(now)
+                floor = min(self._log_start_offset, self._view.segments[0].base_offset)
+            self._files.retire(doomed, now, self.config.file_delete_delay_ms)
+            self._files.delete_due(now)
+            self.producer_state.delete_snapshots_before(floor)
+            self.leader_epoch_cache.write_if_dirty()
             return count
 
     @property
     def pending_deletes(self) -> int:
         """Number of segments renamed ``.deleted`` and waiting for file_delete_delay_ms."""
-        return len(self._deletes)
+        return len(self._files)
 
     def release_idle_indexes(self) -> int:
         """Unmap the indexes of inactive segments that no read used since the last call.
@@ -714,41 +719,54 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
     def close(self) -> None:
         """Clean shutdown: flush, trim the active indexes, checkpoint, leave the marker.
 
-        Regions handed out earlier stay readable. Idempotent.
+        The append lock is held only to mark the log closed (appends fail from then on);
+        the fsyncs and file writes follow without it. Regions handed out earlier stay
+        readable. Idempotent.
         """
-        with self._lock:
-            if self._closed:
-                return
-            leo = self._log_end_offset
-            # Everything from the recovery point on is fsynced (a background flush may
-            # be running too; fsync twice is harmless).
-            segments = self._view.segments
-            for i, seg in enumerate(segments):
-                if i + 1 < len(segments) and segments[i + 1].base_offset <= self._recovery_point:
-                    continue
-                seg.flush()
-            fsync_dir(self.directory)
-            self._recovery_point = leo
-            self._write_checkpoints_now()
-            self.producer_state.take_snapshot(leo, sync=True)
-            for seg in segments:
-                seg.close()
-                seg.release_file()
-            self._deletes.delete_due(_LONG_MAX)
-            write_clean_shutdown_marker(self.directory)
-            self._closed = True
-            self._dir_lock.release()
+        with self._files.lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                leo = self._log_end_offset
+                segments = self._view.segments
+                snapshot = self.producer_state.encode_snapshot()
+            try:
+                with self._flush_lock:  # a background flush finishes first
+                    pass
+                # Everything from the recovery point on is fsynced.
+                for seg in segments:
+                    seg.close()  # trims the active segment's indexes
+                for i, seg in enumerate(segments):
+                    if (i + 1 < len(segments)
+                            and segments[i + 1].base_offset <= self._recovery_point):
+                        continue
+                    seg.flush()
+                fsync_dir(self.directory)
+                self._recovery_point = leo
+                with self._checkpoint_lock:
+                    self._write_checkpoints_now()
+                    self.producer_state.write_snapshot(leo, snapshot, sync=True)
+                self.leader_epoch_cache.write_if_dirty()
+                for seg in segments:
+                    seg.release_file()
+                self._files.delete_due(_LONG_MAX)
+                write_clean_shutdown_marker(self.directory)
+            finally:
+                # Without the marker (a failed fsync above) the next open recovers.
+                self._dir_lock.release()
 
     def delete(self) -> None:
         """Close the log and remove its directory with every file in it."""
-        with self._lock:
-            if not self._closed:
-                for seg in self._view.segments:
-                    seg.deleted = True
-                    seg.close()
-                    seg.release_file()
+        with self._files.lock:
+            with self._lock:
+                segments = () if self._closed else self._view.segments
                 self._closed = True
-            self._deletes.clear()
+            for seg in segments:
+                seg.deleted = True
+                seg.close()
+                seg.release_file()
+            self._files.clear()
             self._dir_lock.release()
             shutil.rmtree(self.directory, ignore_errors=True)
 

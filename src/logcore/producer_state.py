@@ -469,9 +469,18 @@ class ProducerStateManager:
         """Write ``<offset>.snapshot`` with the current state (tmp file, rename; with
         ``sync`` the file and directory are fsynced). A snapshot torn by a crash fails its
         CRC at the next open and an older one is used."""
+        return self.write_snapshot(offset, self.encode_snapshot(), sync=sync)
+
+    def encode_snapshot(self) -> bytes:
+        """The current state as snapshot bytes (memory only: a Log calls it under its
+        append lock and writes them with ``write_snapshot`` after releasing it)."""
+        return encode_snapshot(self.producers.values())
+
+    def write_snapshot(self, offset: int, data: bytes, *, sync: bool = True) -> str:
+        """Write ``data`` (from ``encode_snapshot``) as ``<offset>.snapshot`` (see
+        ``take_snapshot``). Any thread; callers serialise writes of one offset."""
         path = snapshot_path(self.directory, offset)
         tmp = path + ".tmp"
-        data = encode_snapshot(self.producers.values())
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
                          0o644)

@@ -5,12 +5,15 @@ search over the segment list, an offset-index lookup, then a walk over batch hea
 ``pread``) to the first batch holding the offset; the answer is a
 :class:`~logcore.region.FileRegion` cut on batch boundaries, sent later with ``sendfile``.
 
-Thread-safety: no lock (but for one rare wait: a read whose segment the cleaner or
-retention removed under it waits for the swap to publish the new list). A read works on one immutable snapshot of the segment list
+Thread-safety: no lock, ever. A read works on one immutable snapshot of the segment list
 (``Log._snapshot``) and reads each segment's ``size`` once; the writer publishes a new
 segment list before the offsets that live in it and a segment's size only after its
 bytes are in the file, so a reader never sees a partial batch. A read marks the segments
 it uses ``touched`` so that ``Log.release_idle_indexes`` leaves their mappings alone.
+A segment the cleaner, retention or a truncation removes is marked ``deleted`` before its
+files are renamed ``.deleted`` (a read of an older list maps those), and its files are
+unlinked only after the list without it is published (:mod:`logcore.segment_files`): a
+read that finds them gone reads the newer list.
 """
 
 from __future__ import annotations
@@ -99,11 +102,8 @@ class LogReads:
                     if not seg.deleted:
                         raise
                     # The cleaner or retention replaced this segment after this read took its
-                    # view, and its files are gone (file.delete.delay.ms=0). The swap holds
-                    # the log's lock until it publishes the new list: wait for that (rare
-                    # path), then read the new list.
-                    with self._lock:
-                        pass
+                    # view, and its files are gone (file.delete.delay.ms=0): the list without
+                    # it was published before the unlink, read that one (rare path).
                     if self._snapshot is view:
                         raise
                     return self.read(offset, max_bytes, max_offset=max_offset,

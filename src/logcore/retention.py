@@ -9,20 +9,20 @@ Kafka's ``UnifiedLog.deleteOldSegments``: a non-active segment is deletable when
 (c) the log without it is still at least ``retention.bytes``;
 
 each rule deletes a prefix of the segment list, and the longest prefix wins. Deleted
-segments are renamed ``<name>.deleted`` at once and unlinked ``file.delete.delay.ms``
-later, so a reader that found the segment just before keeps reading it meanwhile (its
+segments are renamed ``<name>.deleted`` right after the Log drops them from its list and
+unlinked ``file.delete.delay.ms`` later (:mod:`logcore.segment_files`, without the append
+lock), so a reader that found the segment just before keeps reading it meanwhile (its
 descriptor stays open in any case; see :mod:`logcore.region`).
 
-Thread-safety: called by the Log under its lock.
+Thread-safety: ``deletable_prefix`` reads segment metadata (it may map a time index) on a
+snapshot of the segment list; the Log calls it without its append lock.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from .config import LogConfig
-from .errors import LogDirError
 from .segment import LogSegment
 
 
@@ -55,40 +55,3 @@ def deletable_prefix(segments: Sequence[LogSegment], log_start_offset: int, conf
             total -= candidates[n_size].size
             n_size += 1
     return max(n_lso, n_time, n_size)
-
-
-class DeleteQueue:
-    """Segments renamed ``.deleted``, waiting for ``file.delete.delay.ms``."""
-
-    def __init__(self) -> None:
-        self._pending: list[tuple[int, list[str]]] = []
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def schedule(self, seg: LogSegment, now: int, delay_ms: int) -> None:
-        """Rename the segment's files now; unlink them at ``now + delay_ms``."""
-        try:
-            paths = seg.rename_deleted()
-        except OSError as exc:
-            raise LogDirError(exc.errno, f"cannot rename segment {seg.base_offset}",
-                              path=seg.path(".log")) from exc
-        self._pending.append((now + delay_ms, paths))
-        if delay_ms == 0:
-            self.delete_due(now)
-
-    def delete_due(self, now: int) -> None:
-        keep = []
-        for due, paths in self._pending:
-            if due <= now:
-                for p in paths:
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-            else:
-                keep.append((due, paths))
-        self._pending = keep
-
-    def clear(self) -> None:
-        self._pending = []

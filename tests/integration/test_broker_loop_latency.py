@@ -1,17 +1,24 @@
 """The event loop does not wait for disk work or long validation: while one client appends
 64 MiB zstd batches (each decompressed and validated by logcore on an I/O thread), a
-second client's small produces and fetches keep a low p99 latency."""
+second client's small produces and fetches keep a low p99 latency; and while small
+uncompressed batches (appended on the loop) go to logs that the cleaner swaps, retention
+deletes and ``segment.ms`` rolls, on a disk whose renames, unlinks and fsyncs are slow, a
+second client's ApiVersions requests keep a low p99 latency."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import random
 import threading
 import time
 
+import pytest
+from _harness.compaction import create_topic
 from _harness.wire import BrokerConnection
 
 import logcore
-from pylog.protocol.messages import FetchRequest, ProduceRequest
+from pylog.protocol.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
 
 MiB = 1024 * 1024
 # p99 bound of a small produce + fetch round trip while 64 MiB zstd batches are appended.
@@ -96,3 +103,104 @@ def test_small_requests_are_served_while_huge_zstd_batches_append(new_broker, to
     assert len(latencies) >= 20
     assert p99 < P99_BOUND, f"p99 {p99 * 1000:.0f} ms"
     assert b.stop() == 0
+
+
+# Every os.fsync / rename / replace / unlink in the broker sleeps this long first
+# (tests/_harness/slow_fs/sitecustomize.py): a swap or retention pass then does file work
+# for hundreds of milliseconds, a roll's producer snapshot for tens.
+SLOW_FS_MS = 40
+# p99 bound of an ApiVersions round trip while the loop appends to those logs. The bound is
+# 3x SLOW_FS_MS: one slowed call on the loop, or a wait for a lock held across one, would
+# show as a tail of SLOW_FS_MS and more (swaps and retention passes hold it across many).
+FILE_WORK_P99_BOUND = 0.120
+SLOW_FS_DIR = pathlib.Path(__file__).resolve().parents[1] / "_harness" / "slow_fs"
+
+
+def _keyed_batch(n: int, keys: int, seed: int, value_size: int = 200) -> bytes:
+    rng = random.Random(seed)
+    b = logcore.BatchBuilder()
+    for _ in range(n):
+        b.append(rng.randbytes(value_size), key=b"key-%d" % rng.randrange(keys))
+    return b.build()
+
+
+def test_the_loop_never_waits_for_segment_file_work(new_broker, topic_name,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(SLOW_FS_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv("PYLOG_TEST_SLOW_FS_MS", str(SLOW_FS_MS))
+    b = new_broker({"log.cleaner.backoff.ms": "50", "log.retention.check.interval.ms": "100",
+                    "auto.create.topics.enable": "false"}).start(timeout=60)
+    small = {"segment.bytes": "16384", "file.delete.delay.ms": "0"}
+    topics = {
+        f"{topic_name}-compact": dict(small, **{"cleanup.policy": "compact",
+                                                "min.cleanable.dirty.ratio": "0.01"}),
+        f"{topic_name}-retain": dict(small, **{"retention.bytes": "40000",
+                                               "retention.ms": "3000"}),
+        f"{topic_name}-roll": {"segment.ms": "150", "segment.jitter.ms": "0",
+                               "retention.ms": "2000", "file.delete.delay.ms": "0"},
+    }
+    for name, configs in topics.items():
+        create_topic(b.bootstrap, name, configs)
+    light = BrokerConnection(b.host, b.port, timeout=30)
+    producers = {name: BrokerConnection(b.host, b.port, timeout=60) for name in topics}
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    appended = dict.fromkeys(topics, 0)
+
+    def produce(name: str) -> None:
+        conn, seed = producers[name], 0
+        try:
+            while not stop.is_set():
+                seed += 1
+                records = _keyed_batch(10, 20, seed)  # ~2.3 KB: appended on the loop
+                resp = conn.request(_produce_request(name, records))
+                part = resp.responses[0].partition_responses[0]
+                assert part.error_code == 0, part
+                appended[name] += 1
+                time.sleep(0.002)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(name,), daemon=True) for name in topics]
+    latencies: list[float] = []
+    try:
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 12.0
+        while time.monotonic() < deadline and not failures:
+            t0 = time.monotonic()
+            resp = light.request(ApiVersionsRequest(client_software_name="pylog-tests",
+                                                    client_software_version="0"))
+            latencies.append(time.monotonic() - t0)
+            assert resp.error_code == 0
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(30)
+        light.close()
+        for conn in producers.values():
+            conn.close()
+    assert not failures, failures
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"{len(latencies)} ApiVersions round trips with {SLOW_FS_MS} ms file calls, "
+          f"appends {appended}: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+          f"max {latencies[-1] * 1000:.1f} ms")
+    broker_log = b.read_log()
+    # Closing fsyncs every segment above the recovery point, each call slowed.
+    assert b.stop(timeout=180) == 0
+    # The file work happened meanwhile: segments were swapped, deleted and rolled by time.
+    data = pathlib.Path(b.data_dir)
+    compact_dir = data / f"{topic_name}-compact-0"
+    cleaned = (compact_dir / "cleaner-offset-checkpoint").read_text().split()
+    assert int(cleaned[-1]) > 0, "the cleaner never swapped"
+    retain_dir = data / f"{topic_name}-retain-0"
+    first_retained = min(int(f.name[:20]) for f in retain_dir.glob("*.log"))
+    assert first_retained > 0, "retention never deleted a segment"
+    roll_dir = data / f"{topic_name}-roll-0"
+    assert len(list(roll_dir.glob("*.snapshot"))) >= 2 or first_retained, broker_log[-2000:]
+    assert len(latencies) >= 200
+    assert p99 < FILE_WORK_P99_BOUND, f"p99 {p99 * 1000:.0f} ms"

@@ -37,8 +37,10 @@ same). Per partition, in Kafka's order (``ReplicaManager.appendRecords``,
 
 Where steps 2-5 run: on an I/O thread (``broker.io``, ``num.io.threads``) in arrival order
 per partition, unless the append is cheap enough for the event loop (``_inline``: small,
-uncompressed, no recompression, no fsync policy, no size-based roll, and nothing for that
-partition queued on a thread). The partitions of one request are appended concurrently.
+uncompressed, no recompression, no roll of any kind, no leader-epoch write, no fsync
+policy, and nothing for that partition queued on a thread). The partitions of one request
+are appended concurrently. The event loop never waits for file work of other threads:
+logcore holds a log's append lock only for memory work and the append's own write.
 
 acks=0 gets no response at all; when any partition fails, the connection is closed after
 logging the errors (the client's only way to learn of them, and to refresh metadata).
@@ -67,16 +69,18 @@ MIN_SERVED_VERSION = 3
 log = logging.getLogger("pylog.broker.produce")
 
 # Appends up to this size (uncompressed, see _inline) run on the event loop; larger ones on
-# an I/O thread. Handing an append to a thread and back costs 85-140 us of CPU (submit,
-# wake-up, call_soon_threadsafe, and the GIL changing hands while the thread runs
-# Log.append's Python parts), while an uncompressed append inline costs about 6 us + 0.3 us
-# per KiB (55 us at 110 KB, ~330 us at 1 MB): a memory copy into the page cache, no disk
-# wait. Measured with benchmarks/e2e/harness.py (kcat on librdkafka 2.16, 1M x 100 B, 1 MB
-# requests, two alternating pairs of 5-run medians against Tansu in the same runs): with
-# 1 MB appends on threads the broker spent 0.113-0.116 us of CPU per record (0.445-0.448x
-# Tansu) and produced 1.00-1.09x Tansu; inline 0.100-0.102 us (0.391-0.394x Tansu) and
-# 1.11-1.17x Tansu. Compressed batches (decompression and validation can take
-# milliseconds), segment rolls and fsync policies always go to a thread.
+# an I/O thread. benchmarks/inline_append.py (RESULTS.md): an uncompressed append inline
+# holds the loop about 4 us + 0.3 us per KiB (52 us at 128 KiB, 320-360 us at 1 MiB:
+# validation, CRC-32C, a copy into the page cache; never a disk wait, nor a wait for a
+# lock held across one), handing it to a thread costs the loop 30-60 us and the producer
+# 55-390 us; the loop costs meet near 64 KiB. End to end (benchmarks/e2e/harness.py, kcat
+# on librdkafka 2.16, 1M x 100 B, 1 MB requests, two alternating pairs of 5-run medians
+# against Tansu in the same runs): with 1 MB appends on threads the broker spent
+# 0.113-0.116 us of CPU per record (0.445-0.448x Tansu) and produced 1.00-1.09x Tansu;
+# inline 0.100-0.102 us (0.391-0.394x Tansu) and 1.11-1.17x Tansu. So 1 MiB: the CPU and
+# throughput gain is worth an inline append's bounded ~0.4 ms of loop time. Compressed
+# batches (decompression and validation can take milliseconds), rolls of every kind, new
+# leader epochs and fsync policies always go to a thread (Log.append_needs_io).
 INLINE_APPEND_MAX_BYTES = 1024 * 1024
 
 _R = ProduceResponse
@@ -84,10 +88,11 @@ _R = ProduceResponse
 # RecordBatch v2 header fields read here (docs/formats.md; DefaultRecordBatch.java).
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23
+_MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35
 _HEADER_SIZE = 61
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CODEC = 0x07  # in the low byte of attributes (byte 22)
-_NEVER = 2**63 - 1  # flush.messages / flush.ms unset (Long.MAX_VALUE)
 _ATTR_CONTROL = 0x20
 
 
@@ -228,18 +233,20 @@ def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEA
         raise AppendError(errors.code_for_exception(exc), str(exc)) from None
 
 
-def _inline(partition: Any, records: Any) -> bool:
+def _inline(partition: Any, records: Any, leader_epoch: int) -> bool:
     """Whether an append is cheap enough for the event loop: small, uncompressed, not
-    rewritten, no fsync policy, and not rolling the segment by size. Anything else may
-    wait for a disk or crunch for long, and goes to an I/O thread."""
+    rewritten, and doing no file work beyond its write: no roll of any kind (size,
+    ``segment.ms`` with its jitter, a full index, an offset overflow), no leader-epoch
+    file write, no fsync policy (``Log.append_needs_io``, from the batch header).
+    Anything else may wait for a disk or crunch for long, and goes to an I/O thread."""
     n = len(records)
     if n > INLINE_APPEND_MAX_BYTES or n < _HEADER_SIZE or records[22] & _ATTR_CODEC:
         return False
-    config = partition.config
-    if (config["compression.type"] != "producer" or config["flush.messages"] != _NEVER
-            or config["flush.ms"] != _NEVER):
+    if partition.config["compression.type"] != "producer":
         return False
-    return bool(partition.log.active_segment.size + n <= config["segment.bytes"])
+    (last_offset_delta,) = _LAST_OFFSET_DELTA.unpack_from(records, 23)
+    (max_timestamp,) = _MAX_TIMESTAMP.unpack_from(records, 35)
+    return not partition.log.append_needs_io(n, max_timestamp, last_offset_delta, leader_epoch)
 
 
 async def append_records(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
@@ -266,7 +273,7 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
                               f"{partition.topic}-{partition.index}: refresh the metadata")
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
-    if not io.busy(key) and _inline(partition, records):
+    if not io.busy(key) and _inline(partition, records, epoch):
         info = _append_now(partition, records, acks, epoch)
     else:
         info = await io.run_ordered(key, _append_now, partition, records, acks, epoch)

@@ -81,11 +81,44 @@ def test_inline_only_for_small_uncompressed_appends(broker) -> None:
 
     asyncio.run(scenario())
     p = broker.log_manager.topics["t"].partitions[0]
-    assert produce._inline(p, _batch())
-    assert not produce._inline(p, _batch("zstd"))
+    assert produce._inline(p, _batch(), 0)
+    assert not produce._inline(p, _batch("zstd"), 0)
     big = logcore.BatchBuilder()
     big.append(b"x" * (produce.INLINE_APPEND_MAX_BYTES + 1))
-    assert not produce._inline(p, big.build())
+    assert not produce._inline(p, big.build(), 0)
+    assert not produce._inline(p, _batch(), 1)  # a new leader epoch writes its file
+
+
+def _batch_at(ts: int) -> bytearray:
+    b = logcore.BatchBuilder()
+    b.append(b"v", timestamp_ms=ts)
+    return bytearray(b.build())
+
+
+@pytest.mark.parametrize("kind", ["segment.ms", "segment.bytes", "index", "flush.messages"])
+def test_an_append_that_would_roll_or_flush_goes_to_a_thread(broker, kind) -> None:
+    """Every kind of roll (and an fsync policy) is predicted from the batch header and
+    the active segment, so the append runs on an I/O thread, never on the loop."""
+    async def scenario() -> None:
+        await handlers.dispatch(_ctx(broker), _body("t", {0: _batch()}))
+
+    asyncio.run(scenario())
+    p = broker.log_manager.topics["t"].partitions[0]
+    ts = T0 + 10
+    assert produce._inline(p, _batch_at(ts), 0)
+    cfg = p.log.config
+    if kind == "segment.ms":
+        p.log.update_config(cfg.replace(segment_ms=1000, segment_jitter_ms=0))
+        ts = T0 + 1001  # the first batch is at T0: this one is more than segment.ms later
+    elif kind == "segment.bytes":
+        p.log.update_config(cfg.replace(segment_bytes=p.log.active_segment.size + 60))
+    elif kind == "index":
+        p.log.active_segment.index_full = True  # what an append that filled it leaves
+    else:
+        p.log.update_config(cfg.replace(flush_messages=1))
+    assert not produce._inline(p, _batch_at(ts), 0)
+    rolled = p.log.append(_batch_at(ts), leader_epoch=0).rolled
+    assert rolled == (kind != "flush.messages")
 
 
 def test_partitions_of_one_request_are_all_answered(broker) -> None:
