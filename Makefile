@@ -5,13 +5,16 @@
 #   make test-cluster  the client suites against ZooKeeper + 3 brokers (replication factor 3)
 #   make soak   the kill -9 / disk-full soak with a long budget (SOAK_SECONDS=600 by default;
 #               SOAK_SEED=N repeats a run, SOAK_KILLS=N sets the least number of kills)
+#   make fuzz   the wire fuzzer standalone (docs/operations.md, "Wire fuzzing"): FUZZ_COUNT
+#               mutants (100,000 by default) from FUZZ_SEED (0) against a broker subprocess;
+#               failing mutants land in ./fuzz-failures (FUZZ_ARGS="--replay FILE" replays)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install compile debug sysdeps run cluster cluster-stop test test-c test-pure test-debug test-cluster test-cluster-ci soak lint bench bench-save wheel clean
+.PHONY: all install compile debug sysdeps run cluster cluster-stop test test-c test-pure test-debug test-cluster test-cluster-ci soak fuzz lint bench bench-save wheel clean
 
 all: compile
 
@@ -97,6 +100,14 @@ SOAK_KILLS ?=
 soak: compile
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) SOAK_KILLS=$(SOAK_KILLS) \
 		$(PY) -m pytest -q -rA tests/soak $(PYTEST_ARGS)
+
+# The wire fuzzer (tests/fuzz) by hand with a long budget; `make test` runs 3,000 mutants.
+FUZZ_SEED ?= 0
+FUZZ_COUNT ?= 100000
+FUZZ_ARGS ?=
+fuzz: compile
+	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m fuzz --seed $(FUZZ_SEED) \
+		--count $(FUZZ_COUNT) $(FUZZ_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks

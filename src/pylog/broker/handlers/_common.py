@@ -19,6 +19,12 @@ log = logging.getLogger("pylog.broker.handlers")
 LEADER_EPOCH = 0
 # Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Most partitions one CreateTopics or CreatePartitions request may create, as Kafka's
+# controller (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH): beyond it the whole
+# request is refused with POLICY_VIOLATION instead of creating directories, files and
+# index mappings for as many partitions as an int32 can name.
+MAX_PARTITIONS_PER_BATCH = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 async def lookup_topic(ctx: RequestContext, name: str, *, auto_create: bool) -> Topic:

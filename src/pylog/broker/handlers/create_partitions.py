@@ -3,6 +3,10 @@
 Cluster mode: the new partitions' replicas are assigned over the live brokers (or the
 request's assignments checked), ``/brokers/topics/<t>`` is rewritten conditionally, and the
 answer waits (``timeout_ms``) until this broker's metadata shows them led.
+
+A request that would add more than ``MAX_PARTITIONS_PER_BATCH`` (10,000) partitions in all
+(counted against the partitions this broker knows of each topic) is refused as a whole with
+POLICY_VIOLATION, as CreateTopics is, before anything is created.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._common import MAX_PARTITIONS_PER_BATCH, TOO_MANY_PARTITIONS
 from pylog.broker.handlers._context import RequestContext
 from pylog.controller import admin as cluster_admin
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -24,6 +29,12 @@ _R = CreatePartitionsResponse
 
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
+    added = 0
+    for t in request.topics:
+        known = manager.topics.get(t.name)
+        added += max(0, t.count - (len(known.partitions) if known is not None else 0))
+    if added > MAX_PARTITIONS_PER_BATCH:
+        return error_response(ctx, request, errors.PolicyViolationError.code, TOO_MANY_PARTITIONS)
     counts = Counter(t.name for t in request.topics)
     results = []
     for t in request.topics:

@@ -15,6 +15,10 @@ Internal topics, as Kafka's controller answers (``ControllerApis.createTopics``,
 ("Creation of internal topic __cluster_metadata is prohibited."); ``__consumer_offsets``
 and ``__transaction_state`` are created like any topic when they do not exist yet
 (TOPIC_ALREADY_EXISTS when they do), with the request's partition count and configs.
+
+A request that would create more than ``MAX_PARTITIONS_PER_BATCH`` (10,000) partitions in
+all is refused as a whole with POLICY_VIOLATION ("Excessively large number of partitions
+per request."), as Kafka's controller does, before anything is created.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._common import MAX_PARTITIONS_PER_BATCH, TOO_MANY_PARTITIONS
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
 from pylog.controller import admin as cluster_admin
@@ -52,8 +57,26 @@ def _configs(ctx: RequestContext, overrides: dict[str, Any]) -> list[Any]:
     ]
 
 
+def requested_partitions(ctx: RequestContext, request: Any) -> int:
+    """Partitions the request would create in all, counted as Kafka's controller does
+    (``validateTotalNumberOfPartitions``): the assignments when given, else
+    ``num_partitions`` (-1: the broker's ``num.partitions``; other values below 1 count 0)."""
+    default = ctx.broker.config["num.partitions"]
+    total = 0
+    for t in request.topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
+
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
+    if requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH:
+        return error_response(ctx, request, errors.PolicyViolationError.code, TOO_MANY_PARTITIONS)
     counts = Counter(t.name for t in request.topics)
     results = []
     for t in request.topics:

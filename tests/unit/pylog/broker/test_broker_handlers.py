@@ -301,3 +301,42 @@ def test_compaction_configs_applied_and_deprecated_ones_warned(broker, caplog) -
         A.AlterableConfig(name="cleanup.policy", value="compact")])], validate_only=False)).responses
     assert res.error_code == 0 and plog.config.cleanup_policy == "compact"
     assert broker.log_manager.topics["t"].overrides == {"cleanup.policy": ["compact"]}
+
+
+def test_create_topics_refuses_more_than_ten_thousand_partitions(broker) -> None:
+    """Found by the wire fuzzer (tests/fuzz): a CreateTopics whose num_partitions became
+    2**31-1 made the broker create partition directories until it ran out of files. Kafka's
+    controller refuses a request of more than 10,000 partitions in all with
+    POLICY_VIOLATION; so does pylog, before creating anything."""
+    C = CreateTopicsRequest
+
+    def create(*topics: tuple[str, int]) -> Any:
+        return call(broker, 19, 7, C(topics=[C.CreatableTopic(name=n, num_partitions=p, replication_factor=1)
+                                             for n, p in topics]))
+
+    for topics in ([("huge", 2**31 - 1)], [("a", 5000), ("b", 5001)], [("c", 9999), ("d", -1)]):
+        resp = create(*topics)
+        assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == [
+            (n, errors.PolicyViolationError.code, "Excessively large number of partitions per request.")
+            for n, _ in topics]
+    assert not broker.log_manager.topics
+    assert create(("ok", 3)).topics[0].error_code == 0
+
+
+def test_create_partitions_refuses_more_than_ten_thousand_new_partitions(broker) -> None:
+    from pylog.protocol.messages import CreatePartitionsRequest as P
+
+    C = CreateTopicsRequest
+    call(broker, 19, 7, C(topics=[C.CreatableTopic(name="grow", num_partitions=2, replication_factor=1)]))
+
+    def grow(count: int) -> Any:
+        return call(broker, 37, 3, P(topics=[P.CreatePartitionsTopic(name="grow", count=count, assignments=None)],
+                                     timeout_ms=1000, validate_only=False)).results[0]
+
+    res = grow(2**31 - 1)
+    assert (res.error_code, res.error_message) == (errors.PolicyViolationError.code,
+                                                   "Excessively large number of partitions per request.")
+    assert len(broker.log_manager.topics["grow"].partitions) == 2
+    assert grow(10_003).error_code == errors.PolicyViolationError.code  # 10,001 new
+    assert grow(4).error_code == 0
+    assert len(broker.log_manager.topics["grow"].partitions) == 4
