@@ -296,3 +296,38 @@ def test_ctrl_c_exits_130_without_a_traceback(broker, topic_name) -> None:
     finally:
         proc.kill()
     assert (proc.returncode, err) == (130, b"")
+
+
+def test_consume_in_a_new_group_says_where_it_starts_and_sigterm_leaves_the_group(
+        broker, topic_name) -> None:
+    """A group without commits starts at the end (Kafka's console consumer) and says so on
+    stderr; SIGTERM (a plain kill, a supervisor) stops it as Ctrl-C does: it commits what it
+    printed and leaves the group at once (no member left until the session times out)."""
+    _fill(broker.bootstrap, topic_name, n=5)
+    group = f"g-{topic_name}"
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "consume", topic_name, "--group", group,
+                             "-f", r"%o %s\n", "-b", broker.bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        notice = proc.stderr.readline().decode()  # once it has its partitions
+        assert f"group '{group}' has no committed offset for {topic_name}-0" in notice, notice
+        assert "--from-beginning" in notice
+        with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+            for i in range(3):
+                p.send(topic_name, b"new%d" % i)
+            p.flush(30)
+        lines = [proc.stdout.readline().decode() for _ in range(3)]
+        assert lines == [f"{5 + i} new{i}\n" for i in range(3)]  # the first 5: before it
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (143, b"", b"")
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        desc = admin.describe_groups([group])[group]
+        assert (desc.state, desc.members) == ("Empty", [])
+        committed = admin.list_group_offsets(group)
+    assert committed[TopicPartition(topic_name, 0)].offset == 8
+    # Nobody in the group: its offsets can be reset right away.
+    ok("groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest", "--execute",
+       "-b", broker.bootstrap)

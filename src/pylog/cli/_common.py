@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -95,13 +97,36 @@ def _describe(exc: BaseException, args: argparse.Namespace) -> str:
     return text
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a plain ``kill``, a process supervisor), raised where Ctrl-C's
+    KeyboardInterrupt is, so that a command stops the same way: a consumer commits what it
+    printed and leaves its group instead of staying a member until its session times out."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def stop_on_sigterm() -> None:
+    """Handle SIGTERM as Ctrl-C for the rest of this process (main thread only). The broker
+    replaces it with its own handler on its event loop."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interrupted_status(exc: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by Ctrl-C (130) or SIGTERM (143), as a shell
+    reports a process killed by either."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
 def run_command(name: str, fn: Callable[[argparse.Namespace], int],
                 args: argparse.Namespace) -> int:
     """Run ``fn(args)`` and turn failures into one stderr line and an exit code."""
     try:
         return fn(args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as other Unix tools do; stdout
         # goes to /dev/null so that the interpreter's last flush does not fail again.

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.cli._common import interrupted_status
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
     from pylog.client import Admin, GroupDescription, TopicPartition
@@ -163,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
     except errors.KafkaError as exc:
         print(f"{where}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
     except BrokenPipeError:
         return 0
 
