@@ -244,18 +244,27 @@ def test_perf_produce_paced_and_kafkas_summary_line(broker, topic_name) -> None:
 def test_errors_name_what_is_wrong(broker, topic_name, tmp_path) -> None:
     b = ["-b", broker.bootstrap]
     missing = "no-such-" + topic_name
-    for cmd in (["consume", missing, "-e"], ["topics", "describe", missing],
+    for cmd in (["topics", "describe", missing],
                 ["perf", "consume", "--topic", missing, "--messages", "1"]):
         res = pylog(*cmd, *b)
         assert res.returncode == 1, cmd
         err = res.stderr.decode()
         assert "UNKNOWN_TOPIC_OR_PARTITION" in err and "pylog topics list" in err, (cmd, err)
+    res = pylog("consume", missing, "-e", *b)
+    assert res.returncode == 1 and res.stderr.decode() == (
+        f"pylog consume: topic {missing!r} does not exist (list the topics with: pylog topics "
+        f"list -b {broker.bootstrap})\n")
+    # A name the broker refuses: the rule, as `topics create` gives it.
+    res = pylog("produce", "bad topic!", *b, stdin=b"x\n")
+    assert res.returncode == 1 and res.stderr.decode().endswith(
+        "INVALID_TOPIC_EXCEPTION: topic name 'bad topic!' is illegal: it may contain only ASCII "
+        "letters, digits, '.', '_' and '-'\n"), res.stderr
     # Nothing listens on the port: fails at once, naming the address and the option.
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     for cmd in (["consume", topic_name, "-e"], ["produce", topic_name], ["topics", "list"],
-                ["cluster", "info"], ["perf", "produce", "--topic", topic_name, "--num-records", "1",
+                ["groups", "list"], ["cluster", "info"], ["perf", "produce", "--topic", topic_name, "--num-records", "1",
                                       "--record-size", "1"]):
         start = time.monotonic()
         res = pylog(*cmd, "-b", dead, stdin=b"x\n")

@@ -79,7 +79,7 @@ def base_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _describe(exc: BaseException, args: argparse.Namespace) -> str:
+def describe_error(exc: BaseException, args: argparse.Namespace) -> str:
     """The message for an error, with what to do next where we know it."""
     text = str(exc) or type(exc).__name__
     bootstrap = getattr(args, "bootstrap_server", None)
@@ -90,6 +90,13 @@ def _describe(exc: BaseException, args: argparse.Namespace) -> str:
         return f"{text} (is the broker at {bootstrap} overloaded? Try a longer --timeout)"
     if isinstance(exc, errors.UnknownTopicOrPartitionError):
         return f"{text} (list the topics with: pylog topics list -b {bootstrap})"
+    if isinstance(exc, errors.InvalidTopicError) and getattr(args, "topic", None):
+        from pylog.log.topics import TopicNameError, validate_topic_name
+
+        try:
+            validate_topic_name(args.topic)
+        except TopicNameError as bad:  # the rule the broker applied, which its code omits
+            return f"{text}: {bad}"
     if isinstance(exc, ConfigError):
         return f"bad client setting: {text}"
     if isinstance(exc, GroupsNotAvailableError):
@@ -134,7 +141,7 @@ def run_command(name: str, fn: Callable[[argparse.Namespace], int],
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except (CliError, errors.KafkaError, OSError) as exc:
-        print(f"pylog {name}: {_describe(exc, args)}", file=sys.stderr)
+        print(f"pylog {name}: {describe_error(exc, args)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # a value the client refused (e.g. a partition out of range)
         print(f"pylog {name}: {exc}", file=sys.stderr)

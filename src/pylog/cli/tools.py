@@ -309,7 +309,11 @@ def consume(args: argparse.Namespace) -> int:
         raise CliError("--offset and --from-timestamp with --group need --partition (a group "
                        "starts at its committed offsets; use --from-beginning for a new group)")
     with admin_for(args) as admin:
-        (topic,) = admin.describe_topics([args.topic]).values()
+        try:
+            (topic,) = admin.describe_topics([args.topic]).values()
+        except errors.UnknownTopicOrPartitionError:
+            raise CliError(f"topic {args.topic!r} does not exist (list the topics with: pylog "
+                           f"topics list -b {args.bootstrap_server})") from None
     known = [p.partition for p in topic.partitions]
     wanted = args.partition or known
     missing = sorted(set(wanted) - set(known))
