@@ -218,6 +218,18 @@ def test_perf_produce_json_then_perf_consume(broker, topic_name) -> None:
     assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg")
     fields = row.split(", ")
     assert len(fields) == 10 and fields[4] == "3000" and float(fields[2]) == pytest.approx(0.2861, abs=1e-4)
+    # Exactly --messages are counted, whatever a poll or a fetch hands out (1234 is not a
+    # multiple of max.poll.records).
+    for api in ([], ["--poll-columns"]):
+        got = json.loads(ok("perf", "consume", "--topic", topic_name, "--messages", "1234",
+                            "--json", *api, *b))
+        assert (got["records"], got["bytes"]) == (1234, 123_400), api
+    # --show-detailed-stats: a row per interval and one for the last, partial interval, so
+    # that the rows reach the total.
+    rows = ok("perf", "consume", "--topic", topic_name, "--messages", "2000",
+              "--show-detailed-stats", "--reporting-interval", "60000", *b).splitlines()
+    assert rows[0].startswith("time, threadId, data.consumed.in.MB")
+    assert rows[-1].split(", ")[4] == "2000"
     # More than the topic holds: gives up after --timeout without a record, exit 1.
     res2 = pylog("perf", "consume", "--topic", topic_name, "--messages", "3001", "--timeout", "300", *b)
     assert res2.returncode == 1 and b"only 3000 of 3001 records arrived" in res2.stderr
@@ -340,3 +352,33 @@ def test_consume_in_a_new_group_says_where_it_starts_and_sigterm_leaves_the_grou
     # Nobody in the group: its offsets can be reset right away.
     ok("groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest", "--execute",
        "-b", broker.bootstrap)
+
+
+def test_perf_produce_shows_a_progress_bar_on_a_terminal(broker, topic_name) -> None:
+    """On a terminal, a run longer than a second shows a bar (share done, rate, time left)
+    without waiting for the 5 s reporting interval; the summary line stays as Kafka's."""
+    import os
+    import pty
+
+    ok("topics", "create", topic_name, "-b", broker.bootstrap)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "perf", "produce", "--topic", topic_name,
+                             "--num-records", "6000", "--record-size", "10", "--throughput", "2500",
+                             "-b", broker.bootstrap], stdout=follower, stderr=follower)
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(leader)
+    assert proc.wait(30) == 0, screen
+    text = screen.decode()
+    bars = re.findall(r"\[([#.]{24})\] +([\d.]+)% ([\d,]+)/6,000 records, [\d,]+/s, \d+ s left", text)
+    assert bars, text
+    assert any(0 < float(pct) < 100 for _, pct, _ in bars), bars
+    assert re.search(r"6000 records sent, [\d.]+ records/sec", text.splitlines()[-1]), text
