@@ -1,5 +1,6 @@
 # pylog developer and CI entry points.
-#   make run    install and start a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make run    install pylog and what the broker needs (not the test dependencies) and start
+#               a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make cluster  ZooKeeper + 3 brokers in cluster mode on 127.0.0.1:9092-9094 (make cluster-stop)
 #   make test   install everything the tests need (system packages too) and run them all
 #   make test-cluster  the client suites against ZooKeeper + 3 brokers (replication factor 3)
@@ -11,26 +12,35 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install compile debug sysdeps run cluster cluster-stop test test-c test-pure test-debug test-cluster test-cluster-ci soak fuzz lint bench bench-save wheel clean
+.PHONY: all install install-base compile debug sysdeps run cluster cluster-stop test test-c test-pure test-debug test-cluster test-cluster-ci soak fuzz lint bench bench-save wheel clean
 
 all: compile
 
-$(STAMP): pyproject.toml setup.py
+# What the broker needs (`make run`, `make cluster`): pylog with uvloop and kazoo, and the
+# build tools for its extensions; no test dependencies (pyspark, pyarrow, clients, linters).
+$(BASE_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0,<4" "numpy>=1.24"
 	@# The distribution was named pylog before it became pylog-kafka: drop that install
 	@# from an older .venv so that only one distribution owns the pylog package.
 	$(PY) -m pip uninstall -q -y pylog 2>/dev/null || true
+	$(PY) -m pip install -q --no-build-isolation -e '.[fast,cluster]'
+	touch $@
+
+# Everything the tests need on top (`make test` and the other test targets).
+$(STAMP): $(BASE_STAMP)
 	$(PY) -m pip install -q --no-build-isolation -e '.[test]'
 	touch $@
 
+install-base: $(BASE_STAMP)
 install: $(STAMP)
 
 # Build the extensions next to their sources (the editable install imports them from src/).
-compile: $(STAMP)
+compile: $(BASE_STAMP)
 	LOGCORE_BUILD_JOBS=2 $(PY) setup.py -q build_ext --inplace
 
 # Debug build: bounds checks on, line tracing, LOGCORE_DEBUG invariant checks.
@@ -53,9 +63,9 @@ cluster: sysdeps compile
 cluster-stop:
 	$(PY) -m pylog cluster stop --data-dir ./pylog-cluster
 
-test: sysdeps compile test-c test-pure test-cluster-ci
+test: sysdeps install compile test-c test-pure test-cluster-ci
 
-test-c:
+test-c: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The client suites against a cluster (tests/integration/conftest.py, PYLOG_TEST_CLUSTER): a
@@ -67,7 +77,7 @@ CLUSTER_SUITES := tests/integration/test_client_interop.py tests/integration/tes
 	tests/integration/test_idempotence.py tests/integration/test_groups.py \
 	tests/integration/test_cli_client_tools.py tests/integration/test_client_api.py \
 	tests/integration/test_broker_fetch.py
-test-cluster:
+test-cluster: $(STAMP)
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_SUITES) $(PYTEST_ARGS)
 
 # The bounded subset `make test` (and CI) runs in cluster mode: about three minutes.
@@ -75,11 +85,11 @@ CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
 	tests/integration/test_admin_clients.py tests/integration/test_client_roundtrip.py \
 	tests/integration/test_idempotence.py tests/integration/test_client_parity.py \
 	tests/integration/test_groups.py
-test-cluster-ci:
+test-cluster-ci: $(STAMP)
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
 
 # logcore's pure-Python twin runs the logcore and property suites too (docs/architecture.md, Tests).
-test-pure:
+test-pure: $(STAMP)
 	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
 
 # The debug build (bounds checks on, LOGCORE_DEBUG invariant checks) runs the logcore and
@@ -97,7 +107,7 @@ test-debug: $(STAMP)
 SOAK_SECONDS ?= 600
 SOAK_SEED ?=
 SOAK_KILLS ?=
-soak: compile
+soak: install compile
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SEED=$(SOAK_SEED) SOAK_KILLS=$(SOAK_KILLS) \
 		$(PY) -m pytest -q -rA tests/soak $(PYTEST_ARGS)
 
@@ -105,7 +115,7 @@ soak: compile
 FUZZ_SEED ?= 0
 FUZZ_COUNT ?= 100000
 FUZZ_ARGS ?=
-fuzz: compile
+fuzz: install compile
 	PYTHONPATH=tests$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m fuzz --seed $(FUZZ_SEED) \
 		--count $(FUZZ_COUNT) $(FUZZ_ARGS)
 
@@ -113,10 +123,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
 	$(VENV)/bin/mypy
 
-bench: compile
+bench: install compile
 	$(PY) -m pytest benchmarks/micro -q --benchmark-columns=min,median,ops --benchmark-sort=name
 
-bench-save: compile
+bench-save: install compile
 	$(PY) -m pytest benchmarks/micro -q --benchmark-autosave
 
 wheel:

@@ -17,6 +17,7 @@ Immutable values; safe to share between threads.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -581,6 +582,12 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, int], ...]
 
 
+def _did_you_mean(key: str) -> str:
+    """"; did you mean 'log.retention.hours'?" for a misspelt broker key, else ""."""
+    close = difflib.get_close_matches(key.lower(), list(BROKER_CONFIG_DEFS), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 class BrokerConfig:
     """Parsed, validated broker configuration (static: read once at start)."""
 
@@ -590,7 +597,7 @@ class BrokerConfig:
         for key, raw in values.items():
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:
-                raise ConfigError(key, "unknown configuration")
+                raise ConfigError(key, "unknown configuration" + _did_you_mean(key))
             explicit[key] = d.parse(raw)
         self._explicit = explicit
         # Settings accepted but ignored, for the broker to log at start.

@@ -218,6 +218,18 @@ def test_perf_produce_json_then_perf_consume(broker, topic_name) -> None:
     assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg")
     fields = row.split(", ")
     assert len(fields) == 10 and fields[4] == "3000" and float(fields[2]) == pytest.approx(0.2861, abs=1e-4)
+    # Exactly --messages are counted, whatever a poll or a fetch hands out (1234 is not a
+    # multiple of max.poll.records).
+    for api in ([], ["--poll-columns"]):
+        got = json.loads(ok("perf", "consume", "--topic", topic_name, "--messages", "1234",
+                            "--json", *api, *b))
+        assert (got["records"], got["bytes"]) == (1234, 123_400), api
+    # --show-detailed-stats: a row per interval and one for the last, partial interval, so
+    # that the rows reach the total.
+    rows = ok("perf", "consume", "--topic", topic_name, "--messages", "2000",
+              "--show-detailed-stats", "--reporting-interval", "60000", *b).splitlines()
+    assert rows[0].startswith("time, threadId, data.consumed.in.MB")
+    assert rows[-1].split(", ")[4] == "2000"
     # More than the topic holds: gives up after --timeout without a record, exit 1.
     res2 = pylog("perf", "consume", "--topic", topic_name, "--messages", "3001", "--timeout", "300", *b)
     assert res2.returncode == 1 and b"only 3000 of 3001 records arrived" in res2.stderr
@@ -244,18 +256,27 @@ def test_perf_produce_paced_and_kafkas_summary_line(broker, topic_name) -> None:
 def test_errors_name_what_is_wrong(broker, topic_name, tmp_path) -> None:
     b = ["-b", broker.bootstrap]
     missing = "no-such-" + topic_name
-    for cmd in (["consume", missing, "-e"], ["topics", "describe", missing],
+    for cmd in (["topics", "describe", missing],
                 ["perf", "consume", "--topic", missing, "--messages", "1"]):
         res = pylog(*cmd, *b)
         assert res.returncode == 1, cmd
         err = res.stderr.decode()
         assert "UNKNOWN_TOPIC_OR_PARTITION" in err and "pylog topics list" in err, (cmd, err)
+    res = pylog("consume", missing, "-e", *b)
+    assert res.returncode == 1 and res.stderr.decode() == (
+        f"pylog consume: topic {missing!r} does not exist (list the topics with: pylog topics "
+        f"list -b {broker.bootstrap})\n")
+    # A name the broker refuses: the rule, as `topics create` gives it.
+    res = pylog("produce", "bad topic!", *b, stdin=b"x\n")
+    assert res.returncode == 1 and res.stderr.decode().endswith(
+        "INVALID_TOPIC_EXCEPTION: topic name 'bad topic!' is illegal: it may contain only ASCII "
+        "letters, digits, '.', '_' and '-'\n"), res.stderr
     # Nothing listens on the port: fails at once, naming the address and the option.
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     for cmd in (["consume", topic_name, "-e"], ["produce", topic_name], ["topics", "list"],
-                ["cluster", "info"], ["perf", "produce", "--topic", topic_name, "--num-records", "1",
+                ["groups", "list"], ["cluster", "info"], ["perf", "produce", "--topic", topic_name, "--num-records", "1",
                                       "--record-size", "1"]):
         start = time.monotonic()
         res = pylog(*cmd, "-b", dead, stdin=b"x\n")
@@ -296,3 +317,68 @@ def test_ctrl_c_exits_130_without_a_traceback(broker, topic_name) -> None:
     finally:
         proc.kill()
     assert (proc.returncode, err) == (130, b"")
+
+
+def test_consume_in_a_new_group_says_where_it_starts_and_sigterm_leaves_the_group(
+        broker, topic_name) -> None:
+    """A group without commits starts at the end (Kafka's console consumer) and says so on
+    stderr; SIGTERM (a plain kill, a supervisor) stops it as Ctrl-C does: it commits what it
+    printed and leaves the group at once (no member left until the session times out)."""
+    _fill(broker.bootstrap, topic_name, n=5)
+    group = f"g-{topic_name}"
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "consume", topic_name, "--group", group,
+                             "-f", r"%o %s\n", "-b", broker.bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        notice = proc.stderr.readline().decode()  # once it has its partitions
+        assert f"group '{group}' has no committed offset for {topic_name}-0" in notice, notice
+        assert "--from-beginning" in notice
+        with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+            for i in range(3):
+                p.send(topic_name, b"new%d" % i)
+            p.flush(30)
+        lines = [proc.stdout.readline().decode() for _ in range(3)]
+        assert lines == [f"{5 + i} new{i}\n" for i in range(3)]  # the first 5: before it
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (143, b"", b"")
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        desc = admin.describe_groups([group])[group]
+        assert (desc.state, desc.members) == ("Empty", [])
+        committed = admin.list_group_offsets(group)
+    assert committed[TopicPartition(topic_name, 0)].offset == 8
+    # Nobody in the group: its offsets can be reset right away.
+    ok("groups", "reset-offsets", group, "--topic", topic_name, "--to-earliest", "--execute",
+       "-b", broker.bootstrap)
+
+
+def test_perf_produce_shows_a_progress_bar_on_a_terminal(broker, topic_name) -> None:
+    """On a terminal, a run longer than a second shows a bar (share done, rate, time left)
+    without waiting for the 5 s reporting interval; the summary line stays as Kafka's."""
+    import os
+    import pty
+
+    ok("topics", "create", topic_name, "-b", broker.bootstrap)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "perf", "produce", "--topic", topic_name,
+                             "--num-records", "6000", "--record-size", "10", "--throughput", "2500",
+                             "-b", broker.bootstrap], stdout=follower, stderr=follower)
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(leader)
+    assert proc.wait(30) == 0, screen
+    text = screen.decode()
+    bars = re.findall(r"\[([#.]{24})\] +([\d.]+)% ([\d,]+)/6,000 records, [\d,]+/s, \d+ s left", text)
+    assert bars, text
+    assert any(0 < float(pct) < 100 for _, pct, _ in bars), bars
+    assert re.search(r"6000 records sent, [\d.]+ records/sec", text.splitlines()[-1]), text

@@ -50,6 +50,38 @@ def _open_dirs() -> dict[str, int]:
 # --------------------------------------------------------------------------- groups
 
 
+def test_auto_commit_in_embedded_mode(tmp_path: pathlib.Path) -> None:
+    """enable.auto.commit (the default) commits consumed positions from poll every
+    auto.commit.interval.ms and on close, in embedded mode as over TCP."""
+    cfg = {"log.dir": str(tmp_path / "data")}
+    with Producer(cfg) as p:
+        for i in range(30):
+            p.send("clicks", b"click %d" % i)
+        p.flush(30)
+    group = {**cfg, "group.id": "auto", "auto.offset.reset": "earliest",
+             "auto.commit.interval.ms": 200}
+    with Consumer(group) as c:
+        c.subscribe(["clicks"])
+        assert len(_drain(c, 30)) == 30
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the interval passes during poll
+            c.poll(0.3)
+            got = c.committed([("clicks", 0)])[("clicks", 0)]
+            if got is not None and got.offset == 30:
+                break
+        assert got is not None and got.offset == 30, got
+    with Producer(cfg) as p:
+        for i in range(5):
+            p.send("clicks", b"late %d" % i)
+        p.flush(30)
+    with Consumer({**group, "auto.commit.interval.ms": 60_000}) as c:
+        c.subscribe(["clicks"])
+        assert [r.value for r in _drain(c, 5)] == [b"late %d" % i for i in range(5)]
+    # Closing committed the last five (the interval had not passed).
+    with Consumer(group) as c:
+        assert c.committed([("clicks", 0)])[("clicks", 0)].offset == 35
+
+
 def test_commits_survive_reopen(tmp_path: pathlib.Path) -> None:
     d = str(tmp_path / "data")
     cfg = {"log.dir": d, "broker.config": {"num.partitions": 3}}

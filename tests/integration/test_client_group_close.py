@@ -339,3 +339,77 @@ def test_close_timeout_bounds_a_commit_in_the_revoke_callback(new_broker: Any, t
     assert 2.5 < took < 3 + 7
     assert len(listener.commits) == 1 and isinstance(listener.commits[0], KafkaTimeoutError)
     assert b.stop() == 0
+
+
+def test_an_interrupted_poll_loses_no_record(target: Target, topic_name: str) -> None:
+    """Ctrl-C (or SIGTERM) while poll waits: the poll goes on in the I/O thread and may
+    still take records, moving the positions past them. They are not lost: the next poll
+    returns them, and a commit does not count them before."""
+    _setup(target.settings, topic_name, 0)
+    c = _member(target, f"g-{topic_name}", topic_name, "interrupted")
+    try:
+        _wait(lambda: (c.poll(0.1), len(c.assignment()) == 2)[1], "the assignment")
+        waiting = threading.Event()
+
+        def interrupt_then_produce() -> None:
+            waiting.wait(10)
+            time.sleep(0.5)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.5)
+            with Producer(target.settings) as p:
+                for i in range(4):
+                    p.send(topic_name, b"late%d" % i, partition=i % 2)
+                p.flush(30)
+
+        t = threading.Thread(target=interrupt_then_produce)
+        t.start()
+        waiting.set()
+        with pytest.raises(KeyboardInterrupt):
+            c.poll(20)  # interrupted before any record came
+        t.join(30)
+        # Nothing consumed yet: whatever the interrupted poll took is not counted.
+        assert all(o == 0 for o in _offsets(c.commit()).values())
+        got = _drain(c, 4)
+        assert sorted(r.value for r in got) == [b"late%d" % i for i in range(4)]
+        assert _offsets(c.commit()) == {TopicPartition(topic_name, p): 2 for p in range(2)}
+    finally:
+        c.close()
+
+
+_SIGTERM_MEMBER = """
+import sys
+from pylog.client import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "client.id": "sigterm-member", "auto.offset.reset": "earliest",
+              "auto.commit.interval.ms": 600000})
+c.subscribe([sys.argv[3]])
+while True:  # no close(), no signal handling: the application of a hurried user
+    for r in c.poll(0.5):
+        print(r.partition, r.offset, flush=True)
+"""
+
+
+def test_sigterm_leaves_the_group_and_commits(target: Target, topic_name: str) -> None:
+    """A blocking consumer whose application leaves SIGTERM at its default: a plain kill
+    closes it (auto commit, LeaveGroup) instead of leaving a member behind until
+    session.timeout.ms; the process exits 143, as SIGTERM's default action reports."""
+    if target.mode != "network":
+        pytest.skip("a second process cannot open the embedded data directory")
+    import subprocess
+    import sys
+
+    _setup(target.settings, topic_name, 3)
+    group = f"g-{topic_name}"
+    proc = subprocess.Popen([sys.executable, "-c", _SIGTERM_MEMBER, target.settings["bootstrap.servers"],
+                             group, topic_name], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = [proc.stdout.readline() for _ in range(6)]
+        assert all(lines), lines
+        assert _group_state(target.settings, group) == ("Stable", ["sigterm-member"])
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (143, b"")
+    assert _group_state(target.settings, group) == ("Empty", [])
+    assert _committed(target.settings, group) == {TopicPartition(topic_name, p): 3 for p in range(2)}

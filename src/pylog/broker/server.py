@@ -135,12 +135,10 @@ class Broker:
     async def start(self) -> None:
         """Open the logs (recovering them if needed) and start listening."""
         impl = logcore.IMPLEMENTATION
-        log.info("logcore implementation: %s; event loop: %s", impl,
-                 type(asyncio.get_running_loop()).__module__)
         if impl != "c" and not self.allow_pure_python:
             raise PurePythonRefused(
-                "logcore is the pure-Python implementation (LOGCORE_PUREPYTHON is set or the "
-                "extensions are not built); it is too slow for a broker. Build the extensions "
+                "logcore implementation: python (LOGCORE_PUREPYTHON is set or the extensions "
+                "are not built); it is too slow for a broker. Build the extensions "
                 "(`make compile`) or pass --allow-pure-python"
             )
         from pylog.broker.handlers import SUPPORTED_VERSIONS
@@ -185,7 +183,9 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._delete_loop()))
         self._tasks.append(asyncio.ensure_future(self._idle_loop()))
         self._started = True
-        log.info("pylog broker %d started (cluster id %s)", self.node_id, self.cluster_id)
+        log.info("pylog broker %d started (cluster id %s; logcore implementation: %s; event "
+                 "loop: %s)", self.node_id, self.cluster_id, logcore.IMPLEMENTATION,
+                 type(asyncio.get_running_loop()).__module__)
 
     async def _retention_loop(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000.0
@@ -232,7 +232,10 @@ class Broker:
             return
         self._stopping = True
         # After a failed start this only closes what was opened: no "shut down cleanly".
-        log.info("shutting down" if self._started else "start failed: closing what was opened")
+        if self._started:
+            log.info("shutting down")
+        else:  # the caller reports why in one line: closing what was opened is a detail
+            log.debug("start failed: closing what was opened")
         if self.cluster is not None:
             await self.cluster.shutdown()
         for server in self.servers:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -77,7 +79,7 @@ def base_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _describe(exc: BaseException, args: argparse.Namespace) -> str:
+def describe_error(exc: BaseException, args: argparse.Namespace) -> str:
     """The message for an error, with what to do next where we know it."""
     text = str(exc) or type(exc).__name__
     bootstrap = getattr(args, "bootstrap_server", None)
@@ -88,6 +90,13 @@ def _describe(exc: BaseException, args: argparse.Namespace) -> str:
         return f"{text} (is the broker at {bootstrap} overloaded? Try a longer --timeout)"
     if isinstance(exc, errors.UnknownTopicOrPartitionError):
         return f"{text} (list the topics with: pylog topics list -b {bootstrap})"
+    if isinstance(exc, errors.InvalidTopicError) and getattr(args, "topic", None):
+        from pylog.log.topics import TopicNameError, validate_topic_name
+
+        try:
+            validate_topic_name(args.topic)
+        except TopicNameError as bad:  # the rule the broker applied, which its code omits
+            return f"{text}: {bad}"
     if isinstance(exc, ConfigError):
         return f"bad client setting: {text}"
     if isinstance(exc, GroupsNotAvailableError):
@@ -95,13 +104,36 @@ def _describe(exc: BaseException, args: argparse.Namespace) -> str:
     return text
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a plain ``kill``, a process supervisor), raised where Ctrl-C's
+    KeyboardInterrupt is, so that a command stops the same way: a consumer commits what it
+    printed and leaves its group instead of staying a member until its session times out."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def stop_on_sigterm() -> None:
+    """Handle SIGTERM as Ctrl-C for the rest of this process (main thread only). The broker
+    replaces it with its own handler on its event loop."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interrupted_status(exc: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by Ctrl-C (130) or SIGTERM (143), as a shell
+    reports a process killed by either."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
 def run_command(name: str, fn: Callable[[argparse.Namespace], int],
                 args: argparse.Namespace) -> int:
     """Run ``fn(args)`` and turn failures into one stderr line and an exit code."""
     try:
         return fn(args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as other Unix tools do; stdout
         # goes to /dev/null so that the interpreter's last flush does not fail again.
@@ -109,7 +141,7 @@ def run_command(name: str, fn: Callable[[argparse.Namespace], int],
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except (CliError, errors.KafkaError, OSError) as exc:
-        print(f"pylog {name}: {_describe(exc, args)}", file=sys.stderr)
+        print(f"pylog {name}: {describe_error(exc, args)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # a value the client refused (e.g. a partition out of range)
         print(f"pylog {name}: {exc}", file=sys.stderr)

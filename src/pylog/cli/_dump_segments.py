@@ -565,8 +565,8 @@ def dump_offset_index(report: DumpReport, path: str, opts: DumpOptions) -> None:
 def _zero_tail(report: DumpReport, path: str, total: int, used: int, entry_size: int) -> None:
     if used < total:
         report.notice(path, "zero_entries",
-                      f"{total - used} zero entries from position {used * entry_size} on: the "
-                      "preallocated space of an active segment's index (or a torn one)",
+                      f"{path}: {total - used} zero entries from position {used * entry_size} "
+                      "on: the preallocated space of an active segment's index (or a torn one)",
                       position=used * entry_size, entries=total - used)
 
 

@@ -72,14 +72,38 @@ class Window:
 
 
 class Progress:
-    """Prints window lines: one per line, or rewritten in place on a terminal."""
+    """Progress of a run: Kafka's window lines every ``interval`` seconds, and on a
+    terminal a bar.
 
-    def __init__(self, stream: IO[str], interval: float) -> None:
+    Not on a terminal (a pipe, a file, CI) each window line is printed on a line of its own,
+    as Kafka's tools print them. On a terminal one line is rewritten in place: once the run
+    has gone on for ``BAR_DELAY`` seconds and its ``total`` is known, a bar with the share
+    done, the rate and the time left, followed by the last window line.
+    """
+
+    BAR_DELAY = 1.0  # seconds before a bar appears: short runs stay quiet
+    BAR_EVERY = 0.2  # seconds between redraws
+    BAR_WIDTH = 24
+
+    def __init__(self, stream: IO[str], interval: float, total: int | None = None,
+                 unit: str = "records") -> None:
         self.stream = stream
         self.interval = interval
+        self.total = total
+        self.unit = unit
         self.live = bool(getattr(stream, "isatty", lambda: False)())
-        self.next_at = time.perf_counter() + interval
+        self.started = time.perf_counter()
+        self.next_at = self.started + interval
         self._shown = False
+        self._text = ""
+        self._done = 0
+        self._bar_next = self.started + self.BAR_DELAY
+
+    def restart(self, now: float) -> None:
+        """The run's clock starts now (after set-up such as metadata or a group join)."""
+        self.started = now
+        self.next_at = now + self.interval
+        self._bar_next = now + self.BAR_DELAY
 
     def due(self, now: float) -> bool:
         return now >= self.next_at
@@ -87,11 +111,40 @@ class Progress:
     def show(self, text: str, now: float) -> None:
         self.next_at = now + self.interval
         if self.live:
-            self.stream.write("\r\x1b[K" + text)
-            self._shown = True
+            self._text = text
+            self._draw(now)
         else:
             self.stream.write(text + "\n")
-        self.stream.flush()
+            self.stream.flush()
+
+    def advance(self, done: int, now: float) -> None:
+        """``done`` of ``total`` are through: redraw the bar when one is due (a terminal)."""
+        self._done = done
+        if self.live and self.total and now >= self._bar_next:
+            self._bar_next = now + self.BAR_EVERY
+            self._draw(now)
+
+    def bar(self, now: float) -> str:
+        """``[#####.......]  41.7% 417,000/1,000,000 records, 208,391/s, 3 s left``"""
+        total = max(self.total or 0, 1)
+        frac = min(self._done / total, 1.0)
+        filled = int(frac * self.BAR_WIDTH)
+        elapsed = max(now - self.started, 1e-9)
+        rate = self._done / elapsed
+        left = f"{(total - self._done) / rate:.0f} s left" if rate > 0 else "waiting"
+        return (f"[{'#' * filled}{'.' * (self.BAR_WIDTH - filled)}] {frac:6.1%} "
+                f"{self._done:,}/{total:,} {self.unit}, {rate:,.0f}/s, {left}")
+
+    def _draw(self, now: float) -> None:
+        parts = []
+        if self.total and now - self.started >= self.BAR_DELAY:
+            parts.append(self.bar(now))
+        if self._text:
+            parts.append(self._text)
+        if parts:
+            self.stream.write("\r\x1b[K" + "  ".join(parts))
+            self.stream.flush()
+            self._shown = True
 
     def end(self) -> None:
         """Leave the live line (if any) so that the summary starts on a line of its own."""

@@ -21,14 +21,14 @@ def run(args: argparse.Namespace) -> int:
         config = BrokerConfig.from_sources(args.config, args.override)
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
-        return 2
+        return 1
     for warning in config.warnings:  # accepted but ignored settings (deprecated, Kafka-only)
         log.warning("%s", warning)
     try:
         from pylog.broker.server import PurePythonRefused, run_broker
     except ImportError as exc:  # logcore's extensions are not built
         print(f"pylog broker: {exc}", file=sys.stderr)
-        return 2
+        return 1
 
     from pylog.broker.server import event_loop_factory
     from pylog.errors import InconsistentClusterIdError
@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
             return runner.run(coro)
     except PurePythonRefused as exc:
         print(f"pylog broker: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except ConfigError as exc:
         print(f"pylog broker: invalid configuration: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except InconsistentClusterIdError as exc:
         log.error("cannot start: InconsistentClusterIdException: %s", exc)
         return 1

@@ -96,11 +96,12 @@ def _stop(args: argparse.Namespace) -> int:
     from pylog.controller import launcher
 
     try:
-        stopped = launcher.stop(args.data_dir)
+        lines = launcher.stop(args.data_dir)
     except launcher.LauncherError as exc:
         print(f"pylog cluster stop: {exc}", file=sys.stderr)
         return 1
-    print("stopped " + ", ".join(stopped))
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -269,5 +269,7 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 1 if report.problems else 0
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        from pylog.cli._common import interrupted_status
+
+        return interrupted_status(exc)

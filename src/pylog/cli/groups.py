@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.cli._common import describe_error, interrupted_status
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
     from pylog.client import Admin, GroupDescription, TopicPartition
@@ -152,19 +153,14 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"{where}: {exc}", file=sys.stderr)
         return 1
-    except KafkaConnectionError as exc:
-        print(f"{where}: cannot reach the broker at {args.bootstrap_server} ({exc}); is it "
-              f"running? (--bootstrap-server HOST:PORT)", file=sys.stderr)
-        return 1
-    except KafkaTimeoutError as exc:
-        print(f"{where}: {exc}; the broker is slow or unreachable (--timeout SECONDS)",
-              file=sys.stderr)
+    except (KafkaConnectionError, KafkaTimeoutError) as exc:  # worded as every command does
+        print(f"{where}: {describe_error(exc, args)}", file=sys.stderr)
         return 1
     except errors.KafkaError as exc:
         print(f"{where}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
     except BrokenPipeError:
         return 0
 

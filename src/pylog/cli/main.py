@@ -23,6 +23,7 @@ import sys
 
 import pylog
 from pylog.cli import groups as groups_cmd
+from pylog.cli._common import stop_on_sigterm
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"pylog {pylog.__version__} (logcore {logcore.IMPLEMENTATION})")
         return 0
+    # Every command stops on SIGTERM as on Ctrl-C (the broker installs its own handlers).
+    stop_on_sigterm()
     if args.command == "broker":
         from pylog.cli.broker_cmd import run
 

@@ -182,7 +182,7 @@ def perf_produce(args: argparse.Namespace) -> int:
     sizes = np.array([len(x) for x in payloads], dtype=np.int64)
     same_size = int(sizes[0]) if (sizes == sizes[0]).all() else None
     out = sys.stderr if args.json else sys.stdout
-    progress = Progress(out, args.reporting_interval / 1000)
+    progress = Progress(out, args.reporting_interval / 1000, total=n)
     sent_at = array("d", bytes(8 * n))  # perf_counter() at each send()
     latency = np.full(n, np.nan)  # ms, filled as batches complete
     done: collections.deque[tuple[int, int, float, BaseException | None]] = collections.deque()
@@ -234,7 +234,7 @@ def perf_produce(args: argparse.Namespace) -> int:
         sent = 0
         start = clock()
         total.start = window.start = start
-        progress.next_at = start + progress.interval
+        progress.restart(start)
         for i in range(n):
             if step and i % step == 0:
                 ahead = start + i / rate - clock()
@@ -252,6 +252,7 @@ def perf_produce(args: argparse.Namespace) -> int:
             sent = i + 1
             if i & 1023 == 0:
                 now = clock()
+                progress.advance(sent, now)
                 if progress.due(now):
                     report(now)
                 if failed:
@@ -261,6 +262,7 @@ def perf_produce(args: argparse.Namespace) -> int:
             time.sleep(0.005)
             drain()
             now = clock()
+            progress.advance(sent, now)
             if progress.due(now):
                 report(now)
         end = clock()
@@ -321,7 +323,8 @@ def perf_consume(args: argparse.Namespace) -> int:
     if not args.hide_header and not args.json:
         first = "time, threadId" if args.show_detailed_stats else "start.time, end.time"
         print(f"{first}, {CSV_HEADER}")
-    live = Progress(sys.stderr, args.reporting_interval / 1000)
+    live = Progress(sys.stderr, args.reporting_interval / 1000,
+                    total=None if args.show_detailed_stats else args.messages)
     if not args.show_detailed_stats and not live.live:
         live.next_at = float("inf")  # nothing to show: no live line, no CSV rows
     e2e: list[Any] = []
@@ -342,20 +345,36 @@ def perf_consume(args: argparse.Namespace) -> int:
                 consumer.seek_to_beginning()
         total = Window(start)
         window = Window(start)
+        live.restart(start)
         last_record = start
         joined = args.group is None
+
+        def detailed_row(now: float) -> None:
+            elapsed = max(now - window.start, 1e-9)
+            mb = window.bytes / MB
+            print(f"{stamp(time.time())}, 0, {total.bytes / MB:.4f}, {mb / elapsed:.4f}, "
+                  f"{total.count}, {window.count / elapsed:.4f}, 0, "
+                  f"{elapsed * 1000:.0f}, {mb / elapsed:.4f}, {window.count / elapsed:.4f}",
+                  file=sys.stderr if args.json else sys.stdout)
+
         while total.count < args.messages and (clock() - last_record) * 1000 <= args.timeout:
             now_ms = time.time() * 1000
+            # Exactly --messages records are counted: a poll asks for at most what is left
+            # (poll_columns hands out whole fetches: the surplus is left uncounted).
+            need = args.messages - total.count
             if args.poll_columns:
                 cols = consumer.poll_columns(0.1)
                 count = nbytes = 0
                 for c in cols.values():
-                    count += c.num_records
-                    nbytes += int(c.key_offsets[-1] - c.key_offsets[0]
-                                  + c.value_offsets[-1] - c.value_offsets[0])
-                    e2e.append(now_ms - c.timestamps)
+                    k = min(c.num_records, need - count)
+                    if k <= 0:
+                        break
+                    count += k
+                    nbytes += int(c.key_offsets[k] - c.key_offsets[0]
+                                  + c.value_offsets[k] - c.value_offsets[0])
+                    e2e.append(now_ms - c.timestamps[:k])
             else:
-                recs = consumer.poll(0.1)
+                recs = consumer.poll(0.1, max_records=need)
                 count = len(recs)
                 nbytes = sum([len(r.value) for r in recs if r.value is not None]
                              + [len(r.key) for r in recs if r.key is not None])
@@ -369,19 +388,17 @@ def perf_consume(args: argparse.Namespace) -> int:
                 last_record = now
                 total.add(count, nbytes)
                 window.add(count, nbytes)
+            live.advance(total.count, now)
             if live.due(now):
                 if args.show_detailed_stats:
-                    elapsed = max(now - window.start, 1e-9)
-                    mb = window.bytes / MB
-                    print(f"{stamp(time.time())}, 0, {total.bytes / MB:.4f}, {mb / elapsed:.4f}, "
-                          f"{total.count}, {window.count / elapsed:.4f}, 0, "
-                          f"{elapsed * 1000:.0f}, {mb / elapsed:.4f}, {window.count / elapsed:.4f}",
-                          file=sys.stderr if args.json else sys.stdout)
+                    detailed_row(now)
                     live.next_at = now + live.interval
                 else:
                     live.show(window.line("received", now), now)
                 window = Window(now)
         end = clock()
+        if args.show_detailed_stats and window.count:
+            detailed_row(end)  # the last, partial interval: the rows add up to the total
     live.end()
     elapsed = max(end - start, 1e-9)
     fetch_s = max(elapsed - join_ms / 1000, 1e-9)

@@ -271,6 +271,25 @@ def _start_positions(consumer: Consumer, args: argparse.Namespace,
     # auto.offset.reset) decide, as in Kafka's console consumer.
 
 
+def _tell_new_group_start(consumer: Consumer, args: argparse.Namespace) -> bool:
+    """Once the group has assigned partitions: say on stderr which of them have no
+    committed offset and so start at the end (auto.offset.reset=latest, as Kafka's console
+    consumer), which prints nothing until new records come. True once checked."""
+    tps = sorted(consumer.assignment())
+    if not tps:
+        return False
+    if consumer_settings(args).get("auto.offset.reset") != "latest":
+        return True
+    committed = consumer.committed(tps)
+    fresh = [tp for tp in tps if committed.get(tp) is None]
+    if fresh:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in fresh)
+        print(f"pylog consume: group {args.group!r} has no committed offset for {names}: "
+              "reading new records only (pass --from-beginning to read from the start)",
+              file=sys.stderr, flush=True)
+    return True
+
+
 def _at_end(consumer: Consumer) -> bool:
     """Every assigned partition is at the end its last fetch reported."""
     tps = consumer.assignment()
@@ -290,7 +309,11 @@ def consume(args: argparse.Namespace) -> int:
         raise CliError("--offset and --from-timestamp with --group need --partition (a group "
                        "starts at its committed offsets; use --from-beginning for a new group)")
     with admin_for(args) as admin:
-        (topic,) = admin.describe_topics([args.topic]).values()
+        try:
+            (topic,) = admin.describe_topics([args.topic]).values()
+        except errors.UnknownTopicOrPartitionError:
+            raise CliError(f"topic {args.topic!r} does not exist (list the topics with: pylog "
+                           f"topics list -b {args.bootstrap_server})") from None
     known = [p.partition for p in topic.partitions]
     wanted = args.partition or known
     missing = sorted(set(wanted) - set(known))
@@ -306,6 +329,7 @@ def consume(args: argparse.Namespace) -> int:
             consumer.assign(tps)
             _start_positions(consumer, args, tps)
         printed = 0
+        told_start = False
         committed_at = time.monotonic()
         try:
             while True:
@@ -315,6 +339,8 @@ def consume(args: argparse.Namespace) -> int:
                 # At most the records still to print: the positions then stay just past the
                 # last printed record, and committing them commits what was printed.
                 records = consumer.poll(1.0, max_records=min(want, 500) if want else None)
+                if subscribe and not told_start:
+                    told_start = _tell_new_group_start(consumer, args)
                 if records:
                     out.write(b"".join(map(fmt, records)))
                     out.flush()

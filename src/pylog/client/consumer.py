@@ -33,9 +33,14 @@ Thread-safety: one thread at a time (as Kafka's ``KafkaConsumer``).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
+import concurrent.futures
+import os
 import queue
+import signal
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -55,6 +60,9 @@ from pylog.client.records import (
 )
 
 __all__ = ["Consumer"]
+
+# How long close() or the next poll waits for an interrupted poll to hand its records back.
+_RECLAIM_WAIT_S = 5.0
 
 
 class Consumer:
@@ -85,6 +93,8 @@ class Consumer:
             raise
         self._closed = False
         self._iter_buffer: collections.deque[ConsumerRecord] = collections.deque()
+        # polls whose wait was interrupted while their coroutine went on (``_serve``)
+        self._abandoned: list[concurrent.futures.Future[Any]] = []
 
     async def _make(self, settings: Resolved) -> ConsumerCore:
         core = ConsumerCore(settings)
@@ -117,8 +127,14 @@ class Consumer:
                 self._unserved.append(item)  # the next waiting call runs it
         return await fut
 
-    def _serve(self, coro: Any) -> Any:
-        """Run ``coro`` on the loop; meanwhile run the callbacks handed over to this call."""
+    def _serve(self, coro: Any, *, returns_records: bool = False) -> Any:
+        """Run ``coro`` on the loop; meanwhile run the callbacks handed over to this call.
+
+        ``returns_records``: ``coro`` hands out records (``poll``). If the wait is
+        interrupted (Ctrl-C's KeyboardInterrupt, SIGTERM's SystemExit) the coroutine goes on
+        and its records would be lost, though their positions moved past them: they are
+        taken back by ``_reclaim`` (the next ``poll`` returns them; ``commit`` and ``close``
+        do not count them as consumed)."""
         if self._thread.in_loop_thread():
             coro.close()
             raise IllegalStateError("a blocking consumer call from the consumer's own I/O thread "
@@ -129,6 +145,7 @@ class Consumer:
             while self._unserved:
                 inbox.put(self._unserved.popleft())
             self._serving.append(inbox)
+        cf = None
         try:
             cf = asyncio.run_coroutine_threadsafe(coro, loop)
             cf.add_done_callback(lambda _: inbox.put(None))
@@ -144,6 +161,10 @@ class Consumer:
                 except BaseException as exc:  # noqa: BLE001 - handed back to the loop
                     result, error = None, exc
                 loop.call_soon_threadsafe(_settle, fut, result, error)
+        except BaseException:
+            if returns_records and cf is not None and not cf.done():
+                self._abandoned.append(cf)
+            raise
         finally:
             with self._inbox_lock:
                 self._serving.remove(inbox)
@@ -208,6 +229,7 @@ class Consumer:
         names, regex = as_pattern(topics, pattern)
         cb = RebalanceListener(self, listener, on_assign, on_revoke, on_lost)
         self._serve(self._core.subscribe(names, regex, cb))
+        _leave_groups_on_sigterm(self)
 
     def subscription(self) -> set[str]:
         """The subscribed topics (a pattern's current matches)."""
@@ -252,6 +274,7 @@ class Consumer:
         parsed = _commit_offsets(offsets, message)
         consumed = parsed is None
         if parsed is None:
+            self._reclaim()
             parsed = self._run(self._consumed())
         if asynchronous:
             return asyncio.run_coroutine_threadsafe(self._commit_async(parsed, consumed),
@@ -374,10 +397,23 @@ class Consumer:
             ApiError: a non-retriable fetch or group error (e.g. CorruptMessageError,
                 FencedInstanceIdError); the exception of a rebalance callback.
         """
+        self._reclaim()
         if self._iter_buffer:
             n = max_records or self._core.max_poll_records
             return [self._iter_buffer.popleft() for _ in range(min(n, len(self._iter_buffer)))]
-        return self._serve(self._core.poll(timeout, max_records))  # type: ignore[no-any-return]
+        return self._serve(self._core.poll(timeout, max_records),  # type: ignore[no-any-return]
+                           returns_records=True)
+
+    def _reclaim(self) -> None:
+        """Put the records of interrupted polls back in front of the buffer (``_serve``)."""
+        while self._abandoned:
+            cf = self._abandoned.pop()
+            try:
+                records = cf.result(_RECLAIM_WAIT_S)
+            except BaseException:  # noqa: BLE001 - the poll failed or ran on: nothing handed out
+                continue
+            if records:
+                self._iter_buffer.extendleft(reversed(records))
 
     def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
         """Fetched records as ``logcore.Columns`` per partition (numpy arrays: offsets,
@@ -408,8 +444,10 @@ class Consumer:
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records forever (polling with a 1 s timeout) until the consumer is closed."""
         while not self._closed:
+            self._reclaim()
             if not self._iter_buffer:
-                self._iter_buffer.extend(self._serve(self._core.poll(1.0, None)))
+                self._iter_buffer.extend(self._serve(self._core.poll(1.0, None),
+                                                     returns_records=True))
                 continue
             yield self._iter_buffer.popleft()
 
@@ -422,7 +460,9 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        _IN_GROUPS.discard(self)
         try:
+            self._reclaim()
             if self._iter_buffer:
                 self._run(self._rewind())
             self._serve(self._core.close(timeout))
@@ -455,3 +495,41 @@ def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) 
     else:
         fut.set_result(result)
 
+
+# -------------------------------------------------------------- SIGTERM and exit
+# A process killed by SIGTERM's default action (a plain `kill`, a process supervisor) dies
+# at once: its group members stay in their groups until session.timeout.ms (45 s), holding
+# their partitions, and what they consumed is not committed. Where the application leaves
+# SIGTERM at its default, the first subscribe() on the main thread makes SIGTERM raise
+# SystemExit(143) instead, as Ctrl-C raises KeyboardInterrupt: `with` blocks and `finally`
+# clauses close the consumers (commit with enable.auto.commit, LeaveGroup), and at exit
+# the consumers still open are closed. An application with a SIGTERM handler of its own
+# keeps it untouched.
+
+_IN_GROUPS: weakref.WeakSet[Consumer] = weakref.WeakSet()
+_EXIT_CLOSE_TIMEOUT_S = 10.0
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if not _IN_GROUPS:  # no consumer left to close: SIGTERM's default action after all
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise SystemExit(128 + signum)
+
+
+def _leave_groups_on_sigterm(consumer: Consumer) -> None:
+    _IN_GROUPS.add(consumer)
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers are set from the main thread only
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for consumer in list(_IN_GROUPS):
+        try:
+            consumer.close(_EXIT_CLOSE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - exiting: nothing left to report it to
+            pass

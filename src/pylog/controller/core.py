@@ -285,7 +285,8 @@ class ControllerCore:
                 result = el.elect_for_controlled_shutdown(state, replicas, self._electable(),
                                                           self.shutting_down)
                 if result.leader_and_isr is None:
-                    remaining.append(tp)
+                    if self._has_taker(tp, broker_id):
+                        remaining.append(tp)
                 else:
                     writes.append(StateWrite(tp, result.leader_and_isr, state.partition_epoch))
             elif broker_id in state.isr and len(state.isr) > 1:
@@ -326,8 +327,22 @@ class ControllerCore:
         return self.preferred_elections(out)
 
     def still_led_by(self, broker_id: int) -> list[TP]:
+        """The partitions a broker in controlled shutdown still leads and that another live
+        replica could take over once it is back in the ISR: what ControlledShutdown reports
+        as remaining, so that the broker retries.
+
+        Kafka lists every replicated partition the broker leads. Here a partition none of
+        whose other replicas is live (and not shutting down itself) is left out: no retry
+        can move it, so the last broker of a cluster being stopped succeeds at once
+        instead of waiting out ``controlled.shutdown.max.retries`` backoffs."""
         return [tp for tp, s in sorted(self.states.items())
-                if s.leader == broker_id and len(self.replicas(tp)) > 1]
+                if s.leader == broker_id and len(self.replicas(tp)) > 1
+                and self._has_taker(tp, broker_id)]
+
+    def _has_taker(self, tp: TP, broker_id: int) -> bool:
+        """Another replica of ``tp`` is live and not shutting down."""
+        return any(r != broker_id and r in self.live and r not in self.shutting_down
+                   for r in self.replicas(tp))
 
     def isr_changed(self, states: Mapping[TP, el.LeaderAndIsr]) -> None:
         """A leader rewrote ISRs (``/isr_change_notification``): take the states read."""

@@ -35,22 +35,39 @@ class LauncherError(RuntimeError):
 
 
 def _alive(pid: int) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: kill(0) is all there is
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def _port_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` now.
+
+    The test binds with SO_REUSEADDR, as the brokers (asyncio) and ZooKeeper (Java) do: the
+    connections a stopped cluster leaves in TIME_WAIT do not keep a listener off the port,
+    so they must not fail the check either (``cluster start`` right after ``cluster stop``).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
             return False
     return True
+
+
+def _port_taken(port: int, who: str, flag: str) -> str:
+    return (f"port {port} ({who}) is in use by another process (`ss -ltnp 'sport = :{port}'` "
+            f"shows which): stop it, or pass {flag} to use other ports")
 
 
 def _ruok(port: int) -> bool:
@@ -69,7 +86,7 @@ def start_zookeeper(base: pathlib.Path, port: int, timeout: float = 60.0) -> int
     if shutil.which("java") is None:
         raise LauncherError("no java on PATH: run `make sysdeps` (openjdk-17-jre-headless)")
     if not _port_free(port):
-        raise LauncherError(f"port {port} (ZooKeeper) is taken: pass --zookeeper-port")
+        raise LauncherError(_port_taken(port, "ZooKeeper", "--zookeeper-port"))
     data = base / "zookeeper"
     data.mkdir(parents=True, exist_ok=True)
     cfg = base / "zoo.cfg"
@@ -94,7 +111,7 @@ def start_zookeeper(base: pathlib.Path, port: int, timeout: float = 60.0) -> int
 def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
                  extra: list[str], timeout: float = 60.0) -> int:
     if not _port_free(port):
-        raise LauncherError(f"port {port} (broker {broker_id}) is taken: pass --base-port")
+        raise LauncherError(_port_taken(port, f"broker {broker_id}", "--base-port"))
     data = base / f"broker-{broker_id}"
     data.mkdir(parents=True, exist_ok=True)
     ready = base / f"broker-{broker_id}.ready"
@@ -156,29 +173,71 @@ def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
 
 
 def stop_processes(state: dict[str, Any], timeout: float = 60.0) -> list[str]:
-    """SIGTERM the brokers (they shut down in a controlled way), then ZooKeeper."""
-    stopped = []
-    pids = [(f"broker {b['id']}", b["pid"]) for b in state.get("brokers", [])]
-    for _name, pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for name, pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-            _reap(pid)
-        if _alive(pid):
+    """Stop the brokers one at a time, the controller last, then ZooKeeper; what each did.
+
+    One at a time, as a rolling restart does: each broker's controlled shutdown hands its
+    leaderships to brokers that are still up and returns at once. Stopped together, every
+    broker would be shutting down, none could take a leadership, and each would wait out
+    its ``controlled.shutdown.max.retries`` backoffs. The controller goes last so that no
+    shutdown waits for a new controller to be elected. Returns lines such as
+    ``"stopped broker 1"``, ``"broker 2 was not running"`` or
+    ``"broker 0 did not stop in 60 s: killed"``.
+    """
+    brokers = list(state.get("brokers", []))
+    controller = _controller_id(state)
+    brokers.sort(key=lambda b: (b["id"] == controller, b["id"]))
+    done = []
+    for b in brokers:
+        name, pid = f"broker {b['id']}", b["pid"]
+        if not _alive(pid):
+            done.append(f"{name} was not running")
+            continue
+        os.kill(pid, signal.SIGTERM)
+        if _wait_exit(pid, timeout):
+            done.append(f"stopped {name}")
+        else:
             os.kill(pid, signal.SIGKILL)
-        stopped.append(name)
+            done.append(f"{name} did not stop in {timeout:.0f} s: killed")
     zk = state.get("zookeeper", {}).get("pid")
     if zk and _alive(zk):
         os.killpg(zk, signal.SIGTERM)
-        end = time.monotonic() + 20
-        while _alive(zk) and time.monotonic() < end:
-            time.sleep(0.1)
-            _reap(zk)
-        stopped.append("zookeeper")
-    return stopped
+        done.append("stopped zookeeper" if _wait_exit(zk, 20.0) else "zookeeper did not stop")
+    elif zk:
+        done.append("zookeeper was not running")
+    return done
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        _reap(pid)
+        if not _alive(pid):
+            break
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _controller_id(state: dict[str, Any]) -> int | None:
+    """The id of the cluster's controller, read from ZooKeeper's ``/controller``; None when
+    ZooKeeper does not answer (the brokers are then stopped in id order)."""
+    port = state.get("zookeeper", {}).get("port")
+    if not port or not _ruok(port):
+        return None
+    try:
+        from pylog.cluster.zk_store import ZkStore
+    except ImportError:
+        return None
+    store = ZkStore(f"127.0.0.1:{port}")
+    try:
+        store.start(timeout_s=5.0)
+        reg = store.get_controller()
+        return reg.broker_id if reg is not None else None
+    except Exception:  # ZooKeeper going away: fall back to id order
+        return None
+    finally:
+        store.close()
 
 
 def _reap(pid: int) -> None:
@@ -189,6 +248,8 @@ def _reap(pid: int) -> None:
 
 
 def stop(data_dir: str) -> list[str]:
+    """Stop what ``start`` started from ``data_dir``; one line per process (see
+    ``stop_processes``)."""
     state_path = pathlib.Path(data_dir).resolve() / STATE_FILE
     if not state_path.exists():
         raise LauncherError(f"no {STATE_FILE} in {data_dir}: nothing started there (pass the "

@@ -756,3 +756,23 @@ def test_a_directory_named_like_a_segment_is_a_problem(tmp_path: Path, capsys) -
     (part / f"{99:020d}.log").mkdir()
     rc, out, _ = dump(capsys, str(part))
     assert rc == 1 and f"Cannot read {part / f'{99:020d}.log'}: not a regular file" in out
+
+
+def test_the_preallocated_tail_of_a_live_index_is_noticed_naming_the_file(tmp_path: Path,
+                                                                           capsys) -> None:
+    """A log still open (as a broker keeps it) has indexes preallocated with zeros: one
+    stderr line per index says so and names the file, since several are dumped at once."""
+    part = tmp_path / "live-0"
+    log = Log(part, LogConfig(index_interval_bytes=100))
+    try:
+        for i in range(20):
+            b = BatchBuilder()
+            b.append(b"v%d" % i * 20, key=b"k", timestamp_ms=T0 + i)
+            log.append(bytearray(b.build()), leader_epoch=0)
+        rc, out, err = dump(capsys, str(part))
+    finally:
+        log.close()
+    assert rc == 0, err
+    lines = [x for x in err.splitlines() if "zero entries" in x]
+    assert sorted(x.split(": ")[0] for x in lines) == [str(part / f"{SEG}.index"),
+                                                      str(part / f"{SEG}.timeindex")], err

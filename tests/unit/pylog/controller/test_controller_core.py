@@ -216,3 +216,33 @@ def test_auto_rebalance_over_the_imbalance_percentage_only() -> None:
     # Not while broker 1 shuts down, nor when it is dead.
     core.shutting_down.add(1)
     assert core.auto_rebalance(10) == []
+
+
+def test_controlled_shutdown_of_the_last_live_replica_has_nothing_remaining() -> None:
+    # Brokers 2 and 3 are gone: no retry could move broker 1's leadership, so its
+    # controlled shutdown succeeds at once (the last broker of a cluster being stopped).
+    core = make()
+    apply(core, core.topics_changed({"t": topic({0: (1, 2, 3)})}))
+    writes, _, _ = core.brokers_changed(brokers(1))
+    apply(core, writes)
+    writes, remaining = core.controlled_shutdown(1)
+    assert writes == [] and remaining == []
+    assert core.still_led_by(1) == []
+    assert core.states[("t", 0)].leader == 1
+
+
+def test_controlled_shutdown_waits_for_a_live_replica_out_of_the_isr() -> None:
+    # Broker 2 is live but out of the ISR: it may catch up, so the partition is remaining
+    # (the broker retries), as in Kafka.
+    core = make(live=(1, 2))
+    apply(core, core.topics_changed({"t": topic({0: (1, 2)})}))
+    core.states[("t", 0)] = el.LeaderAndIsr(1, 0, (1,), partition_epoch=0)
+    _, remaining = core.controlled_shutdown(1)
+    assert remaining == [("t", 0)]
+    # Both shutting down at once: neither can take the other's partitions.
+    core2 = make(live=(1, 2))
+    apply(core2, core2.topics_changed({"t": topic({0: (1, 2)})}))
+    core2.controlled_shutdown(2)
+    core2.states[("t", 0)] = el.LeaderAndIsr(1, 0, (1,), partition_epoch=0)
+    _, remaining2 = core2.controlled_shutdown(1)
+    assert remaining2 == []
