@@ -13,6 +13,10 @@ Formats (Kafka's `compression/` package, KIP-57, KIP-110, KIP-390):
 - lz4: the LZ4 frame format (independent 64 KiB blocks, as KafkaLZ4BlockOutputStream).
 - zstd: a zstd frame; Kafka's default level is 3.
 
+Thread safety: every function here may run on many threads at once (the broker's I/O
+threads, follower fetchers, the log cleaner, client and Spark reader threads). zlib, lz4
+and snappy get a fresh context per call; zstd contexts are per thread (see ``_zstd``).
+
 Every decompressor is bounded: output beyond ``MAX_DECOMPRESSED_BYTES`` is refused with
 CorruptRecordError instead of allocating without limit (a decompression bomb).
 """
@@ -20,6 +24,7 @@ CorruptRecordError instead of allocating without limit (a decompression bomb).
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -47,8 +52,17 @@ _LZ4_MAX_RATIO = 256  # LZ4 expands at most ~255x (a match length byte of 255 pe
 _LZ4_STEP = 1 << 20  # output slice asked of python-lz4 per call
 _ZSTD_MAX_RATIO = 1 << 16  # bound on zstd output bytes per input byte (RLE blocks)
 
-_zstd_compressors: dict[int, zstandard.ZstdCompressor] = {}
-_zstd_decompressor = zstandard.ZstdDecompressor()
+# python-zstandard's ZstdCompressor and ZstdDecompressor (and the decompressobj() of a
+# decompressor, which uses its parent's context) are not thread-safe: one object shared
+# by threads returns wrong bytes, raises, or crashes the process. Each thread keeps its
+# own. Not one per call: making a context costs more than the work on a small batch
+# (benchmarks/RESULTS.md, "zstd contexts": at 1 KiB, compress 3.8 us with the thread's
+# context against 12.0 us with a new one, decompress 1.5 us against 16.4 us; the
+# thread-local lookup itself adds ~0.1 us over a shared object). A thread never runs two zstd calls at once (nothing here yields
+# or re-enters), so one context per thread is enough. Pool threads live as long as the
+# process; their contexts go with them when they exit.
+_zstd = threading.local()
+_ZSTD_LEVELS_KEPT = 4  # compressors one thread keeps; more levels in use start over
 
 
 def codec_id(name: str) -> int:
@@ -96,11 +110,7 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
             store_size=False,
         )
     if codec == ZSTD:
-        lvl = level if level is not None else 3
-        comp = _zstd_compressors.get(lvl)
-        if comp is None:
-            comp = _zstd_compressors[lvl] = zstandard.ZstdCompressor(level=lvl)
-        return comp.compress(data)
+        return _zstd_compressor(level if level is not None else 3).compress(data)
     if codec == NONE:
         return bytes(data)
     raise ValueError(f"unknown compression codec id {codec}")
@@ -210,6 +220,29 @@ def _unlz4(data, limit: int) -> bytes:
     return bytes(out)
 
 
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    """This thread's zstd compressor for `level`."""
+    try:
+        kept: dict[int, zstandard.ZstdCompressor] = _zstd.compressors
+    except AttributeError:
+        kept = _zstd.compressors = {}
+    comp = kept.get(level)
+    if comp is None:
+        if len(kept) >= _ZSTD_LEVELS_KEPT:
+            kept.clear()
+        comp = kept[level] = zstandard.ZstdCompressor(level=level)
+    return comp
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's zstd decompressor."""
+    try:
+        return _zstd.decompressor
+    except AttributeError:
+        d = _zstd.decompressor = zstandard.ZstdDecompressor()
+        return d
+
+
 def _unzstd(data, limit: int) -> bytes:
     # A zstd decompression object emits everything a slice of input yields, so the
     # input slice is sized from the remaining budget: one input byte can yield at most
@@ -219,14 +252,14 @@ def _unzstd(data, limit: int) -> bytes:
     bound = _zstd_output_bound(view)
     if bound is not None and bound <= limit:
         # The block headers promise no more than the limit: one call, library speed.
-        d = _zstd_decompressor.decompressobj()
+        d = _zstd_decompressor().decompressobj()
         whole = d.decompress(view)
         if not d.eof:
             raise CorruptRecordError("truncated zstd frame")
         if len(whole) > limit:  # only if the headers lied; the library checks blocks too
             raise _too_big("zstd", limit)
         return whole
-    d = _zstd_decompressor.decompressobj()
+    d = _zstd_decompressor().decompressobj()
     out = bytearray()
     pos, n = 0, len(view)
     while pos < n and not d.eof:

@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     from pylog.broker.server import event_loop_factory
+    from pylog.cluster import MissingKazooError
     from pylog.errors import InconsistentClusterIdError
 
     factory = event_loop_factory() if sys.version_info >= (3, 11) else None
@@ -40,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(coro)
         with asyncio.Runner(loop_factory=factory) as runner:  # type: ignore[attr-defined,unused-ignore]
             return runner.run(coro)
+    except MissingKazooError as exc:  # zookeeper.connect without the [cluster] extra
+        print(f"pylog broker: {exc}", file=sys.stderr)
+        return 1
     except PurePythonRefused as exc:
         print(f"pylog broker: {exc}", file=sys.stderr)
         return 1

@@ -18,3 +18,10 @@ single node, and cluster mode (the controller, the replica manager and follower 
 built on these pieces in later steps. Importing ``pylog.cluster`` does not import ``kazoo``;
 only ``pylog.cluster.zk_store`` does (``pip install pylog-kafka[cluster]``).
 """
+
+
+class MissingKazooError(ImportError):
+    """Cluster mode (``zookeeper.connect``) was asked for, but ``kazoo`` cannot be imported.
+
+    The message is one line naming the install command; ``pylog broker`` prints it and exits 1.
+    """

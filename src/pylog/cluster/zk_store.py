@@ -34,18 +34,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-)
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-
 from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.cluster import MissingKazooError
 from pylog.cluster import zk_data as z
+
+try:
+    from kazoo.client import KazooClient, KazooState
+    from kazoo.exceptions import (
+        BadVersionError,
+        NodeExistsError,
+        NoNodeError,
+        NotEmptyError,
+        RolledBackError,
+    )
+    from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+except ImportError as exc:  # the optional extra is not installed (or is broken)
+    raise MissingKazooError(
+        f"cluster mode (zookeeper.connect) needs kazoo, which cannot be imported ({exc}); "
+        "install it with: pip install 'pylog-kafka[cluster]'"
+    ) from exc
 from pylog.errors import KafkaError
 
 log = logging.getLogger(__name__)

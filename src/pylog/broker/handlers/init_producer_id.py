@@ -16,6 +16,7 @@ PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for v0-3 clients, which do not kn
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from typing import Any
 
@@ -30,20 +31,23 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 log = logging.getLogger("pylog.broker.init_producer_id")
 
+# One allocator per broker. Two allocators on one directory would hand out the same ids,
+# so the get-or-create is locked: a process may run several brokers (embedded clients,
+# tests), each on its own event-loop thread, and nothing must depend on that.
 _ALLOCATORS: weakref.WeakKeyDictionary[Any, ProducerIdAllocator] = weakref.WeakKeyDictionary()
-
-
 _CLUSTER_IDS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_PER_BROKER_GUARD = threading.Lock()
 
 _ALLOCATION = "producer-id-allocation"  # the io_threads ordering key of next_id calls
 
 
 def allocator(broker: Any) -> ProducerIdAllocator:
     """The broker's producer id allocator (one per broker, in its log directory)."""
-    alloc = _ALLOCATORS.get(broker)
-    if alloc is None:
-        alloc = _ALLOCATORS[broker] = ProducerIdAllocator(broker.log_manager.log_dir)
-    return alloc
+    with _PER_BROKER_GUARD:
+        alloc = _ALLOCATORS.get(broker)
+        if alloc is None:
+            alloc = _ALLOCATORS[broker] = ProducerIdAllocator(broker.log_manager.log_dir)
+        return alloc
 
 
 async def new_producer_id(broker: Any) -> int:
@@ -58,11 +62,12 @@ async def new_producer_id(broker: Any) -> int:
         pylog.errors.KafkaStorageError: the id block file cannot be read or written.
     """
     if getattr(broker, "cluster", None) is not None:  # cluster mode: blocks from ZooKeeper, unique cluster-wide
-        ids = _CLUSTER_IDS.get(broker)
-        if ids is None:
-            from pylog.controller.producer_ids import ClusterProducerIds
+        from pylog.controller.producer_ids import ClusterProducerIds
 
-            ids = _CLUSTER_IDS[broker] = ClusterProducerIds(broker.cluster, broker.node_id)
+        with _PER_BROKER_GUARD:
+            ids = _CLUSTER_IDS.get(broker)
+            if ids is None:
+                ids = _CLUSTER_IDS[broker] = ClusterProducerIds(broker.cluster, broker.node_id)
         return await ids.next_id()
     try:
         # Taking a new block of ids fsyncs a file: on an I/O thread, one call at a time.

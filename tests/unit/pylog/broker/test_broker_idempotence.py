@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -137,3 +138,31 @@ def test_transactional_batch_needs_transactional_id(broker) -> None:
     resp = produce(broker, bytes(raw))
     assert resp.error_code == errors.TransactionalIdAuthorizationFailedError.code
     assert "transactional_id" in resp.error_message
+
+
+def test_producer_ids_are_unique_when_taken_from_many_threads(broker, tmp_path) -> None:
+    # The handler's per-broker allocator is made once however many threads ask at once
+    # (two allocators on one directory would hand out the same ids), and one allocator
+    # never gives an id twice across threads, through many block reservations.
+    from pylog.broker.handlers.init_producer_id import allocator
+
+    threads = 8
+    barrier = threading.Barrier(threads)
+    seen_allocators: list[Any] = [None] * threads
+    ids: list[list[int]] = [[] for _ in range(threads)]
+    shared = ProducerIdAllocator(str(tmp_path), block_size=5)
+
+    def work(t: int) -> None:
+        barrier.wait()
+        seen_allocators[t] = allocator(broker)
+        ids[t] = [shared.next_id() for _ in range(200)]
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    assert len({id(a) for a in seen_allocators}) == 1 and seen_allocators[0] is not None
+    every = sorted(i for mine in ids for i in mine)
+    assert every == list(range(threads * 200))
+    assert ProducerIdAllocator(str(tmp_path), block_size=5).next_id() == threads * 200

@@ -357,3 +357,54 @@ def test_large_produce_received_in_place_has_writable_records(version: int) -> N
     assert server.receive_buffer() is None
     with pytest.raises(LocalProtocolError):
         server.received_into(1)
+
+
+_LOOKUP_FROM_THREADS = r"""
+import sys, threading
+from pylog.protocol import _records, _schema, connection
+
+names = sorted(_schema.MESSAGES)
+record_names = sorted(_records.MESSAGES)
+keys = sorted(set(_schema.REQUESTS) | set(_schema.RESPONSES)) + [9999]
+barrier = threading.Barrier(8)
+seen = [None] * 8
+
+def work(t):
+    barrier.wait()
+    got = {}
+    for k in keys[t % 3:] + keys[: t % 3]:
+        got["req", k] = connection.request_class(k)
+        got["resp", k] = connection.response_class(k)
+    for n in names[::-1] if t % 2 else names:
+        got["schema", n] = _schema.load(n)
+    for n in record_names:
+        got["record", n] = _records.load(n)
+    seen[t] = got
+
+threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+first = seen[0]
+assert first is not None and all(s is not None and s.keys() == first.keys() for s in seen)
+for key, cls in first.items():
+    assert all(s[key] is cls for s in seen), key
+assert first["req", 9999] is None
+print("same classes", len(first))
+"""
+
+
+def test_lazy_class_lookups_give_one_class_to_many_threads_at_once() -> None:
+    # request_class / response_class and the generated packages' load() fill module-level
+    # caches on first use; racing first uses from many threads (the broker's loop, client
+    # threads, Spark readers) must all get the same class. A fresh interpreter starts with
+    # empty caches.
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LOOKUP_FROM_THREADS], capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("same classes ")
