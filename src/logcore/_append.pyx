@@ -252,7 +252,8 @@ cdef int _append_deferred(const unsigned char[::1] view, _AppendBatch *ab,
     cdef Py_ssize_t sec_len
     try:
         data = _compression.decompress(attrs & ATTR_CODEC_MASK,
-                                       view[ab.pos + HDR_SIZE:ab.pos + ab.size])
+                                       view[ab.pos + HDR_SIZE:ab.pos + ab.size],
+                                       limit=_compression.append_limit(ab.size))
     except CorruptRecordError as exc:
         raise corrupt(str(exc), index, ab.pos + HDR_SIZE) from None
     sec = <const unsigned char *>PyBytes_AS_STRING(data)

@@ -40,6 +40,21 @@ CODEC_IDS = {name: i for i, name in enumerate(NAMES)}
 # Largest record section a single batch may decompress to.
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
+# A produced batch is decompressed once, to be validated, by a broker that has not stored
+# it yet: a few kilobytes of zstd or gzip that inflate to MAX_DECOMPRESSED_BYTES (a
+# decompression bomb) would cost every such request a third of a second of CPU and that
+# much memory. The produce path allows APPEND_RATIO times the batch's compressed size, and
+# never less than APPEND_FLOOR_BYTES: far above what clients write (a librdkafka batch is
+# at most batch.size = 1 MB before compression; a Java producer's batch.size counts
+# compressed bytes, and real data compresses 2-20x), far below what a bomb asks for.
+APPEND_RATIO = 64
+APPEND_FLOOR_BYTES = 64 * 1024 * 1024
+
+
+def append_limit(compressed_size: int) -> int:
+    """The decompressed size a produced batch of ``compressed_size`` bytes may reach."""
+    return min(MAX_DECOMPRESSED_BYTES, max(APPEND_FLOOR_BYTES, APPEND_RATIO * compressed_size))
+
 DEFAULT_LEVELS = {GZIP: 6, SNAPPY: None, LZ4: 9, ZSTD: 3}
 # Valid levels (KIP-390): gzip 1-9, lz4 1-17, zstd -131072..22; snappy has none.
 LEVEL_RANGES = {GZIP: (1, 9), LZ4: (1, 17), ZSTD: (-131072, 22)}

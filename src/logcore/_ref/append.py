@@ -180,7 +180,7 @@ def _check_for_append(view: memoryview, pos: int, index: int, max_message_bytes:
     log_append = bool(batch.attributes & ATTR_TIMESTAMP_TYPE)
     max_ts = min_ts = None
     max_ts_delta = 0
-    for i, raw in enumerate(batch._raw_records()):
+    for i, raw in enumerate(batch._raw_records(_compression.append_limit(size))):
         if raw.offset_delta != i:
             raise batch._err(f"record {i} has offset_delta {raw.offset_delta}, expected {i}")
         if log_append:

@@ -216,8 +216,9 @@ class RecordBatch:
         if actual != self.crc:
             raise self._err(f"CRC mismatch: stored 0x{self.crc:08x}, computed 0x{actual:08x}")
 
-    def _records_section(self) -> tuple[memoryview, int]:
-        """The (decompressed) record bytes, and their position in the buffer (or -1)."""
+    def _records_section(self, limit: int | None = None) -> tuple[memoryview, int]:
+        """The (decompressed) record bytes, and their position in the buffer (or -1);
+        ``limit`` bounds the decompressed size (default: a read's bound)."""
         codec = self.attributes & ATTR_CODEC_MASK
         body = self._view[OFF_RECORDS:]
         if codec == _compression.NONE:
@@ -225,17 +226,19 @@ class RecordBatch:
         if codec >= len(_compression.NAMES):
             raise self._err(f"unknown compression codec id {codec}")
         try:
-            data = _compression.decompress(codec, body)
+            data = _compression.decompress(
+                codec, body, limit=_compression.MAX_DECOMPRESSED_BYTES if limit is None else limit
+            )
         except CorruptRecordError as exc:
             raise self._err(str(exc), self._position + OFF_RECORDS) from None
         return memoryview(data), -1
 
-    def _raw_records(self) -> Iterator[RawRecord]:
+    def _raw_records(self, limit: int | None = None) -> Iterator[RawRecord]:
         """Parse exactly records_count records covering the whole record section."""
         count = self.records_count
         if count < 0:
             raise self._err(f"negative records_count {count}")
-        section, section_pos = self._records_section()
+        section, section_pos = self._records_section(limit)
         base = section_pos if section_pos >= 0 else 0
         r = Reader(section, 0, len(section), base)
         for index in range(count):

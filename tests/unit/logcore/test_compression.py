@@ -325,3 +325,43 @@ def test_unknown_codec_raises_corrupt() -> None:
 def test_lz4_small_frame_allocates_little() -> None:
     blob = C.compress(C.LZ4, sample(1000))
     assert _peak_bytes(lambda: C.decompress(C.LZ4, blob)) < 16 << 20
+
+
+# --------------------------------------------------------------------------- produce path
+
+
+def _batch_with_section(codec: str, section: bytes) -> bytearray:
+    """A record batch of one record whose (compressed) record section is ``section``, with
+    its length and CRC-32C made right, so that it reaches the decompressor."""
+    b = logcore.BatchBuilder(compression=codec)
+    b.append(b"v", key=b"k", timestamp_ms=1)
+    batch = bytearray(b.build()[:61]) + section
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, logcore.crc32c(bytes(batch[21:])))
+    return batch
+
+
+def test_append_limit_is_a_ratio_with_a_floor() -> None:
+    assert C.append_limit(1000) == C.APPEND_FLOOR_BYTES
+    assert C.append_limit(2 << 20) == C.APPEND_RATIO * (2 << 20)
+    assert C.append_limit(64 << 20) == C.MAX_DECOMPRESSED_BYTES
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_a_produced_bomb_is_refused_at_the_append_limit(codec: str) -> None:
+    """A produced batch may decompress to APPEND_RATIO x its size (at least the floor), not
+    to the 256 MiB a read allows: a few KiB that inflate to 128 MiB are refused having
+    produced no more than the floor."""
+    batch = _batch_with_section(codec, _bomb(codec, 128 << 20))
+    assert len(batch) < (1 << 20)
+
+    def run() -> None:
+        with pytest.raises(logcore.CorruptRecordError, match=f"more than {C.APPEND_FLOOR_BYTES}"):
+            logcore.validate_for_append(batch, next_offset=0, max_message_bytes=1 << 20)
+
+    assert _peak_bytes(run) < 2 * C.APPEND_FLOOR_BYTES + (16 << 20)
+    # The same bytes read back (a consumer's bound) decompress past the produce limit.
+    reread = bytes(_batch_with_section(codec, _bomb(codec, 96 << 20)))
+    with pytest.raises(logcore.CorruptRecordError) as read_error:
+        logcore.RecordBatch(reread).validate()
+    assert f"more than {C.APPEND_FLOOR_BYTES}" not in str(read_error.value)
