@@ -265,6 +265,16 @@ def test_crc32c_matches(data, start) -> None:
     assert C_crc.crc32c(bytearray(data), start) == R_crc.crc32c(memoryview(data), start)
 
 
+def _buffer_id(value) -> str:
+    """A test id that is the same in every process (pytest-xdist workers compare them):
+    a memoryview's repr holds its address, so describe its shape instead."""
+    if isinstance(value, tuple):
+        return "-".join(_buffer_id(v) for v in value)
+    if isinstance(value, memoryview):
+        return f"memoryview-{value.format}-{value.shape}-{value.strides}-{value.nbytes}"
+    return repr(value)
+
+
 def _odd_buffers():
     """Buffers of every shape the byte-buffer rules sort out (flat bytes, strided, 2-D,
     wider items, empty and one-item strided views)."""
@@ -289,13 +299,13 @@ def _odd_buffers():
     "args",
     [(b"abc", -1), (b"abc", 2**32), (b"abc", 1.5), (b"abc", True), (None, 0), ("abc", 0),
      (bytearray(b"abc"), 5)] + [(b, 0) for b in _odd_buffers()],
-    ids=repr,
+    ids=_buffer_id,
 )
 def test_crc32c_arguments(args) -> None:
     assert_same(outcome(C_crc.crc32c, *args), outcome(R_crc.crc32c, *args), "crc32c arguments")
 
 
-@pytest.mark.parametrize("buf", _odd_buffers(), ids=repr)
+@pytest.mark.parametrize("buf", _odd_buffers(), ids=_buffer_id)
 def test_builder_buffer_shapes(buf) -> None:
     def run(mod):
         b = mod.BatchBuilder()
