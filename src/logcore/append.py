@@ -167,6 +167,32 @@ class FollowerAppendInfo:
         "batch_positions", "has_producer_state",
     )
 
+    def __init__(self, *, first_offset: int, last_offset: int, record_count: int,
+                 max_timestamp: int, offset_of_max_timestamp: int, min_timestamp: int,
+                 size_in_bytes: int, producer_id: int, producer_epoch: int,
+                 first_sequence: int, last_sequence: int, is_transactional: bool,
+                 is_control: bool, timestamp_type: str, epochs: list[tuple[int, int]],
+                 batch_positions: list[int], has_producer_state: bool) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.record_count = record_count
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.shallow_offset_of_max_timestamp = offset_of_max_timestamp
+        self.min_timestamp = min_timestamp
+        self.size_in_bytes = size_in_bytes
+        self.batch_count = len(batch_positions)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.first_sequence = first_sequence
+        self.last_sequence = last_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.timestamp_type = timestamp_type
+        self.epochs = epochs
+        self.batch_positions = batch_positions
+        self.has_producer_state = has_producer_state
+
     def __repr__(self) -> str:
         return (f"FollowerAppendInfo(first_offset={self.first_offset}, "
                 f"last_offset={self.last_offset}, batch_count={self.batch_count}, "
@@ -203,7 +229,8 @@ def validate_follower(buf: Any, log_end_offset: int) -> FollowerAppendInfo:
         if n == 0:
             raise CorruptRecordError("empty record set", batch_index=0, position=0)
         unpack = _HEADER.unpack_from
-        info = FollowerAppendInfo()
+        first: tuple[Any, ...] = ()
+        last_sequence = -1
         epochs: list[tuple[int, int]] = []
         positions: list[int] = []
         pos = 0
@@ -250,12 +277,7 @@ def validate_follower(buf: Any, log_end_offset: int) -> FollowerAppendInfo:
                         f"offsets [{base}, {last}], expected >= {log_end_offset} (the log "
                         "end offset)", first_offset=base, last_offset=last,
                         log_end_offset=log_end_offset)
-                info.first_offset = base
-                info.producer_id, info.producer_epoch = pid, pepoch
-                info.first_sequence = bseq
-                info.is_transactional = bool(attrs & _ATTR_TRANSACTIONAL)
-                info.is_control = bool(attrs & _ATTR_CONTROL)
-                info.timestamp_type = "log_append" if attrs & _ATTR_TIMESTAMP_TYPE else "create"
+                first = (base, pid, pepoch, bseq, attrs)
             elif base <= prev_last:
                 raise CorruptRecordError(
                     f"batch {index} at position {pos} has base offset {base}, expected "
@@ -270,24 +292,22 @@ def validate_follower(buf: Any, log_end_offset: int) -> FollowerAppendInfo:
             records += count
             epochs.append((epoch, base))
             positions.append(pos)
-            info.last_sequence = _last_sequence(bseq, lod)
+            last_sequence = _last_sequence(bseq, lod)
             prev_last = last
             pos += size
             index += 1
     finally:
         view.release()
-    info.last_offset = prev_last
-    info.record_count = records
-    info.max_timestamp = max_ts
-    info.offset_of_max_timestamp = info.shallow_offset_of_max_timestamp = (
-        off_max if off_max >= 0 else prev_last)
-    info.min_timestamp = -1 if min_ts is None else min_ts
-    info.size_in_bytes = n
-    info.batch_count = index
-    info.epochs = epochs
-    info.batch_positions = positions
-    info.has_producer_state = producer_state
-    return info
+    base0, pid0, pepoch0, bseq0, attrs0 = first
+    return FollowerAppendInfo(
+        first_offset=base0, last_offset=prev_last, record_count=records,
+        max_timestamp=max_ts, offset_of_max_timestamp=off_max if off_max >= 0 else prev_last,
+        min_timestamp=-1 if min_ts is None else min_ts, size_in_bytes=n, producer_id=pid0,
+        producer_epoch=pepoch0, first_sequence=bseq0, last_sequence=last_sequence,
+        is_transactional=bool(attrs0 & _ATTR_TRANSACTIONAL),
+        is_control=bool(attrs0 & _ATTR_CONTROL),
+        timestamp_type="log_append" if attrs0 & _ATTR_TIMESTAMP_TYPE else "create",
+        epochs=epochs, batch_positions=positions, has_producer_state=producer_state)
 
 
 def record_follower_epochs(info: FollowerAppendInfo, leader_epoch_cache: LeaderEpochCache) -> None:

@@ -447,6 +447,7 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 lat = clock.time_ms() if self._log_append_time else None
                 if self._compact and assign_offsets:
                     refuse_keyless(buf)
+                info: Any
                 if assign_offsets:
                     info = validate_for_append(
                         buf, next_offset=self._log_end_offset,
