@@ -23,6 +23,7 @@ from .errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
     TransactionCoordinatorFencedError,
+    UnexpectedAppendOffsetError,
 )
 
 __version__ = "0.1.0"
@@ -118,6 +119,7 @@ __all__ = [
     "TimeIndex",
     "TimestampOffset",
     "TransactionCoordinatorFencedError",
+    "UnexpectedAppendOffsetError",
     "crc32c",
     "decode_columns",
     "decode_unsigned_varint",

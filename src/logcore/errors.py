@@ -37,6 +37,26 @@ class CorruptRecordError(LogcoreError, ValueError):
         self.path = path
 
 
+class UnexpectedAppendOffsetError(CorruptRecordError):
+    """A follower append whose first batch starts below the log end offset (Kafka's
+    ``UnexpectedAppendOffsetException``). A follower whose log is empty recovers by
+    restarting its log at ``first_offset`` when the batch holds the log end offset (the
+    leader's log start fell inside that batch); otherwise the leader sent offsets this
+    log already has.
+
+    Attributes:
+        first_offset, last_offset: the first batch's base and last offsets.
+        log_end_offset: the log's end offset at the append.
+    """
+
+    def __init__(self, message: str, *, first_offset: int, last_offset: int,
+                 log_end_offset: int) -> None:
+        super().__init__(message, batch_index=0, position=0)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_end_offset = log_end_offset
+
+
 class RecordTooLargeError(LogcoreError, ValueError):
     """A batch is larger than the configured maximum message size."""
 

@@ -78,9 +78,11 @@ from .append import (
     DuplicateInfo,
     LogAppendInfo,
     TimestampOffset,
+    follower_producer_items,
+    record_follower_epochs,
     refuse_keyless,
     refuse_timestamps,
-    validate_replica,
+    validate_follower,
 )
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -134,6 +136,10 @@ _I32_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
 _NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is not judged
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
+
+
+class _SplitFollowerAppend(Exception):
+    """Leaves the append lock: the follower append goes on batch by batch."""
 
 
 #: How much older than it is ``Log.append_needs_io`` judges the active segment: a batch
@@ -433,6 +439,7 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         cfg = self.config
         clock = self.clock
         flush_to = -1
+        split = None
         try:
             with self._lock:
                 if self._closed:
@@ -440,6 +447,7 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 lat = clock.time_ms() if self._log_append_time else None
                 if self._compact and assign_offsets:
                     refuse_keyless(buf)
+                info: Any
                 if assign_offsets:
                     info = validate_for_append(
                         buf, next_offset=self._log_end_offset,
@@ -465,15 +473,26 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                                     self._log_start_offset, False, True,
                                 )
                 else:
-                    info = validate_replica(buf, self._log_end_offset, self.config.max_message_bytes,
-                                            self.leader_epoch_cache)
+                    info = validate_follower(buf, self._log_end_offset)
                     producer_updates = None
+                    if info.batch_count > 1 and (
+                            info.size_in_bytes > cfg.segment_bytes
+                            or info.last_offset - info.first_offset > _I32_MAX):
+                        # Does not fit one segment (a fetch may span a cleaned log's
+                        # gaps): appended batch by batch below, after the lock.
+                        split = info
+                        raise _SplitFollowerAppend
+                    follower_items = (follower_producer_items(buf, info.size_in_bytes)
+                                      if info.has_producer_state else None)
                 size = info.size_in_bytes
                 if size > cfg.segment_bytes:
                     raise RecordTooLargeError(
                         f"record set of {size} bytes exceeds segment_bytes {cfg.segment_bytes}",
                         size=size, limit=cfg.segment_bytes,
                     )
+                if not assign_offsets:
+                    # Kafka's maybeAssignEpochStartOffset per batch, before the write.
+                    record_follower_epochs(info, self.leader_epoch_cache)
                 if leader_epoch is not None and assign_offsets:
                     # Before the write: if the write fails, the entry still names the offset
                     # the next append of this epoch gets.
@@ -494,8 +513,8 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                         seg.txn_index.append(txn)
                 elif not assign_offsets:
                     ps = self.producer_state
-                    if info.producer_id >= 0 or info.batch_count > 1 or info.is_control:
-                        for item in items_from_buffer(buf, size):
+                    if follower_items:
+                        for item in follower_items:
                             txn = ps.apply(item)
                             if txn is not None:
                                 seg.txn_index.append(txn)
@@ -510,12 +529,32 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                         self._unflushed_messages = 0
                 result = LogAppendInfo(info, -1 if lat is None else lat, self._log_start_offset,
                                        rolled)
+        except _SplitFollowerAppend:
+            pass
         finally:
             if self._rolls_pending:
                 self._after_roll()
+        if split is not None:
+            return self._append_follower_batches(buf, split)
         if flush_to >= 0:
             self.flush_up_to(flush_to)
         return result
+
+    def _append_follower_batches(self, buf: Any, info: Any) -> LogAppendInfo:
+        """A follower append too large (bytes or offset span) for one segment: each batch
+        on its own, so that each can roll the segment it needs."""
+        view = memoryview(buf)
+        try:
+            ends = info.batch_positions[1:] + [info.size_in_bytes]
+            last: LogAppendInfo | None = None
+            rolled = False
+            for start, end in zip(info.batch_positions, ends, strict=True):
+                last = self.append(view[start:end], assign_offsets=False)
+                rolled = rolled or last.rolled
+        finally:
+            view.release()
+        assert last is not None
+        return LogAppendInfo(info, -1, last.log_start_offset, rolled)
 
 
     def append_needs_io(self, size: int, max_timestamp: int, last_offset_delta: int,

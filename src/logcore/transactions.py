@@ -9,7 +9,8 @@ A mixin of :class:`logcore.log.Log`:
   lands in;
 - ``first_unstable_offset`` / ``last_stable_offset``: the LSO read_committed consumers
   read up to (Kafka's ``UnifiedLog.lastStableOffset``; a single node's high watermark is
-  its log end offset);
+  its log end offset); ``high_watermark`` (what the replica manager last reported) and
+  ``cleanable_upper_bound`` (the LSO at it: where the log cleaner stops);
 - ``aborted_transactions``: the aborted transactions overlapping a fetched range, from
   the ``.txnindex`` files (never by scanning data), as ``LocalLog.collectAbortedTransactions``;
 - ``active_producers``: the producer state, for DescribeProducers.
@@ -39,6 +40,8 @@ class LogTransactions:
     _log_end_offset: int
     _log_start_offset: int
     _snapshot: Any
+    #: The high watermark the owner reported (None: not replicated, a single node).
+    _tracked_high_watermark: int | None = None
 
     def append(self, records: Any, *, assign_offsets: bool = True,
                leader_epoch: int | None = None) -> LogAppendInfo:  # pragma: no cover - Log
@@ -104,14 +107,34 @@ class LogTransactions:
         unstable until :meth:`on_high_watermark` passes the marker (called by the replica
         manager when the partition becomes a leader or a follower)."""
         with self._lock:
+            self._tracked_high_watermark = high_watermark
             self.producer_state.track_unreplicated = True
             self.producer_state.prune_unreplicated(high_watermark)
 
     def on_high_watermark(self, high_watermark: int) -> None:
         """The high watermark moved: forget the completed transactions below it."""
+        self._tracked_high_watermark = high_watermark
         if self.producer_state.unreplicated:
             with self._lock:
                 self.producer_state.prune_unreplicated(high_watermark)
+
+    @property
+    def high_watermark(self) -> int:
+        """The high watermark last reported (:meth:`track_high_watermark`,
+        :meth:`on_high_watermark`), never above the log end offset (a truncation may have
+        cut below it); the log end offset on a log that is not replicated (no lock)."""
+        hw = self._tracked_high_watermark
+        leo = self._log_end_offset
+        return leo if hw is None or hw > leo else hw
+
+    def cleanable_upper_bound(self) -> int:
+        """Where the log cleaner must stop (with the active segment's base, which
+        ``first_uncleanable_offset`` adds): the last stable offset at the high watermark,
+        as Kafka's ``LogCleanerManager.cleanableOffsets``. A record above the high
+        watermark may still be truncated by a failover, so it must not make the cleaner
+        drop the committed record of its key below; a single node's bound is its last
+        stable offset at the log end (no lock)."""
+        return self.last_stable_offset(self.high_watermark)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions that overlap [fetch_offset, upper_bound): those whose

@@ -1,6 +1,6 @@
 """Leader-side replication state of one partition: high watermark, ISR changes, acks=all.
 
-Sans-IO: the replica manager (not built yet) feeds it the leader's appends and each
+Sans-IO: the replica manager feeds it the leader's appends and each
 follower's fetch offset, asks it what ISR change to persist, and tells it when a change was
 persisted or refused. Time comes from an injected ``Clock`` (its monotonic clock, in ms).
 Not thread-safe: one owner (the partition's lock or event loop) drives it.
@@ -17,7 +17,9 @@ Rules, from Kafka's ``Partition.scala`` and ``Replica.scala`` (3.7+):
   move at all while the ISR is smaller than ``min(min.insync.replicas, replica count)``
   (KAFKA-15583). A new leader starts from its own high watermark and does not know its
   followers' LEOs until they fetch, so it holds the high watermark until every ISR member has
-  fetched.
+  fetched. A leader that stays leader (a new leader epoch or partition epoch: an ISR change,
+  a reassignment) keeps what it knew of its followers (``continue_from``, Kafka's
+  ``resetReplicaState`` with ``isNewLeader=false``).
 - **Shrink**: the ISR members (other than the leader) that are not caught up.
   **Expand**: a follower outside the ISR whose LEO is at least the high watermark and at
   least the offset where this leader's epoch began (its LEO when elected), whose broker is
@@ -130,6 +132,37 @@ class PartitionLeader:
 
     def _now_ms(self) -> int:
         return round(self.clock.monotonic() * 1000)
+
+    def continue_from(self, previous: PartitionLeader) -> bool:
+        """This broker was already the leader (``previous``, the state it replaces): keep
+        each remaining follower's log start and end offsets, as Kafka's ``makeLeader``
+        does for a leader that is not new, so that the high watermark can move without
+        waiting for every ISR member to fetch again. In a new leader epoch the fetch and
+        caught-up times restart (now for ISR members, never for the others) and the last
+        fetch is taken to have seen this epoch's start offset; in the same epoch (a newer
+        partition epoch only) everything is kept. Returns whether the high watermark
+        moved.
+        """
+        now = self._now_ms()
+        new_epoch = self.leader_epoch != previous.leader_epoch
+        if not new_epoch:
+            self.leader_epoch_start_offset = previous.leader_epoch_start_offset
+        for broker, follower in self.followers.items():
+            old = previous.followers.get(broker)
+            if old is None:
+                continue  # a replica added by a reassignment: unknown until it fetches
+            follower.log_end_offset = old.log_end_offset
+            follower.log_start_offset = old.log_start_offset
+            if new_epoch:
+                in_isr = broker in self._isr
+                follower.last_fetch_leader_log_end_offset = self.leader_epoch_start_offset
+                follower.last_fetch_time_ms = now if in_isr else None
+                follower.last_caught_up_time_ms = now if in_isr else None
+            else:
+                follower.last_fetch_leader_log_end_offset = old.last_fetch_leader_log_end_offset
+                follower.last_fetch_time_ms = old.last_fetch_time_ms
+                follower.last_caught_up_time_ms = old.last_caught_up_time_ms
+        return self._maybe_increment_high_watermark()
 
     # -- views -----------------------------------------------------------------------------
 

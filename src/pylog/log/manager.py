@@ -160,8 +160,10 @@ class LogManager:
                 # Kafka's default, Double.MAX_VALUE, means no limit.
                 max_io_bytes_per_second=(float("inf") if rate >= DOUBLE_MAX else rate),
                 backoff_ms=config["log.cleaner.backoff.ms"],
-                # A single node: the high watermark is the log end offset.
-                upper_bound=lambda plog: plog.log_end_offset)
+                # The last stable offset at the high watermark (Kafka's cleanableOffsets):
+                # the replica manager reports the high watermark of replicated logs; a
+                # single node's is its log end offset.
+                upper_bound=lambda plog: plog.cleanable_upper_bound())
 
     # --- lifecycle -----------------------------------------------------------------------
 

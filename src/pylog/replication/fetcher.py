@@ -16,6 +16,15 @@ offset. Per partition in the response:
 - NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH and other errors: the
   partition waits ``replica.fetch.backoff.ms`` (a LeaderAndIsr will move it).
 
+A partition whose records cannot be appended (a corrupt batch, a full disk, ...) is one
+partition's problem, as in Kafka's ``AbstractFetcherThread``: it is marked failed
+(``failed``: the error, until an append succeeds), logged at ERROR with its
+topic-partition and fetch offset, and retried after ``replica.fetch.backoff.ms``; the
+other partitions of the same response are applied and fetching goes on. A follower whose
+log is empty and whose first fetched batch starts below its log start (the leader's start
+fell inside that batch) restarts its log at the batch's base offset (Kafka's handling of
+``UnexpectedAppendOffsetException``).
+
 Responses are only applied to partitions that still follow this leader in the epoch the
 request named (a LeaderAndIsr may have moved them while the fetch was in flight).
 A connection failure backs off ``replica.fetch.backoff.ms`` and reconnects.
@@ -27,6 +36,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from logcore import UnexpectedAppendOffsetError
 from pylog import errors
 from pylog.replication.epochs import truncation_offset
 
@@ -43,6 +53,8 @@ class ReplicaFetcher:
         self.fetcher_id = fetcher_id
         self.keys: set[tuple[str, int]] = set()
         self._delayed: dict[tuple[str, int], float] = {}
+        #: Partitions whose last append failed: the error message, until one succeeds.
+        self.failed: dict[tuple[str, int], str] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: Any = None
@@ -77,6 +89,7 @@ class ReplicaFetcher:
     def remove(self, key: tuple[str, int]) -> None:
         self.keys.discard(key)
         self._delayed.pop(key, None)
+        self.failed.pop(key, None)
 
     async def _connect(self) -> Any:
         from pylog.client.aio._connection import BrokerConnection
@@ -123,12 +136,14 @@ class ReplicaFetcher:
                     self._conn = None
                 await asyncio.sleep(backoff)
 
-    def _request(self, ready: list[tuple[str, int]]) -> tuple[Any, dict[tuple[str, int], int]]:
+    def _request(self, ready: list[tuple[str, int]]
+                 ) -> tuple[Any, dict[tuple[str, int], int], dict[tuple[str, int], int]]:
         from pylog.protocol.messages import FetchRequest
         manager = self.manager
         config = manager.broker.config
         topics: dict[str, list[Any]] = {}
         epochs: dict[tuple[str, int], int] = {}
+        offsets: dict[tuple[str, int], int] = {}
         for key in sorted(ready):
             state = manager.follower_state(key, self.leader_id)
             partition = manager.broker.log_manager.get_partition(*key)
@@ -138,9 +153,10 @@ class ReplicaFetcher:
             plog = partition.log
             last_epoch = plog.leader_epoch_cache.latest_epoch
             epochs[key] = state.leader_epoch
+            offsets[key] = plog.log_end_offset
             topics.setdefault(key[0], []).append(FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=state.leader_epoch,
-                fetch_offset=plog.log_end_offset,
+                fetch_offset=offsets[key],
                 last_fetched_epoch=-1 if last_epoch is None else last_epoch,
                 log_start_offset=plog.log_start_offset,
                 partition_max_bytes=config["replica.fetch.max.bytes"]))
@@ -151,10 +167,10 @@ class ReplicaFetcher:
             session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
-        return request, epochs
+        return request, epochs, offsets
 
     async def _fetch_once(self, ready: list[tuple[str, int]]) -> None:
-        request, epochs = self._request(ready)
+        request, epochs, offsets = self._request(ready)
         if not epochs:
             return
         response = await self._conn.send(request, min(self._conn.version_for(type(request)), 12))
@@ -168,7 +184,21 @@ class ReplicaFetcher:
                 state = self.manager.follower_state(key, self.leader_id)
                 if state is None or key not in epochs or state.leader_epoch != epochs[key]:
                     continue  # moved while the fetch was in flight
-                await self._handle_partition(key, state, pd)
+                try:
+                    await self._handle_partition(key, state, pd)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one partition's failure
+                    self._partition_failed(key, offsets[key], exc)
+
+    def _partition_failed(self, key: tuple[str, int], offset: int, exc: Exception) -> None:
+        """Kafka's ``partitionsWithError``: this partition backs off, the others go on."""
+        backoff_ms = self.manager.broker.config["replica.fetch.backoff.ms"]
+        message = f"{type(exc).__name__}: {exc}"
+        self.failed[key] = message
+        log.error("%r: %s-%d: applying the records fetched at offset %d failed (%s); "
+                  "retrying in %d ms", self, key[0], key[1], offset, message, backoff_ms)
+        self._delayed[key] = asyncio.get_running_loop().time() + backoff_ms / 1000.0
 
     async def _handle_partition(self, key: tuple[str, int], state: Any, pd: Any) -> None:
         manager = self.manager
@@ -197,6 +227,9 @@ class ReplicaFetcher:
             buf = bytearray(records)
             await broker.io.run_ordered(key, _append_replica, plog, buf)
             broker.waiters.notify(key)
+        if self.failed.pop(key, None) is not None:
+            log.info("%r: %s-%d: fetching again from offset %d", self, key[0], key[1],
+                     plog.log_end_offset)
         if plog.log_start_offset < pd.log_start_offset <= plog.log_end_offset:
             # The leader's DeleteRecords / retention moved its start: follow it (Kafka's
             # maybeIncrementLogStartOffset on the follower).
@@ -205,8 +238,24 @@ class ReplicaFetcher:
 
 
 def _append_replica(plog: Any, buf: bytearray) -> Any:
-    """The replica append (I/O thread): offsets and leader epochs as the leader wrote them."""
-    return plog.append(buf, assign_offsets=False)
+    """The replica append (I/O thread): the leader's batches as they are (offsets, leader
+    epochs, cleaned batches), logcore's follower append.
+
+    An empty log whose first fetched batch starts below its start offset but holds it
+    (the leader's log start, moved by DeleteRecords or retention, fell inside that batch)
+    restarts at the batch's base offset and appends it (Kafka's
+    ``Partition.appendRecordsToFollowerOrFutureReplica``)."""
+    try:
+        return plog.append(buf, assign_offsets=False)
+    except UnexpectedAppendOffsetError as exc:
+        leo = plog.log_end_offset
+        if not (leo == plog.log_start_offset and exc.first_offset < leo <= exc.last_offset):
+            raise
+        log.info("%s: the first fetched batch [%d, %d] starts below the log start %d of this "
+                 "empty follower log: restarting the log at %d", plog.directory,
+                 exc.first_offset, exc.last_offset, leo, exc.first_offset)
+        plog.truncate_fully_and_start_at(exc.first_offset)
+        return plog.append(buf, assign_offsets=False)
 
 
 def _truncate(log_manager: Any, partition: Any, leader_epoch: int, leader_end: int,

@@ -16,7 +16,8 @@ Roles come from LeaderAndIsr (``become_leader_or_follower``), as in Kafka's
   cluster mode);
 - **leader**: records the epoch's start offset in the leader-epoch cache, stops fetching,
   and starts a ``PartitionLeader`` (high watermark, ISR, acks=all) from the follower's high
-  watermark;
+  watermark; a broker that was already the leader keeps its followers' offsets
+  (``PartitionLeader.continue_from``);
 - **follower**: fails the produces waiting on the partition (NOT_LEADER_OR_FOLLOWER), and
   hands it to the fetcher for its leader (``num.replica.fetchers`` per leader); truncation
   happens in the fetcher, from the diverging epoch of Fetch v12+.
@@ -226,7 +227,12 @@ class ReplicaManager:
             clock=broker.clock)
         state.leader = leader
         self.partitions[key] = state
-        if leader.on_append(leo):
+        moved = False
+        if previous is not None and previous.leader is not None:
+            # Still the leader (a new leader or partition epoch): the followers' offsets
+            # stay known, the high watermark need not wait for their next fetches.
+            moved = leader.continue_from(previous.leader)
+        if leader.on_append(leo) or moved:
             self._hw_moved(key)
         log.info("%s-%d: leader in epoch %d from offset %d (ISR %s, high watermark %d)",
                  state.topic, state.index, state.leader_epoch, leo, list(state.isr),

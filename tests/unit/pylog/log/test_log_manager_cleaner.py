@@ -181,3 +181,30 @@ def test_manager_retention_leaves_compacted_logs_to_the_cleaner(manager) -> None
     m.cleaner.wake()
     # the cleaner threads' own retention pass (time retention of a compact,delete log)
     assert _wait(lambda: p.log.num_segments == 1)
+
+
+def test_the_cleaner_stops_at_the_high_watermark_of_a_replicated_log(manager) -> None:
+    """Kafka's cleanableOffsets: a record above the high watermark may be truncated by a
+    failover, so it must not clean away the committed value of its key below."""
+    m = manager()
+    p = m.create_topic("r", 1, configs=COMPACT).partitions[0]
+    plog = p.log
+    plog.track_high_watermark(0)  # what the replica manager does for a replicated log
+    _fill(plog, 60, 5)  # committed: offsets 0-59, rolled
+    committed = plog.log_end_offset
+    plog.on_high_watermark(committed)
+    _fill(plog, 60, 5, start=60)  # 60-119, rolled, not replicated yet
+    assert plog.active_segment.base_offset > committed
+    assert plog.high_watermark == committed and plog.cleanable_upper_bound() == committed
+    assert _wait(lambda: plog.first_dirty_offset == committed)
+    time.sleep(0.3)  # several more looks of the cleaner (backoff 50 ms)
+    assert plog.first_dirty_offset == committed
+    recs = _records(plog)
+    # Below the high watermark: the latest committed value of each key is still there.
+    assert [r for r in recs if r[0] < committed] == [
+        (55 + i, b"k%d" % i, b"v%d" % (55 + i)) for i in range(5)]
+    assert [r[0] for r in recs if r[0] >= committed] == list(range(committed, 120))
+    # Replicated: the high watermark moves and the rest is cleaned.
+    plog.on_high_watermark(plog.log_end_offset)
+    assert _wait(lambda: len(_records(plog)) == 5)
+    assert _records(plog) == [(115 + i, b"k%d" % i, b"v%d" % (115 + i)) for i in range(5)]

@@ -289,3 +289,122 @@ def test_a_topic_id_that_differs_from_the_local_log_is_refused(broker) -> None:
         same = PartitionInfo("t", 0, ME, 1, (ME, OTHER), 1, (ME, OTHER), topic_id=local)
         assert await broker.replicas.become_leader_or_follower(1, 1, -1, [same], {}) == {("t", 0): 0}
     run(broker, scenario)
+
+
+def test_a_leader_staying_leader_in_a_new_epoch_keeps_its_followers_offsets(broker) -> None:
+    """Kafka's makeLeader for a leader that is not new: the followers' offsets stay known,
+    so the high watermark moves at once when the ISR shrinks (here the controller drops
+    the lagging THIRD in epoch 1) instead of waiting for every follower's next fetch."""
+    THIRD = 9
+    replicas = (ME, OTHER, THIRD)
+
+    async def apply(epoch: int, isr: tuple[int, ...], partition_epoch: int) -> None:
+        info = PartitionInfo("t", 0, ME, epoch, isr, partition_epoch, replicas)
+        result = await broker.replicas.become_leader_or_follower(
+            1, 1, -1, [info], {OTHER: ("127.0.0.1", 1), THIRD: ("127.0.0.1", 1)})
+        assert result[("t", 0)] == 0
+
+    async def scenario() -> None:
+        await apply(0, replicas, 0)
+        assert (await produce(broker, acks=1)).error_code == 0
+        assert (await produce(broker, acks=1)).error_code == 0
+        await fetch(broker, 6, replica_id=OTHER, epoch=0)
+        await fetch(broker, 3, replica_id=THIRD, epoch=0)
+        state = broker.replicas.partitions[("t", 0)]
+        assert state.high_watermark == 3
+        await apply(0, replicas, 1)  # same epoch, newer partition epoch: all kept
+        state = broker.replicas.partitions[("t", 0)]
+        assert state.high_watermark == 3
+        assert state.leader is not None and state.leader.followers[OTHER].log_end_offset == 6
+        await apply(1, (ME, OTHER), 2)
+        state = broker.replicas.partitions[("t", 0)]
+        assert state.high_watermark == 6  # no fetch needed
+        assert broker.log_manager.get_partition("t", 0).log.high_watermark == 6
+        consumer = await fetch(broker, 0, epoch=1)
+        assert consumer.error_code == 0 and consumer.high_watermark == 6
+        # THIRD (out of the ISR) is not caught up until it fetches; OTHER is.
+        assert state.leader is not None
+        assert state.leader.followers[THIRD].last_caught_up_time_ms is None
+        assert state.leader.followers[OTHER].last_caught_up_time_ms is not None
+        assert state.leader.out_of_sync_replicas() == frozenset()
+    run(broker, scenario)
+
+
+class _Leader:
+    """Stands in for the leader's connection: answers each Fetch with the next response."""
+
+    closed = False
+
+    def __init__(self, *responses: Any) -> None:
+        self.responses = list(responses)
+        self.requests: list[Any] = []
+
+    def version_for(self, _request_type: Any) -> int:
+        return 12
+
+    async def send(self, request: Any, version: int) -> Any:
+        self.requests.append(request)
+        return self.responses.pop(0)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _response(*partitions: tuple[int, bytes]) -> Any:
+    from pylog.protocol.messages import FetchResponse as R
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        R.FetchableTopicResponse(topic="t", partitions=[
+            R.PartitionData(partition_index=index, error_code=0, high_watermark=100,
+                            last_stable_offset=100, log_start_offset=0,
+                            aborted_transactions=None, records=records)
+            for index, records in partitions])])
+
+
+def _keyed(base_offset: int, n: int) -> bytes:
+    b = logcore.BatchBuilder(base_offset=base_offset, partition_leader_epoch=1)
+    for i in range(n):
+        b.append(b"v%d" % i, key=b"k", timestamp_ms=T0)
+    return b.build()
+
+
+def test_a_partition_whose_append_fails_backs_off_alone(broker, caplog) -> None:
+    """Kafka's AbstractFetcherThread: a corrupt batch fails its partition only (ERROR
+    with the topic-partition and offset, retried after the backoff); the other partitions
+    of the same response are appended."""
+    from pylog.replication.fetcher import ReplicaFetcher
+
+    async def scenario() -> None:
+        infos = [PartitionInfo("t", p, OTHER, 1, (ME, OTHER), 0, (ME, OTHER)) for p in (0, 1, 2)]
+        await broker.replicas.become_leader_or_follower(1, 1, -1, infos, {OTHER: ("127.0.0.1", 1)})
+        # A fetcher of our own (the manager's cannot reach 127.0.0.1:1 and stays idle).
+        fetcher = ReplicaFetcher(broker.replicas, OTHER, 99)
+        corrupt = bytearray(_keyed(0, 2))
+        corrupt[-1] ^= 0xFF
+        # Partition 1 gets a batch starting at 5 (the leader cleaned 0-4 away); partition
+        # 2 an empty follower log's first batch starting below its start (see below).
+        p2 = broker.log_manager.get_partition("t", 2).log
+        p2.truncate_fully_and_start_at(4)
+        fetcher._conn = _Leader(
+            _response((0, bytes(corrupt)), (1, _keyed(5, 3)), (2, _keyed(2, 4))),
+            _response((0, _keyed(0, 2))))
+        keys = [("t", 0), ("t", 1), ("t", 2)]
+        fetcher.keys.update(keys)
+        with caplog.at_level("ERROR", logger="pylog.replication.fetcher"):
+            await fetcher._fetch_once(keys)
+        logs = {p: broker.log_manager.get_partition("t", p).log for p in (0, 1, 2)}
+        assert logs[0].log_end_offset == 0
+        assert logs[1].log_end_offset == 8
+        # The leader's start (4) fell inside the batch [2, 5]: the empty log restarts at 2.
+        assert (p2.log_start_offset, p2.log_end_offset) == (2, 6)
+        assert list(fetcher.failed) == [("t", 0)] and "stored CRC" in fetcher.failed[("t", 0)]
+        errors_logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors_logged) == 1
+        assert "t-0" in errors_logged[0] and "at offset 0" in errors_logged[0]
+        assert "position 0" in errors_logged[0]
+        loop = asyncio.get_running_loop()
+        assert fetcher._delayed[("t", 0)] > loop.time()  # backing off
+        assert broker.replicas.partitions[("t", 1)].follower_hw == 8
+        # After the backoff the partition is fetched again and recovers.
+        await fetcher._fetch_once([("t", 0)])
+        assert logs[0].log_end_offset == 2 and fetcher.failed == {}
+    run(broker, scenario)
