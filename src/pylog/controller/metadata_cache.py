@@ -38,6 +38,10 @@ class PartitionMeta:
     zk_version: int
 
 
+# How long Metadata and DescribeCluster wait for the first UpdateMetadata (wait_initialized).
+FIRST_UPDATE_WAIT_S = 5.0
+
+
 class MetadataCache:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -94,6 +98,20 @@ class MetadataCache:
         self._changed.set()
         self._changed = asyncio.Event()
         return 0
+
+    @property
+    def initialized(self) -> bool:
+        """The controller has sent this broker its first UpdateMetadata."""
+        return self.controller_epoch >= 0
+
+    async def wait_initialized(self, timeout: float = FIRST_UPDATE_WAIT_S) -> bool:
+        """Before its first UpdateMetadata a broker knows no broker, no controller and no
+        topic. A client that asks then (a registered broker is reachable a few
+        milliseconds before the controller's UpdateMetadata reaches it) would get an empty
+        cluster, and librdkafka then waits for its next periodic refresh (minutes) before
+        it looks for the controller again. Client requests that read the cache wait for the
+        first update instead, for at most ``timeout`` seconds."""
+        return self.initialized or await self.wait_until(lambda c: c.initialized, timeout)
 
     async def wait_until(self, predicate: Any, timeout: float) -> bool:
         """Wait (bounded) until ``predicate(self)`` holds after some UpdateMetadata."""

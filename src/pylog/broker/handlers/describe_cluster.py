@@ -25,6 +25,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.broker.cluster
     if cluster is not None:  # cluster mode: every live broker and the controller, from the cache
         cache = cluster.metadata
+        await cache.wait_initialized()
         return _R(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
             cluster_id=ctx.broker.cluster_id, controller_id=cache.controller_id,

@@ -78,6 +78,7 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
     through ZooKeeper when auto-creation is allowed (LEADER_NOT_AVAILABLE meanwhile), else
     UNKNOWN_TOPIC_OR_PARTITION."""
     cache = ctx.broker.cluster.metadata
+    await cache.wait_initialized()
     brokers = [_R.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
 

@@ -138,3 +138,37 @@ def test_cluster_metadata_never_names_a_leader_missing_from_the_brokers() -> Non
     assert (by_topic["t"].leader_id, by_topic["t"].error_code) == (-1, 5)  # LEADER_NOT_AVAILABLE
     assert by_topic["t"].replica_nodes == [1, 2, 3]  # replicas and ISR as the state has them
     assert (by_topic["u"].leader_id, by_topic["u"].error_code) == (2, 0)
+
+
+def test_metadata_and_describe_cluster_wait_for_the_first_update() -> None:
+    """A client asking a freshly registered broker before the controller's first
+    UpdateMetadata reached it gets the cluster once it arrives, not an empty one (with no
+    broker and no controller, librdkafka would wait minutes before it asked again)."""
+    from types import SimpleNamespace
+
+    from pylog.broker import handlers
+    from pylog.broker.handlers.describe_cluster import handle_describe_cluster
+    from pylog.broker.handlers.metadata import handle_metadata
+    from pylog.protocol._schema.describe_cluster_request import DescribeClusterRequest
+    from pylog.protocol._schema.metadata_request import MetadataRequest
+
+    async def run() -> tuple[float, object, object]:
+        cache = MetadataCache()
+        broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+                                 config={"auto.create.topics.enable": False})
+        req = build_update_metadata(8, 1, 9, 101, parts(), {}, BROKERS)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, cache.apply, req, 8)
+        t0 = loop.time()
+        md = await handle_metadata(handlers.RequestContext(broker, 3, 12, 1, "t", "p"),
+                                   MetadataRequest(topics=None))
+        took = loop.time() - t0
+        dc = await handle_describe_cluster(handlers.RequestContext(broker, 60, 0, 2, "t", "p"),
+                                           DescribeClusterRequest())
+        return took, md, dc
+
+    took, md, dc = asyncio.run(run())
+    assert took >= 0.15
+    assert [b.node_id for b in md.brokers] == [1, 2, 3] and md.controller_id == 1
+    assert sorted(t.name for t in md.topics) == ["t", "u"]
+    assert [b.broker_id for b in dc.brokers] == [1, 2, 3] and dc.controller_id == 1
