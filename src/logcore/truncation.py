@@ -79,6 +79,14 @@ def truncate_fully_and_start_at(log: Any, offset: int) -> None:
             old = list(log._view.segments)
             for seg in old:
                 seg.deleted = True
+            # The new segment takes the file names of an old one with the same base offset
+            # (a restart at 0 of a log that starts at 0): that one is renamed .deleted
+            # first, under the append lock. A full truncation is a follower's (an offset
+            # out of range, StopReplica with delete), which no produce append meets.
+            clash = [seg for seg in old if seg.base_offset == offset]
+            if clash:
+                log._files.retire(clash, log.clock.time_ms(), log.config.file_delete_delay_ms)
+                old = [seg for seg in old if seg.base_offset != offset]
             new = LogSegment(
                 log.directory,
                 offset,

@@ -281,3 +281,29 @@ def test_append_needs_io_predicts_every_roll(tmp_path, timestamp_type, seed) -> 
     log.update_config(cfg.replace(flush_ms=60_000))
     assert log.append_needs_io(100, -1, 0, None)
     log.close()
+
+
+@pytest.mark.parametrize("restart_at", [0, 7, 1000])
+def test_full_truncation_restarts_at_an_offset_an_old_segment_starts_at(tmp_path, restart_at) -> None:
+    """truncate_fully_and_start_at(offset) where an old segment has that base offset (a
+    follower restarting at 0, or at a rolled segment's base): the old files go to
+    ``.deleted`` first, the new empty segment takes the name, appends go on from there."""
+    clock = ManualClock(T0)
+    log = Log(tmp_path / "p-0", LogConfig(segment_bytes=600, file_delete_delay_ms=0), clock=clock)
+    try:
+        if restart_at:
+            log.truncate_fully_and_start_at(restart_at)
+        fill(log, clock, 12)
+        assert log.segment_base_offsets[0] == restart_at and log.num_segments > 1
+        log.truncate_fully_and_start_at(restart_at)
+        assert (log.log_start_offset, log.log_end_offset) == (restart_at, restart_at)
+        assert log.segment_base_offsets == [restart_at]
+        log.append(batch(2, 0, clock.time_ms()))
+        assert log.log_end_offset == restart_at + 2
+        got = [b.base_offset for b in iter_batches(log.read(restart_at, 1 << 20).read())]
+        assert got == [restart_at]
+    finally:
+        log.close()
+    names = sorted(os.listdir(tmp_path / "p-0"))
+    assert f"{restart_at:020d}.log" in names
+    assert not [n for n in names if n.endswith(".deleted")]  # file.delete.delay.ms=0
