@@ -264,8 +264,8 @@ def test_errors_name_what_is_wrong(broker, topic_name, tmp_path) -> None:
         assert "UNKNOWN_TOPIC_OR_PARTITION" in err and "pylog topics list" in err, (cmd, err)
     res = pylog("consume", missing, "-e", *b)
     assert res.returncode == 1 and res.stderr.decode() == (
-        f"pylog consume: topic {missing!r} does not exist (list the topics with: pylog topics "
-        f"list -b {broker.bootstrap})\n")
+        f"pylog consume: topic {missing!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION; list the "
+        f"topics with: pylog topics list -b {broker.bootstrap})\n")
     # A name the broker refuses: the rule, as `topics create` gives it.
     res = pylog("produce", "bad topic!", *b, stdin=b"x\n")
     assert res.returncode == 1 and res.stderr.decode().endswith(

@@ -312,8 +312,9 @@ def consume(args: argparse.Namespace) -> int:
         try:
             (topic,) = admin.describe_topics([args.topic]).values()
         except errors.UnknownTopicOrPartitionError:
-            raise CliError(f"topic {args.topic!r} does not exist (list the topics with: pylog "
-                           f"topics list -b {args.bootstrap_server})") from None
+            raise CliError(f"topic {args.topic!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION; "
+                           f"list the topics with: pylog topics list -b {args.bootstrap_server})"
+                           ) from None
     known = [p.partition for p in topic.partitions]
     wanted = args.partition or known
     missing = sorted(set(wanted) - set(known))
