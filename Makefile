@@ -65,8 +65,12 @@ cluster-stop:
 
 test: sysdeps install compile test-c test-pure test-cluster-ci
 
+# The suites run on pytest-xdist workers, a test file per worker at a time (module-scoped
+# brokers stay within one worker): most integration tests sleep on brokers, ZooKeeper and
+# timeouts, so four workers keep two cores busy. XDIST= runs everything in one process.
+XDIST ?= -n 4 --dist loadfile
 test-c: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The client suites against a cluster (tests/integration/conftest.py, PYLOG_TEST_CLUSTER): a
 # real ZooKeeper and 3 brokers with default/offsets/transaction replication factor 3 and
@@ -78,7 +82,7 @@ CLUSTER_SUITES := tests/integration/test_client_interop.py tests/integration/tes
 	tests/integration/test_cli_client_tools.py tests/integration/test_client_api.py \
 	tests/integration/test_broker_fetch.py
 test-cluster: $(STAMP)
-	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_SUITES) $(PYTEST_ARGS)
+	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(XDIST) $(CLUSTER_SUITES) $(PYTEST_ARGS)
 
 # The bounded subset `make test` (and CI) runs in cluster mode: about three minutes.
 CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
@@ -86,11 +90,11 @@ CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
 	tests/integration/test_idempotence.py tests/integration/test_client_parity.py \
 	tests/integration/test_groups.py
 test-cluster-ci: $(STAMP)
-	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
+	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(XDIST) $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
 
 # logcore's pure-Python twin runs the logcore and property suites too (docs/architecture.md, Tests).
 test-pure: $(STAMP)
-	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q tests/unit/logcore tests/property $(PYTEST_ARGS)
+	LOGCORE_PUREPYTHON=1 $(PY) -m pytest -q $(XDIST) tests/unit/logcore tests/property $(PYTEST_ARGS)
 
 # The debug build (bounds checks on, LOGCORE_DEBUG invariant checks) runs the logcore and
 # property suites too. It is built in its own copy of the sources under build/debug so that
@@ -101,7 +105,7 @@ test-debug: $(STAMP)
 	git ls-files -z src setup.py pyproject.toml README.md | xargs -0 cp --parents -t $(DEBUG_TREE)
 	cd $(DEBUG_TREE) && LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(abspath $(PY)) setup.py -q build_ext --inplace
 	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -c "import logcore._record as b; assert '$(DEBUG_TREE)/src' in b.__file__, b.__file__"
-	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -m pytest -q -p no:cacheprovider tests/unit/logcore tests/property tests/fault $(PYTEST_ARGS)
+	PYTHONPATH=$(DEBUG_TREE)/src $(PY) -m pytest -q $(XDIST) -p no:cacheprovider tests/unit/logcore tests/property tests/fault $(PYTEST_ARGS)
 
 # The soak (tests/soak/README.md) by hand with a long budget; `make test` runs it short.
 SOAK_SECONDS ?= 600
