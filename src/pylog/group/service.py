@@ -470,7 +470,7 @@ class GroupService:
         self.drive(shard)
 
     async def _append_loop(self, shard: _Shard) -> None:
-        from pylog.broker.handlers.produce import AppendError, append_replicated
+        from pylog.replication.append import AppendError, append_replicated
 
         topic = self.broker.log_manager.topics.get(GROUP_METADATA_TOPIC_NAME)
         timeout_ms = self.broker.config["offsets.commit.timeout.ms"]

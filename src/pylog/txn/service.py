@@ -522,7 +522,7 @@ class TransactionService:
         self.drive()
 
     async def _append_loop(self, index: int) -> None:
-        from pylog.broker.handlers.produce import AppendError, append_replicated
+        from pylog.replication.append import AppendError, append_replicated
 
         queue = self._queues.setdefault(index, collections.deque())
         while queue:
@@ -562,8 +562,7 @@ class TransactionService:
         if self._markers_unavailable:
             return None
         try:
-            from pylog.broker.handlers.write_txn_markers import write_markers
-            from pylog.broker.txn_markers import TxnMarker
+            from pylog.replication.markers import TxnMarker, write_markers
         except ImportError as exc:
             self._markers_unavailable = True
             log.error("transaction markers cannot be written (%s): transactions stay in "

@@ -166,8 +166,10 @@ def test_verification_hook_errors_reach_the_client_as_kafka_maps_them(tmp_path, 
 
 async def _marker(b: Broker, commit: bool, pid: int = PID, epoch: int = EPOCH) -> None:
     """A COMMIT/ABORT marker into the group's partition, the way WriteTxnMarkers writes it."""
-    from pylog.broker.handlers.write_txn_markers import write_markers  # type: ignore[import-not-found,unused-ignore]
-    from pylog.broker.txn_markers import TxnMarker  # type: ignore[import-not-found,unused-ignore]
+    from pylog.replication.markers import (
+        TxnMarker,  # type: ignore[import-not-found,unused-ignore]
+        write_markers,  # type: ignore[import-not-found,unused-ignore]
+    )
 
     index = partition_for("g", GROUP_PARTITIONS)
     results = await write_markers(b, [TxnMarker(pid, epoch, commit, 0, [(GROUP_METADATA_TOPIC_NAME, index)])])
