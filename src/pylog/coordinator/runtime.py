@@ -215,7 +215,10 @@ class CoordinatorRuntime:
         return [self._host(p.index, None) for p in topic.partitions if p.index not in self._partitions]
 
     def _host(self, index: int, epoch: int | None) -> asyncio.Task[Any]:
+        """LOADING from now on: the handler begins at once (requests get
+        COORDINATOR_LOAD_IN_PROGRESS, not NOT_COORDINATOR), the read runs in a task."""
         p = self._partitions[index] = _Partition(index, epoch)
+        self.handler.begin_load(index, epoch)
         p.loader = self.spawn(self._load(p))
         return p.loader
 
@@ -304,9 +307,10 @@ class CoordinatorRuntime:
         """LOADING until replayed to the end (ACTIVE); FAILED and retried after a backoff
         while it cannot be read or replayed; stops when the partition closes."""
         while self._current(p):
-            p.state = PartitionState.LOADING
+            if p.state is PartitionState.FAILED:
+                p.state = PartitionState.LOADING
+                self.handler.begin_load(p.index, p.epoch)  # again: nothing half-replayed is kept
             started = self.broker.clock.monotonic()
-            self.handler.begin_load(p.index, p.epoch)
             try:
                 read_end, records = await self._replay_log(p)
             except _Superseded:
