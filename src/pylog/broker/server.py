@@ -260,6 +260,15 @@ class Broker:
             log.info("shut down cleanly")
         self._stopped.set()
 
+    async def new_producer_id(self) -> int:
+        """A producer id never handed out before (``handlers.init_producer_id``: this broker's
+        id blocks, or ZooKeeper's in cluster mode). The transaction coordinator asks here:
+        it sits below the broker and is handed the broker, never imports it. Raises
+        ``pylog.errors.ApiError`` when no id can be allocated."""
+        from pylog.broker.handlers.init_producer_id import new_producer_id
+
+        return await new_producer_id(self)
+
     async def txn_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> int:
         """KIP-890: may this transactional producer append its first batch to the partition?

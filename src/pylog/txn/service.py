@@ -27,7 +27,7 @@ the coordinator runtime, ``pylog.coordinator.CoordinatorRuntime``; this module i
   The answer is the one the client's own retry would get, without the backoff: a
   commit-then-begin loop measured 4 of 30 AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
   without the hold, each costing the producer ~20 ms (see docs/transactions.md);
-- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``; in
+- producer ids come from the broker's allocator (``broker.new_producer_id()``; in
   cluster mode ZooKeeper's ``/latest_producer_id_block``): one is fetched before each
   InitProducerId call so that the coordinator can take it synchronously (unused, it is kept
   for the next call);
@@ -277,10 +277,8 @@ class TransactionService:
     async def _fetch_producer_id(self) -> int:
         """0, or the error code when the allocator failed."""
         if self._spare_producer_id is None:
-            from pylog.broker.handlers.init_producer_id import new_producer_id
-
             try:
-                pid = await new_producer_id(self.broker)
+                pid = await self.broker.new_producer_id()
             except errors.ApiError as exc:
                 return exc.code
             if self._spare_producer_id is None:
