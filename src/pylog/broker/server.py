@@ -58,7 +58,9 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 class Broker:
-    """A single-node Kafka-compatible broker.
+    """A Kafka-compatible broker: a single node, or one broker of a ZooKeeper cluster when
+    ``zookeeper.connect`` is set (``cluster``: the controller runtime; ``replicas``: the
+    replica manager).
 
     Args:
         config: validated broker configuration.
