@@ -236,7 +236,8 @@ class TransactionService:
     def complete_load(self, index: int, read_end: int) -> int:
         resumed = self.coordinator.complete_load(index)
         if resumed:
-            log.info("%s-%d: %d transactions to complete", TRANSACTION_STATE_TOPIC_NAME, index, len(resumed))
+            log.info("loaded %s-%d (%d transactions to complete)", TRANSACTION_STATE_TOPIC_NAME, index,
+                     len(resumed))
         self.drive()
         self._signal_change()
         return len(resumed)
