@@ -75,6 +75,21 @@ class PartitionState(enum.Enum):
     CLOSED = "closed"
 
 
+#: Every legal transition; ``_set_state`` is the one place a partition's state changes.
+_TRANSITIONS: dict[PartitionState, frozenset[PartitionState]] = {
+    PartitionState.LOADING: frozenset({PartitionState.ACTIVE, PartitionState.FAILED, PartitionState.CLOSED}),
+    PartitionState.FAILED: frozenset({PartitionState.LOADING, PartitionState.CLOSED}),
+    PartitionState.ACTIVE: frozenset({PartitionState.CLOSED}),
+    PartitionState.CLOSED: frozenset(),
+}
+
+
+def _set_state(p: _Partition, state: PartitionState) -> None:
+    if state not in _TRANSITIONS[p.state]:
+        raise RuntimeError(f"coordinator partition {p.index}: {p.state.value} -> {state.value} is not a transition")
+    p.state = state
+
+
 class TopicSpec(NamedTuple):
     """How the internal topic is created on a single node (in cluster mode FindCoordinator
     creates it through ZooKeeper)."""
@@ -272,7 +287,8 @@ class CoordinatorRuntime:
         if self._partitions.get(p.index) is p:
             del self._partitions[p.index]
         waiting = p.state is PartitionState.FAILED
-        p.state = PartitionState.CLOSED
+        if p.state is not PartitionState.CLOSED:
+            _set_state(p, PartitionState.CLOSED)
         if waiting and p.loader is not None and not p.loader.done():
             p.loader.cancel()  # asleep before a retry (a read in flight ends on its own)
         writes = list(p.queue)
@@ -308,7 +324,7 @@ class CoordinatorRuntime:
         while it cannot be read or replayed; stops when the partition closes."""
         while self._current(p):
             if p.state is PartitionState.FAILED:
-                p.state = PartitionState.LOADING
+                _set_state(p, PartitionState.LOADING)
                 self.handler.begin_load(p.index, p.epoch)  # again: nothing half-replayed is kept
             started = self.broker.clock.monotonic()
             try:
@@ -320,7 +336,7 @@ class CoordinatorRuntime:
             except Exception as exc:  # noqa: BLE001 - any failure of a load is retried, never final
                 if not self._current(p):
                     return
-                p.state = PartitionState.FAILED
+                _set_state(p, PartitionState.FAILED)
                 delay_ms = min(self.retry_backoff_ms * 2 ** p.failures, self.retry_backoff_max_ms)
                 p.failures += 1
                 log.error("cannot load %s-%d (attempt %d): %s: %s; retrying in %d ms", self.spec.name,
@@ -330,7 +346,7 @@ class CoordinatorRuntime:
                 continue
             if not self._current(p):
                 return
-            p.state = PartitionState.ACTIVE
+            _set_state(p, PartitionState.ACTIVE)
             held = self.handler.complete_load(p.index, read_end)
             if records or p.failures:
                 log.info("loaded %d records of %s-%d (%d held) in %.3f s%s", records, self.spec.name, p.index,
