@@ -95,7 +95,7 @@ class TansuProcess:
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The API keys and version ranges Tansu announces (ApiVersions)."""
-        from pylog.client.aio._connection import BrokerConnection
+        from pylog.net.connection import BrokerConnection
 
         async def go() -> dict[int, tuple[int, int]]:
             conn = BrokerConnection("127.0.0.1", self.port, node_id=-1, client_id="probe",

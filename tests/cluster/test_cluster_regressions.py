@@ -32,7 +32,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_producer_ids_are_unique_across_brokers(cluster: Cluster) -> None:
-    from pylog.client.aio._connection import BrokerConnection
+    from pylog.net.connection import BrokerConnection
     from pylog.protocol.messages import InitProducerIdRequest
 
     async def init_pid(port: int) -> tuple[int, int]:

@@ -105,7 +105,7 @@ def test_preferred_election_through_confluent_admin(cluster):
 def test_elect_leaders_on_a_broker_that_is_not_the_controller(cluster):
     import asyncio
 
-    from pylog.client.aio._connection import BrokerConnection
+    from pylog.net.connection import BrokerConnection
     from pylog.protocol.messages import ElectLeadersRequest
 
     brokers, store = cluster

@@ -224,8 +224,8 @@ def test_unclean_leader_election(cluster, unclean):
 def test_describe_cluster_and_find_coordinator(cluster):
     import asyncio
 
-    from pylog.client.aio._connection import BrokerConnection
     from pylog.group.config import partition_for
+    from pylog.net.connection import BrokerConnection
     from pylog.protocol.messages import FindCoordinatorRequest
 
     brokers, store = cluster

@@ -1,4 +1,9 @@
-"""The architecture's import boundaries (docs/architecture.md), checked on the source."""
+"""The architecture's import boundaries (docs/architecture.md), checked on the source.
+
+``LAYERS`` is the order of the packages, bottom first; ``test_no_import_reaches_up`` walks
+every import of every module under ``src/`` (module level and inside functions alike) and
+fails on one whose target sits in a higher layer than the importing module. The other tests
+add the finer rules within a layer (sans-IO packages, the optional kazoo, embedded mode)."""
 
 from __future__ import annotations
 
@@ -28,6 +33,122 @@ def _imports(path: pathlib.Path) -> set[str]:
             if not mod.startswith("."):
                 names.add(mod.split(".")[0])
     return names
+
+
+#: The layers, bottom first. A module may import its own layer and the layers below it.
+#: Each entry is a module or package prefix; the longest prefix of a module names its layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("logcore",),  # bytes and files
+    ("pylog", "pylog._clock", "pylog.errors"),  # the package, the clock, the error codes
+    ("pylog.config", "pylog.protocol"),  # configuration tables; the sans-IO wire codec
+    # Foundations of the broker's parts: partition logs, the cluster's pure rules and
+    # ZooKeeper store, the requesting side of the wire protocol (brokers and clients).
+    ("pylog.log", "pylog.cluster", "pylog.net"),
+    ("pylog.replication",),  # the replica manager: roles, fetchers, the append path
+    ("pylog.coordinator",),  # the internal-topic coordinator runtime, on the append path
+    ("pylog.group",),  # the group coordinator (its service on the runtime)
+    ("pylog.txn",),  # the transaction coordinator (reuses the group's timers and results)
+    ("pylog.controller",),  # cluster mode at run time; creates the coordinators' topics
+    ("pylog.broker",),  # the server, its listeners and the request handlers
+    ("pylog.client",),  # pylog's client (embedded mode runs a broker in process)
+    ("pylog.spark",),  # the Spark source and sink, on the client
+    ("pylog.cli", "pylog.__main__"),  # the command line, on everything
+)
+
+#: Deliberate upward imports: (importing module, imported module) -> why. Empty: the
+#: broker is handed to the layers below it as an object (``broker.groups``,
+#: ``broker.new_producer_id()``, ...), never imported by them; annotations that name it
+#: sit under ``if TYPE_CHECKING:``, which is not an import at run time and is not counted.
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _layer(module: str) -> int:
+    best, rank = "", -1
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, rank = prefix, i
+    return rank
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_imports(path: pathlib.Path, module: str, known: set[str]) -> set[str]:
+    """The modules ``path`` imports at run time (relative imports resolved; ``from a import
+    b`` counts as ``a.b`` when that is a module), skipping ``if TYPE_CHECKING:`` blocks."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in known else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    for path in [*(SRC / "pylog").rglob("*.py"), *(SRC / "logcore").rglob("*.py")]:
+        assert _layer(_module_name(path)) >= 0, f"{path}: no layer in LAYERS"
+
+
+def test_no_import_reaches_up() -> None:
+    """docs/architecture.md, "Layers": each layer imports only its own and those below."""
+    paths = [*(SRC / "pylog").rglob("*.py"), *(SRC / "logcore").rglob("*.py")]
+    known = {_module_name(p) for p in paths}
+    upward = []
+    used_exceptions = set()
+    for path in paths:
+        module = _module_name(path)
+        rank = _layer(module)
+        for name in _runtime_imports(path, module, known):
+            target = _layer(name)
+            if target <= rank:
+                continue  # the standard library, third parties (-1), or not upward
+            key = (module, name)
+            if key in UPWARD_EXCEPTIONS:
+                used_exceptions.add(key)
+                continue
+            upward.append(f"{module} (layer {rank}) imports {name} (layer {target})")
+    assert not upward, "imports that reach up:\n" + "\n".join(sorted(upward))
+    assert used_exceptions == set(UPWARD_EXCEPTIONS), "stale entries in UPWARD_EXCEPTIONS"
+
+
+def test_the_layering_check_sees_lazy_and_relative_imports(tmp_path) -> None:
+    """The walk finds imports inside functions and relative ones, and skips only
+    ``if TYPE_CHECKING:`` blocks (a guard against the check going blind)."""
+    pkg = tmp_path / "pylog" / "log"
+    pkg.mkdir(parents=True)
+    f = pkg / "mod.py"
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pylog.cli\n"
+                 "def f():\n    from pylog.broker import server\n    from ..group import service\n")
+    names = _runtime_imports(f, "pylog.log.mod", {"pylog.broker.server", "pylog.group.service"})
+    assert {"pylog.broker.server", "pylog.group.service"} <= names
+    assert "pylog.cli" not in names
 
 
 def _files(pkg: str):
@@ -113,3 +234,15 @@ def test_kazoo_is_imported_only_by_the_zookeeper_store() -> None:
     for path in (SRC / "pylog").rglob("*.py"):
         if "kazoo" in _imports(path):
             assert path == SRC / "pylog" / "cluster" / "zk_store.py", f"{path}: imports kazoo"
+
+
+def test_the_client_private_modules_stay_inside_the_client() -> None:
+    """Broker-to-broker requests go through ``pylog.net``; no module outside
+    ``pylog.client`` imports the client's private (underscore) modules."""
+    for path in (SRC / "pylog").rglob("*.py"):
+        if (SRC / "pylog" / "client") in path.parents:
+            continue
+        for name in _full_imports(path):
+            if name.startswith("pylog.client"):
+                assert not any(part.startswith("_") for part in name.split(".")[2:]), (
+                    f"{path}: imports {name}")

@@ -58,7 +58,9 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 class Broker:
-    """A single-node Kafka-compatible broker.
+    """A Kafka-compatible broker: a single node, or one broker of a ZooKeeper cluster when
+    ``zookeeper.connect`` is set (``cluster``: the controller runtime; ``replicas``: the
+    replica manager).
 
     Args:
         config: validated broker configuration.
@@ -259,6 +261,15 @@ class Broker:
         if self._started:
             log.info("shut down cleanly")
         self._stopped.set()
+
+    async def new_producer_id(self) -> int:
+        """A producer id never handed out before (``handlers.init_producer_id``: this broker's
+        id blocks, or ZooKeeper's in cluster mode). The transaction coordinator asks here:
+        it sits below the broker and is handed the broker, never imports it. Raises
+        ``pylog.errors.ApiError`` when no id can be allocated."""
+        from pylog.broker.handlers.init_producer_id import new_producer_id
+
+        return await new_producer_id(self)
 
     async def txn_verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> int:

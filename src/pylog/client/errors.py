@@ -10,24 +10,13 @@ from __future__ import annotations
 from pylog.client.config import ConfigError
 from pylog.errors import ApiError, InvalidGroupIdError, KafkaError
 from pylog.log.dir_lock import LogDirInUseError
+from pylog.net.errors import KafkaConnectionError, KafkaTimeoutError
 
 __all__ = ["ConfigError", "KafkaTimeoutError", "KafkaConnectionError", "ClientClosedError",
            "NoOffsetForPartitionError", "RecordTooLargeError", "IllegalStateError",
            "CommitFailedError", "GroupsNotAvailableError", "LogDirInUseError",
            "TransactionError", "FatalTransactionError", "AbortableTransactionError",
            "RetriableTransactionError", "TransactionAbortedError"]
-
-
-class KafkaTimeoutError(KafkaError, TimeoutError):
-    """Something did not finish within its bound (``max.block.ms``, ``delivery.timeout.ms``,
-    ``request.timeout.ms`` or a call's timeout): Kafka's ``TimeoutException``."""
-
-
-class KafkaConnectionError(KafkaError, ConnectionError):
-    """A broker could not be reached or dropped the connection (retriable)."""
-
-    retriable = True
-    invalid_metadata = True
 
 
 class ClientClosedError(KafkaError):

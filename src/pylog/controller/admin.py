@@ -41,7 +41,7 @@ async def wait_propagated(broker: Any, name: str, partitions: int, timeout_s: fl
     it lets a client that created a topic on one broker find it on any other (Kafka's
     integration tests wait for that themselves: ``waitUntilMetadataIsPropagated``). Past
     the bound the answer goes out anyway: the change is made, the others are catching up."""
-    from pylog.client.aio._connection import BrokerConnection
+    from pylog.net.connection import BrokerConnection
     from pylog.protocol.messages import MetadataRequest
 
     cache = broker.cluster.metadata

@@ -27,7 +27,6 @@ from pylog.cluster import election as el
 from pylog.cluster import zk_data as z
 from pylog.cluster.zk_store import BadVersion, ControllerMovedError, ZkStore
 from pylog.controller.channels import (
-    BrokerChannel,
     build_leader_and_isr,
     build_stop_replica,
     build_update_metadata,
@@ -35,6 +34,7 @@ from pylog.controller.channels import (
 from pylog.controller.configs import ConfigChangeListener
 from pylog.controller.core import TP, ControllerCore, Outcome, Plan, Requests, StateWrite
 from pylog.controller.metadata_cache import MetadataCache
+from pylog.net.channel import BrokerChannel
 from pylog.protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("pylog.controller")
@@ -653,7 +653,7 @@ class ClusterRuntime:
         ``KafkaServer.controlledShutdown``): up to ``controlled.shutdown.max.retries`` + 1
         attempts, ``controlled.shutdown.retry.backoff.ms`` apart. True when it succeeded
         (no partition left that only this broker can lead)."""
-        from pylog.client.aio._connection import BrokerConnection
+        from pylog.net.connection import BrokerConnection
         from pylog.protocol.messages import ControlledShutdownRequest
 
         attempts = self.config["controlled.shutdown.max.retries"] + 1

@@ -1,11 +1,12 @@
-"""The API keys and versions the broker serves and advertises (issue 4): the one version table.
+"""The API keys and versions the broker serves and advertises: the one version table.
 
 ``ADVERTISED`` is what ApiVersions lists; ``SUPPORTED`` is what the broker accepts on use.
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
 compression when Produce v0 is in the broker's range, KAFKA-18659) but refused with
-UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Transactions, SASL
-and ACLs are not listed until they work: clients use the newest advertised version, so
-everything advertised must be implemented.
+UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Transactions are listed
+(transaction.version 0: the coordinator's APIs, the markers, TxnOffsetCommit); SASL and
+ACLs are not, until they work: clients use the newest advertised version, so everything
+advertised must be implemented.
 
 The codec (``pylog.protocol._schema``) decodes every version of every message in the JSON
 specs; these tables only decide what the broker offers. The broker's handler modules read
@@ -153,7 +154,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
-    # Transactions (issue 10): the group coordinator's side.
+    # Transactions: the group coordinator's side.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 

@@ -92,7 +92,7 @@ class ReplicaFetcher:
         self.failed.pop(key, None)
 
     async def _connect(self) -> Any:
-        from pylog.client.aio._connection import BrokerConnection
+        from pylog.net.connection import BrokerConnection
         address = self.manager.leader_address(self.leader_id)
         if address is None:
             raise errors.LeaderNotAvailableError(f"no address known for broker {self.leader_id}")

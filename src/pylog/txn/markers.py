@@ -4,9 +4,10 @@ The coordinator's ``MarkerRequest`` names the partitions of one transaction; eac
 be written by the partition's current leader. ``route`` splits the partitions by leader from
 the broker's ``MetadataCache`` (pure); partitions this broker leads are written in-process
 (``write_markers``), the others go as WriteTxnMarkers (27) requests to their leaders through
-``MarkerChannels``: one ordered sender per destination broker, the controller's
-``BrokerChannel`` in its no-retry mode (a failed request comes back as an error so that the
-coordinator re-routes it after the metadata changed, instead of knocking on a dead broker).
+``MarkerChannels``: one ordered sender per destination broker, a
+``pylog.net.channel.BrokerChannel`` in its no-retry mode (a failed request comes back as an
+error so that the coordinator re-routes it after the metadata changed, instead of knocking
+on a dead broker).
 
 Per partition the outcome is an error code for ``TransactionCoordinator.on_markers_written``:
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pylog import errors
+from pylog.net.channel import BrokerChannel
 
 from .metadata import TopicPartition
 
@@ -162,7 +164,7 @@ class MarkerChannels:
 
     def __init__(self, client_id: str, channel_factory: Any = None) -> None:
         self.client_id = client_id
-        self._factory = channel_factory or _controller_channel
+        self._factory = channel_factory or _broker_channel
         self._channels: dict[int, Any] = {}
 
     def _channel(self, broker_id: int, host: str, port: int) -> Any:
@@ -209,7 +211,5 @@ class MarkerChannels:
         await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
 
-def _controller_channel(broker_id: int, host: str, port: int, client_id: str) -> Any:
-    from pylog.controller.channels import BrokerChannel
-
+def _broker_channel(broker_id: int, host: str, port: int, client_id: str) -> Any:
     return BrokerChannel(broker_id, host, port, client_id, retry=False)

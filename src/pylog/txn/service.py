@@ -1,20 +1,24 @@
-"""The asyncio glue between the broker and the sans-IO transaction coordinator.
+"""The transaction coordinator's service: the broker's face of the sans-IO
+``TransactionCoordinator``.
 
 ``TransactionService`` (one per broker, ``broker.txns``) owns one ``TransactionCoordinator``
-for every ``__transaction_state`` partition (a single node leads them all, coordinator epoch 0)
-and drives it:
+for every ``__transaction_state`` partition this broker leads (a single node leads them all,
+coordinator epoch 0). What it shares with the group coordinator (hosting, the chunked load
+from the log and its retries, ordered appends through the replica manager, resignation) is
+the coordinator runtime, ``pylog.coordinator.CoordinatorRuntime``; this module is its
+``ShardHandler`` and keeps what is the transactions' own:
 
 - the topic is created on the first FindCoordinator for a transactional id (as Kafka does),
   with ``transaction.state.log.num.partitions`` partitions, ``cleanup.policy=compact``,
   ``compression.type=uncompressed`` and ``transaction.state.log.segment.bytes``; when it exists
-  at start every partition is loaded in the background (read on an I/O thread
+  at start every partition is loaded in the background (read
   ``transaction.state.log.load.buffer.size`` bytes at a time, replayed, completed: open
   PrepareCommit/PrepareAbort transactions get their markers again) and its ids get
-  COORDINATOR_LOAD_IN_PROGRESS meanwhile;
-- after every call into the coordinator, ``drive`` appends its writes, per partition in
-  order, through the partition-append path Produce uses (``append_records``), delivers its
-  marker requests through ``pylog.broker.handlers.write_txn_markers.write_markers`` and
-  re-arms one asyncio timer at the coordinator's next deadline;
+  COORDINATOR_LOAD_IN_PROGRESS meanwhile, also while a failed load waits for its retry;
+- after every call into the coordinator, ``drive`` hands its writes to the runtime
+  (appended per partition in order, acks=-1, waiting up to the transaction's timeout), its
+  marker requests to delivery tasks (``pylog.replication.markers.write_markers`` for this
+  broker's partitions) and re-arms one asyncio timer at the coordinator's next deadline;
 - a request the coordinator answers CONCURRENT_TRANSACTIONS because the transaction is still
   completing (its markers or its CompleteCommit/CompleteAbort write in flight: on one node
   that takes a millisecond or two) is held until the coordinator's state next changes and
@@ -23,33 +27,39 @@ and drives it:
   The answer is the one the client's own retry would get, without the backoff: a
   commit-then-begin loop measured 4 of 30 AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
   without the hold, each costing the producer ~20 ms (see docs/transactions.md);
-- producer ids come from the broker's allocator (``init_producer_id.new_producer_id``; in
+- producer ids come from the broker's allocator (``broker.new_producer_id()``; in
   cluster mode ZooKeeper's ``/latest_producer_id_block``): one is fetched before each
   InitProducerId call so that the coordinator can take it synchronously (unused, it is kept
   for the next call);
 - in cluster mode (``broker.cluster`` set) nothing is hosted at start and the topic is never
   created here (FindCoordinator creates it through ZooKeeper): the replica manager calls
   ``on_become_leader(n)`` / ``on_resign(n)`` as this broker starts / stops leading partition
-  n, which is loaded with its leader epoch as the coordinator epoch, or forgotten; appends are
-  acks=-1 (``append_replicated``, waiting the transaction's timeout); markers go to each
-  partition's leader (``pylog.txn.markers``); a partition leader's KIP-890 check for an id
-  coordinated elsewhere is a verify-only AddPartitionsToTxn to that broker.
+  n, which is loaded with its leader epoch as the coordinator epoch (a newer epoch loads it
+  again), or forgotten; markers go to each partition's leader (``pylog.txn.markers``); a
+  partition leader's KIP-890 check for an id coordinated elsewhere is a verify-only
+  AddPartitionsToTxn to that broker.
 
-Event-loop affinity: everything here runs on the broker's loop, except ``_read_partition``
-(an I/O thread).
+Event-loop affinity: everything here runs on the broker's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
+from pylog.coordinator import (
+    CoordinatorRuntime,
+    DeadlineTimer,
+    LoadedMarker,
+    LoadedRecord,
+    TopicSpec,
+)
 from pylog.log.internal_topics import TRANSACTION_STATE_TOPIC_NAME
+from pylog.replication import markers as replication_markers
 
 from .config import TransactionConfig
 from .coordinator import TransactionCoordinator
@@ -102,30 +112,6 @@ def transaction_topic_configs(config: BrokerConfig) -> dict[str, Any]:
     }
 
 
-def _read_partition(plog: Any, step_bytes: int) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of a ``__transaction_state`` partition, from log start to end, as (key,
-    value) pairs (blocking: an I/O thread). Control batches are skipped."""
-    out: list[tuple[bytes | None, bytes | None]] = []
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    while offset < end:
-        region = plog.read(offset, step_bytes, min_one_batch=True)
-        if region.size == 0:
-            break
-        last = offset - 1
-        for batch in logcore.iter_batches(region.read()):
-            last = batch.last_offset
-            if batch.is_control:
-                continue
-            for rec in batch:
-                if rec.offset >= offset:
-                    out.append((rec.key, rec.value))
-        if last < offset:
-            break
-        offset = last + 1
-    return out
-
-
 def _marker_results(results: Any) -> list[tuple[int, str, int, int]]:
     """``write_markers``' answer as (producer id, topic, partition, error code) entries. It
     gives one entry per (producer id, topic, partition): accepted as a mapping from that
@@ -158,14 +144,12 @@ class TransactionService:
             broker.clock, self.config, new_producer_id=self._take_producer_id,
             partition_exists=self.partition_exists)
         self._spare_producer_id: int | None = None
-        self._queues: dict[int, collections.deque[TxnWrite]] = {}
-        self._appenders: dict[int, asyncio.Task[None]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None
-        self._create_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._closed = False
-        self._markers_unavailable = False
+        self._timer = DeadlineTimer(broker.clock, self._fire)
+        spec = TopicSpec(TRANSACTION_STATE_TOPIC_NAME, self.num_partitions,
+                         broker.config["transaction.state.log.replication.factor"],
+                         transaction_topic_configs(broker.config))
+        self.runtime = CoordinatorRuntime(broker, spec, self, reload_on_new_epoch=True,
+                                          load_chunk_bytes=broker.config["transaction.state.log.load.buffer.size"])
         self._channels: Any = None  # MarkerChannels, created on the first remote marker
         self._verify_channels: Any = None  # the same, for KIP-890 verification requests
         # Set (and replaced) whenever a write or a marker delivery settles: what a request
@@ -176,78 +160,43 @@ class TransactionService:
     def cluster_mode(self) -> bool:
         """Partitions are hosted while this broker leads them (LeaderAndIsr); markers go to
         each partition's leader (``broker.cluster`` is set after this service is made)."""
-        return getattr(self.broker, "cluster", None) is not None
+        return self.runtime.cluster_mode
+
+    @property
+    def _closed(self) -> bool:
+        return self.runtime.closed
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Load the partitions of an existing ``__transaction_state`` (in the background).
-        In cluster mode nothing is hosted until LeaderAndIsr makes this broker a partition's
-        leader (``on_become_leader``)."""
-        topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-        if topic is not None and not self.cluster_mode:
-            self._host(topic)
+        """Load the partitions of an existing ``__transaction_state`` (single node, in the
+        background). In cluster mode nothing is hosted until LeaderAndIsr makes this broker
+        a partition's leader (``on_become_leader``)."""
+        await self.runtime.start()
         self.drive()
 
     async def on_become_leader(self, index: int) -> None:
         """This broker became the leader of ``__transaction_state`` partition ``index``
         (Kafka's ``TransactionCoordinator.onElection``): load it in the background with its
         leader epoch as the coordinator epoch. Called by the replica manager."""
-        topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-        if self._closed or topic is None or index >= len(topic.partitions):
-            return
-        epoch = 0
-        state = self.broker.replicas.partitions.get((TRANSACTION_STATE_TOPIC_NAME, index))
-        if state is not None:
-            epoch = state.leader_epoch
-        self._fail_queued(index)
-        self.coordinator.begin_load(index, epoch)
-        log.info("loading %s-%d as its coordinator (coordinator epoch %d)", TRANSACTION_STATE_TOPIC_NAME,
-                 index, epoch)
-        self._spawn(self._load(topic.partitions[index], epoch))
-        self._signal_change()
+        await self.runtime.on_become_leader(index)
 
     async def on_resign(self, index: int) -> None:
         """This broker no longer leads ``__transaction_state`` partition ``index`` (Kafka's
         ``onResignation``): its transactions are forgotten here (the new leader loads them),
         their requests get NOT_COORDINATOR, their markers stop."""
-        if index not in self.coordinator.hosted():
-            return
-        self.coordinator.unload(index)
-        self._fail_queued(index)
-        log.info("resigned as the coordinator of %s-%d", TRANSACTION_STATE_TOPIC_NAME, index)
-        self.drive()
-        self._signal_change()
-
-    def _fail_queued(self, index: int) -> None:
-        queue = self._queues.get(index)
-        if queue:
-            # An appender still running on this queue finds it empty and stops.
-            writes = list(queue)
-            queue.clear()
-            for w in writes:
-                w.fail(errors.NotCoordinatorError.code)
+        await self.runtime.on_resign(index)
 
     async def shutdown(self) -> None:
         """Stop for a broker shutdown (before the logs close): new requests get
         COORDINATOR_NOT_AVAILABLE, timers stop, queued writes are appended (their requests
         answered), marker deliveries are cancelled (a restart sends them again)."""
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._appenders:
-            await asyncio.gather(*list(self._appenders.values()), return_exceptions=True)
-            self._appenders = {k: t for k, t in self._appenders.items() if not t.done()}
-        for index in self.coordinator.hosted():
-            self.coordinator.unload(index)
+        self.runtime.closed = True
+        self._timer.cancel()
+        await self.runtime.shutdown()
         for w in self.coordinator.take_writes():
             w.fail(errors.NotCoordinatorError.code)
         self.coordinator.take_markers()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
         for channels in (self._channels, self._verify_channels):
             if channels is not None:
                 await channels.close()
@@ -255,77 +204,68 @@ class TransactionService:
     def on_topic_deleted(self) -> None:
         """``__transaction_state`` was deleted: resign every partition (the next FindCoordinator
         creates the topic anew; the transactions went with it)."""
-        hosted = self.coordinator.hosted()
-        for index in hosted:
-            self.coordinator.unload(index)
-            self._fail_queued(index)
-        if hosted:
-            log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, len(hosted))
-        self.drive()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def _host(self, topic: Any) -> list[asyncio.Task[Any]]:
-        loads = []
-        hosted = set(self.coordinator.hosted())
-        for p in topic.partitions:
-            if p.index in hosted:
-                continue
-            self.coordinator.begin_load(p.index)
-            loads.append(self._spawn(self._load(p)))
-        return loads
-
-    async def _load(self, partition: Any, epoch: int | None = None) -> None:
-        coord = self.coordinator
-        started = self.broker.clock.monotonic()
-        step = self.broker.config["transaction.state.log.load.buffer.size"]
-        try:
-            records = await self.broker.io.run_ordered((partition.topic, partition.index), _read_partition,
-                                                       partition.log, step)
-        except (logcore.LogcoreError, OSError) as exc:
-            log.error("cannot load %s-%d: %s", partition.topic, partition.index, exc)
-            return
-        if not coord.is_loading(partition.index) or (
-                epoch is not None and coord.coordinator_epoch_of(partition.index) != epoch):
-            return  # unloaded (or loaded again in a newer epoch) meanwhile
-        for key, value in records:
-            if key is None:
-                continue
-            try:
-                coord.replay(partition.index, key, value)
-            except TxnRecordError as exc:
-                log.error("%s-%d: skipping an unreadable record while loading: %s", partition.topic,
-                          partition.index, exc)
-        resumed = coord.complete_load(partition.index)
-        if records:
-            log.info("loaded %d records of %s-%d in %.3f s (%d transactions to complete)", len(records),
-                     partition.topic, partition.index, self.broker.clock.monotonic() - started, len(resumed))
+        n = self.runtime.on_topic_deleted()
+        if n:
+            log.info("%s deleted: resigned %d partitions", TRANSACTION_STATE_TOPIC_NAME, n)
         self.drive()
 
     async def ensure_topic(self) -> Any:
         """The ``__transaction_state`` topic, created (and hosted) on first use. In cluster
         mode the topic is created through ZooKeeper (``pylog.controller.admin.find_coordinator``)
         and hosted per partition on leadership: this only returns the local replica (or None)."""
-        manager = self.broker.log_manager
-        if self.cluster_mode:
-            return manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-        async with self._create_lock:
-            topic = manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-            if topic is None:
-                topic = await manager.create_topic_async(
-                    self.broker.executor, TRANSACTION_STATE_TOPIC_NAME, self.num_partitions,
-                    self.broker.config["transaction.state.log.replication.factor"],
-                    transaction_topic_configs(self.broker.config))
-                log.info("created %s (%d partitions)", TRANSACTION_STATE_TOPIC_NAME, self.num_partitions)
-                loads = self._host(topic)
-                if loads:
-                    await asyncio.gather(*loads)
-            self._host(topic)
-            return topic
+        return await self.runtime.ensure_topic()
+
+    # ------------------------------------------------------------------ ShardHandler
+
+    def begin_load(self, index: int, epoch: int | None) -> None:
+        self.coordinator.begin_load(index, epoch)
+        log.info("loading %s-%d as its coordinator (coordinator epoch %s)", TRANSACTION_STATE_TOPIC_NAME,
+                 index, self.coordinator.coordinator_epoch_of(index))
+        self._signal_change()
+
+    def replay(self, index: int, entries: Sequence[LoadedRecord | LoadedMarker]) -> None:
+        for entry in entries:
+            if isinstance(entry, LoadedMarker) or entry.key is None:
+                continue  # markers and keyless records are not the coordinator's
+            try:
+                self.coordinator.replay(index, entry.key, entry.value)
+            except TxnRecordError as exc:
+                log.error("%s-%d: skipping an unreadable record while loading: %s",
+                          TRANSACTION_STATE_TOPIC_NAME, index, exc)
+
+    def complete_load(self, index: int, read_end: int) -> int:
+        resumed = self.coordinator.complete_load(index)
+        if resumed:
+            log.info("loaded %s-%d (%d transactions to complete)", TRANSACTION_STATE_TOPIC_NAME, index,
+                     len(resumed))
+        self.drive()
+        self._signal_change()
+        return len(resumed)
+
+    def unload(self, index: int) -> None:
+        if index in self.coordinator.hosted():
+            self.coordinator.unload(index)
+            log.info("resigned as the coordinator of %s-%d", TRANSACTION_STATE_TOPIC_NAME, index)
+        self.drive()
+        self._signal_change()
+
+    def batch(self, write: TxnWrite) -> bytes:
+        builder = logcore.BatchBuilder(compression="none")
+        now = self.broker.clock.time_ms()
+        for key, value in write.records:
+            builder.append(value, key=key, timestamp_ms=now)
+        return bytes(builder.build())
+
+    def append_timeout_ms(self, write: TxnWrite) -> int:
+        return write.timeout_ms
+
+    def settled(self, index: int, write: TxnWrite, code: int, info: Any) -> None:
+        if code:
+            write.fail(code)
+        else:
+            write.complete()
+        self.drive()
+        self._signal_change()
 
     # ------------------------------------------------------------------ producer ids
 
@@ -338,10 +278,8 @@ class TransactionService:
     async def _fetch_producer_id(self) -> int:
         """0, or the error code when the allocator failed."""
         if self._spare_producer_id is None:
-            from pylog.broker.handlers.init_producer_id import new_producer_id
-
             try:
-                pid = await new_producer_id(self.broker)
+                pid = await self.broker.new_producer_id()
             except errors.ApiError as exc:
                 return exc.code
             if self._spare_producer_id is None:
@@ -483,93 +421,22 @@ class TransactionService:
     # ------------------------------------------------------------------ driving
 
     def drive(self) -> None:
-        """Hand the coordinator's writes to the appenders, its markers to delivery tasks, and
+        """Hand the coordinator's writes to the runtime, its markers to delivery tasks, and
         re-arm its timer."""
         coord = self.coordinator
         for w in coord.take_writes():
-            if self._closed and w.partition not in self._appenders:
-                w.fail(errors.NotCoordinatorError.code)
-                continue
-            self._queues.setdefault(w.partition, collections.deque()).append(w)
-            task = self._appenders.get(w.partition)
-            if task is None or task.done():
-                self._appenders[w.partition] = self._spawn(self._append_loop(w.partition))
+            self.runtime.enqueue(w.partition, [w])
         for m in coord.take_markers():
             if not self._closed:
-                self._spawn(self._deliver(m))
+                self.runtime.spawn(self._deliver(m))
         if not self._closed:
-            self._arm()
-
-    def _arm(self) -> None:
-        deadline = self.coordinator.next_deadline_ms()
-        if deadline == self._timer_deadline and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline = deadline
-        if deadline is None:
-            return
-        now_ms = self.broker.clock.monotonic() * 1000
-        self._timer = asyncio.get_running_loop().call_later(max(deadline - now_ms, 0) / 1000.0, self._fire)
+            self._timer.arm(coord.next_deadline_ms())
 
     def _fire(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
         if self._closed:
             return
         self.coordinator.tick()
         self.drive()
-
-    async def _append_loop(self, index: int) -> None:
-        from pylog.broker.handlers.produce import AppendError, append_replicated
-
-        queue = self._queues.setdefault(index, collections.deque())
-        while queue:
-            write = queue.popleft()
-            topic = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC_NAME)
-            code = 0
-            if topic is None or index >= len(topic.partitions):
-                code = errors.NotCoordinatorError.code
-            else:
-                partition = topic.partitions[index]
-                try:
-                    # acks=-1: on a replicated partition, answered once the ISR has it.
-                    await append_replicated(self.broker, partition, self._batch(write), write.timeout_ms)
-                except AppendError as exc:
-                    code = exc.code
-                    log.warning("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC_NAME, index, exc)
-                except logcore.LogcoreError as exc:
-                    if not partition.log.closed:
-                        raise
-                    code = errors.NotCoordinatorError.code
-                    log.info("%s-%d was closed during an append: %s", TRANSACTION_STATE_TOPIC_NAME, index, exc)
-            if code:
-                write.fail(code)
-            else:
-                write.complete()
-            self.drive()
-            self._signal_change()
-
-    def _batch(self, write: TxnWrite) -> bytes:
-        builder = logcore.BatchBuilder(compression="none")
-        now = self.broker.clock.time_ms()
-        for key, value in write.records:
-            builder.append(value, key=key, timestamp_ms=now)
-        return bytes(builder.build())
-
-    def _marker_writer(self) -> tuple[Callable[..., Any], Any] | None:
-        if self._markers_unavailable:
-            return None
-        try:
-            from pylog.broker.handlers.write_txn_markers import write_markers
-            from pylog.broker.txn_markers import TxnMarker
-        except ImportError as exc:
-            self._markers_unavailable = True
-            log.error("transaction markers cannot be written (%s): transactions stay in "
-                      "PrepareCommit/PrepareAbort", exc)
-            return None
-        return write_markers, TxnMarker
 
     async def _deliver(self, request: MarkerRequest) -> None:
         if self.cluster_mode:
@@ -586,19 +453,16 @@ class TransactionService:
                            partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The markers of ``partitions`` written to this broker's logs (``write_markers``)."""
         codes: dict[TopicPartition, int] = {}
-        writer = self._marker_writer()
-        if writer is not None:
-            write_markers, marker_cls = writer
-            marker = marker_cls(request.producer_id, request.producer_epoch, request.commit,
-                                request.coordinator_epoch, sorted(partitions))
-            try:
-                results = await write_markers(self.broker, [marker])
-            except Exception:  # noqa: BLE001 - a failed delivery is retried, never lost
-                log.exception("writing markers for transactional id %r failed", request.transactional_id)
-                results = []
-            for pid, topic, partition, code in _marker_results(results):
-                if pid == request.producer_id:
-                    codes[(topic, partition)] = code
+        marker = replication_markers.TxnMarker(request.producer_id, request.producer_epoch, request.commit,
+                                               request.coordinator_epoch, sorted(partitions))
+        try:
+            results: Any = await replication_markers.write_markers(self.broker, [marker])
+        except Exception:  # noqa: BLE001 - a failed delivery is retried, never lost
+            log.exception("writing markers for transactional id %r failed", request.transactional_id)
+            results = []
+        for pid, topic, partition, code in _marker_results(results):
+            if pid == request.producer_id:
+                codes[(topic, partition)] = code
         return codes
 
     async def _deliver_cluster(self, request: MarkerRequest) -> dict[TopicPartition, int]:

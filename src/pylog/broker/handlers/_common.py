@@ -12,11 +12,10 @@ from pylog.log.internal_topics import (
     GROUP_METADATA_TOPIC_NAME,
     is_internal,
 )
+from pylog.replication.append import LEADER_EPOCH  # noqa: F401 - re-exported to the handlers
 
 log = logging.getLogger("pylog.broker.handlers")
 
-# A single node is the leader of every partition from its creation on, in epoch 0.
-LEADER_EPOCH = 0
 # Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Most partitions one CreateTopics or CreatePartitions request may create, as Kafka's

@@ -1,42 +1,18 @@
 """WriteTxnMarkers (key 27), versions 0-1: the transaction coordinator's markers.
 
-For every marker and partition (Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``) one
-control batch (COMMIT or ABORT, ``logcore.Log.append_control``) is appended to the
-partition's log. Per (producer id, partition) the answer is NONE, or
-UNKNOWN_TOPIC_OR_PARTITION (not hosted here), INVALID_PRODUCER_EPOCH (the marker's epoch
-is older than the producer's), TRANSACTION_COORDINATOR_FENCED (an older coordinator
-epoch than the partition has seen for the producer), KAFKA_STORAGE_ERROR (the write
-failed). A single node is every partition's leader and the marker is committed once
-written (acks=-1 is met at once); in cluster mode only the leader writes (NOT_LEADER_OR_FOLLOWER
-elsewhere) and, as an acks=-1 append, refuses it while the ISR is below ``min.insync.replicas``
-(NOT_ENOUGH_REPLICAS) and answers once the in-sync replicas have it
-(NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT otherwise; the coordinator retries).
-
-The appends go through the same ordered per-partition path as Produce
-(``append_records``: inline when nothing for the partition is queued on an I/O thread,
-else behind what is), wake the fetches waiting on the partition (a marker moves the last
-stable offset), and for ``__consumer_offsets`` partitions tell the group coordinator
-(``broker.groups.on_txn_marker(partition, producer_id, commit, offset)``, when it has
-that method) so that pending transactional offset commits are materialised or dropped.
-
-``write_markers`` is also what the broker's own transaction coordinator calls: it needs
-no request and no connection.
+The request's side only: each marker is handed to the partition side,
+``pylog.replication.markers.write_markers`` (one control batch per partition through the
+ordered append path; its docstring lists the answers), and the results are put back into
+the response's shape.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
 from typing import TYPE_CHECKING, Any
 
-import logcore
-from pylog import errors
-from pylog.broker.handlers._common import LEADER_EPOCH
-from pylog.broker.txn_markers import TxnMarker, TxnMarkerResult
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import WriteTxnMarkersResponse
+from pylog.replication.markers import TxnMarker, write_markers
 
 if TYPE_CHECKING:
     from pylog.broker.handlers import RequestContext
@@ -45,84 +21,6 @@ API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = WriteTxnMarkersResponse
-
-log = logging.getLogger("pylog.broker.write_txn_markers")
-
-#: How long a marker on a replicated partition may wait for the ISR (Kafka appends markers
-#: with acks=-1 and ``request.timeout.ms``, 30 s by default).
-MARKER_APPEND_TIMEOUT_MS = 30000
-
-
-def _append_marker(partition: Any, marker: TxnMarker, leader_epoch: int = LEADER_EPOCH) -> Any:
-    return partition.log.append_control(
-        marker.producer_id, marker.producer_epoch, commit=marker.commit,
-        coordinator_epoch=marker.coordinator_epoch, leader_epoch=leader_epoch)
-
-
-async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
-                     index: int) -> TxnMarkerResult:
-    def result(code: int, offset: int = -1) -> TxnMarkerResult:
-        return TxnMarkerResult(marker.producer_id, topic_name, index, code, offset)
-
-    topic = broker.log_manager.topics.get(topic_name)
-    if topic is None or not 0 <= index < len(topic.partitions):
-        return result(errors.UnknownTopicOrPartitionError.code)
-    partition = topic.partitions[index]
-    key = (partition.topic, partition.index)
-    io = broker.io
-    replicas = broker.replicas
-    epoch = LEADER_EPOCH
-    if replicas.active:  # cluster mode: only the leader writes markers, in its epoch
-        state = replicas.partitions.get(key)
-        if state is not None:
-            if state.leader is None:
-                return result(errors.NotLeaderOrFollowerError.code)
-            try:  # acks=-1: not written while the ISR is below min.insync.replicas
-                state.leader.check_before_append(-1)
-            except errors.NotEnoughReplicasError as exc:
-                log.info("marker for producer %d on %s-%d not written: %s", marker.producer_id,
-                         topic_name, index, exc)
-                return result(exc.code)
-            epoch = state.leader_epoch
-    try:
-        if io.busy(key) or epoch != LEADER_EPOCH:
-            info = await io.run_ordered(key, _append_marker, partition, marker, epoch)
-        else:
-            info = _append_marker(partition, marker)  # one small batch: cheap inline
-    except logcore.LogcoreError as exc:
-        code = errors.code_for_exception(exc)
-        log.info("%s marker for producer %d epoch %d on %s-%d refused: %s",
-                 "COMMIT" if marker.commit else "ABORT", marker.producer_id,
-                 marker.producer_epoch, topic_name, index, exc)
-        return result(code)
-    if replicas.active:
-        replicas.on_local_append(key, partition.log.log_end_offset)
-    broker.waiters.notify(key)
-    if replicas.active and key in replicas.partitions:
-        # acks=-1, as Kafka appends markers: acknowledged once the ISR has the marker, so a
-        # completed transaction's markers survive the loss of this leader.
-        code = await replicas.wait_for_acks(key, info.first_offset + 1, MARKER_APPEND_TIMEOUT_MS)
-        if code:
-            log.info("marker for producer %d on %s-%d not replicated to the ISR (error %d)",
-                     marker.producer_id, topic_name, index, code)
-            return result(code)
-    if topic_name == GROUP_METADATA_TOPIC_NAME:
-        hook = getattr(broker.groups, "on_txn_marker", None)
-        if hook is not None:
-            done = hook(index, marker.producer_id, marker.commit, info.first_offset)
-            if inspect.isawaitable(done):
-                await done
-    return result(0, info.first_offset)
-
-
-async def write_markers(broker: Any, markers: list[TxnMarker]) -> list[TxnMarkerResult]:
-    """Write every marker to each of its partitions; one result per (producer id, topic,
-    partition), in the order given. Partitions are written concurrently; the markers of
-    one partition keep their order (the per-partition ordered path)."""
-    jobs = [_write_one(broker, m, t, p) for m in markers for t, p in m.partitions]
-    if len(jobs) == 1:
-        return [await jobs[0]]
-    return list(await asyncio.gather(*jobs))
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:

@@ -23,8 +23,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.client.aio._connection import BrokerConnection, Connection
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pylog.net.connection import BrokerConnection, Connection
 from pylog.protocol.messages import MetadataRequest
 
 if TYPE_CHECKING:

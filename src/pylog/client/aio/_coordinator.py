@@ -56,7 +56,6 @@ from pylog.client.aio._assignors import (
     rebalance_protocol,
 )
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import Connection
 from pylog.client.aio._group_base import (
     NO_GENERATION,
     TRANSITIONS,
@@ -68,6 +67,7 @@ from pylog.client.aio._group_base import (
 )
 from pylog.client.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import TopicPartition
+from pylog.net.connection import Connection
 from pylog.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,

@@ -59,13 +59,13 @@ from pylog.broker.handlers import SUPPORTED_VERSIONS, RequestContext, dispatch
 from pylog.broker.server import Broker
 from pylog.client._loop import LoopThread
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import pick_version
 from pylog.client.config import ConfigError
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.config import BrokerConfig, parse_properties
 from pylog.config import ConfigError as BrokerConfigError
 from pylog.log.dir_lock import LogDirInUseError
 from pylog.log.topics import read_meta_properties
+from pylog.net.connection import pick_version
 
 __all__ = ["EmbeddedBroker", "EmbeddedCluster", "EmbeddedConnection", "acquire", "release",
            "LogDirInUseError"]

@@ -29,10 +29,10 @@ from typing import Any, NamedTuple, TypeVar
 
 from pylog import errors
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import Connection
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import OffsetAndMetadata, TopicPartition
+from pylog.net.connection import Connection
 from pylog.protocol._schema import ConsumerProtocolAssignment
 from pylog.protocol.messages import (
     DeleteGroupsRequest,

@@ -23,9 +23,9 @@ from typing import Any, NamedTuple, Protocol
 
 from pylog import errors
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import Connection
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import TopicPartition
+from pylog.net.connection import Connection
 from pylog.protocol.messages import FindCoordinatorRequest
 
 __all__ = ["Generation", "NO_GENERATION", "MemberState", "TRANSITIONS", "SubscriptionState",

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pylog import errors
 from pylog.client.aio._accumulator import PendingBatch
 from pylog.client.aio._cluster import Cluster
-from pylog.client.aio._connection import Connection
 from pylog.client.aio._rebalance import as_offsets
 from pylog.client.aio._txn_state import (
     REFIND_ERRORS,
@@ -66,6 +65,7 @@ from pylog.client.errors import (
     TransactionError,
 )
 from pylog.client.records import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from pylog.net.connection import Connection
 from pylog.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,

@@ -13,10 +13,10 @@ import pytest
 import logcore
 from pylog._clock import ManualClock
 from pylog.broker import handlers
-from pylog.broker.handlers import produce
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
 from pylog.protocol.messages import ProduceRequest
+from pylog.replication import append
 
 T0 = 1_700_000_000_000
 
@@ -50,14 +50,14 @@ def _ctx(broker: Broker) -> handlers.RequestContext:
 
 def test_a_cheap_append_queues_behind_one_on_a_thread(broker, monkeypatch) -> None:
     gate = threading.Event()
-    real = produce._append_now
+    real = append._append_now
 
     def slow_append(partition: Any, records: Any, acks: int, *epoch: int) -> Any:
         if threading.current_thread() is not threading.main_thread():
             gate.wait(5)  # hold the thread-side append until the cheap one has arrived
         return real(partition, records, acks, *epoch)
 
-    monkeypatch.setattr(produce, "_append_now", slow_append)
+    monkeypatch.setattr(append, "_append_now", slow_append)
 
     async def scenario() -> tuple[int, int]:
         await handlers.dispatch(_ctx(broker), _body("t", {0: _batch()}))  # create the topic
@@ -81,12 +81,12 @@ def test_inline_only_for_small_uncompressed_appends(broker) -> None:
 
     asyncio.run(scenario())
     p = broker.log_manager.topics["t"].partitions[0]
-    assert produce._inline(p, _batch(), 0)
-    assert not produce._inline(p, _batch("zstd"), 0)
+    assert append._inline(p, _batch(), 0)
+    assert not append._inline(p, _batch("zstd"), 0)
     big = logcore.BatchBuilder()
-    big.append(b"x" * (produce.INLINE_APPEND_MAX_BYTES + 1))
-    assert not produce._inline(p, big.build(), 0)
-    assert not produce._inline(p, _batch(), 1)  # a new leader epoch writes its file
+    big.append(b"x" * (append.INLINE_APPEND_MAX_BYTES + 1))
+    assert not append._inline(p, big.build(), 0)
+    assert not append._inline(p, _batch(), 1)  # a new leader epoch writes its file
 
 
 def _batch_at(ts: int) -> bytearray:
@@ -105,7 +105,7 @@ def test_an_append_that_would_roll_or_flush_goes_to_a_thread(broker, kind) -> No
     asyncio.run(scenario())
     p = broker.log_manager.topics["t"].partitions[0]
     ts = T0 + 10
-    assert produce._inline(p, _batch_at(ts), 0)
+    assert append._inline(p, _batch_at(ts), 0)
     cfg = p.log.config
     if kind == "segment.ms":
         p.log.update_config(cfg.replace(segment_ms=1000, segment_jitter_ms=0))
@@ -116,7 +116,7 @@ def test_an_append_that_would_roll_or_flush_goes_to_a_thread(broker, kind) -> No
         p.log.active_segment.index_full = True  # what an append that filled it leaves
     else:
         p.log.update_config(cfg.replace(flush_messages=1))
-    assert not produce._inline(p, _batch_at(ts), 0)
+    assert not append._inline(p, _batch_at(ts), 0)
     rolled = p.log.append(_batch_at(ts), leader_epoch=0).rolled
     assert rolled == (kind != "flush.messages")
 

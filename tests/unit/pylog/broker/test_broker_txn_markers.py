@@ -11,12 +11,11 @@ import logcore
 from pylog import errors
 from pylog._clock import ManualClock
 from pylog.broker import handlers
-from pylog.broker.handlers.write_txn_markers import write_markers
 from pylog.broker.server import Broker
-from pylog.broker.txn_markers import TxnMarker, TxnMarkerResult
 from pylog.config import BrokerConfig
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.messages import ProduceRequest
+from pylog.replication.markers import TxnMarker, TxnMarkerResult, write_markers
 
 T0 = 1_700_000_000_000
 

@@ -166,8 +166,10 @@ def test_verification_hook_errors_reach_the_client_as_kafka_maps_them(tmp_path, 
 
 async def _marker(b: Broker, commit: bool, pid: int = PID, epoch: int = EPOCH) -> None:
     """A COMMIT/ABORT marker into the group's partition, the way WriteTxnMarkers writes it."""
-    from pylog.broker.handlers.write_txn_markers import write_markers  # type: ignore[import-not-found,unused-ignore]
-    from pylog.broker.txn_markers import TxnMarker  # type: ignore[import-not-found,unused-ignore]
+    from pylog.replication.markers import (
+        TxnMarker,  # type: ignore[import-not-found,unused-ignore]
+        write_markers,  # type: ignore[import-not-found,unused-ignore]
+    )
 
     index = partition_for("g", GROUP_PARTITIONS)
     results = await write_markers(b, [TxnMarker(pid, epoch, commit, 0, [(GROUP_METADATA_TOPIC_NAME, index)])])
@@ -225,7 +227,7 @@ def test_pending_until_the_marker_and_after_a_reload(tmp_path) -> None:
 def test_a_marker_appended_while_the_partition_loads(tmp_path, marker_read: bool) -> None:
     """The partition side does not wait for a load: a marker written meanwhile is applied
     after the records read before it, once (whether or not the load's read saw it)."""
-    from pylog.group import service
+    from pylog.coordinator import read_all
 
     async def scenario() -> None:
         b = await _start(tmp_path)
@@ -236,21 +238,14 @@ def test_a_marker_appended_while_the_partition_loads(tmp_path, marker_read: bool
             assert set(_codes(r).values()) == {0}
             index = partition_for("g", GROUP_PARTITIONS)
             partition = b.log_manager.topics[GROUP_METADATA_TOPIC_NAME].partitions[index]
-            before = service._read_partition(partition.log)  # a load that read before the marker
+            before = read_all(partition.log)  # a load that read before the marker
             shard = b.groups.shard_of(b.groups.coordinator("g"))  # type: ignore[arg-type]
-            shard.coordinator.begin_load()
+            b.groups.begin_load(index, None)
             await _marker(b, commit=True)
             assert len(shard.early_markers) == 1  # held until the load has replayed the log
-            if marker_read:
-                await b.groups._load(shard, partition)
-            else:
-                async def stale_read(*args: Any) -> Any:
-                    return before
-                real, b.io.run_ordered = b.io.run_ordered, stale_read  # type: ignore[method-assign]
-                try:
-                    await b.groups._load(shard, partition)
-                finally:
-                    b.io.run_ordered = real  # type: ignore[method-assign]
+            entries, read_end = read_all(partition.log) if marker_read else before
+            b.groups.replay(index, entries)
+            b.groups.complete_load(index, read_end)
             assert not shard.coordinator.loading and not shard.early_markers
             assert await _fetch(b, True) == {0: (5, 0), 1: (-1, 0)}
         finally:

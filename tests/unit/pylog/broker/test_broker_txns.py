@@ -7,8 +7,6 @@ the log and completes prepared transactions."""
 from __future__ import annotations
 
 import asyncio
-import sys
-import types
 from typing import Any, NamedTuple
 
 import pytest
@@ -29,6 +27,7 @@ from pylog.protocol.messages import (
     FindCoordinatorRequest,
     InitProducerIdRequest,
 )
+from pylog.replication import markers as replication_markers
 from pylog.txn.records import decode_key, decode_value
 
 T0 = 1_700_000_000_000
@@ -61,12 +60,7 @@ class FakeMarkers:
 @pytest.fixture
 def markers(monkeypatch: pytest.MonkeyPatch) -> FakeMarkers:
     fake = FakeMarkers()
-    writer = types.ModuleType("pylog.broker.handlers.write_txn_markers")
-    writer.write_markers = fake.write_markers  # type: ignore[attr-defined]
-    marker_mod = types.ModuleType("pylog.broker.txn_markers")
-    marker_mod.TxnMarker = TxnMarker  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pylog.broker.handlers.write_txn_markers", writer)
-    monkeypatch.setitem(sys.modules, "pylog.broker.txn_markers", marker_mod)
+    monkeypatch.setattr(replication_markers, "write_markers", fake.write_markers)
     return fake
 
 

@@ -22,7 +22,7 @@ from pylog import errors
 from pylog.broker import handlers
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
-from pylog.group import service
+from pylog.coordinator import runtime as coordinator_runtime
 from pylog.group.service import offsets_topic_configs
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.messages import (
@@ -222,12 +222,12 @@ def test_resign_unloads_and_leading_again_reloads_from_the_log(broker) -> None:
 def test_load_in_progress_and_a_resign_during_the_load(broker, monkeypatch) -> None:
     gate = threading.Event()
     gate.set()
-    read = service._read_partition
+    read = coordinator_runtime.read_chunk
 
-    def gated(plog: Any) -> Any:
+    def gated(plog: Any, offset: int, max_bytes: int) -> Any:
         assert gate.wait(20)
-        return read(plog)
-    monkeypatch.setattr(service, "_read_partition", gated)
+        return read(plog, offset, max_bytes)
+    monkeypatch.setattr(coordinator_runtime, "read_chunk", gated)
 
     async def scenario() -> None:
         assert await lead(broker, ME, 0, isr=(ME,)) == 0

@@ -8,6 +8,7 @@ import struct
 from _harness.groups import GroupHarness
 
 import logcore
+from pylog.coordinator import LoadedMarker, LoadedRecord, read_all
 from pylog.errors import (
     CoordinatorLoadInProgressError,
     FencedInstanceIdError,
@@ -21,7 +22,6 @@ from pylog.errors import (
 from pylog.group.classic import GroupState
 from pylog.group.offsets import OffsetCommitPartition as P
 from pylog.group.records import OffsetCommitRecord, decode_record
-from pylog.group.service import LoadedMarker, LoadedRecord, _read_partition
 
 S = GroupState
 PID, EPOCH = 4000, 3
@@ -323,7 +323,7 @@ def test_the_loader_reads_transactional_batches_and_markers_in_log_order() -> No
         _batch(5, [marker(0)], pid=12, control=True),
         _batch(6, [(struct.pack(">hh", 0, 5), b"")], pid=13, control=True),  # a KRaft control type: skipped
     ])
-    entries, end = _read_partition(plog)
+    entries, end = read_all(plog)
     assert end == 7
     assert entries == [
         LoadedRecord(0, b"k0", b"v0", -1), LoadedRecord(1, b"k1", b"v1", 11), LoadedRecord(2, b"k2", None, 11),

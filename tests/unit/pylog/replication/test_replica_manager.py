@@ -219,8 +219,7 @@ def test_follower_fetch_gets_the_diverging_epoch_and_offset_for_leader_epoch_agr
 
 
 def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker) -> None:
-    from pylog.broker.handlers.write_txn_markers import write_markers
-    from pylog.broker.txn_markers import TxnMarker
+    from pylog.replication.markers import TxnMarker, write_markers
 
     async def scenario() -> None:
         await lead(broker, epoch=2, isr=(ME,))

@@ -14,9 +14,9 @@ import pytest
 from pylog import errors
 from pylog._clock import ManualClock
 from pylog.cluster import zk_data as z
-from pylog.controller.channels import BrokerChannel
 from pylog.controller.metadata_cache import BrokerInfo, MetadataCache, PartitionMeta
 from pylog.controller.producer_ids import ClusterProducerIds
+from pylog.net.channel import BrokerChannel
 from pylog.protocol.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,

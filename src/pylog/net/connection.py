@@ -1,5 +1,10 @@
 """One asyncio TCP connection to one broker, speaking through ``ClientConnection``.
 
+The requesting side of the wire protocol, shared by everything that sends requests to a
+broker: the client (``pylog.client``), the follower fetchers (``pylog.replication.fetcher``),
+the controller's channels and the transaction coordinator's markers (``pylog.net.channel``).
+It sits below both the broker and the client, so neither reaches into the other for it.
+
 The sans-IO ``pylog.protocol.ClientConnection`` does framing and encoding; this module only
 moves bytes. Requests are pipelined: ``send()`` writes a frame and returns a future that a
 single reader task resolves when the response with that correlation id arrives (Kafka
@@ -28,7 +33,7 @@ import socket
 from typing import Any, Protocol
 
 from pylog import errors
-from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
+from pylog.net.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.protocol.connection import NEED_DATA, ClientConnection, ConnectionClosed, Response
 from pylog.protocol.messages import ApiVersionsRequest
 
