@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+from _harness.log_reading import all_batches, records
 
 from logcore import (
     BatchBuilder,
@@ -37,24 +38,6 @@ def batch(pairs, ts, *, compression="none", pid=-1, epoch=-1, seq=-1) -> bytes:
     for i, (k, v) in enumerate(pairs):
         b.append(v, key=k, timestamp_ms=ts + i)
     return b.build()
-
-
-def all_batches(log: Log):
-    out = []
-    off = log.log_start_offset
-    while off < log.log_end_offset:
-        region = log.read(off, 1 << 30)
-        if not region:
-            break
-        for b in iter_batches(region.read()):
-            if b.last_offset >= off:
-                out.append(b)
-        off = region.last_offset + 1
-    return out
-
-
-def records(log: Log) -> list[tuple[int, bytes | None, bytes | None, int]]:
-    return [(r.offset, r.key, r.value, r.timestamp) for b in all_batches(log) for r in b]
 
 
 def read_file(path: str) -> bytes:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from _harness.log_reading import all_batches as _batches
 
 from logcore import BatchBuilder, Log, LogConfig, ManualClock, iter_batches
 from logcore.cleaner import Cleaner
@@ -177,18 +178,6 @@ def test_append_does_not_wait_for_file_work_of_another_thread(
     assert reopened.log_end_offset == log.log_end_offset
     assert [b.base_offset for b in _batches(reopened)] == offsets
     reopened.close()
-
-
-def _batches(log: Log) -> list:
-    out = []
-    off = log.log_start_offset
-    while off < log.log_end_offset:
-        region = log.read(off, 1 << 30)
-        if not region:
-            break
-        out.extend(b for b in iter_batches(region.read()) if b.last_offset >= off)
-        off = region.last_offset + 1
-    return out
 
 
 def test_a_roll_writes_its_producer_snapshot_after_the_lock(tmp_path, monkeypatch) -> None:

@@ -11,6 +11,7 @@ import os
 import struct
 
 import pytest
+from _harness.log_reading import all_batches
 
 from logcore import (
     AbortedTxn,
@@ -45,18 +46,6 @@ def batch(pairs, ts, *, pid=-1, epoch=-1, seq=-1, transactional=False, leader_ep
     for i, (k, v) in enumerate(pairs):
         b.append(v, key=k, timestamp_ms=ts + i)
     return b.build()
-
-
-def all_batches(log: Log):
-    out = []
-    off = log.log_start_offset
-    while off < log.log_end_offset:
-        region = log.read(off, 1 << 30)
-        if not region:
-            break
-        out.extend(b for b in iter_batches(region.read()) if b.last_offset >= off)
-        off = region.last_offset + 1
-    return out
 
 
 def raw_batches(log: Log) -> list[bytes]:
