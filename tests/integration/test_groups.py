@@ -188,10 +188,18 @@ def _balanced(members: list[_Member], partitions: int = PARTITIONS) -> bool:
 # kafka-python 3.0.12 sometimes drops a socket of a closed consumer without closing it (a
 # ResourceWarning in this process, where only the clients live; the broker is another process).
 _KP_LEAK = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+# kafka-python 3.0.12's stall after a SyncGroup (KP_HEARTBEAT_MS) comes back with 1 s
+# heartbeats when the machine is loaded (CI runs four test workers on two cores): traced on
+# the broker, the member's JoinGroup and SyncGroup are answered at once with its new
+# assignment, then it sends nothing for 30 s and keeps reporting its old one. A stall of
+# that client is run again (twice at most); a broker that mishandles a rebalance fails
+# every run.
+_KP_STALL = pytest.mark.flaky(reruns=2)
 CLIENT_ASSIGNORS = [
     ("confluent", "range"), ("confluent", "roundrobin"), ("confluent", "cooperative-sticky"),
-    pytest.param("kafka-python", "range", marks=_KP_LEAK), pytest.param("kafka-python", "roundrobin", marks=_KP_LEAK),
-    pytest.param("kafka-python", "sticky", marks=_KP_LEAK),
+    pytest.param("kafka-python", "range", marks=[_KP_LEAK, _KP_STALL]),
+    pytest.param("kafka-python", "roundrobin", marks=[_KP_LEAK, _KP_STALL]),
+    pytest.param("kafka-python", "sticky", marks=[_KP_LEAK, _KP_STALL]),
     ("aiokafka", "range"), ("aiokafka", "roundrobin"), ("aiokafka", "sticky"),
 ]
 
