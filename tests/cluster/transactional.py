@@ -68,6 +68,7 @@ class Ledger:
         self.txns: dict[tuple[str, int], Txn] = {}
         self.errors: list[str] = []       # client errors met (worked through, reported)
         self.restarts = 0                 # producers made again after a fatal error
+        self.init_failures = 0            # init_transactions calls that failed
 
     def begin(self, txn: Txn) -> None:
         with self.lock:
@@ -153,13 +154,18 @@ class _TxnProducer(_Worker):
                 time.sleep(0.2)
 
     def make(self) -> Any:
-        deadline = time.monotonic() + 120
+        """A producer whose ``init_transactions`` returned, tried until the worker stops.
+        kafka-python 3.0's sometimes hangs when its coordinator is killed during the call
+        (the broker answered FindCoordinator; the client sends nothing more until its
+        ``max_block_ms``): the failure is noted (printed as a client error) and a new
+        producer tried."""
         while True:
             try:
                 return self._make()
-            except Exception as e:  # init_transactions timed out (a coordinator moving)
+            except Exception as e:
                 self.ledger.note(f"{self.name} init: {e!r}")
-                if time.monotonic() > deadline or self.stopping.is_set():
+                self.ledger.init_failures += 1
+                if self.stopping.is_set():
                     raise
                 time.sleep(0.5)
 
@@ -249,7 +255,7 @@ class KafkaPythonTxnProducer(_TxnProducer):
         p = kafka.KafkaProducer(bootstrap_servers=self.bootstrap.split(","),
                                 transactional_id=self.transactional_id,
                                 transaction_timeout_ms=TXN_TIMEOUT_MS, linger_ms=5,
-                                request_timeout_ms=20_000, max_block_ms=60_000)
+                                request_timeout_ms=20_000, max_block_ms=30_000)
         try:
             p.init_transactions()
         except BaseException:

@@ -39,6 +39,7 @@ def parse_value(value: bytes) -> tuple[str, int]:
 Record = tuple[int, bytes | None, bytes | None]  # (offset, key, value)
 
 TOMBSTONE_RATIO = 0.05  # of a keyed producer's records
+KEYED_BATCH_BYTES = 8192  # a keyed producer's batch.size
 
 
 def record_key(index: int) -> bytes:
@@ -136,6 +137,8 @@ class ConfluentProducer(_Producer):
         return confluent_kafka.Producer({
             "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": 180_000, "request.timeout.ms": 20_000,
+            # keyed: batches below a compacted topic's small segment.bytes
+            **({"batch.size": KEYED_BATCH_BYTES} if self.keys else {}),
             "error_cb": on_error, "log_level": 0})  # errors reach error_cb
 
     def work(self) -> None:
@@ -181,7 +184,8 @@ class KafkaPythonProducer(_Producer):
         p = kafka.KafkaProducer(bootstrap_servers=self.bootstrap.split(","), acks="all",
                                 enable_idempotence=True, linger_ms=5,
                                 delivery_timeout_ms=180_000, request_timeout_ms=20_000,
-                                max_block_ms=180_000)
+                                max_block_ms=180_000,
+                                **({"batch_size": KEYED_BATCH_BYTES} if self.keys else {}))
         seq = 0
         start = time.monotonic()
         try:
