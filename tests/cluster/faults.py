@@ -578,6 +578,9 @@ class TxnWorkload(PlainWorkload):
         figures.restarts = self.ledger.restarts
         figures.client_errors += [f"init_transactions failed, a new producer made: {e}"
                                   for e in self.ledger.errors if " init: " in e]
+        figures.client_errors += [e for w in self.producers
+                                  for e in self.ledger.errors
+                                  if e.startswith(f"{w.name}: RuntimeError('commit_transaction")]
         figures.failures = list(self.ledger.errors)
         check_transactions(figures, self.ledger, self.final)
         check_txn_consumers(figures, self.ledger, self.seen, self.final)

@@ -13,7 +13,10 @@ The ledger records each transaction's outcome as the client reported it:
 - ``in-doubt``: neither call could finish (the client failed fatally, or the abort after a
   failed commit was refused because the commit was already under way); the producer is made
   again, whose ``init_transactions`` completes or aborts it at the coordinator. Either all of
-  its records are visible or none.
+  its records are visible or none. Also in doubt: a kafka-python ``commit_transaction`` that
+  returned although a send of the transaction failed (kafka-python 3.0 does that when its
+  sends fail before the partitions were added: it then commits an empty transaction
+  without asking the coordinator); the producer is made again and the count printed.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Txn:
     records: list[tuple[int, bytes]]          # (partition, value)
     outcome: str = "open"                     # committed, aborted, in-doubt, open
     offsets: dict[bytes, int] = dataclasses.field(default_factory=dict)  # from delivery
+    futures: list[Any] = dataclasses.field(default_factory=list)  # kafka-python's sends
 
 
 class Ledger:
@@ -69,6 +73,7 @@ class Ledger:
         self.errors: list[str] = []       # client errors met (worked through, reported)
         self.restarts = 0                 # producers made again after a fatal error
         self.init_failures = 0            # init_transactions calls that failed
+        self.committed_with_failed_sends = 0  # kafka-python commits that were not
 
     def begin(self, txn: Txn) -> None:
         with self.lock:
@@ -269,6 +274,18 @@ class KafkaPythonTxnProducer(_TxnProducer):
     def send(self, client: Any, txn: Txn, partition: int, value: bytes) -> None:
         fut = client.send(self.topic, value, partition=partition)
         fut.add_callback(lambda md, v=value: txn.offsets.__setitem__(v, md.offset))
+        txn.futures.append(fut)
+
+    def run_txn(self, client: Any, txn: Txn, abort: bool) -> str:
+        outcome = super().run_txn(client, txn, abort)
+        failed = [f for f in txn.futures if not f.is_done or f.failed()]
+        if outcome == "committed" and failed:
+            self.ledger.committed_with_failed_sends += 1
+            raise RuntimeError(
+                f"commit_transaction returned, but {len(failed)} of the {len(txn.futures)} "
+                f"sends of transaction {txn.txn} did not succeed "
+                f"({failed[0].exception if failed[0].is_done else 'not done'!r})")
+        return outcome
 
     def commit(self, client: Any) -> None:
         try:
