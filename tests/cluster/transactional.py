@@ -252,6 +252,31 @@ class ConfluentTxnProducer(_TxnProducer):
         client.flush(5)
 
 
+def _bounded(call: Any, what: str, seconds: float = 90.0) -> None:
+    """kafka-python 3.0's ``commit_transaction`` / ``abort_transaction`` wait without a
+    timeout, and one waited for ever once its coordinator had aborted the transaction
+    (``transaction.timeout.ms``): the call runs on a thread and, past ``seconds``, the
+    transaction is in doubt (a ``RuntimeError``; the producer is made again, fencing this
+    one, whose thread is left blocked)."""
+    outcome: list[BaseException | None] = []
+    t = threading.Thread(target=lambda: outcome.append(_catch(call)), daemon=True,
+                         name=f"kafka-python {what}")
+    t.start()
+    t.join(seconds)
+    if not outcome:
+        raise RuntimeError(f"kafka-python {what} still blocked after {seconds:.0f} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _catch(call: Any) -> BaseException | None:
+    try:
+        call()
+    except BaseException as e:  # re-raised on the caller's thread
+        return e
+    return None
+
+
 class KafkaPythonTxnProducer(_TxnProducer):
     """kafka-python's transactional producer: a failed commit is followed by an abort; an
     abort that fails too leaves the transaction in doubt (a new producer)."""
@@ -289,7 +314,7 @@ class KafkaPythonTxnProducer(_TxnProducer):
 
     def commit(self, client: Any) -> None:
         try:
-            client.commit_transaction()
+            _bounded(client.commit_transaction, "commit_transaction")
         except kafka.errors.KafkaError as e:
             if getattr(e, "retriable", False):
                 raise _Retriable(repr(e)) from None
@@ -297,7 +322,7 @@ class KafkaPythonTxnProducer(_TxnProducer):
 
     def abort(self, client: Any) -> None:
         try:
-            client.abort_transaction()
+            _bounded(client.abort_transaction, "abort_transaction")
         except kafka.errors.KafkaError as e:
             if getattr(e, "retriable", False):
                 raise _Retriable(repr(e)) from None
