@@ -110,7 +110,7 @@ class _TxnProducer(_Worker):
         n = 0
         start = time.monotonic()
         try:
-            while not self.stopping.is_set():
+            while client is not None and not self.stopping.is_set():
                 if n >= (time.monotonic() - start) * self.rate:
                     time.sleep(0.02)
                     continue
@@ -122,11 +122,19 @@ class _TxnProducer(_Worker):
                 except Exception as e:  # the client cannot go on: in doubt, a new client
                     self.ledger.note(f"{self.name}: {e!r}")
                     txn.outcome = "in-doubt"
-                    self.close(client)
+                    self.close_quietly(client)
                     self.ledger.restarts += 1
                     client = self.make()
         finally:
+            if client is not None:
+                self.close_quietly(client)
+
+    def close_quietly(self, client: Any) -> None:
+        """Close a client that failed (its close may fail too: noted)."""
+        try:
             self.close(client)
+        except Exception as e:
+            self.ledger.note(f"{self.name} close: {e!r}")
 
     def run_txn(self, client: Any, txn: Txn, abort: bool) -> str:
         """Runs one transaction; returns its outcome, or raises when the client must be made
@@ -159,7 +167,8 @@ class _TxnProducer(_Worker):
                 time.sleep(0.2)
 
     def make(self) -> Any:
-        """A producer whose ``init_transactions`` returned, tried until the worker stops.
+        """A producer whose ``init_transactions`` returned, tried until the worker stops
+        (then None).
         kafka-python 3.0's sometimes hangs when its coordinator is killed during the call
         (the broker answered FindCoordinator; the client sends nothing more until its
         ``max_block_ms``): the failure is noted (printed as a client error) and a new
@@ -171,7 +180,7 @@ class _TxnProducer(_Worker):
                 self.ledger.note(f"{self.name} init: {e!r}")
                 self.ledger.init_failures += 1
                 if self.stopping.is_set():
-                    raise
+                    return None
                 time.sleep(0.5)
 
     def _make(self) -> Any:
