@@ -19,7 +19,7 @@ import time
 
 from _harness.zookeeper import missing_reason
 
-from .faults import FAULTS, run_seed
+from .faults import FAULTS, WORKLOADS, run_seed
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -52,13 +52,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="seeds to run, e.g. 1-20 or 3,5,8 (default 1-3)")
     ap.add_argument("--duration", type=float, default=120.0,
                     help="seconds of faults per seed (default 120)")
-    ap.add_argument("--min-faults", type=int, default=len(FAULTS),
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="plain",
+                    help="plain: idempotent producers (the default); compact: keyed records "
+                         "and tombstones on a compacted topic cleaned during the faults, "
+                         "checked per key; txn: transactions committed and aborted across "
+                         "partitions, read_committed consumers, also kill-coordinator faults")
+    ap.add_argument("--min-faults", type=int, default=None,
                     help=f"at least this many faults per seed, even past the duration "
-                         f"(default {len(FAULTS)}: every kind once)")
+                         f"(default: every kind once, {len(FAULTS)} kinds, "
+                         f"{len(WORKLOADS['txn'].faults)} with --workload txn)")
     ap.add_argument("--dir", type=pathlib.Path, default=None,
                     help="keep each seed's data and logs under DIR/seed-N (default: a "
                          "temporary directory, removed when the seed passes)")
     args = ap.parse_args(argv)
+    min_faults = len(WORKLOADS[args.workload].faults) if args.min_faults is None \
+        else args.min_faults
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # the harness's own session
     reason = missing_reason()
     if reason is not None:
@@ -72,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             pathlib.Path(tempfile.mkdtemp(prefix=f"pylog-faults-{seed}-"))
         base.mkdir(parents=True, exist_ok=True)
         try:
-            fig = run_seed(seed, args.duration, base, min_faults=args.min_faults,
-                           log=lambda s: print(s, flush=True))
+            fig = run_seed(seed, args.duration, base, min_faults=min_faults,
+                           log=lambda s: print(s, flush=True), workload=args.workload)
         except Exception as e:
             print(f"seed {seed}: ABORTED: {e!r} (data and logs kept in {base})", flush=True)
             failed.append(seed)
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  data and logs kept in {base}", flush=True)
         elif args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    print(f"{len(args.seeds)} seeds in {time.monotonic() - t0:.0f} s: records acknowledged "
+    print(f"{len(args.seeds)} seeds ({args.workload}) in {time.monotonic() - t0:.0f} s: records acknowledged "
           f"{totals['acknowledged']}, faults injected {totals['faults']}, lost "
           f"{totals['lost']}, diverged replicas {totals['diverged']}; "
           + (f"FAILED seeds {failed}" if failed else "all seeds OK"))

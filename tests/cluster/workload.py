@@ -3,8 +3,11 @@
 Every record's value is ``<producer>:<seq>:<payload>`` (seq zero-padded, payload seeded
 random bytes), so the verifier can tell records apart, check each producer's order and see
 duplicates. Producers are idempotent with acks=all; a record counts as *acknowledged* only
-from a successful delivery report, which also gives its partition and offset.
-Consumers use ``assign()`` from offset 0 and note every (offset, value) they see.
+from a successful delivery report, which also gives its partition and offset. A producer
+given ``keys`` writes keyed records (``k<n>``, key n to partition n mod the partition count)
+and some tombstones, for a compacted topic.
+Consumers use ``assign()`` from offset 0 and note every (offset, key, value) they see.
+The transactional producers are in ``transactional.py``.
 """
 
 from __future__ import annotations
@@ -33,23 +36,42 @@ def parse_value(value: bytes) -> tuple[str, int]:
     return producer.decode(), int(seq)
 
 
+Record = tuple[int, bytes | None, bytes | None]  # (offset, key, value)
+
+TOMBSTONE_RATIO = 0.05  # of a keyed producer's records
+KEYED_BATCH_BYTES = 8192  # a keyed producer's batch.size
+
+
+def record_key(index: int) -> bytes:
+    return b"k%04d" % index
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    return int(key[1:]) % partitions
+
+
 class Acks:
-    """Thread-safe record of delivery outcomes: ``acked[partition] = [(offset, value)]``."""
+    """Thread-safe record of delivery outcomes: ``acked[partition] = [(offset, key, value)]``;
+    ``unacked`` holds the (partition, key, value) of every record whose delivery failed
+    (it may or may not have been written)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.acked: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        self.acked: dict[int, list[Record]] = defaultdict(list)
         self.failed: list[str] = []
+        self.unacked: list[tuple[int, bytes | None, bytes | None]] = []
         self.fatal: list[str] = []
         self.sent = 0
 
-    def ok(self, partition: int, offset: int, value: bytes) -> None:
+    def ok(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         with self.lock:
-            self.acked[partition].append((offset, value))
+            self.acked[partition].append((offset, key, value))
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str, partition: int = -1, key: bytes | None = None,
+             value: bytes | None = None) -> None:
         with self.lock:
             self.failed.append(why)
+            self.unacked.append((partition, key, value))
 
     @property
     def count(self) -> int:
@@ -83,14 +105,25 @@ class _Worker(threading.Thread):
 
 class _Producer(_Worker):
     """A producer worker: ``rate`` records/s to ``topic``'s partitions, picked by a
-    generator seeded with (seed, name); acknowledgements recorded in ``acks``."""
+    generator seeded with (seed, name); acknowledgements recorded in ``acks``. With
+    ``keys``, each record has one of that many keys (drawn by the generator, a tombstone
+    ``TOMBSTONE_RATIO`` of the time) and goes to its key's partition."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, seed: int,
-                 rate: float, acks: Acks) -> None:
+                 rate: float, acks: Acks, keys: int = 0) -> None:
         super().__init__(name)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.rng = random.Random(f"{seed}/{name}")
-        self.rate, self.acks = rate, acks
+        self.rate, self.acks, self.keys = rate, acks, keys
+
+    def next_record(self, seq: int) -> tuple[int, bytes | None, bytes | None]:
+        """(partition, key, value) of the producer's record number ``seq``."""
+        if not self.keys:
+            return seq % self.partitions, None, make_value(self.name, seq, self.rng)
+        key = record_key(self.rng.randrange(self.keys))
+        value = None if self.rng.random() < TOMBSTONE_RATIO else \
+            make_value(self.name, seq, self.rng)
+        return key_partition(key, self.partitions), key, value
 
 
 class ConfluentProducer(_Producer):
@@ -104,29 +137,35 @@ class ConfluentProducer(_Producer):
         return confluent_kafka.Producer({
             "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": 180_000, "request.timeout.ms": 20_000,
+            # keyed: batches below a compacted topic's small segment.bytes
+            **({"batch.size": KEYED_BATCH_BYTES} if self.keys else {}),
             "error_cb": on_error, "log_level": 0})  # errors reach error_cb
 
     def work(self) -> None:
         def on_delivery(err: Any, msg: Any) -> None:
             if err is None:
-                self.acks.ok(msg.partition(), msg.offset(), msg.value())
+                self.acks.ok(msg.partition(), msg.offset(), msg.key(), msg.value())
             else:
-                self.acks.fail(f"{self.name}: {err}")
+                self.acks.fail(f"{self.name}: {err}", msg.partition(), msg.key(), msg.value())
 
         p = self._producer()
         seq = 0
+        pending: tuple[int, bytes | None, bytes | None] | None = None  # refused: a full queue
         start = time.monotonic()
         while not self.stopping.is_set():
             if seq >= (time.monotonic() - start) * self.rate or len(p) > 2000:
                 p.poll(0.02)
                 continue
-            value = make_value(self.name, seq, self.rng)
+            if pending is None:
+                pending = self.next_record(seq)
+            partition, key, value = pending
             try:
-                p.produce(self.topic, value, partition=seq % self.partitions,
+                p.produce(self.topic, value, key=key, partition=partition,
                           on_delivery=on_delivery)
             except BufferError:
                 p.poll(0.1)
                 continue
+            pending = None
             with self.acks.lock:
                 self.acks.sent += 1
             seq += 1
@@ -145,7 +184,8 @@ class KafkaPythonProducer(_Producer):
         p = kafka.KafkaProducer(bootstrap_servers=self.bootstrap.split(","), acks="all",
                                 enable_idempotence=True, linger_ms=5,
                                 delivery_timeout_ms=180_000, request_timeout_ms=20_000,
-                                max_block_ms=180_000)
+                                max_block_ms=180_000,
+                                **({"batch_size": KEYED_BATCH_BYTES} if self.keys else {}))
         seq = 0
         start = time.monotonic()
         try:
@@ -154,10 +194,12 @@ class KafkaPythonProducer(_Producer):
                         self.acks.sent - self.acks.settled > 4000:
                     time.sleep(0.02)
                     continue
-                value = make_value(self.name, seq, self.rng)
-                fut = p.send(self.topic, value, partition=seq % self.partitions)
-                fut.add_callback(lambda md, v=value: self.acks.ok(md.partition, md.offset, v))
-                fut.add_errback(lambda e: self.acks.fail(f"{self.name}: {e!r}"))
+                partition, key, value = self.next_record(seq)
+                fut = p.send(self.topic, value, key=key, partition=partition)
+                fut.add_callback(lambda md, k=key, v=value:
+                                 self.acks.ok(md.partition, md.offset, k, v))
+                fut.add_errback(lambda e, pk=(partition, key, value):
+                                self.acks.fail(f"{self.name}: {e!r}", *pk))
                 with self.acks.lock:
                     self.acks.sent += 1
                 seq += 1
@@ -167,17 +209,17 @@ class KafkaPythonProducer(_Producer):
 
 
 class Seen:
-    """What one consumer read: ``records[partition] = [(offset, value)]``."""
+    """What one consumer read: ``records[partition] = [(offset, key, value)]``."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.records: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        self.records: dict[int, list[Record]] = defaultdict(list)
         self.errors: list[str] = []          # problems
         self.client_errors: list[str] = []   # client exceptions worked around (reported)
 
-    def add(self, partition: int, offset: int, value: bytes) -> None:
+    def add(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         with self.lock:
-            self.records[partition].append((offset, value))
+            self.records[partition].append((offset, key, value))
 
     def position(self, partition: int) -> int:
         with self.lock:
@@ -186,10 +228,13 @@ class Seen:
 
 
 class ConfluentConsumer(_Worker):
+    """confluent-kafka, ``assign()``; ``read_committed`` or ``read_uncommitted``."""
+
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int,
-                 seen: Seen) -> None:
+                 seen: Seen, isolation: str = "read_uncommitted") -> None:
         super().__init__(name)
         self.bootstrap, self.topic, self.partitions, self.seen = bootstrap, topic, partitions, seen
+        self.isolation = isolation
 
     def work(self) -> None:
         c = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap,
@@ -197,6 +242,7 @@ class ConfluentConsumer(_Worker):
                                       "enable.auto.commit": False,
                                       "auto.offset.reset": "earliest",
                                       "topic.metadata.refresh.interval.ms": 2000,
+                                      "isolation.level": self.isolation,
                                       "log_level": 0})
         c.assign([confluent_kafka.TopicPartition(self.topic, p, 0)
                   for p in range(self.partitions)])
@@ -210,7 +256,7 @@ class ConfluentConsumer(_Worker):
                         self.seen.errors.append(str(m.error()))
                         return
                     continue
-                self.seen.add(m.partition(), m.offset(), m.value())
+                self.seen.add(m.partition(), m.offset(), m.key(), m.value())
         finally:
             c.close()
 
@@ -223,15 +269,17 @@ class KafkaPythonConsumer(_Worker):
     again at the positions reached, so it keeps consuming through the faults."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int,
-                 seen: Seen) -> None:
+                 seen: Seen, isolation: str = "read_uncommitted") -> None:
         super().__init__(name)
         self.bootstrap, self.topic, self.partitions, self.seen = bootstrap, topic, partitions, seen
+        self.isolation = isolation
 
     def work(self) -> None:
         while not self.stopping.is_set():
             c = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap.split(","), group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
-                                    metadata_max_age_ms=2000, request_timeout_ms=30_000)
+                                    metadata_max_age_ms=2000, request_timeout_ms=30_000,
+                                    isolation_level=self.isolation)
             tps = [kafka.TopicPartition(self.topic, p) for p in range(self.partitions)]
             c.assign(tps)
             for tp in tps:
@@ -245,6 +293,6 @@ class KafkaPythonConsumer(_Worker):
                         break
                     for tp, msgs in batches.items():
                         for m in msgs:
-                            self.seen.add(tp.partition, m.offset, m.value)
+                            self.seen.add(tp.partition, m.offset, m.key, m.value)
             finally:
                 c.close()
