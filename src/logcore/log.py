@@ -65,7 +65,6 @@ a reader holds stays readable even if its segment is deleted meanwhile.
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import shutil
@@ -112,15 +111,14 @@ from .loader import (
 from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
 from .retention import deletable_prefix
+from .rolling import ROLL_MARGIN_MS, roll_due
 from .segment import (
-    HEADER,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
-    scan,
 )
 from .segment_files import SegmentFiles
 from .transactions import LogTransactions
@@ -129,38 +127,13 @@ __all__ = [
     "Log", "LogAppendInfo", "LogSegment", "RecoveryStats", "TimestampOffset", "filename_prefix",
 ]
 
-_bisect_right = bisect.bisect_right
-_locate = scan.locate
-_HEADER = HEADER
 _I32_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
-_NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP: a record without a timestamp is not judged
 _TOPIC_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 
 
 class _SplitFollowerAppend(Exception):
     """Leaves the append lock: the follower append goes on batch by batch."""
-
-
-#: How much older than it is ``Log.append_needs_io`` judges the active segment: a batch
-#: that would roll it within this many milliseconds is predicted to roll.
-ROLL_MARGIN_MS = 50
-
-
-def _roll_due(seg: LogSegment, ssize: int, room: int, max_timestamp: int, last_offset: int,
-              clock: Clock, margin_ms: int) -> bool:
-    """Kafka's ``LogSegment.shouldRoll`` for a non-empty active segment: full by size
-    (``ssize`` over ``room``, what is left of segment_bytes for the batch) or index, too
-    old (the incoming batch's timestamp against the first batch's, or the wall clock when
-    that has none), or an offset that does not fit relative to the base offset."""
-    if ssize > room or seg.index_full or last_offset - seg.base_offset > _I32_MAX:
-        return True
-    rolling = seg.rolling_based_timestamp
-    if rolling is not None and rolling >= 0:
-        waited = max_timestamp - rolling
-    else:
-        waited = clock.time_ms() - seg.created_ms
-    return waited + margin_ms > seg.roll_after_ms
 
 
 class _View:
@@ -501,7 +474,7 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
                 seg = self._active
                 rolled = False
                 ssize = seg.size
-                if ssize and _roll_due(seg, ssize, cfg.segment_bytes - size,
+                if ssize and roll_due(seg, ssize, cfg.segment_bytes - size,
                                        info.max_timestamp, info.last_offset, clock, 0):
                     seg = self._roll(clock.time_ms(), info.first_offset)
                     rolled = True
@@ -582,7 +555,7 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         if self._log_append_time:
             max_timestamp = self.clock.time_ms()
         last_offset = self._log_end_offset + last_offset_delta
-        return _roll_due(seg, ssize, self._config.segment_bytes - size, max_timestamp,
+        return roll_due(seg, ssize, self._config.segment_bytes - size, max_timestamp,
                          last_offset, self.clock, ROLL_MARGIN_MS)
 
     def roll(self) -> None:
