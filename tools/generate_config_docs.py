@@ -160,6 +160,7 @@ PYLOG_NOTES: dict[str, str] = {
     "transaction.state.log.segment.bytes": ("Honoured: `segment.bytes` of `__transaction_state` at its "
                                             "creation (the topic is `cleanup.policy=compact`)."),
     "transaction.state.log.load.buffer.size": "Honoured: bytes read per step when a partition is loaded.",
+    "offsets.load.buffer.size": "Honoured: bytes read per step when a `__consumer_offsets` partition is loaded (the coordinator runtime replays each step on the event loop, yielding between steps).",
     "transaction.max.timeout.ms": "Honoured: InitProducerId with a larger timeout gets INVALID_TRANSACTION_TIMEOUT.",
     "transactional.id.expiration.ms": ("Honoured: an id idle this long (no transaction open) gets a "
                                        "tombstone and is forgotten."),

@@ -386,6 +386,8 @@ def _broker_defs() -> list[ConfigDef]:
                   at_least(0)),
         ConfigDef("offsets.topic.segment.bytes", "int", 104857600,
                   "segment.bytes of __consumer_offsets (small segments for compaction).", at_least(14)),
+        ConfigDef("offsets.load.buffer.size", "int", 5242880,
+                  "Bytes read per step when loading a __consumer_offsets partition.", at_least(1)),
         ConfigDef("offsets.commit.timeout.ms", "int", 5000,
                   "How long a group coordinator's write (an offset commit, a group's metadata) "
                   "waits for every in-sync replica of its __consumer_offsets partition in cluster "

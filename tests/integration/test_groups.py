@@ -307,6 +307,40 @@ def test_committed_offsets_survive_broker_restart(new_broker: Callable[..., Brok
     assert "loaded" in b.read_log()
 
 
+def test_offsets_load_in_steps_of_offsets_load_buffer_size(new_broker: Callable[..., BrokerProcess],
+                                                           topic_name: str) -> None:
+    """offsets.load.buffer.size smaller than one batch: the load still reads a whole batch
+    per step and replays every commit of every group after a restart."""
+    b = new_broker({**GROUP_OVERRIDES, "offsets.topic.num.partitions": "1",
+                    "offsets.load.buffer.size": "64"}).start()
+    _create_topic(b.bootstrap, topic_name, 3)
+    groups = [f"g{i}-{topic_name}" for i in range(12)]
+    tps = [kafka.TopicPartition(topic_name, p) for p in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, group in enumerate(groups):
+            kp = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group,
+                                     enable_auto_commit=False)
+            for round_ in range(2):  # superseded commits are replayed, then overwritten
+                kp.commit({tp: kafka.OffsetAndMetadata(100 * i + 10 * round_ + tp.partition,
+                                                       f"m{i}", -1) for tp in tps})
+            kp.close()
+    b.stop()
+    b.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, group in enumerate(groups):
+            kp = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group,
+                                     enable_auto_commit=False)
+            try:
+                got = {tp.partition: kp.committed(tp, metadata=True) for tp in tps}
+            finally:
+                kp.close()
+            assert {p: (m.offset, m.metadata) for p, m in got.items()} == \
+                {p: (100 * i + 10 + p, f"m{i}") for p in range(3)}, group
+    assert "loaded 72 records of __consumer_offsets-0 (12 held)" in b.read_log()
+
+
 # --------------------------------------------------------------------------- the topic
 
 

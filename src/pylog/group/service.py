@@ -65,10 +65,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pylog.group")
 
-#: Bytes read per chunk while loading a partition (Kafka's ``offsets.load.buffer.size``).
-LOAD_CHUNK_BYTES = 4 * 1024 * 1024
-
-
 def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
     """The coordinator's settings from the broker's (Kafka's names, see pylog.config)."""
     return GroupCoordinatorConfig(
@@ -115,7 +111,7 @@ class GroupService:
         self._shards: dict[int, _Shard] = {}
         spec = TopicSpec(GROUP_METADATA_TOPIC_NAME, self.num_partitions,
                          broker.config["offsets.topic.replication.factor"], offsets_topic_configs(broker.config))
-        self.runtime = CoordinatorRuntime(broker, spec, self, load_chunk_bytes=LOAD_CHUNK_BYTES)
+        self.runtime = CoordinatorRuntime(broker, spec, self, load_chunk_bytes=broker.config["offsets.load.buffer.size"])
 
     # ------------------------------------------------------------------ lifecycle
 
