@@ -260,3 +260,68 @@ def test_only_the_brokers_own_topics_are_internal(broker) -> None:
         assert kdesc["name"] == name and kdesc["is_internal"] is False, kdesc
     finally:
         kadmin.close()
+
+
+# Kafka with no authorizer answers every operation the resource type supports
+# (AclEntry.supportedOperations), and the "omitted" value when the client did not ask.
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS",
+             "ALTER_CONFIGS"}
+CLUSTER_OPS = {"CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+               "ALTER_CONFIGS", "IDEMPOTENT_WRITE"}
+GROUP_OPS = {"READ", "DESCRIBE", "DELETE"}
+
+
+def _group_with_commit(bootstrap: str, topic: str, group: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_confluent_authorized_operations_when_asked(broker, topic_name) -> None:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    group = f"ops-{topic_name}"
+    _group_with_commit(broker.bootstrap, topic_name, group)
+
+    def names(ops) -> set[str]:
+        return {op.name for op in ops}
+
+    asked = admin.describe_topics(TopicCollection([topic_name]),
+                                  include_authorized_operations=True)[topic_name].result(10)
+    assert names(asked.authorized_operations) == TOPIC_OPS
+    plain = admin.describe_topics(TopicCollection([topic_name]))[topic_name].result(10)
+    assert plain.authorized_operations is None
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert names(cluster.authorized_operations) == CLUSTER_OPS
+    assert admin.describe_cluster().result(10).authorized_operations is None
+    (desc,) = [f.result(10) for f in admin.describe_consumer_groups(
+        [group], include_authorized_operations=True).values()]
+    assert names(desc.authorized_operations) == GROUP_OPS
+
+
+def test_kafka_python_admin_reads_authorized_operations(broker, topic_name) -> None:
+    """kafka-python's admin always asks (Metadata, DescribeCluster) and maps the bits to
+    its ACLOperation enum, so a wrong bit would fail here."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic_name, 1, 1)])
+        group = f"ops-kp-{topic_name}"
+        _group_with_commit(broker.bootstrap, topic_name, group)
+        (topic,) = admin.describe_topics([topic_name])
+        assert set(topic["authorized_operations"]) == TOPIC_OPS
+        assert topic_name in admin.list_topics()
+        assert set(admin.describe_cluster()["authorized_operations"]) == CLUSTER_OPS
+        groups = admin.describe_groups([group], include_authorized_operations=True)
+        assert set(groups[group]["authorized_operations"]) == GROUP_OPS
+    finally:
+        admin.close()

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pylog.config", "pylog.protocol"),  # configuration tables; the sans-IO wire codec
     # Foundations of the broker's parts: partition logs, the cluster's pure rules and
     # ZooKeeper store, the requesting side of the wire protocol (brokers and clients).
-    ("pylog.log", "pylog.cluster", "pylog.net"),
+    ("pylog.log", "pylog.cluster", "pylog.net", "pylog.security"),  # + ACL vocabulary
     ("pylog.replication",),  # the replica manager: roles, fetchers, the append path
     ("pylog.coordinator",),  # the internal-topic coordinator runtime, on the append path
     ("pylog.group",),  # the group coordinator (its service on the runtime)

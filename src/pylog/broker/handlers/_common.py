@@ -16,8 +16,6 @@ from pylog.replication.append import LEADER_EPOCH  # noqa: F401 - re-exported to
 
 log = logging.getLogger("pylog.broker.handlers")
 
-# Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Most partitions one CreateTopics or CreatePartitions request may create, as Kafka's
 # controller (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH): beyond it the whole
 # request is refused with POLICY_VIOLATION instead of creating directories, files and

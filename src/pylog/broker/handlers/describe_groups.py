@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog.broker.handlers import _groups
-from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeGroupsResponse
+from pylog.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType, authorized_operations
 
 if TYPE_CHECKING:
     from pylog.broker.handlers._context import RequestContext
@@ -19,23 +19,26 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 _R = DescribeGroupsResponse
 
 
-def _error_group(gid: str, code: int) -> Any:
+def _error_group(gid: str, code: int, ops: int) -> Any:
     return _R.DescribedGroup(error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data="",
-                             members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                             members=[], authorized_operations=ops)
 
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    # Kafka fills the field only when asked (v3+): every group operation, no authorizer yet.
+    ops = authorized_operations(bool(getattr(request, "include_authorized_operations", False)),
+                                ResourceType.GROUP)
     out = []
     for gid in request.groups:
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
-            out.append(_error_group(gid, _groups.not_hosted(ctx)))
+            out.append(_error_group(gid, _groups.not_hosted(ctx), ops))
             continue
         (g,) = coord.describe_groups([gid])
         out.append(_R.DescribedGroup(
             error_code=g.error_code, group_id=g.group_id, group_state=g.group_state,
             protocol_type=g.protocol_type, protocol_data=g.protocol_data,
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=ops,
             members=[_R.DescribedGroupMember(
                 member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                 client_host=m.client_host, member_metadata=m.member_metadata,
@@ -44,4 +47,5 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_error_group(g, code) for g in request.groups])
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[_error_group(g, code, AUTHORIZED_OPERATIONS_OMITTED)
+                                                         for g in request.groups])

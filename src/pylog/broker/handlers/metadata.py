@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
-from pylog.broker.handlers._common import AUTHORIZED_OPERATIONS_OMITTED, LEADER_EPOCH, lookup_topic
+from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
 from pylog.broker.handlers._context import RequestContext
 from pylog.log.internal_topics import is_internal
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import MetadataResponse
+from pylog.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType, authorized_operations
 
 API_KEY = ApiKey.METADATA
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -30,7 +31,7 @@ def _brokers(ctx: RequestContext) -> list[Any]:
     return [_R.MetadataResponseBroker(node_id=ctx.broker.node_id, host=host, port=port, rack=None)]
 
 
-def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
+def _topic_entry(ctx: RequestContext, topic: Any, ops: int) -> Any:
     node = ctx.broker.node_id
     return _R.MetadataResponseTopic(
         error_code=0,
@@ -44,14 +45,24 @@ def _topic_entry(ctx: RequestContext, topic: Any) -> Any:
             )
             for p in topic.partitions
         ],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=ops,
     )
 
 
-def _error_topic(name: str | None, code: int, topic_id: Any = ZERO_UUID) -> Any:
+def _requested_operations(request: Any) -> tuple[int, int]:
+    """The (topic, cluster) ``authorized_operations`` fields: Kafka fills them only when the
+    client asks (v8+), with every supported operation while no authorizer is configured."""
+    return (authorized_operations(bool(getattr(request, "include_topic_authorized_operations", False)),
+                                  ResourceType.TOPIC),
+            authorized_operations(bool(getattr(request, "include_cluster_authorized_operations", False)),
+                                  ResourceType.CLUSTER))
+
+
+def _error_topic(name: str | None, code: int, topic_id: Any = ZERO_UUID,
+                 ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> Any:
     return _R.MetadataResponseTopic(
         error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[],
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=ops,
     )
 
 
@@ -79,6 +90,7 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
     UNKNOWN_TOPIC_OR_PARTITION."""
     cache = ctx.broker.cluster.metadata
     await cache.wait_initialized()
+    topic_ops, cluster_ops = _requested_operations(request)
     brokers = [_R.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
 
@@ -99,7 +111,7 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
                 partition_index=p, leader_id=leader(m), leader_epoch=m.leader_epoch,
                 replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
                 offline_replicas=list(m.offline)) for p, m in sorted(parts.items())],
-            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+            topic_authorized_operations=topic_ops)
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [entry(n) for n in sorted(cache.partitions)]
@@ -113,12 +125,12 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
                 topics.append(entry(name))
             elif ctx.broker.config["auto.create.topics.enable"] and (
                     request.allow_auto_topic_creation if ctx.api_version >= 4 else True):
-                topics.append(_error_topic(name, await _auto_create(ctx, name)))
+                topics.append(_error_topic(name, await _auto_create(ctx, name), ops=topic_ops))
             else:
-                topics.append(_error_topic(name, errors.UnknownTopicOrPartitionError.code))
+                topics.append(_error_topic(name, errors.UnknownTopicOrPartitionError.code, ops=topic_ops))
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=ctx.broker.cluster_id,
                             controller_id=cache.controller_id, topics=topics,
-                            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                            cluster_authorized_operations=cluster_ops)
 
 
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
@@ -126,9 +138,10 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         return await _cluster_metadata(ctx, request)
     manager = ctx.broker.log_manager
     version = ctx.api_version
+    topic_ops, cluster_ops = _requested_operations(request)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_entry(ctx, t) for t in list(manager.topics.values())]
+        topics = [_topic_entry(ctx, t, topic_ops) for t in list(manager.topics.values())]
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
         topics = []
@@ -138,19 +151,20 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 if t is None:
                     topics.append(_error_topic(None, errors.UnknownTopicIdError.code, item.topic_id))
                 else:
-                    topics.append(_topic_entry(ctx, t))
+                    topics.append(_topic_entry(ctx, t, topic_ops))
                 continue
             try:
-                topics.append(_topic_entry(ctx, await lookup_topic(ctx, item.name, auto_create=allow)))
+                topics.append(_topic_entry(ctx, await lookup_topic(ctx, item.name, auto_create=allow),
+                                          topic_ops))
             except errors.ApiError as exc:
-                topics.append(_error_topic(item.name, exc.code))
+                topics.append(_error_topic(item.name, exc.code, ops=topic_ops))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=_brokers(ctx),
         cluster_id=ctx.broker.cluster_id,
         controller_id=ctx.broker.node_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_ops,
     )
 
 
