@@ -161,6 +161,7 @@ PYLOG_NOTES: dict[str, str] = {
                                             "creation (the topic is `cleanup.policy=compact`)."),
     "transaction.state.log.load.buffer.size": "Honoured: bytes read per step when a partition is loaded.",
     "offsets.load.buffer.size": "Honoured: bytes read per step when a `__consumer_offsets` partition is loaded (the coordinator runtime replays each step on the event loop, yielding between steps).",
+    "max.incremental.fetch.session.cache.slots": "Honoured: incremental fetch sessions (KIP-227, Fetch v7+) for consumers and followers; when full, a session unused for 120 s, else a smaller client session, makes room (a follower may evict any client session); 0 answers every fetch without a session.",
     "transaction.max.timeout.ms": "Honoured: InitProducerId with a larger timeout gets INVALID_TRANSACTION_TIMEOUT.",
     "transactional.id.expiration.ms": ("Honoured: an id idle this long (no transaction open) gets a "
                                        "tombstone and is forgotten."),

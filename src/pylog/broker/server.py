@@ -22,6 +22,7 @@ from typing import Any
 
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
+from pylog.broker.fetch_sessions import FetchSessionCache
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
@@ -81,6 +82,8 @@ class Broker:
         self.node_id = config.node_id
         self.log_manager = LogManager(config, clock)
         self.waiters = PartitionWaiters()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                self.clock)
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
         # Kafka's request-handler pool: num.io.threads threads for disk work (appends that
         # may block, cold reads, topic and retention file work); see io_threads.

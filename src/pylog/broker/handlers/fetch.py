@@ -26,8 +26,14 @@ on its partition (it moves the last stable offset).
 The aborted transactions' upper bound is the end of the returned bytes (the last offset
 of the region + 1): Kafka's (the next offset-index entry after them, else the next
 segment's base) is a superset of it that only adds transactions whose batches were not
-returned. Fetch sessions (KIP-227) are declined: the response's ``session_id`` is 0, so
-clients send full fetches.
+returned.
+
+Fetch sessions (KIP-227, v7+, ``broker/fetch_sessions.py``): a full fetch with
+``session_epoch`` 0 opens a session over its partitions; incremental fetches then name only
+what changed, the partitions are read from the session, and the answer holds only the
+partitions with records, an error or a new high watermark, last stable offset or log start
+offset. An idle partition of an incremental fetch costs a few lookups: it is not read and
+no response entry is built for it.
 """
 
 from __future__ import annotations
@@ -38,6 +44,13 @@ from typing import TYPE_CHECKING, Any
 import logcore
 from pylog import errors
 from pylog.broker import io_threads
+from pylog.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    FetchSession,
+    next_epoch,
+)
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.protocol.messages import FetchResponse
 from pylog.replication.epochs import diverging_epoch
@@ -84,8 +97,12 @@ async def _read(ctx: RequestContext, plog: Any, offset: int, max_bytes: int, hw:
     return region
 
 
-async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, list[Any], bool]:
-    """One pass over every requested partition.
+async def _read_all(ctx: RequestContext, request: Any, fetch_topics: list[tuple[str, list[Any]]],
+                    session: FetchSession | None = None) -> tuple[list[Any], int, list[Any], bool]:
+    """One pass over the partitions of ``fetch_topics`` ((topic, [FetchPartition]) runs).
+    With the ``session`` of an incremental fetch, a partition with nothing to read whose
+    high watermark, last stable offset and log start offset are those last sent is left
+    out of the answer (and costs no read).
 
     Returns (topic responses, bytes, wait keys, whether any partition has an error).
     """
@@ -100,10 +117,12 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
     replicas = ctx.broker.replicas
     replicated = replicas.active  # False on a single node: no replica work below
     cluster_mode = ctx.broker.cluster is not None
-    for ft in request.topics:
-        topic = manager.topics.get(ft.topic)
+    cached_parts = session.partitions if session is not None else None
+    follower = request.replica_id >= 0
+    for topic_name, fetch_partitions in fetch_topics:
+        topic = manager.topics.get(topic_name)
         parts = []
-        for fp in ft.partitions:
+        for fp in fetch_partitions:
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
                 parts.append(_partition_error(fp.partition, errors.UnknownTopicOrPartitionError.code))
                 continue
@@ -130,15 +149,27 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
                     continue
                 hw = state.high_watermark
                 end = plog.log_end_offset
-            lso = plog.last_stable_offset(hw)
             start = plog.log_start_offset
+            if cached_parts is not None:
+                # Incremental: nothing to read and no offset moved since the last answer
+                # (CachedPartition.idle, inlined: this runs for every idle partition).
+                cp = cached_parts[(topic_name, fp.partition)]
+                offset = fp.fetch_offset
+                if hw == cp.high_watermark and end == cp.log_end_offset \
+                        and start == cp.log_start_offset and start <= offset <= end \
+                        and offset >= (end if follower else cp.last_stable_offset if committed
+                                       else hw):
+                    keys.append((p.topic, p.index))
+                    continue
+                cp.log_end_offset = end
+            lso = plog.last_stable_offset(hw)
             keys.append((p.topic, p.index))
             if fp.fetch_offset < start or fp.fetch_offset > end:
                 pd = _partition_error(fp.partition, errors.OffsetOutOfRangeError.code)
                 pd.high_watermark, pd.last_stable_offset, pd.log_start_offset = hw, lso, start
                 parts.append(pd)
                 continue
-            if state is not None and request.replica_id >= 0:
+            if state is not None and follower:
                 bound = end  # a follower reads up to the log end
             else:
                 bound = lso if committed else hw
@@ -173,7 +204,7 @@ async def _read_all(ctx: RequestContext, request: Any) -> tuple[list[Any], int, 
                 last_stable_offset=lso, log_start_offset=start, aborted_transactions=aborted,
                 preferred_read_replica=-1, records=records,
             ))
-        topics.append(_R.FetchableTopicResponse(topic=ft.topic, partitions=parts))
+        topics.append(_R.FetchableTopicResponse(topic=topic_name, partitions=parts))
         if not any_error:
             any_error = any(pd.error_code for pd in parts)
     return topics, total, keys, any_error
@@ -222,12 +253,72 @@ def _replica_check(ctx: RequestContext, request: Any, state: Any, fp: Any, plog:
     return None
 
 
+def _has_news(pd: Any) -> bool:
+    """Whether a partition's answer carries something besides its offsets."""
+    records = pd.records
+    return (pd.error_code != 0 or pd.diverging_epoch.epoch >= 0
+            or not isinstance(records, (bytes, bytearray)) or len(records) > 0)
+
+
+def _incremental_answer(session: FetchSession, topics: list[Any], full: bool) -> list[Any]:
+    """Keep the partitions with news or new offsets and remember what they said; when the
+    answer is ``full`` (it reached max_bytes), move them to the end of the session's order."""
+    cached = session.partitions
+    out = []
+    answered = []
+    for tr in topics:
+        kept = []
+        for pd in tr.partitions:
+            cp = cached[(tr.topic, pd.partition_index)]
+            if _has_news(pd) or cp.changed(pd.high_watermark, pd.last_stable_offset,
+                                           pd.log_start_offset):
+                cp.remember(pd.high_watermark, pd.last_stable_offset, pd.log_start_offset)
+                kept.append(pd)
+                answered.append((tr.topic, pd.partition_index))
+        if kept:
+            tr.partitions = kept
+            out.append(tr)
+    if full:
+        session.move_to_end(answered)
+    return out
+
+
+def _new_session(ctx: RequestContext, request: Any, topics: list[Any]) -> int:
+    """A full fetch with epoch 0: a session over its partitions, remembering what this
+    answer says of each; its id, or 0 when none was made."""
+    by_key = {(ft.topic, fp.partition): fp for ft in request.topics for fp in ft.partitions}
+    parts: dict[tuple[str, int], CachedPartition] = {}
+    for tr in topics:
+        for pd in tr.partitions:
+            key = (tr.topic, pd.partition_index)
+            cp = parts[key] = CachedPartition(by_key[key])
+            cp.remember(pd.high_watermark, pd.last_stable_offset, pd.log_start_offset)
+    session = ctx.broker.fetch_sessions.create(request.replica_id >= 0, parts)
+    return 0 if session is None else session.id
+
+
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
-    if request.session_id != 0 and request.session_epoch not in (-1, 0):
-        # We never hand out sessions, so an incremental fetch names one we do not know.
-        return _R(throttle_time_ms=0, error_code=errors.FetchSessionIdNotFoundError.code,
-                  session_id=0, responses=[])
     broker = ctx.broker
+    sessions = broker.fetch_sessions
+    session: FetchSession | None = None
+    epoch = request.session_epoch
+    if request.session_id != 0 and epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+        session = sessions.get(request.session_id)
+        code = 0
+        if session is None:
+            code = errors.FetchSessionIdNotFoundError.code
+        elif session.epoch != epoch:
+            code = errors.InvalidFetchSessionEpochError.code
+        if code:
+            return _R(throttle_time_ms=0, error_code=code, session_id=0, responses=[])
+        assert session is not None
+        session.update(request.topics, request.forgotten_topics_data)
+        session.epoch = next_epoch(epoch)
+        fetch_topics = session.fetch_topics()
+    else:
+        if request.session_id != 0:
+            sessions.remove(request.session_id)  # closed (epoch -1) or started over (0)
+        fetch_topics = [(ft.topic, ft.partitions) for ft in request.topics]
     clock = broker.clock
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
@@ -237,7 +328,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     waiters = broker.waiters
     while True:
         since = waiters.sequence
-        topics, total, keys, any_error = await _read_all(ctx, request)
+        topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
         passes += 1
         wait = deadline - clock.monotonic()
         # Answer now when there is enough, when the time is up, or when a partition has an
@@ -249,20 +340,29 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             break
         if not await waiters.wait(keys, wait, since):
             # Timed out: answer with what is there now.
-            topics, total, keys, any_error = await _read_all(ctx, request)
+            topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
             passes += 1
             outcome = "waited out max_wait_ms"
             break
         outcome = "woken by an append"
+    if session is not None:
+        topics = _incremental_answer(session, topics, total >= request.max_bytes > 0)
+        session_id = session.id
+    elif epoch == INITIAL_EPOCH and ctx.api_version >= 7:
+        session_id = _new_session(ctx, request, topics)
+    else:
+        session_id = 0
     if log.isEnabledFor(logging.DEBUG):
         # Per-fetch timing (with net.py's per-request line): whether a fetch waited, why,
         # and for how long; a fetch that had data must say "answered at once".
-        log.debug("fetch from %s (correlation id %d): %d bytes of %d partitions, min_bytes %d, "
-                  "%s after %.1f ms, %d read passes%s", ctx.peer, ctx.correlation_id, total,
-                  sum(len(ft.partitions) for ft in request.topics), min_bytes, outcome,
-                  (clock.monotonic() - started) * 1000, passes,
-                  ", with a partition error" if any_error else "")
-    return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+        named = sum(len(ft.partitions) for ft in request.topics)
+        log.debug("fetch from %s (correlation id %d): %d bytes of %d partitions (%d named in "
+                  "the request), min_bytes %d, %s after %.1f ms, %d read passes%s%s", ctx.peer,
+                  ctx.correlation_id, total, sum(len(parts) for _topic, parts in fetch_topics),
+                  named, min_bytes, outcome, (clock.monotonic() - started) * 1000, passes,
+                  ", with a partition error" if any_error else "",
+                  f", session {session_id} epoch {epoch}" if session_id else "")
+    return _R(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

@@ -139,8 +139,8 @@ def test_a_fetch_sees_an_append_that_lands_while_it_reads(broker, monkeypatch) -
     real_read_all = fetch._read_all
     state = {"appended": False}
 
-    async def read_then_append(ctx: Any, request: Any) -> Any:
-        result = await real_read_all(ctx, request)
+    async def read_then_append(ctx: Any, request: Any, *args: Any) -> Any:
+        result = await real_read_all(ctx, request, *args)
         if not state["appended"]:
             # Another client's produce lands after this pass read the partition and
             # before the fetch waits (a read that awaited an I/O thread opens the window).
