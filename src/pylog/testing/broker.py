@@ -103,12 +103,19 @@ class _LogCapture(logging.Handler):
         super().__init__(logging.DEBUG)
         self.setFormatter(logging.Formatter(_LOG_FORMAT))
         self.lines: list[str] = []
+        #: Lines that report a bug: an exception escaping a request handler (the
+        #: dispatcher's "bug:" line) or an error asyncio logged for the broker's loop.
+        self.bugs: list[str] = []
         self.thread_ids: set[int] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread in self.thread_ids or (record.threadName or "").startswith(
                 ("pylog-io", "pylog-background", "kafka-log-cleaner")):
-            self.lines.append(self.format(record))
+            line = self.format(record)
+            self.lines.append(line)
+            if record.levelno >= logging.ERROR and (
+                    record.name == "asyncio" or str(record.msg).startswith("bug:")):
+                self.bugs.append(line)
 
 
 class KafkaBroker:
@@ -187,12 +194,13 @@ class KafkaBroker:
         if pylog_logger.level == logging.NOTSET:
             pylog_logger.setLevel(self.log_level)
         pylog_logger.addHandler(self._capture)
+        logging.getLogger("asyncio").addHandler(self._capture)
         faults = Faults("pylog.testing")
         try:
             self.broker = self._call(self._start_broker(config, faults), timeout=60)
         except BaseException:
             self._stop_loop()
-            pylog_logger.removeHandler(self._capture)
+            self._remove_capture()
             raise
         self.faults = faults
         self.port = self.broker.bound[0][1]
@@ -237,7 +245,11 @@ class KafkaBroker:
             self._call(broker.shutdown(), timeout=60)
         finally:
             self._stop_loop()
-            logging.getLogger("pylog").removeHandler(self._capture)
+            self._remove_capture()
+
+    def _remove_capture(self) -> None:
+        logging.getLogger("pylog").removeHandler(self._capture)
+        logging.getLogger("asyncio").removeHandler(self._capture)
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
@@ -332,10 +344,22 @@ class KafkaBroker:
                 what CreateTopics would answer.
         """
         broker = self._require()
+        if broker.cluster is not None:
+            raise RuntimeError("this broker is one of a cluster: create topics with "
+                               "KafkaCluster.create_topic (through the controller)")
         configs = {k: str(v).lower() if isinstance(v, bool) else str(v)
                    for k, v in (config or {}).items()}
         self._call(broker.log_manager.create_topic_async(broker.executor, name, partitions,
                                                          1, configs))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic (its directories are removed in the background, as Kafka does).
+
+        Raises:
+            pylog.errors.UnknownTopicOrPartitionError: no such topic.
+        """
+        broker = self._require()
+        self._call(broker.log_manager.delete_topic_async(broker.executor, name))
 
     def topics(self) -> list[str]:
         """The names of the topics, internal ones included, sorted."""
@@ -526,3 +550,8 @@ class KafkaBroker:
     def log_text(self) -> str:
         """What the broker logged since it was created (pylog's loggers, on its threads)."""
         return "\n".join(self._capture.lines)
+
+    def logged_bugs(self) -> list[str]:
+        """The log lines that report a bug in the broker (an exception that escaped a
+        request handler, an error asyncio logged on the broker's loop)."""
+        return list(self._capture.bugs)
