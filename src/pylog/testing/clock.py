@@ -6,7 +6,7 @@ clients write stay comparable with it) and then stands still: ``advance(seconds)
 forward and fires, in due order, every timer that became due, moving the clock to each
 timer's due time before firing it (Kafka's ``MockTime`` with ``MockScheduler``; trio's
 ``MockClock``). A timer armed by a fired timer and due within the advance fires in the same
-call. Time never goes backwards.
+call; a timer armed with no delay runs at once. Time never goes backwards.
 
 What follows it: everything the broker schedules through its clock (``Clock.call_later``
 and ``Clock.sleep``) and everything that reads it: group session timeouts, rebalance
@@ -73,8 +73,13 @@ class VirtualClock(Clock):
     def monotonic(self) -> float:
         return self._start_mono + self._elapsed_ns / 1e9
 
-    def call_later(self, delay: float, callback: Callable[[], Any]) -> _Timer:
-        timer = _Timer(self._elapsed_ns + max(round(delay * 1e9), 0), callback)
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
+        if delay <= 0:
+            # Due now (a zero group.initial.rebalance.delay.ms, a deadline already past):
+            # runs at once on the loop, as on real time; waiting for an advance() would
+            # stall a broker whose test never advances.
+            return asyncio.get_running_loop().call_soon(callback)
+        timer = _Timer(self._elapsed_ns + round(delay * 1e9), callback)
         with self._lock:
             heapq.heappush(self._timers, (timer.due_ns, next(self._seq), timer))
         return timer

@@ -70,3 +70,16 @@ def test_the_clock_does_not_go_backwards() -> None:
     clock = VirtualClock()
     with pytest.raises(ValueError, match="does not go backwards"):
         _run(clock.run_due(-1, settle_loop))
+
+
+def test_a_timer_due_now_runs_without_an_advance() -> None:
+    """group.initial.rebalance.delay.ms=0 arms a zero delay: it must not wait for advance()."""
+    clock = VirtualClock(time_ms=0)
+    seen: list[int] = []
+
+    async def main() -> None:
+        clock.call_later(0, lambda: seen.append(clock.time_ms()))
+        await settle_loop()
+
+    _run(main())
+    assert seen == [0]
