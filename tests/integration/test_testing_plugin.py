@@ -18,12 +18,39 @@ pytest_plugins = ("pytester",)
 pytestmark = pytest.mark.integration
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLUGIN = ("-p", "pylog.testing.plugin", "-p", "no:cacheprovider")
+# Block the entry point's registration (name "pylog") in case pylog is installed with it,
+# then load this tree's plugin module: the same plugin must not be registered twice.
+PLUGIN = ("-p", "no:pylog", "-p", "pylog.testing.plugin", "-p", "no:cacheprovider")
 
 
 def test_the_entry_point_registers_the_plugin() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["entry-points"]["pytest11"] == {"pylog": "pylog.testing.plugin"}
+
+
+def test_an_installed_entry_point_activates_the_plugin(pytester: pytest.Pytester,
+                                                      tmp_path: pathlib.Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``pip install`` writes for the declared entry point (a dist-info directory
+    with entry_points.txt) makes the fixtures available without ``-p``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    entries = project["project"]["entry-points"]["pytest11"]
+    site = tmp_path / "site"
+    dist = site / "pylog_kafka_entry_point_check-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pylog-kafka-entry-point-check\n"
+                                   "Version: 0.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    pytester.makepyfile(test_app="def test_it(kafka_broker):\n    assert kafka_broker.running\n")
+    import os
+
+    paths = [str(site), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    # And the way this suite loads it (PLUGIN) stays valid once the entry point exists.
+    pytester.runpytest_subprocess(*PLUGIN).assert_outcomes(passed=1)
 
 
 def _run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
