@@ -172,3 +172,16 @@ def test_three_brokers(kafka_cluster):
     else:
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["*kafka_cluster needs ZooKeeper*"])
+
+
+def test_the_examples_of_docs_testing_md_pass(pytester: pytest.Pytester) -> None:
+    """Every test example in docs/testing.md runs as written, with the plugin's fixtures."""
+    import re
+
+    text = (ROOT / "docs" / "testing.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "def test_" in b]
+    assert len(blocks) >= 7
+    pytester.makepyfile(**{f"test_doc_{i}": block for i, block in enumerate(blocks)})
+    result = pytester.runpytest_subprocess(*PLUGIN, "-q")
+    tests = sum(block.count("\ndef test_") + block.startswith("def test_") for block in blocks)
+    result.assert_outcomes(passed=tests)
