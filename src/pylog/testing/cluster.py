@@ -12,6 +12,7 @@ Thread-safety: as ``KafkaBroker``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -31,9 +32,8 @@ def missing_reason() -> str | None:
     reason = _zookeeper_missing()
     if reason is not None:
         return reason
-    try:
-        import kazoo  # noqa: F401
-    except ImportError:
+    # Looked up, not imported: only pylog.cluster.zk_store imports kazoo.
+    if importlib.util.find_spec("kazoo") is None:
         return "the kazoo package is not installed: pip install 'pylog-kafka[cluster]'"
     return None
 
