@@ -38,6 +38,10 @@ from pylog._clock import Clock
 # Loop iterations given to what a fired timer starts (tasks it wakes, the timers they arm)
 # before the next one fires.
 _SETTLE_ROUNDS = 8
+# Less than the coordinators' resolution (they keep deadlines in whole milliseconds of the
+# monotonic clock, rounded): a deadline of "now" can come back as up to half a millisecond
+# ahead. Such a delay is due at once; every Kafka duration is a whole number of ms.
+_DUE_NOW_S = 0.001
 
 
 class _Timer:
@@ -61,7 +65,10 @@ class VirtualClock(Clock):
 
     def __init__(self, time_ms: int | None = None) -> None:
         self._start_ms = time.time_ns() // 1_000_000 if time_ms is None else time_ms
-        self._start_mono = time.monotonic()
+        # Whole seconds: the coordinators round the monotonic clock to milliseconds for their
+        # deadlines, and a start with a fraction of a millisecond would put a deadline of
+        # "now" a fraction of a millisecond ahead, to wait for the next advance().
+        self._start_mono = float(int(time.monotonic()))
         self._elapsed_ns = 0
         self._lock = threading.Lock()
         self._timers: list[tuple[int, int, _Timer]] = []
@@ -74,7 +81,7 @@ class VirtualClock(Clock):
         return self._start_mono + self._elapsed_ns / 1e9
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
-        if delay <= 0:
+        if delay < _DUE_NOW_S:
             # Due now (a zero group.initial.rebalance.delay.ms, a deadline already past):
             # runs at once on the loop, as on real time; waiting for an advance() would
             # stall a broker whose test never advances.

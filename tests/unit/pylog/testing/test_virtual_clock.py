@@ -83,3 +83,21 @@ def test_a_timer_due_now_runs_without_an_advance() -> None:
 
     _run(main())
     assert seen == [0]
+
+
+def test_a_deadline_of_now_in_rounded_milliseconds_is_due_now() -> None:
+    """The coordinators' shape: deadline = round(monotonic * 1000) + 0, re-armed as
+    (deadline - monotonic * 1000) / 1000 seconds: float noise, never a wait for advance()."""
+    clock = VirtualClock(time_ms=0)
+    seen: list[str] = []
+
+    async def main() -> None:
+        await clock.run_due(0.0127, settle_loop)  # 0.7 ms past a whole millisecond
+        deadline_ms = round(clock.monotonic() * 1000)  # rounds up, 0.3 ms ahead
+        assert deadline_ms > clock.monotonic() * 1000
+        clock.call_later((deadline_ms - clock.monotonic() * 1000) / 1000,
+                         lambda: seen.append("fired"))
+        await settle_loop()
+
+    _run(main())
+    assert seen == ["fired"]
