@@ -149,3 +149,36 @@ def test_usable_from_asyncio_tests() -> None:
     with KafkaBroker() as broker:
         assert asyncio.run(main(broker.bootstrap_servers)) == [b"one"]
         assert [r.value for r in broker.records("aio")] == [b"one"]
+
+
+def test_restart_after_refusing_connections_listens_again() -> None:
+    """Faults belong to one run of the broker: a restart starts without them."""
+    with KafkaBroker() as broker:
+        broker.create_topic("t")
+        broker.refuse_connections()
+        broker.fail_next("Produce", "TOPIC_AUTHORIZATION_FAILED")
+        broker.restart()
+        assert broker.faults is not None and not broker.faults.active
+        _produce(broker.bootstrap_servers, "t", [b"after restart"])
+        assert [r.value for r in broker.records("t")] == [b"after restart"]
+        broker.accept_connections()  # nothing refused any more: no second listener
+
+
+def test_pylog_log_level_is_restored_after_the_last_broker() -> None:
+    import logging
+
+    logger = logging.getLogger("pylog")
+    before = logger.level
+    logger.setLevel(logging.NOTSET)  # as an application that configures nothing
+    try:
+        with KafkaBroker() as first:
+            second = KafkaBroker().start()
+            first.stop()
+            assert logger.level == logging.INFO  # the second still runs
+            second.stop()
+        assert logger.level == logging.NOTSET
+        logger.setLevel(logging.ERROR)  # the application's choice is left alone
+        with KafkaBroker():
+            assert logger.level == logging.ERROR
+    finally:
+        logger.setLevel(before)

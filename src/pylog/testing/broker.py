@@ -96,6 +96,32 @@ def broker_settings(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any])
     return out
 
 
+# pylog's logger level while test brokers run: set (when the application left it unset)
+# by the first broker to start, restored by the last to stop. Guarded by _LEVEL_LOCK.
+_LEVEL_LOCK = threading.Lock()
+_LEVEL_USERS = 0
+_LEVEL_SAVED: int | None = None
+
+
+def _raise_log_level(level: str | int) -> None:
+    global _LEVEL_USERS, _LEVEL_SAVED
+    with _LEVEL_LOCK:
+        logger = logging.getLogger("pylog")
+        if _LEVEL_USERS == 0:
+            _LEVEL_SAVED = logger.level
+            if logger.level == logging.NOTSET:
+                logger.setLevel(level)
+        _LEVEL_USERS += 1
+
+
+def _restore_log_level() -> None:
+    global _LEVEL_USERS
+    with _LEVEL_LOCK:
+        _LEVEL_USERS -= 1
+        if _LEVEL_USERS == 0 and _LEVEL_SAVED is not None:
+            logging.getLogger("pylog").setLevel(_LEVEL_SAVED)
+
+
 class _LogCapture(logging.Handler):
     """The broker's log lines: records of pylog's loggers emitted on the broker's threads."""
 
@@ -129,8 +155,9 @@ class KafkaBroker:
             directory that ``stop`` removes unless ``keep_data``.
         keep_data: keep the temporary directory after ``stop`` (its path is ``data_dir``).
         port: the port to listen on; 0 (default) lets the OS pick one.
-        log_level: the level of pylog's loggers while the broker runs (its log is kept in
-            ``log_text()``).
+        log_level: the level of pylog's loggers while test brokers run, when the
+            application has not set one (its log is kept in ``log_text()``; the level is
+            restored when the last broker stops).
         **settings: more broker settings, as keyword arguments with underscores for dots
             (``num_partitions=3``). Both spellings may be mixed; an unknown name raises
             ``pylog.config.ConfigError`` with the closest valid one.
@@ -190,10 +217,8 @@ class KafkaBroker:
         config = BrokerConfig({**self.settings, "log.dirs": self.data_dir,
                                "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"})
         self._start_loop()
-        pylog_logger = logging.getLogger("pylog")
-        if pylog_logger.level == logging.NOTSET:
-            pylog_logger.setLevel(self.log_level)
-        pylog_logger.addHandler(self._capture)
+        _raise_log_level(self.log_level)
+        logging.getLogger("pylog").addHandler(self._capture)
         logging.getLogger("asyncio").addHandler(self._capture)
         faults = Faults("pylog.testing")
         try:
@@ -250,6 +275,8 @@ class KafkaBroker:
     def _remove_capture(self) -> None:
         logging.getLogger("pylog").removeHandler(self._capture)
         logging.getLogger("asyncio").removeHandler(self._capture)
+        self._refused.clear()  # a restart listens afresh
+        _restore_log_level()
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
