@@ -43,7 +43,7 @@ def test_context_manager_serves_on_an_os_chosen_port_and_cleans_up() -> None:
 
 
 def test_settings_in_both_spellings_reach_the_broker() -> None:
-    with KafkaBroker({"auto.create.topics.enable": False}, num_partitions=3) as broker:
+    with KafkaBroker(num_partitions=3, **{"auto.create.topics.enable": False}) as broker:
         assert broker.broker is not None
         assert broker.broker.config["num.partitions"] == 3
         assert broker.broker.config["auto.create.topics.enable"] is False
@@ -54,10 +54,19 @@ def test_settings_in_both_spellings_reach_the_broker() -> None:
                 producer.send("nope", b"x").get(5)
         finally:
             producer.close(0)
-        broker.create_topic("t3")  # num.partitions applies
+        broker.create_topic("t3")  # partitions=1 given
         assert len(broker.broker.log_manager.topics["t3"].partitions) == 1
         broker.create_topic("t4", partitions=4, config={"cleanup.policy": "compact"})
         assert broker.broker.log_manager.topics["t4"].config["cleanup.policy"] == ["compact"]
+
+
+def test_a_mapping_and_keywords_combine() -> None:
+    with KafkaBroker({"log.retention.hours": 1}, log_segment_bytes=1 << 20) as broker:
+        assert broker.broker is not None
+        assert broker.broker.config["log.retention.hours"] == 1
+        assert broker.broker.config["log.segment.bytes"] == 1 << 20
+    with pytest.raises(ConfigError, match="given twice"):
+        KafkaBroker({"num.partitions": 2}, num_partitions=3)
 
 
 def test_bad_settings_fail_at_construction_naming_the_setting() -> None:
