@@ -18,8 +18,8 @@ Fixtures:
 
 Options (with ini twins): ``--kafka-keep-data`` keeps the data directories of the
 ``kafka_broker`` brokers of failed tests (the report says where); ``--kafka-show-log``
-adds the broker's log to a failed test's report. A broker that logged a bug (an exception
-escaping a request handler, an error in one of its tasks) fails the test it happened in.
+adds the broker's log to a failed test's report. A ``kafka_broker`` that logged a bug (an
+exception escaping a request handler, an error in one of its tasks) fails its test.
 """
 
 from __future__ import annotations
