@@ -161,3 +161,21 @@ def test_committed_offsets_expire_on_advance() -> None:
             assert admin.list_group_offsets("idle")[tp].offset == 5
             broker.advance(15)
             assert admin.list_group_offsets("idle", [tp])[tp] is None
+
+
+def test_virtual_time_survives_a_restart_and_advance_still_works() -> None:
+    with KafkaBroker(clock="virtual", offsets_retention_minutes=1,
+                     offsets_retention_check_interval_ms=1000) as broker:
+        broker.create_topic("t")
+        broker.advance(30)
+        before = broker.clock.time_ms()
+        broker.restart()
+        assert broker.clock.time_ms() == before
+        tp = TopicPartition("t", 0)
+        with Admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            admin.alter_group_offsets("idle", {tp: 5})
+            broker.advance(65)  # the restarted broker's own timers fire
+            assert admin.list_group_offsets("idle", [tp])[tp] is None
+        assert broker.clock.pending > 0
+        broker.stop()
+        assert broker.clock.pending == 0  # a stopped broker's timers are dropped

@@ -271,6 +271,10 @@ class KafkaBroker:
         finally:
             self._stop_loop()
             self._remove_capture()
+            if isinstance(self.clock, VirtualClock):
+                # Timers of the stopped broker's loop; after a restart, virtual time goes
+                # on from where it was.
+                self.clock.drop_timers()
 
     def _remove_capture(self) -> None:
         logging.getLogger("pylog").removeHandler(self._capture)

@@ -104,6 +104,14 @@ class VirtualClock(Clock):
         finally:
             timer.cancel()
 
+    def drop_timers(self) -> int:
+        """Forget every armed timer (their loop is gone: the broker stopped); returns how
+        many. The time stays where it is."""
+        with self._lock:
+            n = len(self._timers)
+            self._timers.clear()
+        return n
+
     @property
     def pending(self) -> int:
         """Timers armed and not cancelled."""
