@@ -3,11 +3,20 @@
 Anchor: apache/kafka ``org.apache.kafka.common.utils.Time``. ``SystemClock`` reads the real
 clocks; ``ManualClock`` is advanced by tests. Both are safe to share between threads for
 reading; ``ManualClock.advance`` is meant to be called from the test's thread only.
+
+Besides reading time, a clock schedules on the running event loop: ``call_later`` and
+``sleep``. The broker's Kafka-configured timers (group and transaction deadlines, the
+retention check) go through them, so that a clock that owns its own timers
+(``pylog.testing``'s virtual clock) fires them when it is advanced. The base class schedules
+on the loop's real time, which is what ``SystemClock`` and ``ManualClock`` want.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 class Clock:
@@ -20,6 +29,15 @@ class Clock:
     def monotonic(self) -> float:
         """Seconds on a clock that never goes backwards (for deadlines)."""
         raise NotImplementedError
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
+        """Run ``callback`` on the running event loop ``delay`` seconds from now; returns a
+        handle with ``cancel()``. Must be called on that loop."""
+        return asyncio.get_running_loop().call_later(max(delay, 0.0), callback)
+
+    async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds of this clock's time on the running event loop."""
+        await asyncio.sleep(max(delay, 0.0))
 
 
 class SystemClock(Clock):

@@ -52,6 +52,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pylog.broker",),  # the server, its listeners and the request handlers
     ("pylog.client",),  # pylog's client (embedded mode runs a broker in process)
     ("pylog.spark",),  # the Spark source and sink, on the client
+    # The test kit (a broker in the test process, faults, the virtual clock, the pytest
+    # plugin): on the broker and the client; the broker's side of faults is the generic
+    # pylog.broker.intercept, which never imports it.
+    ("pylog.testing",),
     ("pylog.cli", "pylog.__main__"),  # the command line, on everything
 )
 
@@ -212,6 +216,16 @@ def test_client_reaches_the_broker_only_in_embedded_mode() -> None:
     for path in (SRC / "pylog" / "broker").rglob("*.py"):
         for name in _full_imports(path):
             assert not name.startswith("pylog.client"), f"{path}: imports {name}"
+
+
+def test_nothing_below_imports_the_test_kit() -> None:
+    """pylog.testing fills the broker's interception point; the broker (and everything
+    else in the package but the kit itself) never imports it, not even lazily."""
+    for path in (SRC / "pylog").rglob("*.py"):
+        if (SRC / "pylog" / "testing") in path.parents:
+            continue
+        for name in _full_imports(path):
+            assert not name.startswith("pylog.testing"), f"{path}: imports {name}"
 
 
 def test_cluster_rules_are_sans_io() -> None:

@@ -394,6 +394,12 @@ class Connection:
         log.info("connection %s: closing after %.1f s idle (connections.max.idle.ms)", self.peer, idle)
         self._abort()
 
+    def abort(self) -> None:
+        """Close the connection now, dropping what it has queued (pylog.testing's
+        ``drop_connections``; the client sees its connection reset)."""
+        log.info("connection %s: closed by the broker", self.peer)
+        self._abort()
+
     def _abort(self) -> None:
         if self._closed:
             return

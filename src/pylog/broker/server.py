@@ -23,6 +23,7 @@ from typing import Any
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.broker.fetch_sessions import FetchSessionCache
+from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
@@ -109,6 +110,8 @@ class Broker:
             self.cluster = ClusterRuntime(self)
             self.api_supported = {**apis.SUPPORTED, **apis.CLUSTER_ADVERTISED}
             self.api_advertised = {**apis.ADVERTISED, **apis.CLUSTER_ADVERTISED}
+        # The dispatcher's interception point (pylog.broker.intercept); None: nothing to do.
+        self.interceptor: RequestInterceptor | None = None
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -196,7 +199,7 @@ class Broker:
         interval = self.config["log.retention.check.interval.ms"] / 1000.0
         loop = asyncio.get_running_loop()
         while not self._stopping:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval)  # a virtual clock (pylog.testing) runs it on advance()
             try:
                 # Segment deletion renames and unlinks files: off the loop.
                 snapshot = self.log_manager.all_partitions()

@@ -430,7 +430,7 @@ class DeadlineTimer:
     def __init__(self, clock: Any, fire: Callable[[], None]) -> None:
         self._clock = clock
         self._fire = fire
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: Any = None  # the clock's timer handle (cancel())
         self._deadline: int | None = None
 
     def arm(self, deadline_ms: int | None) -> None:
@@ -441,7 +441,8 @@ class DeadlineTimer:
         if deadline_ms is None:
             return
         delay = max(deadline_ms - self._clock.monotonic() * 1000, 0) / 1000.0
-        self._handle = asyncio.get_running_loop().call_later(delay, self._expired)
+        # On the clock, not the loop: a virtual clock (pylog.testing) fires it on advance().
+        self._handle = self._clock.call_later(delay, self._expired)
 
     def cancel(self) -> None:
         if self._handle is not None:

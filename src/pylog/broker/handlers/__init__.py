@@ -6,6 +6,11 @@ request) -> response | None`` (``ctx``: a ``RequestContext``; None: no response,
 with acks=0) and ``error_response(ctx, request, code, message)`` (the response
 that carries one error code everywhere, Kafka's ``AbstractRequest.getErrorResponse``).
 
+Interception: when ``broker.interceptor`` is set (``pylog.broker.intercept``; pylog.testing's
+fault injection fills it), the dispatcher hands it each decoded request before the handler;
+it may delay the request or answer it itself (an error response built by the API's own
+``error_response``). Unset, it costs one attribute read per request.
+
 The dispatcher is the one place that catches broad exceptions (handlers do not): an
 exception escaping a handler becomes ``error_response`` with the code
 ``pylog.errors.code_for_exception`` picks; exceptions without a code are logged as bugs with
@@ -65,6 +70,7 @@ from pylog.broker.handlers import (
     write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
+from pylog.broker.intercept import PASS
 from pylog.protocol.apis import CLUSTER_ADVERTISED
 
 log = logging.getLogger("pylog.broker.handlers")
@@ -135,6 +141,11 @@ async def dispatch(ctx: RequestContext, request: Any) -> Any:
     if entry is None:  # the connection layer refuses unknown keys before this
         raise errors.LocalProtocolError(f"no handler for api key {ctx.api_key}")
     handler, module = entry
+    interceptor = ctx.broker.interceptor
+    if interceptor is not None:
+        answer = await interceptor.intercept(ctx, request, module.error_response)
+        if answer is not PASS:
+            return answer
     try:
         return await handler(ctx, request)
     except errors.ApiError as exc:
