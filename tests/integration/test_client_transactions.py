@@ -376,6 +376,7 @@ while time.monotonic() - idle < 3:
                                   c.consumer_group_metadata(), 60)
     p.commit_transaction(60)
     processed += len(records)
+    print("committed", processed, flush=True)
 c.close()
 p.close()
 print("done", processed, flush=True)
@@ -388,6 +389,7 @@ def test_consume_transform_produce_is_exactly_once_through_kill_9(
     with read_committed holds each input record exactly once."""
     import os
     import random
+    import select
     import signal
     import subprocess
     import sys
@@ -406,11 +408,18 @@ def test_consume_transform_produce_is_exactly_once_through_kill_9(
     env = dict(os.environ)
     rnd = random.Random(1234)
     for _ in range(8):
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
-        time.sleep(rnd.uniform(1.0, 3.0))  # interpreter start, init, then some transactions
+        # Kill it inside its work: after its first commit (however long the interpreter
+        # start and init_transactions take on a loaded machine), at a random moment.
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 90)
+        assert ready and proc.stdout.readline().startswith(b"committed"), \
+            "the processor committed nothing in 90 s"
+        time.sleep(rnd.uniform(0.0, 1.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+        proc.stdout.close()
     final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert final.returncode == 0 and "done" in final.stdout, final.stdout + final.stderr
     last = int(final.stdout.split()[-1])

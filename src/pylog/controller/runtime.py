@@ -347,6 +347,21 @@ class ControllerService:
         async def work() -> tuple[dict[TP, Outcome], dict[TP, int]]:
             wanted = tps if tps is not None else [  # all: as the metadata shows them
                 tp for tp in self.core.partitions() if tp[0] not in self.core.deleting]
+            # Decide on the states ZooKeeper holds now, as Kafka's doElectLeaderForPartitions
+            # does: a leader's ISR change may not have reached this controller yet (its
+            # notification is read asynchronously), and a preferred replica that just
+            # rejoined the ISR must not be refused as "not in the ISR".
+            store = self.runtime.store
+
+            def read() -> dict[TP, el.LeaderAndIsr]:
+                out = {}
+                for t, p in wanted:
+                    found = store.get_partition_state(t, p)
+                    if found is not None:
+                        out[(t, p)] = el.LeaderAndIsr.from_partition_state(*found)
+                return out
+            for tp, fresh in (await self.runtime.zk(read)).items():
+                self.core.reread(tp, fresh)
             writes, outcomes = self.core.elect_leaders(wanted, election_type)
             await self._apply(writes)
             self._send(self.core.requests())
