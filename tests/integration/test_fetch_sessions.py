@@ -97,3 +97,47 @@ def test_kafka_python_reads_through_an_incremental_session(new_broker, topic_nam
         assert seen == 150
     finally:
         c.close()
+
+
+def test_pylog_client_reads_through_an_incremental_session(new_broker, topic_name) -> None:
+    """pylog.client's consumer opens a session per broker and keeps it: after the first
+    full fetch it names only partitions whose position moved; a restarted broker (the
+    session gone) costs it nothing."""
+    from pylog.client import Consumer, TopicPartition
+
+    b = new_broker()
+    b.extra_args = ["--log-level", "DEBUG"]
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic_name, PARTITIONS, 1)])[topic_name].result(20)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic_name}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "fetch.max.wait.ms": 200})
+
+    def consume(want: int, timeout: float = 30) -> dict[int, list[bytes]]:
+        got: dict[int, list[bytes]] = {}
+        deadline = time.monotonic() + timeout
+        while sum(len(v) for v in got.values()) < want and time.monotonic() < deadline:
+            for r in c.poll(0.5):
+                got.setdefault(r.partition, []).append(r.value)
+        return got
+    try:
+        c.assign([TopicPartition(topic_name, p) for p in range(PARTITIONS)])
+        _produce(b.bootstrap, topic_name, 0, 20)
+        assert consume(60) == {p: [b"%d" % i for i in range(20)] for p in BUSY}
+        _produce(b.bootstrap, topic_name, 20, 20)
+        assert consume(60) == {p: [b"%d" % i for i in range(20, 40)] for p in BUSY}
+        fetches = re.findall(r"of (\d+) partitions \((\d+) named in the request\), .*"
+                             r", session (\d+) epoch (-?\d+)", b.read_log())
+        assert any(named == str(PARTITIONS) and epoch == "0" for _n, named, _s, epoch in fetches)
+        incremental = [int(named) for _n, named, _s, epoch in fetches if int(epoch) > 0]
+        # Positions move on the busy partitions only (a partition with data waiting to be
+        # polled leaves the session and comes back): far fewer than 40 named.
+        assert incremental and max(incremental) <= 2 * len(BUSY), fetches[:5]
+        assert len(set(sid for _n, _named, sid, _e in fetches)) == 1  # one session kept
+        b.stop()
+        b.start()
+        _produce(b.bootstrap, topic_name, 40, 10)
+        assert consume(30, timeout=60) == {p: [b"%d" % i for i in range(40, 50)] for p in BUSY}
+    finally:
+        c.close()

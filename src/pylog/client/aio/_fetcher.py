@@ -4,8 +4,13 @@ columns.
 One Fetch per broker at a time, for the assigned, unpaused partitions it leads that have a
 position and no data waiting to be polled (prefetching: the next fetch is sent as soon as
 a partition's data is handed out, so it overlaps the application's processing).
-Sessionless fetches (``session_epoch`` -1, KIP-227 full requests): the broker has no fetch
-sessions.
+Incremental fetch sessions (KIP-227), one per broker (``FetchSession``): the first fetch
+names every partition and asks for a session (epoch 0); the next ones name only the
+partitions added or whose position moved, list those no longer fetched as forgotten, and
+the broker answers only the partitions with news. A broker that makes no session (id 0)
+is asked again with the next full fetch; a session the broker lost (restart, eviction:
+FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) or a broken connection starts a
+new one, with no error for the application.
 
 A fetch answer is kept as received (the record bytes are a slice of the response frame)
 until ``poll`` or ``poll_columns`` takes it:
@@ -80,6 +85,50 @@ class CompletedFetch:
         self.next_offset = fetch_offset
 
 
+class FetchSession:
+    """The client side of one broker's fetch session (Kafka's ``FetchSessionHandler``):
+    the id, the epoch of the next request and the partitions the broker holds with the
+    positions last sent."""
+
+    __slots__ = ("session_id", "epoch", "partitions")
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0  # 0: the next request is full and asks for a session
+        self.partitions: dict[TopicPartition, int] = {}
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.partitions = 0, 0, {}
+
+    def request_parts(self, wanted: dict[TopicPartition, int]
+                      ) -> tuple[dict[TopicPartition, int], dict[str, list[int]]]:
+        """What the next request names: (partitions to send with their positions, forgotten
+        partitions by topic); every wanted partition when no session is open."""
+        if self.session_id == 0:
+            return dict(wanted), {}
+        known = self.partitions
+        send = {tp: off for tp, off in wanted.items() if known.get(tp) != off}
+        forgotten: dict[str, list[int]] = {}
+        for tp in known:
+            if tp not in wanted:
+                forgotten.setdefault(tp.topic, []).append(tp.partition)
+        return send, forgotten
+
+    def answered(self, session_id: int, wanted: dict[TopicPartition, int]) -> None:
+        """The broker answered with ``session_id``: the session now holds ``wanted``."""
+        if self.session_id == 0:
+            self.session_id = session_id
+            self.epoch = 1 if session_id else 0
+        else:
+            self.epoch = 1 if self.epoch >= 2**31 - 1 else self.epoch + 1
+        self.partitions = dict(wanted) if self.session_id else {}
+
+
+#: Top-level Fetch errors that only mean the broker no longer has this session.
+_SESSION_ERRORS = (errors.FetchSessionIdNotFoundError.code,
+                   errors.InvalidFetchSessionEpochError.code)
+
+
 class Fetcher:
     def __init__(self, cluster: Cluster, assignment: dict[TopicPartition, PartitionState],
                  settings: dict[str, Any]) -> None:
@@ -97,6 +146,7 @@ class Fetcher:
         self.completed: collections.OrderedDict[TopicPartition, CompletedFetch] = (
             collections.OrderedDict())
         self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self.sessions: dict[int, FetchSession] = {}  # by broker
         self.arrived = asyncio.Event()
         self.errors: list[BaseException] = []  # raised by the next poll
         self.out_of_range: list[TopicPartition] = []  # reset by the consumer
@@ -122,19 +172,25 @@ class Fetcher:
             self.in_flight[node] = task
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int]]) -> None:
+        session = self.sessions.setdefault(node, FetchSession())
+        settled = False  # the session's state follows the broker's (answer read, or reset)
         try:
             R = FetchRequest
+            asked = dict(parts)
+            send, forgotten = session.request_parts(asked)
             topics: dict[str, list[Any]] = {}
-            for tp, offset in parts:
+            for tp, offset in send.items():
                 topics.setdefault(tp.topic, []).append(R.FetchPartition(
                     partition=tp.partition, current_leader_epoch=-1, fetch_offset=offset,
                     last_fetched_epoch=-1, log_start_offset=-1,
                     partition_max_bytes=self.partition_max_bytes))
             req = R(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
                     max_bytes=self.max_bytes, isolation_level=self.isolation_level,
-                    session_id=0, session_epoch=-1,
+                    session_id=session.session_id, session_epoch=session.epoch,
                     topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                    forgotten_topics_data=[], rack_id="")
+                    forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps)
+                                           for t, ps in forgotten.items()],
+                    rack_id="")
             try:
                 conn = await self.cluster.connection(node)
                 resp = await conn.send(req, timeout=self.request_timeout + self.max_wait_ms / 1000)
@@ -143,15 +199,22 @@ class Fetcher:
                 self.cluster.request_update()
                 await asyncio.sleep(0.05)
                 return
+            if resp.error_code in _SESSION_ERRORS:
+                log.debug("fetch session %d of broker %d is gone (error %d): starting a new one",
+                          session.session_id, node, resp.error_code)
+                return
             if resp.error_code:
                 cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
                 self.errors.append(cls(f"Fetch: {cls.name}"))
                 return
-            asked = dict(parts)
+            session.answered(resp.session_id, asked)
+            settled = True
             for t in resp.responses:
                 for p in t.partitions:
                     self._on_partition(TopicPartition(t.topic, p.partition_index), p, asked)
         finally:
+            if not settled:
+                session.reset()  # cancelled, failed or refused: the next fetch starts over
             self.in_flight.pop(node, None)
             self.arrived.set()
 

@@ -110,3 +110,32 @@ def test_stale_data_after_seek_is_not_returned() -> None:
     f.completed[TP] = CompletedFetch(TP, _batch(0, 3), 0, [])
     st.paused = True
     assert f.take_records(10) == [] and TP not in f.completed
+
+
+# -- fetch sessions (KIP-227), the client side ----------------------------------------------
+
+def test_a_fetch_session_names_only_what_moved() -> None:
+    from pylog.client.aio._fetcher import FetchSession
+
+    s = FetchSession()
+    a, b, c = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    # No session yet: everything, epoch 0 (asks for one).
+    assert s.request_parts({a: 5, b: 7}) == ({a: 5, b: 7}, {})
+    assert s.epoch == 0
+    s.answered(42, {a: 5, b: 7})
+    assert (s.session_id, s.epoch) == (42, 1)
+    # b moved, c is new, a unchanged: b and c sent; a stays in the session unnamed.
+    assert s.request_parts({a: 5, b: 9, c: 0}) == ({b: 9, c: 0}, {})
+    s.answered(42, {a: 5, b: 9, c: 0})
+    assert s.epoch == 2
+    # a is no longer fetched (its data waits to be polled): forgotten.
+    assert s.request_parts({b: 9, c: 0}) == ({}, {"t": [0]})
+    # The broker made no session: full fetches go on asking for one.
+    s.reset()
+    s.answered(0, {a: 1})
+    assert (s.session_id, s.epoch, s.request_parts({a: 1})) == (0, 0, ({a: 1}, {}))
+    # Epochs wrap past int32 max to 1.
+    s.answered(7, {a: 1})
+    s.epoch = 2**31 - 1
+    s.answered(7, {a: 1})
+    assert s.epoch == 1
