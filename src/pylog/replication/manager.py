@@ -493,17 +493,28 @@ class ReplicaManager:
 
     async def _write_isr(self, state: ReplicaPartition, change: IsrChange) -> None:
         """Persist an ISR change: conditionally on the partition epoch in ZooKeeper
-        (docs/replication.md), or in memory when there is no cluster (tests, single node)."""
+        (docs/replication.md), or in memory when there is no cluster (tests, single node).
+
+        A write that loses (another partition epoch in ZooKeeper) or fails (a lost
+        connection: it may or may not have been applied) is followed by a read of the
+        state ZooKeeper holds, as Kafka's ZooKeeper-mode leaders checked it: when it is the
+        one proposed, the write went through (its answer was lost); when it still names this
+        broker as leader in this leader epoch (the controller removed a dead replica, or an
+        earlier write of ours landed unseen), the leader takes that ISR and partition epoch.
+        Without this a leader whose cached partition epoch fell behind, with no LeaderAndIsr
+        coming to correct it, would fail every later ISR change and keep a caught-up
+        follower out of the ISR for good."""
         leader = state.leader
         assert leader is not None
         what = "expand" if change.expand else "shrink"
         cluster = getattr(self.broker, "cluster", None)
         new_epoch: int | None
+        found: Any = None
         if cluster is None:
             new_epoch = change.partition_epoch + 1
         else:
             try:
-                new_epoch = await asyncio.get_running_loop().run_in_executor(
+                new_epoch, found = await asyncio.get_running_loop().run_in_executor(
                     None, _zk_write_isr, cluster.store, state, change, self.controller_epoch)
             except Exception:  # noqa: BLE001 - a failed write is retried by the next check
                 log.exception("%s-%d: writing the ISR %s failed", state.topic, state.index,
@@ -511,17 +522,24 @@ class ReplicaManager:
                 new_epoch = None
         if self.partitions.get(state.key) is not state or state.leader is not leader:
             return  # leadership changed meanwhile: the new state decides
+        new_isr = change.new_isr
         if new_epoch is None:
-            log.info("%s-%d: ISR %s to %s lost to a newer partition state; waiting for the "
-                     "controller", state.topic, state.index, what, list(change.new_isr))
-            leader.on_isr_change_failed()
-            return
-        state.isr = change.new_isr
+            adopted = _adoptable(found, self.broker_id, change.leader_epoch)
+            if adopted is None:
+                log.info("%s-%d: ISR %s to %s lost to a newer partition state; waiting for the "
+                         "controller", state.topic, state.index, what, list(change.new_isr))
+                leader.on_isr_change_failed()
+                return
+            new_isr, new_epoch = adopted
+            log.info("%s-%d: ISR %s to %s not written (partition epoch %d in ZooKeeper, %d "
+                     "here); taking ZooKeeper's ISR %s", state.topic, state.index, what,
+                     list(change.new_isr), new_epoch, change.partition_epoch, list(new_isr))
+        state.isr = new_isr
         state.partition_epoch = new_epoch
-        self.isr_changes.append((state.topic, state.index, change.new_isr))
+        self.isr_changes.append((state.topic, state.index, new_isr))
         log.info("%s-%d: ISR %s from %s to %s (partition epoch %d)", state.topic, state.index,
-                 what, sorted(leader.isr), list(change.new_isr), new_epoch)
-        if leader.on_isr_change_persisted(change.new_isr, new_epoch):
+                 what, sorted(leader.isr), list(new_isr), new_epoch)
+        if leader.on_isr_change_persisted(new_isr, new_epoch):
             self._hw_moved(state.key)
         else:
             self._check_waiting(state.key)
@@ -554,15 +572,43 @@ class ReplicaManager:
 
 
 def _zk_write_isr(store: Any, state: ReplicaPartition, change: IsrChange,
-                  controller_epoch: int) -> int | None:
-    """On a worker thread: the conditional write and the isr_change notification; the new
-    partition epoch, or None when the write lost."""
+                  controller_epoch: int) -> tuple[int | None, Any]:
+    """On a worker thread: the conditional write and the isr_change notification. Returns
+    (the new partition epoch, None), or (None, the state ZooKeeper holds as
+    ``(PartitionState, zk version)``, or None) when the write lost or failed; a write found
+    applied after all is a success (and its notification is written)."""
     from pylog.cluster import zk_data
     from pylog.cluster.zk_store import Updated
     new = zk_data.PartitionState(leader=state.leader_id, leader_epoch=change.leader_epoch,
                                  isr=change.new_isr, controller_epoch=controller_epoch)
-    result = store.update_partition_state(state.topic, state.index, new, change.partition_epoch)
-    if not isinstance(result, Updated):
+    try:
+        result: Any = store.update_partition_state(state.topic, state.index, new,
+                                                   change.partition_epoch)
+    except Exception:  # noqa: BLE001 - maybe applied: ZooKeeper's state says
+        log.warning("%s-%d: the ISR write failed; reading ZooKeeper's state", state.topic,
+                    state.index, exc_info=True)
+        result = None
+    if isinstance(result, Updated):
+        store.notify_isr_change([(state.topic, state.index)])
+        return int(result.zk_version), None
+    found = store.get_partition_state(state.topic, state.index)
+    if found is not None and found[0].leader == state.leader_id \
+            and found[0].leader_epoch == change.leader_epoch \
+            and tuple(found[0].isr) == tuple(change.new_isr):
+        # Our write landed and its answer was lost: tell the controller as a success would.
+        store.notify_isr_change([(state.topic, state.index)])
+        return int(found[1]), None
+    return None, found
+
+
+def _adoptable(found: Any, broker_id: int, leader_epoch: int
+               ) -> tuple[tuple[int, ...], int] | None:
+    """ZooKeeper's (ISR, partition epoch) when its state still names ``broker_id`` as the
+    leader in ``leader_epoch`` (an ISR change made by someone else, which a LeaderAndIsr
+    would bring); None when leadership moved on (the controller's LeaderAndIsr decides)."""
+    if found is None:
         return None
-    store.notify_isr_change([(state.topic, state.index)])
-    return int(result.zk_version)
+    ps, version = found
+    if ps.leader != broker_id or ps.leader_epoch != leader_epoch or broker_id not in ps.isr:
+        return None
+    return tuple(ps.isr), int(version)

@@ -407,3 +407,88 @@ def test_a_partition_whose_append_fails_backs_off_alone(broker, caplog) -> None:
         await fetcher._fetch_once([("t", 0)])
         assert logs[0].log_end_offset == 2 and fetcher.failed == {}
     run(broker, scenario)
+
+
+class _FakeZk:
+    """The partition-state znode of t-0, with ZooKeeper's conditional-write rule; a write
+    may be made to raise after it was applied (a lost connection)."""
+
+    def __init__(self, state: Any, version: int) -> None:
+        self.state, self.version = state, version
+        self.notified: list[Any] = []
+        self.fail_after_write = False
+
+    def update_partition_state(self, topic: str, partition: int, state: Any,
+                               expected_zk_version: int, epoch_zk_version: Any = None) -> Any:
+        from pylog.cluster.zk_store import BadVersion, Updated
+        if expected_zk_version != self.version:
+            return BadVersion(expected_zk_version)
+        self.state, self.version = state, self.version + 1
+        if self.fail_after_write:
+            self.fail_after_write = False
+            raise ConnectionError("connection loss (the write was applied)")
+        return Updated(self.version)
+
+    def get_partition_state(self, topic: str, partition: int) -> Any:
+        return self.state, self.version
+
+    def notify_isr_change(self, tps: Any) -> None:
+        self.notified.extend(tps)
+
+
+def test_a_leader_behind_zookeepers_partition_epoch_reconciles_instead_of_sticking(
+        broker, monkeypatch) -> None:
+    """Kafka's ZooKeeper-mode leaders re-read the state when an ISR write loses: a write
+    that landed with its answer lost is a success, an ISR the controller changed in this
+    leader epoch is taken, and only a newer leadership means waiting for the controller.
+    Before, each of these left the leader failing every ISR change (a follower kept out of
+    the ISR for good)."""
+    from types import SimpleNamespace
+
+    from pylog.cluster.zk_data import PartitionState
+    clock = broker.clock
+    assert isinstance(clock, ManualClock)
+    zk = _FakeZk(PartitionState(ME, 0, (ME, OTHER), 1), 0)
+
+    async def settle() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        await lead(broker)
+        state = broker.replicas.partitions[("t", 0)]
+        monkeypatch.setattr(broker, "cluster", SimpleNamespace(store=zk), raising=False)
+        # 1. The shrink lands in ZooKeeper, but its answer is lost (connection loss).
+        zk.fail_after_write = True
+        clock.advance(11_000)
+        broker.replicas.maybe_shrink_isr()
+        await settle()
+        assert (state.isr, state.partition_epoch) == ((ME,), 1) and zk.notified == [("t", 0)]
+        # The follower catches up: the expansion is written at the reconciled epoch.
+        await fetch(broker, 0, replica_id=OTHER, epoch=0)
+        await settle()
+        assert (state.isr, state.partition_epoch, zk.version) == ((ME, OTHER), 2, 2)
+        # 2. ZooKeeper's partition epoch moved on in this leader epoch (5, by a writer whose
+        # LeaderAndIsr never came): the leader's next shrink loses, then takes that state,
+        # and the shrink after it goes through at the new epoch.
+        zk.state, zk.version = PartitionState(ME, 0, (ME, OTHER), 2), 5
+        assert (await produce(broker, acks=1)).error_code == 0  # the follower lags
+        clock.advance(11_000)
+        broker.replicas.maybe_shrink_isr()
+        await settle()
+        assert (state.isr, state.partition_epoch) == ((ME, OTHER), 5)
+        broker.replicas.maybe_shrink_isr()
+        await settle()
+        assert (state.isr, state.partition_epoch, zk.version) == ((ME,), 6, 6)
+        await fetch(broker, 3, replica_id=OTHER, epoch=0)
+        await settle()
+        assert (state.isr, state.partition_epoch) == ((ME, OTHER), 7)  # back, not stuck
+        # 3. Another broker leads in a newer epoch: the leader waits for the controller.
+        zk.state, zk.version = PartitionState(OTHER, 1, (OTHER,), 3), 9
+        assert (await produce(broker, acks=1)).error_code == 0
+        clock.advance(11_000)
+        broker.replicas.maybe_shrink_isr()
+        await settle()
+        assert (state.isr, state.partition_epoch) == ((ME, OTHER), 7)
+        assert state.leader is not None and state.leader.pending_isr_change is None
+    run(broker, scenario)
