@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pylog.controller",),  # cluster mode at run time; creates the coordinators' topics
     ("pylog.broker",),  # the server, its listeners and the request handlers
     ("pylog.client",),  # pylog's client (embedded mode runs a broker in process)
-    ("pylog.spark",),  # the Spark source and sink, on the client
+    ("pylog.spark", "pylog.console"),  # the Spark source and sink, the web console: on the client
     ("pylog.cli", "pylog.__main__"),  # the command line, on everything
 )
 
