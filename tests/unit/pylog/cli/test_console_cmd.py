@@ -1,0 +1,49 @@
+"""`pylog console`: its help, hash-password, and the errors it stops on before serving."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from pylog.cli.main import main
+from pylog.console.security import verify_password
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["console", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--read-only", "--auth", "--metrics-url", "--command-config", "-X",
+                   "hash-password"):
+        assert option in out
+    with pytest.raises(SystemExit):
+        main(["console", "hash-password", "--help"])
+    assert "--auth USER:HASH" in capsys.readouterr().out
+
+
+def test_hash_password_from_stdin(monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("correct horse\n"))
+    assert main(["console", "hash-password"]) == 0
+    stored = capsys.readouterr().out.strip()
+    assert verify_password("correct horse", stored)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
+    assert main(["console", "hash-password"]) == 1
+    assert "empty password" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--auth", "admin"], "USER:HASH"),
+    (["--auth", "admin:plaintext"], "hash-password"),
+    (["-X", "no.such.setting=1"], "no.such.setting"),
+    (["-X", "novalue"], "KEY=VALUE"),
+    (["--command-config", "/nonexistent/client.properties"], "--command-config"),
+    (["--sample-interval", "0"], "--sample-interval"),
+])
+def test_bad_options_stop_before_serving(argv: list[str], words: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["console", "--port", "0", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pylog console: ") and words in err
