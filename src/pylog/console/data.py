@@ -55,6 +55,9 @@ class ClusterData:
     def __init__(self, admin: Admin) -> None:
         self.admin = admin
         self._versions: dict[int, tuple[int, int]] | None = None
+        #: Groups opened in the console: sampled for the lag charts even when ListGroups
+        #: does not name them.
+        self.watched: set[str] = set()
 
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         if self._versions is None:
@@ -201,10 +204,26 @@ class ClusterData:
                          "coordinator": d.coordinator if d else None})
         return rows
 
+    async def committed(self, group_id: str) -> dict[TopicPartition, Any]:
+        """The group's committed offsets. Asked for every partition at once (OffsetFetch
+        with no topics); a broker that answers that with nothing (Tansu 0.6) is asked again
+        for the partitions of every topic, and the ones with an offset are kept."""
+        committed = await self.admin.list_group_offsets(group_id)
+        if committed:
+            return committed
+        topics = await self.topics()
+        tps = [TopicPartition(t.name, p.partition) for t in topics.values()
+               if not t.is_internal for p in t.partitions]
+        if not tps:
+            return {}
+        asked = await self.admin.list_group_offsets(group_id, tps)
+        return {tp: o for tp, o in asked.items() if o is not None and o.offset >= 0}
+
     async def group(self, group_id: str) -> dict[str, Any]:
         """State, members and per-partition committed offset, end offset and lag."""
         desc = (await self.admin.describe_groups([group_id]))[group_id]
-        committed = await self.admin.list_group_offsets(group_id)
+        committed = await self.committed(group_id)
+        self.watched.add(group_id)
         owner: dict[TopicPartition, dict[str, Any]] = {}
         members = []
         for m in desc.members:

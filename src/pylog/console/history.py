@@ -38,7 +38,8 @@ __all__ = ["Snapshot", "History", "Sampler"]
 
 log = logging.getLogger("pylog.console")
 
-#: Groups whose offsets one sample reads (the rest are left out of the charts).
+#: Groups whose offsets one sample reads: those ListGroups names and those opened in the
+#: console, in name order (the rest are left out of the charts).
 MAX_SAMPLED_GROUPS = 200
 
 
@@ -164,10 +165,11 @@ class Sampler:
         except errors.ApiError as exc:  # e.g. a broker without ListGroups
             groups = []
             self.error = f"groups not sampled: {exc}"
-        for g in sorted(groups)[:MAX_SAMPLED_GROUPS]:
-            offsets = await self.data.admin.list_group_offsets(g.group_id)
-            committed[g.group_id] = {tp: o.offset for tp, o in offsets.items()
-                                     if o is not None and tp in leaders}
+        ids = sorted({g.group_id for g in groups} | self.data.watched)[:MAX_SAMPLED_GROUPS]
+        for group_id in ids:
+            offsets = await self.data.committed(group_id)
+            committed[group_id] = {tp: o.offset for tp, o in offsets.items()
+                                   if o is not None and tp in leaders}
         counters = None
         if self.metrics_urls:
             try:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from pylog.client import TopicPartition
-from pylog.client.aio import Admin
+from pylog.console.data import ClusterData
 
 __all__ = ["MODES", "ResetError", "plan_reset", "parse_datetime", "parse_duration"]
 
@@ -69,7 +69,7 @@ def _int(text: str, what: str) -> int:
         raise ResetError(f"{what}: expected an integer, got {text!r}") from None
 
 
-async def plan_reset(admin: Admin, group_id: str, mode: str, value: str, topic: str | None,
+async def plan_reset(data: ClusterData, group_id: str, mode: str, value: str, topic: str | None,
                      now_ms: int) -> list[dict[str, Any]]:
     """The new offset of each partition: ``[{topic, partition, current, new, start, end}]``
     (``now_ms``: the console clock's time, which ``--by-duration`` counts back from).
@@ -79,7 +79,8 @@ async def plan_reset(admin: Admin, group_id: str, mode: str, value: str, topic: 
     """
     if mode not in MODES:
         raise ResetError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
-    committed = await admin.list_group_offsets(group_id)
+    admin = data.admin
+    committed = await data.committed(group_id)
     tps = sorted(tp for tp in committed if topic in (None, "", tp.topic))
     if topic and not tps:  # a topic the group never committed for: all its partitions
         desc = (await admin.describe_topics([topic]))[topic]

@@ -20,6 +20,9 @@ __all__ = ["routes"]
 @kafka_errors
 async def group_list(request: Request) -> Response:
     console: Console = request.app.state.console
+    wanted = request.query_params.get("open", "").strip()
+    if wanted:
+        return redirect(f"/groups/{quote(wanted, safe='')}")
     missing = await console.data.missing(16, 15)
     rows = await console.data.group_rows() if not missing else []
     for r in rows:
@@ -65,7 +68,7 @@ async def group_reset(request: Request) -> Response:
     ctx = await _group_context(console, group_id)
     ctx["form"] = {"mode": mode, "value": value, "topic": topic or ""}
     try:
-        plan = await plan_reset(console.data.admin, group_id, mode, value, topic,
+        plan = await plan_reset(console.data, group_id, mode, value, topic,
                                 console.clock.time_ms())
     except ResetError as exc:
         ctx["reset_error"] = str(exc)
