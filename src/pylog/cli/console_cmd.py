@@ -152,6 +152,12 @@ def _serve(args: argparse.Namespace) -> int:
         await task
     try:
         asyncio.run(serve())
+    except KeyboardInterrupt:
+        # uvicorn shuts down on SIGINT/SIGTERM, then raises the signal again for the
+        # handler it replaced (ours turns it into KeyboardInterrupt): a stop asked for and
+        # done cleanly, so exit 0, as the broker does.
+        if not server.should_exit:
+            raise
     finally:
         sock.close()
     return 0
