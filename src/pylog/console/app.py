@@ -175,7 +175,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         admin = Admin(admin_settings)
-        data = ClusterData(admin)
+        data = ClusterData(admin, config.clock)
         history = History()
         sampler = Sampler(data, history, config.clock, config.sample_interval,
                           config.metrics_urls)

@@ -188,9 +188,13 @@ class Browser:
 
     async def _get_consumer(self) -> Consumer:
         if self._consumer is None:
+            # fetch.max.wait.ms 5: a browse stops at the end offsets it saw, but the consumer
+            # keeps one fetch in flight; parked at a log end, that fetch would make the next
+            # browse wait out the broker's wait (100 ms at 100). 5 ms keeps a browse of one
+            # partition near 10 ms (benchmarks/console_pages.py).
             self._consumer = Consumer({**self.consumer_settings, "enable.auto.commit": False,
                                        "auto.offset.reset": "earliest",
-                                       "fetch.max.wait.ms": 100})
+                                       "fetch.max.wait.ms": 5})
         return self._consumer
 
     async def _get_producer(self) -> Producer:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pylog import errors
+from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.client import TopicPartition
 from pylog.client.aio import Admin
 from pylog.client.aio.admin import ConfigResource, NewTopic, TopicDescription
@@ -52,8 +53,12 @@ def partition_rows(desc: TopicDescription, starts: dict[TopicPartition, int],
 class ClusterData:
     """Reads (and, for the write views, changes) the cluster through one admin client."""
 
-    def __init__(self, admin: Admin) -> None:
+    def __init__(self, admin: Admin, clock: Clock = SYSTEM_CLOCK,
+                 metadata_max_age: float = 1.0) -> None:
         self.admin = admin
+        self.clock = clock
+        self.metadata_max_age = metadata_max_age
+        self._topics: tuple[float, dict[str, TopicDescription]] | None = None
         self._versions: dict[int, tuple[int, int]] | None = None
         #: Groups opened in the console: sampled for the lag charts even when ListGroups
         #: does not name them.
@@ -83,7 +88,15 @@ class ClusterData:
         return ({tp: o for tp, (o, _) in first.items()}, {tp: o for tp, (o, _) in last.items()})
 
     async def topics(self) -> dict[str, TopicDescription]:
-        return await self.admin.describe_topics(None)
+        """Every topic's metadata, reused for ``metadata_max_age`` seconds: the pages and
+        the sampler ask for it often, and for 1,000 partitions one Metadata answer takes
+        tens of ms to decode. A write through the console drops it."""
+        now = self.clock.monotonic()
+        if self._topics is not None and now - self._topics[0] < self.metadata_max_age:
+            return self._topics[1]
+        topics = await self.admin.describe_topics(None)
+        self._topics = (now, topics)
+        return topics
 
     # --- the overview and brokers --------------------------------------------------------
 
@@ -125,13 +138,21 @@ class ClusterData:
 
     # --- topics --------------------------------------------------------------------------
 
-    async def topic_rows(self, query: str = "", internal: bool = False) -> list[dict[str, Any]]:
+    async def topic_rows(self, query: str = "", internal: bool = False,
+                         offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]]
+                         | None = None) -> list[dict[str, Any]]:
+        """One row per topic whose name contains ``query`` (any case). Record counts come
+        from ``offsets`` (log start and end offsets, e.g. the sampler's last reading) when
+        given and covering every partition, else from ListOffsets now."""
         topics = await self.topics()
         chosen = sorted((t for t in topics.values()
                          if (internal or not t.is_internal) and query.lower() in t.name.lower()),
                         key=lambda t: t.name)
-        starts, ends = await self.offsets(TopicPartition(t.name, p.partition)
-                                          for t in chosen for p in t.partitions)
+        tps = [TopicPartition(t.name, p.partition) for t in chosen for p in t.partitions]
+        if offsets is not None and all(tp in offsets[0] and tp in offsets[1] for tp in tps):
+            starts, ends = offsets
+        else:
+            starts, ends = await self.offsets(tps)
         rows = []
         for t in chosen:
             records = 0
@@ -179,10 +200,14 @@ class ClusterData:
                 "records": sum(r["records"] or 0 for r in rows)}
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+        self._topics = None
         await self.admin.create_topics([NewTopic(name, partitions, replication_factor)])
+        self._topics = None
 
     async def delete_topic(self, name: str) -> None:
+        self._topics = None
         await self.admin.delete_topics([name])
+        self._topics = None
 
     async def alter_topic_config(self, name: str, key: str, value: str | None) -> None:
         await self.admin.alter_configs(ConfigResource("topic", name), {key: value})

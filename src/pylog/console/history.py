@@ -48,6 +48,7 @@ class Snapshot(NamedTuple):
 
     mono: float
     wall_ms: int
+    starts: dict[TopicPartition, int]
     ends: dict[TopicPartition, int]
     leaders: dict[TopicPartition, int]
     committed: dict[str, dict[TopicPartition, int]]
@@ -158,7 +159,7 @@ class Sampler:
         topics = await self.data.topics()
         leaders = {TopicPartition(t.name, p.partition): p.leader
                    for t in topics.values() if not t.is_internal for p in t.partitions}
-        _, ends = await self.data.offsets(leaders)
+        starts, ends = await self.data.offsets(leaders)
         committed: dict[str, dict[TopicPartition, int]] = {}
         try:
             groups = await self.data.admin.list_groups()
@@ -177,7 +178,7 @@ class Sampler:
                 self.metrics_error = ""
             except MetricsUnavailable as exc:
                 self.metrics_error = f"{exc}; rates come from offsets meanwhile"
-        snap = Snapshot(self.clock.monotonic(), self.clock.time_ms(), ends, leaders,
+        snap = Snapshot(self.clock.monotonic(), self.clock.time_ms(), starts, ends, leaders,
                         committed, counters)
         self.history.add(snap)
         return snap
@@ -203,6 +204,16 @@ class Sampler:
             except asyncio.CancelledError:
                 pass
             self._task = None
+
+    def fresh_offsets(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int],
+                                     float] | None:
+        """The last sample's log start and end offsets and their age in seconds, while they
+        are younger than two intervals; else None (then a page asks the brokers)."""
+        last = self.history.last
+        if last is None:
+            return None
+        age = self.clock.monotonic() - last.mono
+        return (last.starts, last.ends, age) if age < 2 * self.interval else None
 
     def status(self) -> dict[str, Any]:
         source = "metrics" if self.metrics_urls and not self.metrics_error else "offsets"

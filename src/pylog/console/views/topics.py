@@ -27,13 +27,15 @@ async def topic_list(request: Request) -> Response:
     console: Console = request.app.state.console
     query = request.query_params.get("q", "").strip()
     internal = request.query_params.get("internal") == "1"
-    rows = await console.data.topic_rows(query, internal)
+    fresh = console.sampler.fresh_offsets()
+    rows = await console.data.topic_rows(query, internal, fresh[:2] if fresh else None)
     sizes = console.history.log_size
     for r in rows:
         r.update(console.history.rates(r["name"]))
         r["size"] = sizes.get(r["name"])
     return render(request, "topics.html", {
         "topics": rows, "q": query, "internal": internal, "sizes_known": bool(sizes),
+        "offsets_age_s": round(fresh[2], 1) if fresh else 0.0,
         "chart_produce": chart_context(console, "produce:*"),
         "chart_consume": chart_context(console, "consume:*")})
 

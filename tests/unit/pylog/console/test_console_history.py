@@ -13,7 +13,7 @@ LEADERS = {A0: 1, A1: 2, B0: 1}
 
 def snap(mono: float, ends: dict, committed: dict, counters: TopicCounters | None = None
          ) -> Snapshot:
-    return Snapshot(mono, int(mono * 1000), ends, LEADERS, committed, counters)
+    return Snapshot(mono, int(mono * 1000), {}, ends, LEADERS, committed, counters)
 
 
 def test_rates_from_offsets_and_lag_from_commits() -> None:
