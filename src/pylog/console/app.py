@@ -179,7 +179,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         history = History()
         sampler = Sampler(data, history, config.clock, config.sample_interval,
                           config.metrics_urls)
-        browser = Browser(consumer_settings, producer_settings, admin, config.clock)
+        browser = Browser(consumer_settings, producer_settings, data, config.clock)
         app.state.console = Console(data, browser, history, sampler, config.clock, bootstrap,
                                     config.read_only, list(config.metrics_urls))
         sampler.start()

@@ -19,7 +19,8 @@ from typing import Any
 
 from pylog._clock import Clock
 from pylog.client import ConsumerRecord, TopicPartition
-from pylog.client.aio import Admin, Consumer, Producer
+from pylog.client.aio import Consumer, Producer
+from pylog.console.data import ClusterData
 from pylog.console.formatting import PREVIEW_CHARS, as_json_value, searchable, show
 
 __all__ = ["Browser", "BrowseRequest", "record_view", "record_json", "MAX_LIMIT", "MAX_SCANNED"]
@@ -85,17 +86,20 @@ class Browser:
     """Reads records for the browser and writes the produce form's records."""
 
     def __init__(self, consumer_settings: Mapping[str, Any],
-                 producer_settings: Mapping[str, Any], admin: Admin, clock: Clock) -> None:
+                 producer_settings: Mapping[str, Any], data: ClusterData, clock: Clock) -> None:
         self.consumer_settings = dict(consumer_settings)
         self.producer_settings = dict(producer_settings)
-        self.admin = admin
+        self.data = data
+        self.admin = data.admin
         self.clock = clock
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._lock = asyncio.Lock()
 
     async def _partitions(self, req: BrowseRequest) -> list[TopicPartition]:
-        desc = (await self.admin.describe_topics([req.topic]))[req.topic]
+        desc = (await self.data.topics()).get(req.topic)
+        if desc is None:  # newer than the metadata the console holds, or no such topic
+            desc = (await self.admin.describe_topics([req.topic]))[req.topic]
         known = [TopicPartition(req.topic, p.partition) for p in desc.partitions]
         if req.partition is None:
             return known
@@ -109,7 +113,13 @@ class Browser:
                       first: dict[TopicPartition, int], ends: dict[TopicPartition, int]
                       ) -> dict[TopicPartition, int]:
         if req.mode == "newest":
-            return {tp: max(first[tp], ends[tp] - req.limit) for tp in tps}
+            # Across partitions, the newest N are looked for among the newest N/P of each
+            # partition that has records (all N with a filter, which may skip many): a topic
+            # of 1,000 partitions is not read 50 records deep in each.
+            with_data = sum(1 for tp in tps if ends[tp] > first[tp])
+            per = (req.limit if req.filter_text or with_data <= 1
+                   else -(-req.limit // with_data))
+            return {tp: max(first[tp], ends[tp] - per) for tp in tps}
         if req.mode == "offset":
             return {tp: min(max(req.offset, first[tp]), ends[tp]) for tp in tps}
         found = await self.admin.list_offsets(dict.fromkeys(tps, max(req.timestamp_ms, 0)))
@@ -124,10 +134,7 @@ class Browser:
             ValueError: no such partition.
         """
         tps = await self._partitions(req)
-        lo = await self.admin.list_offsets(dict.fromkeys(tps, "earliest"))
-        hi = await self.admin.list_offsets(dict.fromkeys(tps, "latest"))
-        first = {tp: o for tp, (o, _) in lo.items()}
-        ends = {tp: o for tp, (o, _) in hi.items()}
+        first, ends = await self.data.offsets(tps)
         starts = await self._starts(req, tps, first, ends)
         pending = {tp for tp in tps if starts[tp] < ends[tp]}
         found: list[ConsumerRecord] = []

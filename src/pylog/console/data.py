@@ -32,8 +32,19 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
              35: "DescribeLogDirs", 37: "CreatePartitions", 42: "DeleteGroups",
              44: "IncrementalAlterConfigs", 47: "OffsetDelete", 60: "DescribeCluster"}
 #: APIs whose absence a page reports (what it cannot show then).
+#: Up to this many partitions a page asks their offsets live; above, it takes the sampler's
+#: last reading when that is fresh (the page says how old), since two ListOffsets of 1,000
+#: partitions cost about 100 ms on a small machine (benchmarks/console_pages.py).
+LIVE_OFFSETS_LIMIT = 100
 NEEDED = {15: "group details", 16: "the group list", 32: "topic configs",
           44: "editing configs", 20: "deleting topics", 19: "creating topics"}
+
+
+def _covers(offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] | None,
+            tps: list[TopicPartition]) -> bool:
+    """Whether sampled ``offsets`` should stand in for live ones for ``tps``."""
+    return (offsets is not None and len(tps) > LIVE_OFFSETS_LIMIT
+            and all(tp in offsets[0] and tp in offsets[1] for tp in tps))
 
 
 def partition_rows(desc: TopicDescription, starts: dict[TopicPartition, int],
@@ -86,6 +97,14 @@ class ClusterData:
             self.admin.list_offsets(dict.fromkeys(tps, "earliest")),
             self.admin.list_offsets(dict.fromkeys(tps, "latest")))
         return ({tp: o for tp, (o, _) in first.items()}, {tp: o for tp, (o, _) in last.items()})
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """High watermarks only (one request per leader)."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        found = await self.admin.list_offsets(dict.fromkeys(tps, "latest"))
+        return {tp: o for tp, (o, _) in found.items()}
 
     async def topics(self) -> dict[str, TopicDescription]:
         """Every topic's metadata, reused for ``metadata_max_age`` seconds: the pages and
@@ -140,19 +159,23 @@ class ClusterData:
 
     async def topic_rows(self, query: str = "", internal: bool = False,
                          offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]]
-                         | None = None) -> list[dict[str, Any]]:
+                         | None = None) -> tuple[list[dict[str, Any]], bool]:
         """One row per topic whose name contains ``query`` (any case). Record counts come
         from ``offsets`` (log start and end offsets, e.g. the sampler's last reading) when
-        given and covering every partition, else from ListOffsets now."""
+        given, covering every partition, and there are more than ``LIVE_OFFSETS_LIMIT``
+        partitions; else from ListOffsets now. Returns the rows and whether the offsets were
+        the sampled ones."""
         topics = await self.topics()
         chosen = sorted((t for t in topics.values()
                          if (internal or not t.is_internal) and query.lower() in t.name.lower()),
                         key=lambda t: t.name)
         tps = [TopicPartition(t.name, p.partition) for t in chosen for p in t.partitions]
-        if offsets is not None and all(tp in offsets[0] and tp in offsets[1] for tp in tps):
+        if _covers(offsets, tps):
+            assert offsets is not None
             starts, ends = offsets
         else:
             starts, ends = await self.offsets(tps)
+            offsets = None
         rows = []
         for t in chosen:
             records = 0
@@ -167,17 +190,27 @@ class ClusterData:
                          "under_replicated": sum(1 for p in t.partitions
                                                  if len(p.isr) < len(p.replicas)),
                          "records": records})
-        return rows
+        return rows, offsets is not None
 
-    async def topic(self, name: str) -> dict[str, Any]:
-        """Partitions with offsets, and configs (secrets masked).
+    async def topic(self, name: str,
+                    offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]]
+                    | None = None) -> dict[str, Any]:
+        """Partitions with offsets (from ``offsets`` when given and covering them all, as
+        in ``topic_rows``), and configs (secrets masked).
 
         Raises:
             UnknownTopicOrPartitionError: no such topic.
         """
-        desc = (await self.admin.describe_topics([name]))[name]
-        starts, ends = await self.offsets(TopicPartition(name, p.partition)
-                                          for p in desc.partitions)
+        desc = (await self.topics()).get(name)
+        if desc is None:  # newer than the metadata held, or no such topic: ask
+            desc = (await self.admin.describe_topics([name]))[name]
+        tps = [TopicPartition(name, p.partition) for p in desc.partitions]
+        if _covers(offsets, tps):
+            assert offsets is not None
+            starts, ends = offsets
+        else:
+            starts, ends = await self.offsets(tps)
+            offsets = None
         configs: list[dict[str, Any]] = []
         config_error = ""
         try:
@@ -194,7 +227,7 @@ class ClusterData:
         if config_error and not any("DescribeConfigs" in m for m in missing):
             missing.append(config_error)
         rows = partition_rows(desc, starts, ends)
-        return {"name": name, "internal": desc.is_internal,
+        return {"name": name, "internal": desc.is_internal, "offsets_sampled": offsets is not None,
                 "topic_id": str(desc.topic_id) if desc.topic_id else None,
                 "partitions": rows, "configs": configs, "missing": missing,
                 "records": sum(r["records"] or 0 for r in rows)}
@@ -258,7 +291,7 @@ class ClusterData:
             for tp in m.assignment:
                 owner[tp] = {"client_id": m.client_id, "host": m.host}
         tps = sorted(set(committed) | set(owner))
-        _, ends = await self.offsets(tps) if tps else ({}, {})
+        ends = await self.end_offsets(tps)
         rows = []
         total = 0
         for tp in tps:

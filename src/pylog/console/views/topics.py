@@ -28,14 +28,14 @@ async def topic_list(request: Request) -> Response:
     query = request.query_params.get("q", "").strip()
     internal = request.query_params.get("internal") == "1"
     fresh = console.sampler.fresh_offsets()
-    rows = await console.data.topic_rows(query, internal, fresh[:2] if fresh else None)
+    rows, sampled = await console.data.topic_rows(query, internal, fresh[:2] if fresh else None)
     sizes = console.history.log_size
     for r in rows:
         r.update(console.history.rates(r["name"]))
         r["size"] = sizes.get(r["name"])
     return render(request, "topics.html", {
         "topics": rows, "q": query, "internal": internal, "sizes_known": bool(sizes),
-        "offsets_age_s": round(fresh[2], 1) if fresh else 0.0,
+        "offsets_sampled": sampled, "offsets_age_s": round(fresh[2], 1) if fresh else 0.0,
         "chart_produce": chart_context(console, "produce:*"),
         "chart_consume": chart_context(console, "consume:*")})
 
@@ -57,7 +57,9 @@ async def topic_create(request: Request) -> Response:
 async def topic_page(request: Request) -> Response:
     console: Console = request.app.state.console
     name = request.path_params["name"]
-    ctx = await console.data.topic(name)
+    fresh = console.sampler.fresh_offsets()
+    ctx = await console.data.topic(name, fresh[:2] if fresh else None)
+    ctx["offsets_age_s"] = round(fresh[2], 1) if fresh else 0.0
     ctx["rates"] = console.history.rates(name)
     ctx["size"] = console.history.log_size.get(name)
     ctx["chart_produce"] = chart_context(console, f"produce:{name}")
