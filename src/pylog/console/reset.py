@@ -92,7 +92,8 @@ async def plan_reset(data: ClusterData, group_id: str, mode: str, value: str, to
     last = await admin.list_offsets(dict.fromkeys(tps, "latest"))
     starts = {tp: o for tp, (o, _) in first.items()}
     ends = {tp: o for tp, (o, _) in last.items()}
-    current = {tp: (c.offset if c is not None else None) for tp, c in committed.items()}
+    current: dict[TopicPartition, int | None] = {
+        tp: (c.offset if c is not None else None) for tp, c in committed.items()}
     wanted: dict[TopicPartition, int] = {}
     if mode == "to-earliest":
         wanted = {tp: starts[tp] for tp in tps}
@@ -103,8 +104,9 @@ async def plan_reset(data: ClusterData, group_id: str, mode: str, value: str, to
         wanted = dict.fromkeys(tps, n)
     elif mode == "shift-by":
         n = _int(value, "shift")
-        wanted = {tp: (current.get(tp) if current.get(tp) is not None else ends[tp]) + n
-                  for tp in tps}
+        for tp in tps:  # from the committed offset; from the end where there is none
+            now = current.get(tp)
+            wanted[tp] = (ends[tp] if now is None else now) + n
     else:
         ts = parse_datetime(value) if mode == "to-datetime" else now_ms - parse_duration(value)
         found = await admin.list_offsets(dict.fromkeys(tps, max(ts, 0)))
