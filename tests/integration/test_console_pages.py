@@ -4,15 +4,19 @@ HTML; every write behind CSRF; read-only mode; basic auth."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from pylog.client import Consumer, Producer, TopicPartition
 from pylog.console.app import create_app, split_settings
+from pylog.console.metrics import BYTES_IN, BYTES_OUT, LOG_SIZE, MESSAGES_IN
 from pylog.console.security import CSRF_FIELD, hash_password
 from tests._harness.console import ConsoleClient, console_client, csrf, post
 from tests.integration.conftest import start_target
@@ -306,6 +310,70 @@ def test_basic_auth(cluster: Any) -> None:
         assert c.get("/", auth=("ops", "wrong")).status_code == 401
         assert c.get("/", auth=("dev", "letmein")).status_code == 401
         assert c.get("/overview.json", auth=("ops", "letmein")).status_code == 200
+
+
+class GrowingMetrics(http.server.BaseHTTPRequestHandler):
+    """A /metrics whose counters for TOPIC grow by 100 records and 10 KiB per scrape."""
+
+    scrapes = 0
+    topic = ""
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        cls = type(self)
+        cls.scrapes += 1
+        n, t = cls.scrapes, cls.topic
+        body = (f'{MESSAGES_IN}{{topic="{t}"}} {100 * n}\n'
+                f'{BYTES_IN}{{topic="{t}"}} {10240 * n}\n'
+                f'{BYTES_OUT}{{topic="{t}"}} {5120 * n}\n'
+                f'{LOG_SIZE}{{topic="{t}",partition="0"}} {2048 * n}\n').encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_rates_and_sizes_from_a_metrics_url(cluster: Any, topic_name: str) -> None:
+    GrowingMetrics.topic = topic_name
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GrowingMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        with console_client(cluster.bootstrap, metrics_urls=[url]) as c:
+            make_topic(c, topic_name, 1)
+            chart = wait_for(lambda: (x := c.get("/chart.json", params={
+                "series": f"bytes_in:{topic_name}"}).json()["chart"]) and not x["empty"] and x,
+                "a bytes-in rate from the metrics")
+            assert chart["last"] > 0
+            row = wait_for(lambda: [r for r in c.get("/topics.json").json()["topics"]
+                                    if r["name"] == topic_name and r["size"]], "a size")[0]
+            assert row["size"] % 2048 == 0 and row["produce"] > 0  # from messagesin, no records
+            page = c.get(f"/topics/{topic_name}").text
+            assert f"bytes_in:{topic_name}" in page and "Sizes need a metrics URL" not in (
+                c.get("/topics").text)
+            assert c.get("/").text.count("Charts from metrics") == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_group_id_with_a_slash_and_a_space(client: ConsoleClient, cluster: Any,
+                                             topic_name: str) -> None:
+    make_topic(client, topic_name, 1)
+    group = f"team a/{topic_name}"
+    with Consumer(bootstrap_servers=cluster.bootstrap, group_id=group) as c:
+        c.commit({TopicPartition(topic_name, 0): 0})
+    listing = client.get("/groups").text
+    link = "/groups/" + quote(group, safe="")
+    assert f'href="{link}"' in listing
+    data = client.get(link + ".json").json()
+    assert data["group_id"] == group and data["offsets"][0]["committed"] == 0
+    assert f'data-refresh="{link}/offsets"' in client.get(link).text
+    assert client.get("/groups", params={"open": group}).headers["location"] == link
 
 
 def test_unknown_client_settings_are_refused() -> None:

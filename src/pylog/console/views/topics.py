@@ -64,6 +64,9 @@ async def topic_page(request: Request) -> Response:
     ctx["size"] = console.history.log_size.get(name)
     ctx["chart_produce"] = chart_context(console, f"produce:{name}")
     ctx["chart_consume"] = chart_context(console, f"consume:{name}")
+    ctx["chart_bytes"] = ([chart_context(console, f"bytes_in:{name}"),
+                           chart_context(console, f"bytes_out:{name}")]
+                          if console.metrics_urls else [])
     return render(request, "topic.html", ctx)
 
 

@@ -47,3 +47,12 @@ def test_bad_options_stop_before_serving(argv: list[str], words: str,
     assert main(["console", "--port", "0", *argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith("pylog console: ") and words in err
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("console.example", False)])
+def test_which_hosts_get_the_warning(host: str, loopback: bool) -> None:
+    from pylog.cli.console_cmd import _is_loopback
+
+    assert _is_loopback(host) is loopback
