@@ -8,6 +8,7 @@ import http.server
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +19,7 @@ from pylog.client import Consumer, Producer, TopicPartition
 from pylog.console.app import create_app, split_settings
 from pylog.console.metrics import BYTES_IN, BYTES_OUT, LOG_SIZE, MESSAGES_IN
 from pylog.console.security import CSRF_FIELD, hash_password
-from tests._harness.console import ConsoleClient, console_client, csrf, post
+from tests._harness.console import ConsoleClient, ConsoleProcess, console_client, csrf, post
 from tests.integration.conftest import start_target
 
 pytestmark = pytest.mark.integration
@@ -391,3 +392,17 @@ def create_app_with(settings: dict[str, Any]) -> Any:
     from pylog.console import ConsoleConfig
 
     return create_app(ConsoleConfig(settings))
+
+
+def test_the_command_serves_and_warns_off_loopback(cluster: Any, tmp_path: Any) -> None:
+    proc = ConsoleProcess(tmp_path, cluster.bootstrap, "--host", "0.0.0.0", "--read-only")
+    proc.start()
+    try:
+        port = proc.url.rsplit(":", 1)[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/overview.json", timeout=30) as r:
+            assert json.load(r)["brokers"]
+    finally:
+        assert proc.stop() == 0
+    log = proc.log_path.read_text()
+    assert "warning: listening on 0.0.0.0, not loopback" in log and "(add --auth)" in log
+    assert "add --read-only" not in log
