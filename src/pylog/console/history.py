@@ -81,6 +81,7 @@ class History:
         """Record ``snap``; from the second snapshot on, append a point to each series.
         Lag needs no predecessor: it is a level, not a rate."""
         prev, self.last = self.last, snap
+        self._forget(snap)
         for group, committed in snap.committed.items():
             lag = sum(max(snap.ends[tp] - off, 0) for tp, off in committed.items()
                       if tp in snap.ends and off >= 0)
@@ -123,6 +124,20 @@ class History:
         self._point("consume:*", snap.wall_ms, sum(consumed.values()) / dt)
         for node in sorted(set(snap.leaders.values())):
             self._point(f"broker:{node}", snap.wall_ms, by_broker.get(node, 0.0) / dt)
+
+    def _forget(self, snap: Snapshot) -> None:
+        """Drop the series of topics and groups the snapshot no longer has (deleted)."""
+        topics = {tp.topic for tp in snap.ends}
+        for key in list(self.series):
+            kind, _, name = key.partition(":")
+            if kind == "lag":
+                gone = name not in snap.committed
+            elif kind == "broker":
+                gone = False  # brokers come back; their series are few
+            else:
+                gone = name != "*" and name not in topics
+            if gone:
+                del self.series[key]
 
     def rates(self, topic: str) -> dict[str, float | None]:
         return {"produce": self.latest(f"produce:{topic}"),
@@ -185,9 +200,9 @@ class Sampler:
 
     async def run(self) -> None:
         while True:
+            self.error = ""  # sample_once may note what it could not read
             try:
                 await self.sample_once()
-                self.error = ""
             except (errors.KafkaError, KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
                 self.error = f"sampling failed: {exc}"
                 log.warning("console: %s", self.error)

@@ -55,6 +55,16 @@ def test_metrics_counters_win_over_offsets_when_present() -> None:
     assert h.log_size == {"a": 8192.0}
 
 
+def test_series_of_deleted_topics_and_groups_go() -> None:
+    h = History()
+    h.add(snap(0.0, {A0: 0, B0: 0}, {"g": {A0: 0}, "h": {B0: 0}}))
+    h.add(snap(1.0, {A0: 1, B0: 1}, {"g": {A0: 0}, "h": {B0: 0}}))
+    assert {"produce:b", "consume:b", "lag:h"} <= set(h.series)
+    h.add(snap(2.0, {A0: 2}, {"g": {A0: 1}}))  # topic b and group h deleted
+    assert not {"produce:b", "consume:b", "lag:h"} & set(h.series)
+    assert {"produce:a", "produce:*", "lag:g", "broker:1"} <= set(h.series)
+
+
 def test_series_keep_their_last_points() -> None:
     h = History(keep=3)
     for i in range(6):
