@@ -1,6 +1,6 @@
 """Line charts as SVG drawn on the server: the live charts need no JavaScript library.
 
-``line_chart`` turns a time series into what ``templates/_chart.html`` draws: a polyline
+``line_chart`` turns a time series into what ``templates/_chart.jinja`` draws: a polyline
 in a fixed view box, the latest and highest values, and the time span. The page reloads the
 chart's fragment every few seconds (``static/console.js``), so it moves without a reload.
 """

@@ -81,7 +81,9 @@ def _bytes(value: Any) -> str:
 
 def make_environment(strict: bool = False) -> jinja2.Environment:
     """Jinja over ``templates/`` with autoescape on every template (``StrictUndefined`` when
-    ``strict``: the tests render that way, so a missing context key fails)."""
+    ``strict``: the tests render that way, so a missing context key fails). The templates
+    are ``.jinja`` files: the repository ignores ``*.html`` and the wheel leaves it out
+    (Cython's annotation files), and autoescape here does not depend on the extension."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
         undefined=jinja2.StrictUndefined if strict else jinja2.Undefined)
@@ -158,7 +160,7 @@ def redirect(path: str, msg: str = "", **params: Any) -> RedirectResponse:
 
 
 def error_page(request: Request, status: int, title: str, detail: str) -> Response:
-    return render(request, "error.html", {"title": title, "detail": detail}, status=status)
+    return render(request, "error.jinja", {"title": title, "detail": detail}, status=status)
 
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -41,7 +41,7 @@ async def overview(request: Request) -> Response:
     console: Console = request.app.state.console
     ctx = await console.data.overview()
     ctx["groups_missing"] = await console.data.missing(16)
-    return render(request, "overview.html", ctx)
+    return render(request, "overview.jinja", ctx)
 
 
 @kafka_errors
@@ -50,14 +50,14 @@ async def brokers(request: Request) -> Response:
     rows = await console.data.brokers()
     for r in rows:
         r["produce_rate"] = console.history.latest(f"broker:{r['node_id']}")
-    return render(request, "brokers.html", {"brokers": rows})
+    return render(request, "brokers.jinja", {"brokers": rows})
 
 
 @kafka_errors
 async def chart(request: Request) -> Response:
     console: Console = request.app.state.console
     series = request.query_params.get("series", "")
-    return render(request, "_chart.html", {"chart": chart_context(console, series)})
+    return render(request, "_chart.jinja", {"chart": chart_context(console, series)})
 
 
 def routes(read_only: bool) -> list[Route]:

@@ -27,7 +27,7 @@ async def group_list(request: Request) -> Response:
     rows = await console.data.group_rows() if not missing else []
     for r in rows:
         r["lag"] = console.history.latest(f"lag:{r['group_id']}")
-    return render(request, "groups.html", {"groups": rows, "missing": missing})
+    return render(request, "groups.jinja", {"groups": rows, "missing": missing})
 
 
 async def _group_context(console: Console, group_id: str) -> dict[str, object]:
@@ -47,9 +47,9 @@ async def group_page(request: Request) -> Response:
     path: str = request.path_params["group_id"]
     if path.endswith("/offsets"):
         ctx = await _group_context(console, path.removesuffix("/offsets"))
-        return render(request, "_group_offsets.html", ctx)
+        return render(request, "_group_offsets.jinja", ctx)
     group_id = path.removesuffix(".json")
-    return render(request, "group.html", await _group_context(console, group_id))
+    return render(request, "group.jinja", await _group_context(console, group_id))
 
 
 @kafka_errors
@@ -58,7 +58,7 @@ async def group_reset(request: Request) -> Response:
     console: Console = request.app.state.console
     path: str = request.path_params["group_id"]
     if not path.endswith("/reset"):
-        return render(request, "error.html", {"title": "Not found",
+        return render(request, "error.jinja", {"title": "Not found",
                                               "detail": "POST to /groups/GROUP/reset"}, 404)
     group_id = path.removesuffix("/reset")
     form = await checked_form(request)
@@ -72,10 +72,10 @@ async def group_reset(request: Request) -> Response:
                                 console.clock.time_ms())
     except ResetError as exc:
         ctx["reset_error"] = str(exc)
-        return render(request, "group.html", ctx, status=400)
+        return render(request, "group.jinja", ctx, status=400)
     ctx["plan"] = plan
     if form.get("action") != "execute":
-        return render(request, "group.html", ctx)
+        return render(request, "group.jinja", ctx)
     members: list[dict[str, str]] = ctx["members"]  # type: ignore[assignment]
     if members:
         clients = ", ".join(sorted({m["client_id"] for m in members}))
@@ -83,13 +83,13 @@ async def group_reset(request: Request) -> Response:
             f"the group has {len(members)} active member(s) ({clients}): Kafka resets "
             "only inactive groups, since a member would overwrite the offsets with its next "
             "commit. Stop its consumers and try again.")
-        return render(request, "group.html", ctx, status=409)
+        return render(request, "group.jinja", ctx, status=409)
     try:
         await console.data.admin.alter_group_offsets(
             group_id, {(p["topic"], p["partition"]): p["new"] for p in plan})
     except errors.NonEmptyGroupError as exc:
         ctx["reset_error"] = f"{exc}: stop its consumers and try again."
-        return render(request, "group.html", ctx, status=409)
+        return render(request, "group.jinja", ctx, status=409)
     return redirect(f"/groups/{quote(group_id, safe='')}",
                     f"Offsets of {len(plan)} partition(s) reset.")
 

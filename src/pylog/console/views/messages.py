@@ -63,7 +63,7 @@ async def browse(request: Request) -> Response:
     result = await console.browser.browse(req)
     records = [record_view(r, fmt) for r in result["records"]]
     params = {k: v for k, v in request.query_params.items() if k != "msg"}
-    return render(request, "messages.html", {
+    return render(request, "messages.jinja", {
         "topic": name, "records": records, "scanned": result["scanned"],
         "complete": result["complete"], "partitions": result["partitions"],
         "query": {"partition": "" if req.partition is None else req.partition,
@@ -92,12 +92,12 @@ async def record_page(request: Request) -> Response:
     partition, offset = request.path_params["partition"], request.path_params["offset"]
     r = await console.browser.record(name, partition, offset)
     if r is None:
-        return render(request, "error.html", {
+        return render(request, "error.jinja", {
             "title": "No such record",
             "detail": f"{name}-{partition} has no record at offset {offset} (deleted, "
                       "compacted, a transaction marker, or past the end)."}, status=404)
     views = {fmt: record_view(r, fmt, full=True) for fmt in FORMATS}
-    return render(request, "record.html", {"topic": name, "record": views["auto"],
+    return render(request, "record.jinja", {"topic": name, "record": views["auto"],
                                            "views": views, "formats": FORMATS,
                                            "raw": record_json(r)})
 
@@ -119,7 +119,7 @@ async def produce_form(request: Request) -> Response:
     console: Console = request.app.state.console
     name = request.path_params["name"]
     desc = (await console.data.admin.describe_topics([name]))[name]
-    return render(request, "produce.html", {"topic": name,
+    return render(request, "produce.jinja", {"topic": name,
                                             "partitions": [p.partition for p in desc.partitions]})
 
 

@@ -33,7 +33,7 @@ async def topic_list(request: Request) -> Response:
     for r in rows:
         r.update(console.history.rates(r["name"]))
         r["size"] = sizes.get(r["name"])
-    return render(request, "topics.html", {
+    return render(request, "topics.jinja", {
         "topics": rows, "q": query, "internal": internal, "sizes_known": bool(sizes),
         "offsets_sampled": sampled, "offsets_age_s": round(fresh[2], 1) if fresh else 0.0,
         "chart_produce": chart_context(console, "produce:*"),
@@ -67,7 +67,7 @@ async def topic_page(request: Request) -> Response:
     ctx["chart_bytes"] = ([chart_context(console, f"bytes_in:{name}"),
                            chart_context(console, f"bytes_out:{name}")]
                           if console.metrics_urls else [])
-    return render(request, "topic.html", ctx)
+    return render(request, "topic.jinja", ctx)
 
 
 @kafka_errors
