@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
-import logging
 import pathlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,9 +34,9 @@ from pylog.console.data import ClusterData
 from pylog.console.history import History, Sampler
 from pylog.console.security import CSRF_COOKIE, CSRF_FIELD, csrf_matches, new_csrf_token
 
-__all__ = ["Console", "render", "checked_form", "redirect", "kafka_errors", "TEMPLATES"]
+__all__ = ["Console", "render", "checked_form", "redirect", "kafka_errors", "error_page",
+           "make_environment", "TEMPLATES"]
 
-log = logging.getLogger("pylog.console")
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
 
 
@@ -188,7 +186,3 @@ def kafka_errors(view: Handler) -> Handler:
     wrapped.__name__ = view.__name__
     wrapped.__doc__ = view.__doc__
     return wrapped
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(_jsonable(obj), ensure_ascii=False)
