@@ -261,6 +261,14 @@ def test_groups_lag_and_offset_reset(client: ConsoleClient, cluster: Any, topic_
     assert offsets == {0: 1, 1: 7}
     bad = post(client, f"{page}/reset", {"mode": "to-offset", "value": "x"}, page)
     assert bad.status_code == 400 and "expected an integer" in bad.text
+    other = topic_name + "-other"
+    make_topic(client, other, 1)
+    no_offsets = post(client, f"{page}/reset", {"mode": "shift-by", "value": "1",
+                                                "topic": other, "action": "preview"}, page)
+    assert no_offsets.status_code == 400 and "no committed offset" in no_offsets.text
+    to_latest = post(client, f"{page}/reset", {"mode": "to-latest", "topic": other,
+                                               "action": "preview"}, page)
+    assert to_latest.status_code == 200 and 'data-test="plan-new">0<' in to_latest.text
 
 
 def test_brokers_and_charts(client: ConsoleClient, cluster: Any, topic_name: str) -> None:

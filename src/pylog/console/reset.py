@@ -104,9 +104,13 @@ async def plan_reset(data: ClusterData, group_id: str, mode: str, value: str, to
         wanted = dict.fromkeys(tps, n)
     elif mode == "shift-by":
         n = _int(value, "shift")
-        for tp in tps:  # from the committed offset; from the end where there is none
+        for tp in tps:  # from the committed offset, which Kafka's command requires too
             now = current.get(tp)
-            wanted[tp] = (ends[tp] if now is None else now) + n
+            if now is None:
+                raise ResetError(f"cannot shift {tp.topic}-{tp.partition}: the group has no "
+                                 "committed offset there; reset it to an offset, the "
+                                 "earliest or the latest first")
+            wanted[tp] = now + n
     else:
         ts = parse_datetime(value) if mode == "to-datetime" else now_ms - parse_duration(value)
         found = await admin.list_offsets(dict.fromkeys(tps, max(ts, 0)))

@@ -103,10 +103,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def csrf_token(request: Request) -> str:
-    token = request.cookies.get(CSRF_COOKIE)
+    """The request's CSRF token: its cookie's, else a new one (set by ``render``)."""
+    token = request.cookies.get(CSRF_COOKIE) or getattr(request.state, "new_csrf", None)
     if not token:
-        token = request.state.__dict__.setdefault("new_csrf", new_csrf_token())
-    return token
+        token = request.state.new_csrf = new_csrf_token()
+    return str(token)
 
 
 def wants_json(request: Request) -> bool:
