@@ -76,6 +76,14 @@ def test_overview(client: ConsoleClient, cluster: Any) -> None:
     html = client.get("/").text
     assert f'data-test="broker-count">{cluster.n}<' in html
     assert "content-security-policy" in client.get("/").headers
+    from pylog.client import Admin  # the client call behind the API table
+
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        any_broker = admin.api_versions()
+        node = data["brokers"][0]["node_id"]
+        assert admin.api_versions(node) == any_broker
+        assert any_broker[3][1] >= 9 and any_broker[0][0] <= 3  # Metadata, Produce ranges
+        assert {a["key"]: (a["min"], a["max"]) for a in data["apis"]}[3] == any_broker[3]
 
 
 def test_create_search_and_describe_a_topic(client: ConsoleClient, topic_name: str) -> None:
