@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,17 @@ def test_which_hosts_get_the_warning(host: str, loopback: bool) -> None:
     from pylog.cli.console_cmd import _is_loopback
 
     assert _is_loopback(host) is loopback
+
+
+def test_client_settings_from_the_file_then_x(tmp_path: Any) -> None:
+    from pylog.cli.console_cmd import _settings
+    from pylog.cli.main import build_parser
+
+    props = tmp_path / "client.properties"
+    props.write_text("# the console's clients\nclient.id=ops-console\nrequest.timeout.ms=7000\n"
+                     "metadata.max.age.ms=1000\n")
+    args = build_parser().parse_args(["console", "-b", "h:1", "--command-config", str(props),
+                                      "-X", "metadata.max.age.ms=2000"])
+    assert _settings(args) == {"bootstrap.servers": "h:1", "request.timeout.ms": "7000",
+                               "socket.connection.setup.timeout.ms": 10000,
+                               "client.id": "ops-console", "metadata.max.age.ms": "2000"}
