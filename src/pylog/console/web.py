@@ -179,6 +179,10 @@ def kafka_errors(view: Handler) -> Handler:
             return error_page(request, 503, "The cluster does not answer",
                               f"{exc}. Is a broker listening at {console.bootstrap}? "
                               "Restart the console with -b HOST:PORT of one that is.")
+        except errors.UnsupportedVersionError as exc:
+            return error_page(request, 501, "Not served by this broker",
+                              f"{exc}. This page needs that API; the other pages work "
+                              "without it.")
         except errors.ApiError as exc:
             return error_page(request, 400, f"The broker refused: {type(exc).__name__}",
                               str(exc))
