@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,6 +134,7 @@ def main() -> None:
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
