@@ -20,15 +20,16 @@ PYTEST_ARGS ?=
 
 all: compile
 
-# What the broker needs (`make run`, `make cluster`): pylog with uvloop and kazoo, and the
-# build tools for its extensions; no test dependencies (pyspark, pyarrow, clients, linters).
+# What the broker needs (`make run`, `make cluster`): pylog with uvloop and kazoo, the web
+# console's stack (`pylog console`), and the build tools for its extensions; no test
+# dependencies (pyspark, pyarrow, clients, linters).
 $(BASE_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel "Cython>=3.0,<4" "numpy>=1.24"
 	@# The distribution was named pylog before it became pylog-kafka: drop that install
 	@# from an older .venv so that only one distribution owns the pylog package.
 	$(PY) -m pip uninstall -q -y pylog 2>/dev/null || true
-	$(PY) -m pip install -q --no-build-isolation -e '.[fast,cluster]'
+	$(PY) -m pip install -q --no-build-isolation -e '.[fast,cluster,console]'
 	touch $@
 
 # Everything the tests need on top (`make test` and the other test targets).
@@ -47,7 +48,7 @@ compile: $(BASE_STAMP)
 debug: $(STAMP)
 	LOGCORE_DEBUG=1 LOGCORE_BUILD_JOBS=2 $(PY) setup.py -q build_ext --inplace --force
 
-# System packages the tests drive (kcat, zookeeper), installed when missing.
+# System packages the tests drive (kcat, zookeeper, java, chromium), installed when missing.
 sysdeps:
 	bash tools/install-sysdeps.sh
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests drive when they are missing: kcat (a librdkafka
-# client), zookeeper (cluster coordination) and a Java 17 runtime (PySpark, for pylog.spark).
+# client), zookeeper (cluster coordination), a Java 17 runtime (PySpark, for pylog.spark) and
+# Chromium with its WebDriver (the console's browser tests, tests/browser).
 # Debian/Ubuntu only; needs root or sudo.
 set -euo pipefail
 
@@ -8,6 +9,8 @@ need=()
 command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || need+=(kcat)
 [ -e /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

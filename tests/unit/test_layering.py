@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pylog.controller",),  # cluster mode at run time; creates the coordinators' topics
     ("pylog.broker",),  # the server, its listeners and the request handlers
     ("pylog.client",),  # pylog's client (embedded mode runs a broker in process)
-    ("pylog.spark",),  # the Spark source and sink, on the client
+    ("pylog.spark", "pylog.console"),  # the Spark source and sink, the web console: on the client
     # The test kit (a broker in the test process, faults, the virtual clock, the pytest
     # plugin): on the broker and the client; the broker's side of faults is the generic
     # pylog.broker.intercept, which never imports it.

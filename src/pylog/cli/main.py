@@ -9,6 +9,7 @@ Commands:
     pylog dump-log PATH... [options]     (offline: reads data files, no broker)
     pylog cluster info
     pylog perf produce|consume --topic T ...
+    pylog console [-b HOST:PORT] [--port 8080] [--read-only] ...   (the web console)
 
 Every command but ``broker`` and ``dump-log`` runs on ``pylog.client`` and speaks the Kafka
 protocol over TCP (``-b/--bootstrap-server``), so it works against any Kafka-compatible
@@ -147,10 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dump_log.add_parser(sub)
     # --- cluster, perf ---
-    from pylog.cli import cluster, perf
+    from pylog.cli import cluster, console_cmd, perf
 
     cluster.add_parser(sub, _add_bootstrap)
     perf.add_parser(sub, _add_bootstrap)
+    console_cmd.add_parser(sub, _add_bootstrap)
     return parser
 
 
@@ -178,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli import cluster
 
         return cluster.run(args)
+    if args.command == "console":
+        from pylog.cli import console_cmd
+
+        return console_cmd.run(args)
     if args.command == "perf":
         from pylog.cli import perf
 

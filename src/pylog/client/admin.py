@@ -138,6 +138,10 @@ class Admin:
         """Cluster id, controller id and brokers."""
         return self._run(self._aio.describe_cluster())  # type: ignore[no-any-return]
 
+    def api_versions(self, node_id: int | None = None) -> dict[int, tuple[int, int]]:
+        """``{api_key: (min_version, max_version)}`` a broker (``node_id``, else any) serves."""
+        return self._run(self._aio.api_versions(node_id))  # type: ignore[no-any-return]
+
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """Partitions, leaders, replicas and ISR of topics (all topics if None)."""
         return self._run(self._aio.describe_topics(names))  # type: ignore[no-any-return]

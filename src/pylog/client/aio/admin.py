@@ -276,6 +276,11 @@ class AdminCore:
                                   [BrokerDescription(b.node_id, b.host, b.port, b.rack)
                                    for b in meta.brokers])
 
+    async def api_versions(self, node_id: int | None) -> dict[int, tuple[int, int]]:
+        conn = (await self.cluster.any_connection() if node_id is None
+                else await self.cluster.connection(node_id))
+        return dict(conn.versions)
+
     async def describe_topics(self, names: list[str] | None) -> dict[str, TopicDescription]:
         conn = await self.cluster.any_connection()
         R = MetadataRequest
@@ -333,6 +338,13 @@ class Admin:
     async def describe_topics(self, names: Iterable[str] | None = None
                               ) -> dict[str, TopicDescription]:
         return await self._core.describe_topics(None if names is None else list(names))
+
+    async def api_versions(self, node_id: int | None = None) -> dict[int, tuple[int, int]]:
+        """The APIs a broker serves (``node_id``, else any), as its ApiVersions answer
+        gave them: ``{api_key: (min_version, max_version)}``."""
+        if node_id is not None and not self._core.cluster.brokers:
+            await self._core.cluster.update()
+        return await self._core.api_versions(node_id)
 
     async def list_topics(self) -> list[str]:
         return sorted(n for n, t in (await self._core.describe_topics(None)).items()
