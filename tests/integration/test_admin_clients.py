@@ -325,3 +325,44 @@ def test_kafka_python_admin_reads_authorized_operations(broker, topic_name) -> N
         assert set(groups[group]["authorized_operations"]) == GROUP_OPS
     finally:
         admin.close()
+
+
+def test_kafka_python_describe_log_dirs(broker, topic_name) -> None:
+    """DescribeLogDirs: every hosted partition with its size on disk (what was produced,
+    batch overhead included), only the partitions asked for, and the directory's disk."""
+    from confluent_kafka import Producer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic_name, 2, 1)])
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(50):
+            p.produce(topic_name, b"x" * 1000, partition=1)
+        assert p.flush(10) == 0
+
+        def sizes(result) -> dict[tuple[int, int], int]:
+            out = {}
+            for per_broker in result:
+                for d in per_broker["log_dirs"]:
+                    assert d["error_code"] == 0 and d["log_dir"].startswith("/")
+                    assert d["usable_bytes"] > 0 and d["total_bytes"] >= d["usable_bytes"]
+                    for t in d["topics"]:
+                        if t["name"] == topic_name:
+                            for part in t["partitions"]:
+                                out[(per_broker["broker"], part["partition_index"])] = \
+                                    part["partition_size"]
+            return out
+        every = sizes(admin.describe_log_dirs())
+        by_partition: dict[int, list[int]] = {}
+        for (_b, index), size in every.items():
+            by_partition.setdefault(index, []).append(size)
+        assert set(by_partition) == {0, 1}
+        assert all(s == 0 for s in by_partition[0])
+        assert all(50_000 < s < 60_000 for s in by_partition[1]), by_partition  # 50 x 1 kB
+        only = sizes(admin.describe_log_dirs({topic_name: [1]}))
+        assert {index for _b, index in only} == {1}
+    finally:
+        admin.close()

@@ -369,7 +369,7 @@ def test_rates_and_sizes_from_a_metrics_url(cluster: Any, topic_name: str) -> No
                                     if r["name"] == topic_name and r["size"]], "a size")[0]
             assert row["size"] % 2048 == 0 and row["produce"] > 0  # from messagesin, no records
             page = c.get(f"/topics/{topic_name}").text
-            assert f"bytes_in:{topic_name}" in page and "Sizes need a metrics URL" not in (
+            assert f"bytes_in:{topic_name}" in page and "No sizes" not in (
                 c.get("/topics").text)
             assert c.get("/").text.count("Charts from metrics") == 1
     finally:
@@ -422,3 +422,16 @@ def test_the_command_serves_and_warns_off_loopback(cluster: Any, tmp_path: Any) 
     log = proc.log_path.read_text()
     assert "warning: listening on 0.0.0.0, not loopback" in log and "(add --auth)" in log
     assert "add --read-only" not in log
+
+
+def test_sizes_from_describe_log_dirs_without_metrics(client: ConsoleClient, cluster: Any,
+                                                      topic_name: str) -> None:
+    """No metrics URL: the topic list and the topic page show sizes on disk from
+    DescribeLogDirs (every replica summed)."""
+    make_topic(client, topic_name, 1)
+    produce_lines(cluster.bootstrap, topic_name, 20)
+    row = wait_for(lambda: [r for r in client.get("/topics.json").json()["topics"]
+                            if r["name"] == topic_name and r["size"]], "a size")[0]
+    assert row["size"] > 20  # 20 records, batch headers on top
+    assert "No sizes" not in client.get("/topics").text
+    assert client.get(f"/topics/{topic_name}.json").json()["size"] == row["size"]

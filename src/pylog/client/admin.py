@@ -138,6 +138,11 @@ class Admin:
         """Cluster id, controller id and brokers."""
         return self._run(self._aio.describe_cluster())  # type: ignore[no-any-return]
 
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[Any]:
+        """Each broker's log directories (``LogDirDescription``: path, partition sizes on
+        disk, the file system's total and usable bytes); all brokers when None."""
+        return self._run(self._aio.describe_log_dirs(brokers))  # type: ignore[no-any-return]
+
     def api_versions(self, node_id: int | None = None) -> dict[int, tuple[int, int]]:
         """``{api_key: (min_version, max_version)}`` a broker (``node_id``, else any) serves."""
         return self._run(self._aio.api_versions(node_id))  # type: ignore[no-any-return]

@@ -3,8 +3,9 @@
 Every method returns plain dicts and lists (the views render them as HTML and as JSON) and
 speaks only the Kafka protocol, so the console works against any Kafka-compatible broker.
 Where a broker lacks an API, the answer says so (``missing``) instead of failing the page:
-DescribeCluster falls back to Metadata inside the client; no DescribeLogDirs means no
-per-topic size unless a metrics URL gives ``kafka_log_log_size``.
+DescribeCluster falls back to Metadata inside the client; sizes come from a metrics URL's
+``kafka_log_log_size`` when given, else from DescribeLogDirs, and a broker without either
+shows no size.
 
 Event-loop affinity: one ``ClusterData`` belongs to the console's event loop.
 """
@@ -37,7 +38,8 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
 #: partitions cost about 100 ms on a small machine (benchmarks/console_pages.py).
 LIVE_OFFSETS_LIMIT = 100
 NEEDED = {15: "group details", 16: "the group list", 32: "topic configs",
-          44: "editing configs", 20: "deleting topics", 19: "creating topics"}
+          44: "editing configs", 20: "deleting topics", 19: "creating topics",
+          35: "topic sizes"}
 
 
 def _covers(offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] | None,
@@ -116,6 +118,22 @@ class ClusterData:
         topics = await self.admin.describe_topics(None)
         self._topics = (now, topics)
         return topics
+
+    async def log_sizes(self) -> dict[str, float]:
+        """Bytes on disk per topic, every replica counted (as the brokers' summed
+        ``kafka_log_log_size`` would be), from DescribeLogDirs; empty when a broker does not
+        serve it."""
+        if await self.missing(35):
+            return {}
+        try:
+            dirs = await self.admin.describe_log_dirs()
+        except errors.ApiError:
+            return {}
+        sizes: dict[str, float] = {}
+        for d in dirs:
+            for tp, size in d.sizes.items():
+                sizes[tp.topic] = sizes.get(tp.topic, 0.0) + size
+        return sizes
 
     # --- the overview and brokers --------------------------------------------------------
 

@@ -40,12 +40,13 @@ from pylog.protocol.messages import (
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
 
 __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescription",
-           "ClusterDescription", "TopicDescription", "PartitionDescription", "AdminCore",
+           "ClusterDescription", "LogDirDescription", "TopicDescription", "PartitionDescription", "AdminCore",
            "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata"]
 
 _ids = itertools.count(1)
@@ -93,6 +94,18 @@ class ClusterDescription(NamedTuple):
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerDescription]
+
+
+class LogDirDescription(NamedTuple):
+    """One log directory of one broker (DescribeLogDirs): its hosted partitions' sizes on
+    disk in bytes, and its file system's total and usable bytes (-1 when not reported)."""
+
+    broker: int
+    path: str
+    error: errors.ApiError | None
+    total_bytes: int
+    usable_bytes: int
+    sizes: dict[TopicPartition, int]
 
 
 class PartitionDescription(NamedTuple):
@@ -276,6 +289,23 @@ class AdminCore:
                                   [BrokerDescription(b.node_id, b.host, b.port, b.rack)
                                    for b in meta.brokers])
 
+    async def describe_log_dirs(self, brokers: list[int] | None) -> list[LogDirDescription]:
+        if not self.cluster.brokers:
+            await self.cluster.update()
+        out = []
+        for node in sorted(self.cluster.brokers) if brokers is None else brokers:
+            resp = await (await self.cluster.connection(node)).send(
+                DescribeLogDirsRequest(topics=None))
+            _check(resp.error_code, f"describe log dirs of broker {node}")
+            for r in resp.results:
+                err = errors.error_for_code(r.error_code) if r.error_code else None
+                out.append(LogDirDescription(
+                    node, r.log_dir, err(f"log dir {r.log_dir}") if err else None,
+                    r.total_bytes, r.usable_bytes,
+                    {TopicPartition(t.name, p.partition_index): p.partition_size
+                     for t in r.topics for p in t.partitions}))
+        return out
+
     async def api_versions(self, node_id: int | None) -> dict[int, tuple[int, int]]:
         conn = (await self.cluster.any_connection() if node_id is None
                 else await self.cluster.connection(node_id))
@@ -338,6 +368,13 @@ class Admin:
     async def describe_topics(self, names: Iterable[str] | None = None
                               ) -> dict[str, TopicDescription]:
         return await self._core.describe_topics(None if names is None else list(names))
+
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None
+                                ) -> list[LogDirDescription]:
+        """Each broker's (``brokers``, else all) log directories with the size on disk of
+        every partition it hosts (DescribeLogDirs; a broker without it raises
+        UnsupportedVersionError)."""
+        return await self._core.describe_log_dirs(None if brokers is None else list(brokers))
 
     async def api_versions(self, node_id: int | None = None) -> dict[int, tuple[int, int]]:
         """The APIs a broker serves (``node_id``, else any), as its ApiVersions answer

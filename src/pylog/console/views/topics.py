@@ -29,7 +29,7 @@ async def topic_list(request: Request) -> Response:
     internal = request.query_params.get("internal") == "1"
     fresh = console.sampler.fresh_offsets()
     rows, sampled = await console.data.topic_rows(query, internal, fresh[:2] if fresh else None)
-    sizes = console.history.log_size
+    sizes = console.history.log_size or await console.data.log_sizes()
     for r in rows:
         r.update(console.history.rates(r["name"]))
         r["size"] = sizes.get(r["name"])
@@ -61,7 +61,7 @@ async def topic_page(request: Request) -> Response:
     ctx = await console.data.topic(name, fresh[:2] if fresh else None)
     ctx["offsets_age_s"] = round(fresh[2], 1) if fresh else 0.0
     ctx["rates"] = console.history.rates(name)
-    ctx["size"] = console.history.log_size.get(name)
+    ctx["size"] = (console.history.log_size or await console.data.log_sizes()).get(name)
     ctx["chart_produce"] = chart_context(console, f"produce:{name}")
     ctx["chart_consume"] = chart_context(console, f"consume:{name}")
     ctx["chart_bytes"] = ([chart_context(console, f"bytes_in:{name}"),
