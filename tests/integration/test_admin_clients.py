@@ -339,7 +339,7 @@ def test_kafka_python_describe_log_dirs(broker, topic_name) -> None:
     try:
         admin.create_topics([NewTopic(topic_name, 2, 1)])
         p = Producer({"bootstrap.servers": broker.bootstrap})
-        for i in range(50):
+        for _ in range(50):
             p.produce(topic_name, b"x" * 1000, partition=1)
         assert p.flush(10) == 0
 
