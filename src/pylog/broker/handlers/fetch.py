@@ -32,6 +32,7 @@ clients send full fetches.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +236,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     passes = 0
     outcome = "answered at once"
     waiters = broker.waiters
+    loop = asyncio.get_running_loop()
     while True:
         since = waiters.sequence
         topics, total, keys, any_error = await _read_all(ctx, request)
@@ -247,7 +249,10 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if (total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or any_error
                 or broker.stopping):
             break
-        if not await waiters.wait(keys, wait, since):
+        waited = loop.time()
+        woken = await waiters.wait(keys, wait, since)
+        ctx.remote_s += loop.time() - waited
+        if not woken:
             # Timed out: answer with what is there now.
             topics, total, keys, any_error = await _read_all(ctx, request)
             passes += 1
@@ -262,7 +267,37 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                   sum(len(ft.partitions) for ft in request.topics), min_bytes, outcome,
                   (clock.monotonic() - started) * 1000, passes,
                   ", with a partition error" if any_error else "")
+    _count(ctx, request, topics)
     return _R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+def _count(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
+    """Kafka's BrokerTopicMetrics of a fetch, once per partition of the answer: requests,
+    errors, and record bytes out (to consumers, or to followers: replication bytes)."""
+    metrics = ctx.broker.metrics
+    total = metrics.all
+    follower = request.replica_id >= 0
+    known = ctx.broker.log_manager.topics
+    for ft in topics:
+        # Unknown topics count broker-wide only (no per-topic entry for a name nobody made).
+        stats = metrics.topic(ft.topic) if ft.topic in known else None
+        for pd in ft.partitions:
+            size = 0 if isinstance(pd.records, bytes) else pd.records.size
+            total.total_fetch_requests += 1
+            if follower:
+                total.replication_bytes_out += size
+            else:
+                total.bytes_out += size
+            if pd.error_code:
+                total.failed_fetch_requests += 1
+            if stats is not None:
+                stats.total_fetch_requests += 1
+                if follower:
+                    stats.replication_bytes_out += size
+                else:
+                    stats.bytes_out += size
+                if pd.error_code:
+                    stats.failed_fetch_requests += 1
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
