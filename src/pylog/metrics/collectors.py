@@ -36,7 +36,9 @@ from pylog.metrics.registry import (
     REQUEST_TIME_PARTS,
     TOPIC_METRICS,
     Exposition,
+    Histogram,
     labels_text,
+    merge,
 )
 from pylog.protocol.apis import api_name
 
@@ -61,17 +63,21 @@ def collect(broker: Any, out: Exposition) -> Iterator[None]:
 
 
 def _requests(broker: Any, out: Exposition) -> None:
-    m = broker.metrics
+    requests = sorted(broker.metrics.requests.items())
     name = "kafka_network_requestmetrics_requests_total"
     out.family(name, "counter", "Requests received, per API and version.")
-    for (api, version), n in sorted(m.requests.items()):
-        out.sample(name, n, labels_text((("request", api_name(api)), ("version", str(version)))))
-    times = sorted((api_name(api), t) for api, t in m.times.items())
+    per_api: dict[str, list[list[Histogram]]] = {}
+    for (api, version), times in requests:
+        out.sample(name, times.count, labels_text((("request", api_name(api)),
+                                                    ("version", str(version)))))
+        per_api.setdefault(api_name(api), []).append(times.histograms())
+    merged = {api: [merge(h[i] for h in hists) for i in range(len(REQUEST_TIME_PARTS))]
+              for api, hists in sorted(per_api.items())}
     for i, (part, meaning) in enumerate(REQUEST_TIME_PARTS):
         name = f"kafka_network_requestmetrics_{part}"
         out.family(name, "histogram", f"Milliseconds a request spent {meaning}, per API.")
-        for api, t in times:
-            out.histogram(name, t.parts[i], (("request", api),))
+        for api, hists in merged.items():
+            out.histogram(name, hists[i], (("request", api),))
 
 
 def _topics(broker: Any, out: Exposition) -> None:

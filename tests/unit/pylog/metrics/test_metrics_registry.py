@@ -18,6 +18,7 @@ from pylog.metrics.registry import (
     escape_label,
     format_value,
     labels_text,
+    merge,
 )
 
 
@@ -78,16 +79,30 @@ def test_record_request_splits_the_time_as_kafka_does() -> None:
     m = BrokerMetrics()
     m.record_request(1, 12, queue_s=0.002, handler_s=0.5, remote_s=0.45, send_s=0.003)
     m.record_request(1, 12, queue_s=0.0, handler_s=0.001, remote_s=0.0, send_s=0.0)
+    m.record_request(1, 11, queue_s=0.0, handler_s=0.001, remote_s=0.0, send_s=0.0)
     m.record_request(0, 9, queue_s=0.0, handler_s=0.001, remote_s=0.0, send_s=0.0)
-    assert m.requests == {(1, 12): 2, (0, 9): 1}
-    parts = dict(zip((p for p, _ in REQUEST_TIME_PARTS), m.times[1].parts, strict=True))
+    assert {k: t.count for k, t in m.requests.items()} == {(1, 12): 2, (1, 11): 1, (0, 9): 1}
+    parts = dict(zip((p for p, _ in REQUEST_TIME_PARTS), m.requests[(1, 12)].histograms(),
+                     strict=True))
     assert parts["requestqueuetimems"].sum == pytest.approx(2.0)
     assert parts["localtimems"].sum == pytest.approx(50.0 + 1.0)
     assert parts["remotetimems"].sum == pytest.approx(450.0)
-    assert parts["throttletimems"].sum == 0
+    assert parts["throttletimems"].sum == 0 and parts["throttletimems"].counts[0] == 2
     assert parts["responsesendtimems"].sum == pytest.approx(3.0)
     assert parts["totaltimems"].sum == pytest.approx(505.0 + 1.0)
     assert all(h.count == 2 for h in parts.values())
+    # 450 ms remote: in the (250, 500] bucket; 1 ms local: in (0.5, 1].
+    bounds = parts["remotetimems"].bounds
+    assert parts["remotetimems"].counts[bounds.index(500.0)] == 1
+    assert parts["localtimems"].counts[bounds.index(1.0)] == 1
+
+
+def test_an_apis_versions_merge_into_its_histograms() -> None:
+    m = BrokerMetrics()
+    m.record_request(1, 12, 0.0, 0.001, 0.0, 0.0)
+    m.record_request(1, 11, 0.0, 0.003, 0.0, 0.0)
+    total = merge(t.histograms()[5] for (api, _v), t in m.requests.items() if api == 1)
+    assert total.count == 2 and total.sum == pytest.approx(4.0)
 
 
 def test_topic_stats_are_kept_per_topic() -> None:
