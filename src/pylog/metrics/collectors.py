@@ -84,11 +84,12 @@ def _topics(broker: Any, out: Exposition) -> None:
     m = broker.metrics
     topics = broker.log_manager.topics
     for gone in [t for t in m.topics if t not in topics]:  # deleted: Kafka drops its metrics
-        del m.topics[gone]
+        m.forget_topic(gone)
     per_topic = sorted(m.topics.items())
+    everything = m.all_topics()
     for attr, name, help_ in TOPIC_METRICS:
         out.family(name, "counter", help_ + " Without a topic label: all topics.")
-        out.sample(name, getattr(m.all, attr))
+        out.sample(name, getattr(everything, attr))
         for topic, stats in per_topic:
             out.sample(name, getattr(stats, attr), labels_text((("topic", topic),)))
 

@@ -95,7 +95,7 @@ class LockedHistogram(Histogram):
 
 
 class TopicStats:
-    """Kafka's ``BrokerTopicMetrics`` of one topic (or of all topics: ``BrokerMetrics.all``).
+    """Kafka's ``BrokerTopicMetrics`` of one topic (or ``BrokerMetrics.untracked``).
 
     Counted by the Produce and Fetch handlers once per partition of a request:
     ``messages_in`` (records appended), ``bytes_in`` (batch bytes appended), ``bytes_out``
@@ -191,16 +191,35 @@ class BrokerMetrics:
         requests: {(api key, version): RequestTimes}: Kafka's ``RequestsPerSec`` per API
             and version, and the request times (rendered per API, versions merged). Keys,
             not names: the names are looked up at scrape time, not once per request.
-        topics: {topic: TopicStats}; entries of deleted topics are dropped at scrape time.
-        all: the broker-wide TopicStats (kept apart, so deletions do not lower it).
+        topics: {topic: TopicStats}; entries of deleted topics are folded into
+            ``untracked`` and dropped at scrape time.
+        untracked: counts kept per topic no more (deleted topics) or never (partitions of
+            a topic that does not exist). The broker-wide figures are ``untracked`` plus
+            every topic's, summed at scrape time (``all_topics``), so a request pays for
+            one TopicStats update per partition, not two.
     """
 
-    __slots__ = ("requests", "topics", "all")
+    __slots__ = ("requests", "topics", "untracked")
 
     def __init__(self) -> None:
         self.requests: dict[tuple[int, int], RequestTimes] = {}
         self.topics: dict[str, TopicStats] = {}
-        self.all = TopicStats()
+        self.untracked = TopicStats()
+
+    def forget_topic(self, name: str) -> None:
+        """A deleted topic: its counts stay in the broker-wide figures only."""
+        stats = self.topics.pop(name, None)
+        if stats is not None:
+            for attr in TopicStats.__slots__:
+                setattr(self.untracked, attr, getattr(self.untracked, attr) + getattr(stats, attr))
+
+    def all_topics(self) -> TopicStats:
+        """The broker-wide figures (scrape time)."""
+        out = TopicStats()
+        for stats in (self.untracked, *self.topics.values()):
+            for attr in TopicStats.__slots__:
+                setattr(out, attr, getattr(out, attr) + getattr(stats, attr))
+        return out
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)

@@ -275,29 +275,20 @@ def _count(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
     """Kafka's BrokerTopicMetrics of a fetch, once per partition of the answer: requests,
     errors, and record bytes out (to consumers, or to followers: replication bytes)."""
     metrics = ctx.broker.metrics
-    total = metrics.all
     follower = request.replica_id >= 0
     known = ctx.broker.log_manager.topics
     for ft in topics:
-        # Unknown topics count broker-wide only (no per-topic entry for a name nobody made).
-        stats = metrics.topic(ft.topic) if ft.topic in known else None
+        # No per-topic entry for a name nobody created: broker-wide figures only.
+        stats = metrics.topic(ft.topic) if ft.topic in known else metrics.untracked
         for pd in ft.partitions:
-            size = 0 if isinstance(pd.records, bytes) else pd.records.size
-            total.total_fetch_requests += 1
-            if follower:
-                total.replication_bytes_out += size
-            else:
-                total.bytes_out += size
+            stats.total_fetch_requests += 1
             if pd.error_code:
-                total.failed_fetch_requests += 1
-            if stats is not None:
-                stats.total_fetch_requests += 1
+                stats.failed_fetch_requests += 1
+            elif not isinstance(pd.records, bytes):
                 if follower:
-                    stats.replication_bytes_out += size
+                    stats.replication_bytes_out += pd.records.size
                 else:
-                    stats.bytes_out += size
-                if pd.error_code:
-                    stats.failed_fetch_requests += 1
+                    stats.bytes_out += pd.records.size
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

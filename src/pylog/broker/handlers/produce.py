@@ -141,16 +141,13 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         return resp
     records = pd.records if pd.records is not None else b""
     # Kafka's BrokerTopicMetrics, per partition of the request (pylog.metrics.registry).
-    metrics = ctx.broker.metrics
-    stats, total = metrics.topic(topic.name), metrics.all
+    stats = ctx.broker.metrics.topic(topic.name)
     stats.total_produce_requests += 1
-    total.total_produce_requests += 1
     try:
         await _verify_txn(ctx, transactional_id, partition, records)
         info = await append_records(ctx.broker, partition, records, acks)
     except AppendError as exc:
         stats.failed_produce_requests += 1
-        total.failed_produce_requests += 1
         resp.error_code = exc.code
         resp.error_message = str(exc)
         resp.record_errors = exc.record_errors
@@ -165,11 +162,8 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
                   ctx.peer, exc)
         return resp
     if not info.duplicate:  # a retried batch the log already holds appends nothing
-        n, size = info.record_count, len(records)
-        stats.messages_in += n
-        total.messages_in += n
-        stats.bytes_in += size
-        total.bytes_in += size
+        stats.messages_in += info.record_count
+        stats.bytes_in += len(records)
     resp.base_offset = info.first_offset
     resp.log_append_time_ms = info.log_append_time_ms
     resp.log_start_offset = info.log_start_offset
@@ -184,7 +178,6 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         ctx.remote_s = max(ctx.remote_s, loop.time() - waited)
         if resp.error_code:
             stats.failed_produce_requests += 1
-            total.failed_produce_requests += 1
     return resp
 
 
@@ -208,9 +201,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     for topic_data, topic, topic_error in lookups:
         for pd in topic_data.partition_data:
             if topic_error is not None:
-                total = ctx.broker.metrics.all  # no per-topic entry for a missing topic
-                total.total_produce_requests += 1
-                total.failed_produce_requests += 1
+                untracked = ctx.broker.metrics.untracked  # no entry for a missing topic
+                untracked.total_produce_requests += 1
+                untracked.failed_produce_requests += 1
                 jobs.append(_failed(pd.index, topic_error))
             else:
                 jobs.append(_produce_partition(ctx, topic, pd, acks, request.transactional_id,

@@ -111,7 +111,11 @@ def test_topic_stats_are_kept_per_topic() -> None:
     m.topic("a").messages_in += 2
     m.topic("b").bytes_in += 10
     assert m.topic("a").messages_in == 5 and m.topic("b").bytes_in == 10
-    assert m.all.messages_in == 0  # the handlers count the broker-wide stats themselves
+    m.untracked.failed_produce_requests += 1
+    assert m.all_topics().messages_in == 5 and m.all_topics().failed_produce_requests == 1
+    m.forget_topic("a")  # deleted: the broker-wide figures keep its counts
+    assert "a" not in m.topics and m.all_topics().messages_in == 5
+    assert m.all_topics().bytes_in == 10
 
 
 def test_locked_histogram_loses_no_observation_across_threads() -> None:
