@@ -99,6 +99,12 @@ def test_produce_counters_move_by_exactly_what_was_sent(mbroker):
     assert value(after, "kafka_server_replicamanager_partitioncount") >= 2
     assert value(after, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(after, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    for ratio in ("kafka_network_socketserver_networkprocessoravgidlepercent",
+                  "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"):
+        assert 0.0 <= value(after, ratio) <= 1.0
+    used = value(after, "kafka_network_socketserver_memorypoolused")
+    available = value(after, "kafka_network_socketserver_memorypoolavailable")
+    assert used >= 0 and used + available == 134217728  # queued.max.request.bytes
 
 
 def test_requests_total_counts_each_request_by_api_and_version(mbroker):
@@ -172,6 +178,27 @@ def test_failed_fetch_is_counted(mbroker):
     samples = scrape(mbroker.metrics_port)
     assert value(samples, "kafka_server_brokertopicmetrics_failedfetchrequests_total", topic=topic) == 1
     assert value(samples, "kafka_server_brokertopicmetrics_totalfetchrequests_total", topic=topic) == 1
+
+
+def test_rolled_segments_flushes_are_timed(mbroker):
+    """A roll schedules a flush of the rolled segment (background thread): the flush-time
+    histogram counts it, and the segment count of the log shows the rolls."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"roll-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": mbroker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})])[topic].result(30)
+    name = "kafka_log_logflushstats_logflushrateandtimems_count"
+    before = value(scrape(mbroker.metrics_port), name)
+    p = Producer({"bootstrap.servers": mbroker.bootstrap, "linger.ms": 0, "batch.size": 400})
+    for _ in range(40):
+        p.produce(topic, b"x" * 300)
+        p.flush(10)  # one batch per request: a roll every few
+    samples = wait_until(lambda: (s := scrape(mbroker.metrics_port)) and s[(name, ())] > before and s,
+                         10, "a timed flush")
+    segments = value(samples, "kafka_log_log_numlogsegments", topic=topic, partition="0")
+    assert segments >= 5
+    assert value(samples, "kafka_log_logflushstats_logflushrateandtimems_sum") > 0
 
 
 def test_every_metric_served_is_documented(mbroker):

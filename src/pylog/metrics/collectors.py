@@ -170,12 +170,13 @@ def _logs(broker: Any, out: Exposition) -> Iterator[None]:
                      plog.num_segments))
         if i % SLICE == 0:
             yield
+    append = out.lines.append
     for col, (name, help_) in enumerate(_LOG_METRICS, 1):
         out.family(name, "gauge", help_)
-        append = out.lines.append
-        for row in rows:
-            append(f"{name}{row[0]} {row[col]}")
-    yield
+        for start in range(0, len(rows), SLICE):
+            for row in rows[start:start + SLICE]:
+                append(f"{name}{row[0]} {row[col]}")
+            yield
 
 
 def _flushes(broker: Any, out: Exposition) -> None:
@@ -290,8 +291,10 @@ def _consumer_groups(broker: Any, out: Exposition) -> Iterator[None]:
                     yield
     name = "kafka_consumergroup_current_offset"
     out.family(name, "gauge", "Committed offset of a consumer group in a partition.")
-    for label, value in current:
+    for i, (label, value) in enumerate(current, 1):
         out.sample(name, value, label)
+        if i % SLICE == 0:
+            yield
     name = "kafka_consumergroup_current_offset_sum"
     out.family(name, "gauge", "Sum of a consumer group's committed offsets in a topic.")
     for (group, topic), value in sorted(current_sum.items()):
@@ -299,8 +302,10 @@ def _consumer_groups(broker: Any, out: Exposition) -> Iterator[None]:
     name = "kafka_consumergroup_lag"
     out.family(name, "gauge", "Records of a partition after a consumer group's committed "
                "offset (high watermark - committed offset), on the partition's leader.")
-    for label, value in lags:
+    for i, (label, value) in enumerate(lags, 1):
         out.sample(name, value, label)
+        if i % SLICE == 0:
+            yield
     name = "kafka_consumergroup_lag_sum"
     out.family(name, "gauge", "Sum of a consumer group's lag in a topic's partitions led here.")
     for (group, topic), value in sorted(lag_sum.items()):
