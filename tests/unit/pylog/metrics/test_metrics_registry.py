@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pylog.metrics.registry import (
+    REQUEST_TIME_BUCKETS_MS,
     REQUEST_TIME_PARTS,
     BrokerMetrics,
     Exposition,
@@ -132,3 +133,34 @@ def test_locked_histogram_loses_no_observation_across_threads() -> None:
         t.join()
     copy = h.copy()
     assert copy.counts == [80000, 0] and copy.sum == 40000.0
+
+
+def test_folding_in_batches_matches_counting_each_request() -> None:
+    """Requests are folded into the histograms in batches with numpy; the result equals
+    counting each one with bisect, across several batches and API versions."""
+    import bisect
+    import random
+
+    rng = random.Random(7)
+    m = BrokerMetrics()
+    expected: dict[tuple[int, int], list[list[int]]] = {}
+    sums: dict[tuple[int, int], list[float]] = {}
+    buckets = REQUEST_TIME_BUCKETS_MS
+
+    for _ in range(10_000):
+        key = (rng.choice((0, 1, 3, 18)), rng.randrange(0, 13))
+        q, h, s = (rng.expovariate(1 / 0.002) for _ in range(3))
+        r = rng.random() * h if key[0] == 1 else 0.0
+        m.record_request(*key, q, h, r, s)
+        parts = (q * 1000, max(h * 1000 - r * 1000, 0.0), r * 1000, s * 1000,
+                 q * 1000 + h * 1000 + s * 1000)
+        counts = expected.setdefault(key, [[0] * (len(buckets) + 1) for _ in parts])
+        total = sums.setdefault(key, [0.0] * len(parts))
+        for j, v in enumerate(parts):
+            counts[j][bisect.bisect_left(buckets, v)] += 1
+            total[j] += v
+    assert set(m.requests) == set(expected)
+    for key, times in m.requests.items():
+        assert times.count == sum(expected[key][0])
+        assert times.counts == expected[key]
+        assert times.sums == pytest.approx(sums[key])
