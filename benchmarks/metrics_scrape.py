@@ -2,10 +2,12 @@
 holds the broker's event loop.
 
 A broker runs in this process (its own event loop on a thread, ``metrics.listener`` on
-port 0) with ``--topics`` x ``--partitions`` partitions (default 100 x 100 = 10,000), each
-with one small batch appended so that every log gauge has a value, and one consumer group
-with a committed offset on every partition of ``--lag-topics`` topics (consumer-lag
-samples). A client thread then scrapes ``/metrics`` over HTTP ``--scrapes`` times with
+port 0) with ``--topics`` x ``--partitions`` partitions (default 100 x 100 = 10,000), the
+first ``--with-data`` of them with one small batch appended (an append maps the active
+segment's two index files: 10,000 partitions with data need some 30,000 open files, more
+than the 20,000 this machine allows; the scrape reads every partition the same way, data or
+not), and one consumer group with a committed offset on every partition of
+``--lag-topics`` topics (consumer-lag samples). A client thread then scrapes ``/metrics`` over HTTP ``--scrapes`` times with
 urllib and parses the first one with prometheus_client's parser (a check, not timed).
 
 Two figures per scrape:
@@ -66,13 +68,14 @@ class LoopProbe:
             self._task.cancel()
 
 
-async def populate(broker: Broker, topics: int, partitions: int, lag_topics: int) -> None:
+async def populate(broker: Broker, topics: int, partitions: int, lag_topics: int,
+                   with_data: int) -> None:
     builder = logcore.BatchBuilder()
     builder.append(b"value", key=b"key", timestamp_ms=0)
     batch = bytes(builder.build())
     for t in range(topics):
         await broker.log_manager.create_topic_async(broker.executor, f"topic-{t:03d}", partitions)
-    for p in broker.log_manager.all_partitions():
+    for p in broker.log_manager.all_partitions()[:with_data]:
         p.log.append(bytearray(batch), leader_epoch=0)
     if lag_topics:
         await commit_offsets(broker, [f"topic-{t:03d}" for t in range(lag_topics)], partitions)
@@ -124,7 +127,7 @@ async def run(args: argparse.Namespace, data: str) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     try:
         t0 = time.perf_counter()
-        await populate(broker, args.topics, args.partitions, args.lag_topics)
+        await populate(broker, args.topics, args.partitions, args.lag_topics, args.with_data)
         setup_s = time.perf_counter() - t0
         port = broker.metrics_server.address[1]
         probe = LoopProbe()
@@ -161,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=100, help="per topic")
     ap.add_argument("--lag-topics", type=int, default=10,
                     help="topics whose every partition has a committed offset of one group")
+    ap.add_argument("--with-data", type=int, default=1000,
+                    help="partitions that get one batch (the others stay empty)")
     ap.add_argument("--scrapes", type=int, default=20)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="pylog-scrape-bench-") as data:

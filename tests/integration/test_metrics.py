@@ -272,3 +272,19 @@ def test_broker_help_mentions_the_endpoint():
     out = subprocess.run([sys.executable, "-m", "pylog", "broker", "--help"],
                          capture_output=True, text=True, timeout=60).stdout
     assert "metrics.listener" in out and "/healthz" in out and "kafka.request.logger" in out
+
+
+def test_a_taken_metrics_port_fails_the_start_naming_the_key(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "pylog", "broker", "--override",
+                               f"log.dirs={tmp_path}", "--override",
+                               "listeners=PLAINTEXT://127.0.0.1:0", "--override",
+                               f"metrics.listener=http://127.0.0.1:{port}"],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (metrics.listener)" in proc.stderr
