@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -173,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         thread = threading.Thread(target=lambda: result.append(asyncio.run(run(args, data))))
         thread.start()
         thread.join()
+    if not result:  # the thread printed its traceback
+        print("metrics_scrape: the run failed (see above); an open-files limit too low for "
+              "the partitions asked for is the usual cause", file=sys.stderr)
+        return 1
     print(json.dumps({"options": vars(args), **result[0]}, indent=2))
     return 0
 
