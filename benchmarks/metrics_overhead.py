@@ -10,7 +10,9 @@ Arms:
   no ``metrics.listener`` (the request path counts anyway);
 - ``scraped``: this tree with ``metrics.listener`` on and ``/metrics`` fetched every
   ``--scrape-interval`` seconds during the run (1 s: far more often than Prometheus's
-  usual 15-60 s).
+  usual 15-60 s);
+- ``again``: the ``before`` tree once more, an A/A control: how far two runs of the same
+  code drift apart here (``--arms before,again,counters``).
 
 The load is kcat (librdkafka, C: the broker, not the client, is the bottleneck) producing
 ``--num-records`` records of ``--record-size`` bytes over ``--partitions`` partitions with
@@ -193,23 +195,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-ms", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--scrape-interval", type=float, default=1.0)
+    ap.add_argument("--arms", default="before,counters,scraped",
+                    help="comma-separated, 'before' first: before, again, counters, scraped")
     ap.add_argument("--output", help="also write the JSON here")
     args = ap.parse_args(argv)
     # What harness.run_kcat_produce reads besides the above.
     args.producers, args.acks, args.compression = 1, 1, "none"
     args.kcat_librdkafka = "system"
-    arms = ["before", "counters", "scraped"]
+    arms = args.arms.split(",")
+    if arms[0] != "before" or not set(arms) <= {"before", "again", "counters", "scraped"}:
+        raise SystemExit("--arms: 'before' first, then any of again, counters, scraped")
     runs: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
     with tempfile.TemporaryDirectory(prefix="pylog-metrics-bench-") as workdir:
         current = current_tree(workdir)
-        srcs = {"before": baseline_tree(args.baseline, workdir),
-                "counters": current, "scraped": current}
+        before = baseline_tree(args.baseline, workdir)
+        srcs = {"before": before, "again": before, "counters": current, "scraped": current}
         micro = micro_costs(current)
         env = harness.kcat_env(args.kcat_librdkafka, workdir)
         data_file = os.path.join(workdir, "records.txt")
         harness._kcat_data(data_file, args.num_records, args.record_size)
         for rep in range(args.repeat):
-            order = arms[rep % 3:] + arms[:rep % 3]  # rotate: no arm always runs first
+            order = arms[rep % len(arms):] + arms[:rep % len(arms)]  # no arm always first
             for arm in order:
                 runs[arm].append(one_run(arm, srcs[arm], args, workdir, data_file, env))
             print(json.dumps({"rep": rep, **{a: runs[a][-1] for a in arms}}), file=sys.stderr)
@@ -221,27 +227,29 @@ def main(argv: list[str] | None = None) -> int:
         return round(statistics.median(a[key] / b[key] for a, b in zip(runs[arm], runs["before"],
                                                                           strict=True)), 4)
 
-    scraped = runs["scraped"][-1]
-    metrics_cpu_s = (scraped["produce_requests"] * micro["request_us"]
-                     + scraped["produce_partitions"] * micro["partition_us"]) / 1e6
-    before_cpu_s = statistics.median(r["broker_cpu_s"] for r in runs["before"])
-    result = {
-        "commit": harness.git_commit(), "baseline": args.baseline,
-        "cost_model": {
+    cost_model: dict[str, Any] = {}
+    if "scraped" in runs:
+        scraped = runs["scraped"][-1]
+        metrics_cpu_s = (scraped["produce_requests"] * micro["request_us"]
+                         + scraped["produce_partitions"] * micro["partition_us"]) / 1e6
+        before_cpu_s = statistics.median(r["broker_cpu_s"] for r in runs["before"])
+        cost_model = {
             **micro, "produce_requests": scraped["produce_requests"],
             "produce_partitions": scraped["produce_partitions"],
             "records_per_request": round(args.num_records / scraped["produce_requests"], 1),
             "metrics_cpu_ms": round(metrics_cpu_s * 1000, 2),
             "before_broker_cpu_ms": round(before_cpu_s * 1000, 1),
             "share_of_produce_cpu_percent": round(100 * metrics_cpu_s / before_cpu_s, 3),
-        },
+        }
+    result = {
+        "commit": harness.git_commit(), "baseline": args.baseline, "cost_model": cost_model,
         "options": {k: v for k, v in vars(args).items() if k != "output"},
         "median": {a: {"records_per_s": med(a, "records_per_s"),
                        "broker_cpu_us_per_record": med(a, "broker_cpu_us_per_record")}
                    for a in arms},
         "relative_to_before": {a: {"throughput": paired(a, "records_per_s"),
                                    "broker_cpu_per_record": paired(a, "broker_cpu_us_per_record")}
-                               for a in ("counters", "scraped")},
+                               for a in arms[1:]},
         "runs": runs,
     }
     text = json.dumps(result, indent=2)

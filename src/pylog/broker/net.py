@@ -299,8 +299,9 @@ class Connection:
                     now = self.last_active = loop.time()
                     if log.isEnabledFor(logging.DEBUG):
                         self._log_timing(event, received, started, handled, now)
-                    # Kafka's request metrics: counted per request, plain ints and three
-                    # histogram bisects on this loop (pylog.metrics.registry).
+                    # Kafka's request metrics, once per request on this loop: the times
+                    # appended to an array, folded into histograms in batches
+                    # (pylog.metrics.registry; about 0.5 us).
                     if type(event) is Request:
                         metrics.record_request(event.api_key, event.api_version,
                                                started - received, handled - started,
