@@ -201,6 +201,33 @@ def test_rolled_segments_flushes_are_timed(mbroker):
     assert value(samples, "kafka_log_logflushstats_logflushrateandtimems_sum") > 0
 
 
+def test_cleaner_rounds_are_reported(mbroker):
+    """A compacted topic whose segments roll: the cleaner (woken by the rolls) cleans, and
+    the cleaner metrics show the round and what it kept."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"compact-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": mbroker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "2048",
+        "min.cleanable.dirty.ratio": "0.01"})])[topic].result(30)
+    rounds = "kafka_log_logcleaner_rounds_total"
+    before = value(scrape(mbroker.metrics_port), rounds)
+    p = Producer({"bootstrap.servers": mbroker.bootstrap, "linger.ms": 0})
+    for i in range(300):
+        p.produce(topic, b"v" * 100, key=b"k%d" % (i % 3))
+        if i % 10 == 9:
+            p.flush(10)
+    p.flush(10)
+    samples = wait_until(lambda: (s := scrape(mbroker.metrics_port)) and s[(rounds, ())] > before
+                         and s, 60, "a cleaning round")
+    assert 0 < value(samples, "kafka_log_logcleaner_cleaner_recopy_percent") < 100
+    assert value(samples, "kafka_log_logcleaner_max_clean_time_secs") > 0
+    assert value(samples, "kafka_log_logcleanermanager_time_since_last_run_ms") > 0
+    assert value(samples, "kafka_log_logcleanermanager_uncleanable_partitions_count") == 0
+    assert value(samples, "kafka_log_logcleaner_dead_thread_count") == 0
+
+
 def test_every_metric_served_is_documented(mbroker):
     docs = DOCS.read_text()
     status, text, _ = get(mbroker.metrics_port, "/metrics")
