@@ -176,11 +176,8 @@ MESSAGE_FORMAT_VERSION_DEFAULT = "3.0-IV1"
 
 
 def parse_metrics_listener(key: str, value: str) -> tuple[str, int]:
-    """``http://host:port`` (``metrics.listener``) as (host, port); ``[::1]`` for IPv6.
-
-    Raises:
-        ConfigError: not of that form, or the port is out of range.
-    """
+    """``http://host:port`` (``metrics.listener``; ``[::1]`` for IPv6) as (host, port).
+    Raises ConfigError when it is not of that form or the port is out of range."""
     m = re.fullmatch(r"http://(\[[^\]]+\]|[^:/\[\]]+):(\d{1,5})/?", value.strip())
     if not m:
         raise ConfigError(key, f"invalid value {value!r}; expected http://host:port, e.g. "
