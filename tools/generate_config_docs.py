@@ -49,6 +49,9 @@ PYLOG_NOTES: dict[str, str] = {
     "listeners": "Honoured; only `PLAINTEXT` listeners (no TLS or SASL). Port 0 picks a free port.",
     "advertised.listeners": "Honoured; defaults to the bound listeners.",
     "listener.security.protocol.map": "Accepted; only PLAINTEXT is served.",
+    "metrics.listener": "pylog's own (Kafka exposes JMX; this serves what Prometheus's JMX "
+                        "exporter makes of it): `/metrics`, `/healthz`, `/readyz` over HTTP on "
+                        "the broker's event loop; see [metrics.md](metrics.md).",
     "log.dirs": "Honoured; exactly one directory (JBOD is not supported).",
     "log.dir": "Honoured when `log.dirs` is not set.",
     "num.partitions": "Honoured (CreateTopics with -1 partitions and auto-created topics).",

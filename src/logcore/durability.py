@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import (
@@ -53,6 +55,9 @@ class LogDurability:
     _unflushed_messages: int
     _topic_partition: tuple[str, int]
     _view: Any
+    #: Called with the seconds each flush's fsyncs took (any thread: the flushing one), or
+    #: None. The broker's flush-time histogram (pylog.log.LogManager) is hooked here.
+    on_flush: Callable[[float], None] | None = None
 
     def flush_up_to(self, offset: int) -> bool:
         """fsync every segment holding offsets in [recovery_point, offset) and advance the
@@ -83,6 +88,7 @@ class LogDurability:
             todo = [seg for i, seg in enumerate(segments)
                     if seg.base_offset < offset
                     and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
+            started = time.perf_counter()
             for seg in todo:
                 seg.flush()
             # The producer snapshot a roll wrote at ``offset`` (Kafka flushes it with the
@@ -90,6 +96,8 @@ class LogDurability:
             fsync_path(os.path.join(self.directory, filename_prefix(offset) + ".snapshot"))
             if any(seg.base_offset >= start for seg in todo) or len(todo) > 1:
                 fsync_dir(self.directory)
+            if self.on_flush is not None:
+                self.on_flush(time.perf_counter() - started)
             with self._lock:
                 if self._closed or generation != self._truncations:
                     return False

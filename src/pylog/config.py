@@ -175,6 +175,24 @@ _METADATA_VERSIONS = _metadata_version_names()
 MESSAGE_FORMAT_VERSION_DEFAULT = "3.0-IV1"
 
 
+def parse_metrics_listener(key: str, value: str) -> tuple[str, int]:
+    """``http://host:port`` (``metrics.listener``; ``[::1]`` for IPv6) as (host, port).
+    Raises ConfigError when it is not of that form or the port is out of range."""
+    m = re.fullmatch(r"http://(\[[^\]]+\]|[^:/\[\]]+):(\d{1,5})/?", value.strip())
+    if not m:
+        raise ConfigError(key, f"invalid value {value!r}; expected http://host:port, e.g. "
+                          "http://127.0.0.1:9404 (port 0: any free port), or leave it unset to "
+                          "serve no metrics")
+    port = int(m.group(2))
+    if port > 65535:
+        raise ConfigError(key, f"port {port} out of range in {value!r}; use 0 to 65535")
+    return m.group(1).strip("[]"), port
+
+
+def metrics_listener(key: str, value: Any) -> None:
+    parse_metrics_listener(key, value)
+
+
 def metadata_version(key: str, value: Any) -> None:
     """Kafka's ``MetadataVersionValidator``: ``0.10.0.0`` means ``0.10.0``, ``2.8.1`` means
     ``2.8`` (three parts count before 1.0, two after)."""
@@ -217,6 +235,10 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("broker.id", "int", -1, "Legacy name of node.id; node.id wins when both are set.", at_least(-1)),
         ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, as PLAINTEXT://host:port."),
         ConfigDef("advertised.listeners", "list", None, "Listeners given to clients in Metadata."),
+        ConfigDef("metrics.listener", "string", None,
+                  "Where /metrics (Prometheus text), /healthz and /readyz are served, as "
+                  "http://host:port (port 0: chosen by the OS and logged); unset: not served "
+                  "(docs/metrics.md).", metrics_listener),
         ConfigDef("listener.security.protocol.map", "string",
                   "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
                   "Listener name to security protocol."),

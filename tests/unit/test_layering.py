@@ -40,7 +40,9 @@ def _imports(path: pathlib.Path) -> set[str]:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("logcore",),  # bytes and files
     ("pylog", "pylog._clock", "pylog.errors"),  # the package, the clock, the error codes
-    ("pylog.config", "pylog.protocol"),  # configuration tables; the sans-IO wire codec
+    # Configuration tables; the sans-IO wire codec; the metrics registry, collectors and
+    # endpoint (handed the broker as an object, counters updated by any layer above).
+    ("pylog.config", "pylog.protocol", "pylog.metrics"),
     # Foundations of the broker's parts: partition logs, the cluster's pure rules and
     # ZooKeeper store, the requesting side of the wire protocol (brokers and clients).
     ("pylog.log", "pylog.cluster", "pylog.net", "pylog.security"),  # + ACL vocabulary

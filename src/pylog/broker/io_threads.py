@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -46,8 +48,13 @@ class IoThreads:
     def __init__(self, threads: int) -> None:
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                               thread_name_prefix="pylog-io")
+        self.threads = threads
         # key -> the future of the last call submitted for that key (done when it finished).
         self._tails: dict[Hashable, asyncio.Future[Any]] = {}
+        # Seconds each I/O thread spent in calls of run/run_ordered, by thread id: each
+        # thread adds to its own entry only (one dict store, atomic under the GIL), the
+        # metrics' idle ratio reads the sum (busy_seconds).
+        self._busy: dict[int, float] = {}
 
     def busy(self, key: Hashable) -> bool:
         """Whether a call for ``key`` is queued or running (then a caller that wants to
@@ -56,7 +63,20 @@ class IoThreads:
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a thread, in no particular order."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, fn, args)
+
+    def _timed(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """On the I/O thread: ``fn(*args)``, its time added to this thread's busy seconds."""
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            ident = threading.get_ident()
+            self._busy[ident] = self._busy.get(ident, 0.0) + time.perf_counter() - started
+
+    def busy_seconds(self) -> float:
+        """Seconds all I/O threads spent in calls so far (any thread; a sum of floats)."""
+        return sum(list(self._busy.values()))
 
     async def run_ordered(self, key: Hashable, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a thread after every earlier call for ``key`` has finished."""
@@ -92,7 +112,7 @@ class IoThreads:
               fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """On the I/O thread: run, then deliver to the loop."""
         try:
-            result, exc = fn(*args), None
+            result, exc = self._timed(fn, args), None
         except BaseException as e:  # noqa: BLE001 - delivered to the awaiting caller
             result, exc = None, e
         try:

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +28,10 @@ from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.waiters import PartitionWaiters
-from pylog.config import BrokerConfig
+from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.group.service import GroupService
 from pylog.log import LogManager
+from pylog.metrics import BrokerMetrics
 from pylog.replication import ReplicaManager
 from pylog.txn.service import TransactionService
 
@@ -112,6 +114,14 @@ class Broker:
             self.api_advertised = {**apis.ADVERTISED, **apis.CLUSTER_ADVERTISED}
         # The dispatcher's interception point (pylog.broker.intercept); None: nothing to do.
         self.interceptor: RequestInterceptor | None = None
+        # What the request path counts (pylog.metrics; plain ints on this loop), and the
+        # collectors' memory between scrapes (the idle ratios' previous sample).
+        self.metrics = BrokerMetrics()
+        self.metrics_marks: dict[str, Any] = {}
+        self.started_monotonic = time.monotonic()
+        self.started_thread_time = 0.0
+        # The metrics.listener endpoint (pylog.metrics.http.MetricsServer), when configured.
+        self.metrics_server: Any = None
         self.servers: list[Any] = []
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
@@ -158,12 +168,16 @@ class Broker:
         for listener in self.config.listeners if self.listen else []:
             host = listener.host or "0.0.0.0"
             try:
-                lst = Listener(self, host, listener.port)
+                lst = Listener(self, host, listener.port, listener.name)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {host}:{listener.port} "
                               f"(listeners): {exc.strerror}") from None
             self.servers.append(lst)
             self.bound.append(lst.address)
+        self.started_monotonic = time.monotonic()
+        self.started_thread_time = time.thread_time()
+        # Health checks answer from the start (503 "starting" while the logs load).
+        await self._start_metrics()
         loop = asyncio.get_running_loop()
         started = self.clock.monotonic()
         await loop.run_in_executor(self.executor, self.log_manager.startup)
@@ -194,6 +208,22 @@ class Broker:
         log.info("pylog broker %d started (cluster id %s; logcore implementation: %s; event "
                  "loop: %s)", self.node_id, self.cluster_id, logcore.IMPLEMENTATION,
                  type(asyncio.get_running_loop()).__module__)
+
+    async def _start_metrics(self) -> None:
+        value = self.config["metrics.listener"]
+        if not value or not self.listen:
+            return
+        from pylog.metrics.http import MetricsServer
+
+        host, port = parse_metrics_listener("metrics.listener", value)
+        server = MetricsServer(self, host, port)
+        await server.start()
+        self.metrics_server = server
+
+    @property
+    def started(self) -> bool:
+        """Whether start() completed: the logs are loaded and the listeners accept."""
+        return self._started
 
     async def _retention_loop(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000.0
@@ -264,6 +294,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.log_manager.shutdown)
         self.io.shutdown()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         if self._started:
             log.info("shut down cleanly")
         self._stopped.set()

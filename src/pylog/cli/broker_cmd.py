@@ -17,6 +17,17 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("pylog.broker")
     from pylog.config import BrokerConfig, ConfigError
 
+    # Kafka's log4j.properties keeps the request log at WARN whatever the root level is:
+    # --log-level DEBUG does not turn it on, --logger kafka.request.logger=DEBUG does.
+    logging.getLogger("kafka.request.logger").setLevel(logging.WARNING)
+    for item in args.logger:
+        name, _, level = item.partition("=")
+        if not name or level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            print(f"pylog broker: --logger {item!r}: expected NAME=LEVEL with LEVEL one of "
+                  "DEBUG, INFO, WARNING, ERROR (e.g. kafka.request.logger=DEBUG)", file=sys.stderr)
+            return 1
+        logging.getLogger(name).setLevel(level.upper())
+
     try:
         config = BrokerConfig.from_sources(args.config, args.override)
     except ConfigError as exc:

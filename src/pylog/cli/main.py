@@ -1,7 +1,8 @@
 """Entry point of the `pylog` console script.
 
 Commands:
-    pylog broker [--config F] [--override k=v ...] [--log-level L] [--allow-pure-python]
+    pylog broker [--config F] [--override k=v ...] [--log-level L] [--logger NAME=LEVEL]
+                 [--allow-pure-python]
     pylog topics create|list|describe|delete|alter-config ...
     pylog groups list|describe|reset-offsets|delete|delete-offsets ...
     pylog produce TOPIC [options] < lines
@@ -46,12 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     # --- broker ---
     b = sub.add_parser("broker", help="run a single-node broker",
                        description="Run a single-node Kafka-compatible broker. Defaults: "
-                       "listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./pylog-data, node.id=0.")
+                       "listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./pylog-data, node.id=0. "
+                       "Metrics: --override metrics.listener=http://127.0.0.1:9404 serves "
+                       "/metrics (Prometheus), /healthz and /readyz there; --logger "
+                       "kafka.request.logger=DEBUG logs every request (docs/metrics.md).")
     b.add_argument("--config", "-c", metavar="FILE", help="a server.properties file")
     b.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="set a config (repeatable; wins over --config)")
     b.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"])
+    b.add_argument("--logger", action="append", default=[], metavar="NAME=LEVEL",
+                   help="set one logger's level (repeatable), e.g. kafka.request.logger=DEBUG "
+                   "for Kafka's request log")
     b.add_argument("--allow-pure-python", action="store_true",
                    help="run on logcore's pure-Python implementation (slow; for debugging)")
     b.add_argument("--ready-file", metavar="FILE",

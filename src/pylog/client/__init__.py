@@ -18,6 +18,9 @@ semantics (``pylog.client.aio._embedded``)::
 
     Producer(log_dir="./data")
 
+``embedded_metrics(log_dir)`` gives that in-process broker's metrics, the Prometheus text
+a listening broker serves on ``metrics.listener`` (docs/metrics.md).
+
 Consumer groups: ``Consumer.subscribe`` (Kafka's classic group protocol with the range,
 roundrobin and cooperative-sticky assignors), ``commit``, ``committed``, auto commit.
 
@@ -67,6 +70,19 @@ from pylog.client.records import (
     TopicPartition,
 )
 
+
+def embedded_metrics(log_dir: str) -> str:
+    """The metrics of the embedded broker a client of this process has open on
+    ``log_dir``, in Prometheus's text format (the ``/metrics`` of a listening broker).
+
+    Raises:
+        ConfigError: no client of this process has ``log_dir`` open.
+    """
+    from pylog.client.aio import _embedded
+
+    return _embedded.metrics(log_dir)
+
+
 __all__ = [
     "AbortableTransactionError",
     "Admin",
@@ -78,6 +94,7 @@ __all__ = [
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "embedded_metrics",
     "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FatalTransactionError",

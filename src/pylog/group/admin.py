@@ -40,7 +40,7 @@ from pylog.errors import (
 )
 
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, Member
-from .offsets import OffsetCommitPartition
+from .offsets import CommittedOffset, OffsetCommitPartition
 from .records import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_group_metadata
 from .results import (
     NONE,
@@ -504,6 +504,11 @@ class AdminMixin:
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], object]:
         return dict(self._offsets.committed(group_id))
+
+    def all_committed_offsets(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Every group's committed offsets ({group: {(topic, partition): offset}}), copied:
+        what the consumer-lag metrics read at scrape time."""
+        return self._offsets.snapshot()
 
 
 def _gather(results: list[tuple[str, int]], waiting: list[Pending[int]]) -> Pending[list[tuple[str, int]]]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -104,6 +105,8 @@ class LogCleaner:
         #: Rounds completed, over all threads.
         self.rounds = 0
         self.last_stats: CleanStats | None = None
+        #: time.monotonic() when the last round finished (None: none yet); for metrics.
+        self.last_round_monotonic: float | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -139,6 +142,15 @@ class LogCleaner:
         """Whether cleaner threads run (they look after the compacted logs' retention)."""
         with self._lock:
             return bool(self._threads)
+
+    def dead_threads(self) -> int:
+        """Cleaner threads started and no longer alive while the cleaner runs (Kafka's
+        DeadThreadCount; any thread)."""
+        with self._lock:
+            threads = list(self._threads)
+        if self._stop.is_set():
+            return 0
+        return sum(1 for t in threads if not t.is_alive())
 
     def forget(self, plog: Any) -> None:
         """Drop what is kept about ``plog`` (closed for good: its topic was deleted)."""
@@ -227,6 +239,7 @@ class LogCleaner:
             with self._lock:
                 self.rounds += 1
                 self.last_stats = stats
+                self.last_round_monotonic = time.monotonic()
             log.info("cleaned %s: offsets [%d, %d), %d -> %d bytes in %.3f s",
                      target.directory, stats.first_dirty_offset, stats.end_offset,
                      stats.bytes_read, stats.bytes_written, stats.elapsed_s)

@@ -52,6 +52,7 @@ from pylog.log.cleaner import LogCleaner
 from pylog.log.dir_lock import DataDirLock
 from pylog.log.limits import check_limits
 from pylog.log.scheduler import Scheduler
+from pylog.metrics.registry import LockedHistogram
 
 log = logging.getLogger("pylog.log")
 
@@ -150,6 +151,9 @@ class LogManager:
         #: The log cleaner (Kafka's LogCleaner): compacts cleanup.policy=compact logs. None
         #: when log.cleaner.enable is false. Started by startup, stopped by shutdown.
         self.cleaner: LogCleaner | None = None
+        #: Milliseconds each log flush took (Kafka's LogFlushRateAndTimeMs), from the
+        #: background and I/O threads that flush; read by pylog.metrics.
+        self.flush_times = LockedHistogram()
         if config["log.cleaner.enable"]:
             rate = config["log.cleaner.io.max.bytes.per.second"]
             self.cleaner = LogCleaner(
@@ -405,6 +409,9 @@ class LogManager:
         self.scheduler.schedule_once("flush-log", functools.partial(self._flush_rolled, plog, base_offset))
         if self.cleaner is not None and plog.config.compact:
             self.cleaner.wake()
+
+    def _on_flush(self, seconds: float) -> None:
+        self.flush_times.observe(seconds * 1000.0)
 
     @staticmethod
     def _flush_rolled(plog: Any, base_offset: int) -> None:
@@ -714,6 +721,7 @@ class LogManager:
             _topics.write_partition_metadata(directory, topic.topic_id)
         plog = logcore.Log(directory, log_config, clock=self.clock)
         plog.on_roll = functools.partial(self._on_roll, plog)
+        plog.on_flush = self._on_flush
         stats = plog.recovery_stats
         if plog.recovered:
             log.info("recovered %s-%d after an unclean shutdown: scanned %d of %d segments "

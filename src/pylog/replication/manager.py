@@ -112,6 +112,10 @@ class ReplicaManager:
         self._isr_writes: set[asyncio.Task[None]] = set()
         #: Every ISR change applied, as (topic, partition, new ISR) (logged too).
         self.isr_changes: list[tuple[str, int, tuple[int, ...]]] = []
+        #: ISR shrinks and expansions applied as a leader (Kafka's IsrShrinksPerSec,
+        #: IsrExpandsPerSec; read by pylog.metrics).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._lock = asyncio.Lock()
 
     # -- LeaderAndIsr / StopReplica ----------------------------------------------------------
@@ -537,6 +541,10 @@ class ReplicaManager:
         state.isr = new_isr
         state.partition_epoch = new_epoch
         self.isr_changes.append((state.topic, state.index, new_isr))
+        if change.expand:
+            self.isr_expands += 1
+        else:
+            self.isr_shrinks += 1
         log.info("%s-%d: ISR %s from %s to %s (partition epoch %d)", state.topic, state.index,
                  what, sorted(leader.isr), list(new_isr), new_epoch)
         if leader.on_isr_change_persisted(new_isr, new_epoch):

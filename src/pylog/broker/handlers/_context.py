@@ -29,3 +29,6 @@ class RequestContext:
     #: of answering (Kafka's ``closeConnection``: a Produce with acks=0 that failed, so
     #: that the client refreshes its metadata).
     close_connection: bool = False
+    #: Seconds the handler waited on others (a fetch's long poll, an acks=all produce
+    #: waiting for the ISR): Kafka's remote time, added by the handler around each wait.
+    remote_s: float = 0.0

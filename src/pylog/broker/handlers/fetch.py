@@ -38,6 +38,7 @@ no response entry is built for it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -326,6 +327,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     passes = 0
     outcome = "answered at once"
     waiters = broker.waiters
+    loop = asyncio.get_running_loop()
     while True:
         since = waiters.sequence
         topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
@@ -338,7 +340,10 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if (total >= min_bytes or total > 0 and min_bytes <= 1 or wait <= 0 or any_error
                 or broker.stopping):
             break
-        if not await waiters.wait(keys, wait, since):
+        waited = loop.time()
+        woken = await waiters.wait(keys, wait, since)
+        ctx.remote_s += loop.time() - waited
+        if not woken:
             # Timed out: answer with what is there now.
             topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
             passes += 1
@@ -362,7 +367,28 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                   named, min_bytes, outcome, (clock.monotonic() - started) * 1000, passes,
                   ", with a partition error" if any_error else "",
                   f", session {session_id} epoch {epoch}" if session_id else "")
+    _count(ctx, request, topics)
     return _R(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
+
+
+def _count(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
+    """Kafka's BrokerTopicMetrics of a fetch, once per partition of the answer: requests,
+    errors, and record bytes out (to consumers, or to followers: replication bytes)."""
+    metrics = ctx.broker.metrics
+    follower = request.replica_id >= 0
+    known = ctx.broker.log_manager.topics
+    for ft in topics:
+        # No per-topic entry for a name nobody created: broker-wide figures only.
+        stats = metrics.topic(ft.topic) if ft.topic in known else metrics.untracked
+        for pd in ft.partitions:
+            stats.total_fetch_requests += 1
+            if pd.error_code:
+                stats.failed_fetch_requests += 1
+            elif not isinstance(pd.records, bytes):
+                if follower:
+                    stats.replication_bytes_out += pd.records.size
+                else:
+                    stats.bytes_out += pd.records.size
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

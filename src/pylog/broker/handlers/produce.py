@@ -140,10 +140,14 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         resp.error_message = f"Cannot append to internal topic {topic.name}"
         return resp
     records = pd.records if pd.records is not None else b""
+    # Kafka's BrokerTopicMetrics, per partition of the request (pylog.metrics.registry).
+    stats = ctx.broker.metrics.topic(topic.name)
+    stats.total_produce_requests += 1
     try:
         await _verify_txn(ctx, transactional_id, partition, records)
         info = await append_records(ctx.broker, partition, records, acks)
     except AppendError as exc:
+        stats.failed_produce_requests += 1
         resp.error_code = exc.code
         resp.error_message = str(exc)
         resp.record_errors = exc.record_errors
@@ -157,14 +161,23 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
         log.debug("produce to %s-%d from %s refused: %s", partition.topic, partition.index,
                   ctx.peer, exc)
         return resp
+    if not info.duplicate:  # a retried batch the log already holds appends nothing
+        stats.messages_in += info.record_count
+        stats.bytes_in += len(records)
     resp.base_offset = info.first_offset
     resp.log_append_time_ms = info.log_append_time_ms
     resp.log_start_offset = info.log_start_offset
     replicas = ctx.broker.replicas
     if acks == -1 and replicas.active and (partition.topic, partition.index) in replicas.partitions:
-        # acks=all on a replicated partition: wait until the high watermark passes the batch.
+        # acks=all on a replicated partition: wait until the high watermark passes the
+        # batch (remote time; partitions wait concurrently, so their waits overlap).
+        loop = asyncio.get_running_loop()
+        waited = loop.time()
         resp.error_code = await replicas.wait_for_acks((partition.topic, partition.index),
                                                        info.last_offset + 1, timeout_ms)
+        ctx.remote_s = max(ctx.remote_s, loop.time() - waited)
+        if resp.error_code:
+            stats.failed_produce_requests += 1
     return resp
 
 
@@ -188,6 +201,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     for topic_data, topic, topic_error in lookups:
         for pd in topic_data.partition_data:
             if topic_error is not None:
+                untracked = ctx.broker.metrics.untracked  # no entry for a missing topic
+                untracked.total_produce_requests += 1
+                untracked.failed_produce_requests += 1
                 jobs.append(_failed(pd.index, topic_error))
             else:
                 jobs.append(_produce_partition(ctx, topic, pd, acks, request.transactional_id,

@@ -74,7 +74,8 @@ log = logging.getLogger("pylog.client.embedded")
 
 # Broker settings that name what embedded mode fixes itself: the directory is log.dir,
 # and there are no listeners.
-_NOT_IN_BROKER_CONFIG = ("log.dirs", "log.dir", "listeners", "advertised.listeners")
+_NOT_IN_BROKER_CONFIG = ("log.dirs", "log.dir", "listeners", "advertised.listeners",
+                         "metrics.listener")
 
 _FETCH = 1
 _PRODUCE = 0
@@ -153,6 +154,13 @@ class EmbeddedBroker:
         self.node_id = self.broker.node_id
         self.versions: dict[int, tuple[int, int]] = dict(SUPPORTED_VERSIONS)
 
+    def metrics(self) -> str:
+        """The broker's metrics in Prometheus's text format (what ``/metrics`` serves),
+        collected on the broker's loop; blocking."""
+        from pylog.metrics.http import scrape
+
+        return str(self._thread.run(scrape(self.broker)))
+
     def stop(self) -> None:
         """Shut the broker down cleanly (the logs are flushed and closed, the lock freed)."""
         try:
@@ -214,6 +222,22 @@ def release(eb: EmbeddedBroker) -> None:
             del _OPEN[eb.log_dir]
         eb.stop()
         log.info("closed %s (embedded mode)", eb.log_dir)
+
+
+def metrics(log_dir: str) -> str:
+    """The Prometheus text of the embedded broker open on ``log_dir`` in this process.
+
+    Raises:
+        ConfigError: no client of this process has ``log_dir`` open.
+    """
+    path = os.path.realpath(log_dir)
+    with _GUARD:
+        eb = _OPEN.get(path)
+    if eb is None:
+        raise ConfigError(f"no embedded broker is open on {path} in this process: open a "
+                          "client with log.dir first (metrics of a broker that listens are "
+                          "served on its metrics.listener)")
+    return eb.metrics()
 
 
 @atexit.register
@@ -349,14 +373,21 @@ class EmbeddedConnection:
 
     async def _serve(self, body: Any, version: int, cid: int) -> Any:
         """On the broker's loop: wait for the previous request, then dispatch this one."""
-        prev, done = self._tail, asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        prev, done = self._tail, loop.create_future()
         self._tail = done
+        received = loop.time()
         try:
             if prev is not None and not prev.done():
                 await asyncio.shield(prev)
-            ctx = RequestContext(self._backend.broker, type(body).API_KEY, version, cid,
+            broker = self._backend.broker
+            ctx = RequestContext(broker, type(body).API_KEY, version, cid,
                                  self._client_id, self.address)
+            started = loop.time()
             resp = await dispatch(ctx, body)
+            # The broker's request metrics as for a socket, with no response to send.
+            broker.metrics.record_request(ctx.api_key, version, started - received,
+                                          loop.time() - started, ctx.remote_s, 0.0)
             return _CLOSE if ctx.close_connection else resp
         finally:
             done.set_result(None)
