@@ -56,4 +56,6 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
-    return _R(throttle_time_ms=0, error_code=code, results=[])
+    # The top-level code exists from v3; the directory's carries it in every version.
+    return _R(throttle_time_ms=0, error_code=code, results=[_R.DescribeLogDirsResult(
+        error_code=code, log_dir=ctx.broker.log_manager.log_dir, topics=[])])
