@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import os
-import warnings
 
 import pytest
 
@@ -26,14 +24,3 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     return f"logcore implementation: {logcore.IMPLEMENTATION}"
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _collect_dropped_client_sockets():
-    """kafka-python (3.0.12) drops the sockets of closed clients without closing them; the
-    garbage collector then warns (ResourceWarning) in whichever later test it happens to
-    run, often in another file on the same worker. Collect each module's garbage when the
-    module ends, where those sockets are expected and ignored."""
-    yield
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=ResourceWarning, message="unclosed <socket")
-        gc.collect()
