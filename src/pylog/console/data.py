@@ -100,6 +100,17 @@ class ClusterData:
             self.admin.list_offsets(dict.fromkeys(tps, "latest")))
         return ({tp: o for tp, (o, _) in first.items()}, {tp: o for tp, (o, _) in last.items()})
 
+    async def _offsets_or_sampled(
+            self, sampled: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] | None,
+            tps: list[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], bool]:
+        """(starts, ends, whether they are the ``sampled`` ones): sampled offsets stand in
+        for live ones when they cover ``tps`` and there are many (``_covers``)."""
+        if sampled is not None and _covers(sampled, tps):
+            return sampled[0], sampled[1], True
+        starts, ends = await self.offsets(tps)
+        return starts, ends, False
+
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermarks only (one request per leader)."""
         tps = list(tps)
@@ -188,12 +199,7 @@ class ClusterData:
                          if (internal or not t.is_internal) and query.lower() in t.name.lower()),
                         key=lambda t: t.name)
         tps = [TopicPartition(t.name, p.partition) for t in chosen for p in t.partitions]
-        if _covers(offsets, tps):
-            assert offsets is not None
-            starts, ends = offsets
-        else:
-            starts, ends = await self.offsets(tps)
-            offsets = None
+        starts, ends, sampled = await self._offsets_or_sampled(offsets, tps)
         rows = []
         for t in chosen:
             records = 0
@@ -208,7 +214,7 @@ class ClusterData:
                          "under_replicated": sum(1 for p in t.partitions
                                                  if len(p.isr) < len(p.replicas)),
                          "records": records})
-        return rows, offsets is not None
+        return rows, sampled
 
     async def topic(self, name: str,
                     offsets: tuple[dict[TopicPartition, int], dict[TopicPartition, int]]
@@ -223,12 +229,7 @@ class ClusterData:
         if desc is None:  # newer than the metadata held, or no such topic: ask
             desc = (await self.admin.describe_topics([name]))[name]
         tps = [TopicPartition(name, p.partition) for p in desc.partitions]
-        if _covers(offsets, tps):
-            assert offsets is not None
-            starts, ends = offsets
-        else:
-            starts, ends = await self.offsets(tps)
-            offsets = None
+        starts, ends, sampled = await self._offsets_or_sampled(offsets, tps)
         configs: list[dict[str, Any]] = []
         config_error = ""
         try:
@@ -245,7 +246,7 @@ class ClusterData:
         if config_error and not any("DescribeConfigs" in m for m in missing):
             missing.append(config_error)
         rows = partition_rows(desc, starts, ends)
-        return {"name": name, "internal": desc.is_internal, "offsets_sampled": offsets is not None,
+        return {"name": name, "internal": desc.is_internal, "offsets_sampled": sampled,
                 "topic_id": str(desc.topic_id) if desc.topic_id else None,
                 "partitions": rows, "configs": configs, "missing": missing,
                 "records": sum(r["records"] or 0 for r in rows)}
