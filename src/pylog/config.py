@@ -347,9 +347,8 @@ def _broker_defs() -> list[ConfigDef]:
         ConfigDef("replica.lag.time.max.ms", "long", 30000,
                   "A follower that has not caught up with the leader's log end for this long is "
                   "removed from the ISR.", at_least(1)),
-        ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000,
-                  "Most incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off.",
-                  at_least(0)),
+        ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Most incremental "
+                  "fetch sessions (KIP-227) the broker keeps; 0 turns them off.", at_least(0)),
         ConfigDef("replica.fetch.max.bytes", "int", 1048576,
                   "Bytes a follower asks per partition in each fetch (a larger first batch is "
                   "still returned whole).", at_least(0)),
