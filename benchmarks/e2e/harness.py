@@ -170,8 +170,10 @@ def cb(err, msg):
 def on_stats(raw):
     for b in json.loads(raw)["brokers"].values():
         if b["nodeid"] >= 0 and b["rtt"]["cnt"]:
-            windows.append({k: [b[k]["cnt"], b[k]["p50"], b[k]["p99"]]
-                            for k in ("int_latency", "outbuf_latency", "rtt")})
+            w = {k: [b[k]["cnt"], b[k]["p50"], b[k]["p99"]]
+                 for k in ("int_latency", "outbuf_latency", "rtt")}
+            w["waitresp_cnt"] = b["waitresp_cnt"]
+            windows.append(w)
 conf = {"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]), "linger.ms": a["linger_ms"],
         "batch.size": a["batch_size"], "batch.num.messages": 1000000,
         "compression.type": a["compression"],
@@ -294,15 +296,16 @@ def run_confluent_produce(bootstrap: str, topic: str, args: argparse.Namespace,
     return out
 
 
-def librdkafka_latency(windows: list[dict[str, list[int]]]) -> dict[str, dict[str, float]]:
+def librdkafka_latency(windows: list[dict[str, Any]]) -> dict[str, Any]:
     """librdkafka's own per-broker latency statistics (``statistics.interval.ms``
     windows of every producer and broker), in ms: ``int_latency`` (produce() to the
     request being built: linger and the accumulator), ``outbuf_latency`` (built to sent:
     requests waiting for the connection), ``rtt`` (sent to answered: the broker's queue
     and handling, acks=all's replication). Per statistic: the median over windows of the
     window p50 and of the window p99 (weighted by the window's count), and the worst
-    window p99."""
-    out = {}
+    window p99; and ``waitresp_cnt``, the requests sent and not yet answered at each window's
+    end (median over windows and brokers: the queue an acks=all pattern builds)."""
+    out: dict[str, Any] = {}
     for key in ("int_latency", "outbuf_latency", "rtt"):
         rows = sorted((w[key] for w in windows if w[key][0]), key=lambda r: r[1])
         total = sum(r[0] for r in rows)
@@ -319,6 +322,9 @@ def librdkafka_latency(windows: list[dict[str, list[int]]]) -> dict[str, dict[st
 
         out[key] = {"p50_ms": weighted_median(1), "p99_ms": weighted_median(2),
                     "worst_window_p99_ms": round(max(r[2] for r in rows) / 1000, 2)}
+    inflight = [w["waitresp_cnt"] for w in windows if "waitresp_cnt" in w]
+    if inflight:
+        out["waitresp_cnt"] = statistics.median(inflight)
     return out
 
 
