@@ -564,7 +564,8 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         (its file), a control batch (a ``.txnindex`` entry), a flush policy, or headers
         that do not walk. Lock-free and cheap, like ``append_needs_io``."""
         scan = replica_headers(records)
-        if scan is None or scan[3] or self._flush_policy or self._closed:
+        if (scan is None or scan[3] or self._flush_policy or self._closed
+                or len(records) > self._config.segment_bytes):  # appended batch by batch
             return True
         last_offset, max_timestamp, epoch, _ = scan
         latest = self.leader_epoch_cache.latest_epoch

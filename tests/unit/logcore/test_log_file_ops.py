@@ -315,6 +315,20 @@ def test_replica_append_needs_io_predicts_every_roll_and_epoch(tmp_path, seed) -
     assert log.replica_append_needs_io(marker.build())
     assert log.replica_append_needs_io(b"\x00" * 70)
     assert log.replica_append_needs_io(b"")
+    big = bytearray()  # more than segment.bytes: appended batch by batch, each may roll
+    for k in range(3):
+        b = BatchBuilder(base_offset=offset + k, partition_leader_epoch=epoch)
+        b.append(b"x" * 1500)
+        big += b.build()
+    assert log.replica_append_needs_io(big)
+    empty = Log(tmp_path / f"r-{seed}-empty", cfg, clock=clock)
+    no_epoch = bytearray()  # no leader epoch to record: only the size says it
+    for k in range(3):
+        b = BatchBuilder(base_offset=k)
+        b.append(b"x" * 1500)
+        no_epoch += b.build()
+    assert empty.replica_append_needs_io(no_epoch)  # no active segment bytes to roll either
+    empty.close()
     log.update_config(cfg.replace(flush_ms=60_000))
     plain = BatchBuilder(base_offset=offset, partition_leader_epoch=epoch)
     plain.append(b"v")
