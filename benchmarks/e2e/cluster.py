@@ -7,9 +7,13 @@ Scenarios (``--scenario``, default all):
 - ``throughput``: on one 3-broker cluster, the same records produced to an RF=1 topic with
   acks=1 and to an RF=3 topic (min.insync.replicas=2) with acks=all: records/s of each and
   the ratio (the price of replication).
-- ``latency``: the RF=3 acks=all topic at half the throughput just measured: produce (ack)
-  latency p50/p99 from the delivery reports, and end-to-end latency p50/p99 (from the
-  record's CreateTime to its arrival at a consumer that polls throughout).
+- ``latency``: per producer pattern (``--producers`` processes, and a single producer),
+  the largest acks=all rate the cluster sustains with that pattern, paced (probes from the
+  unpaced figure down), then the RF=3 acks=all topic at half of it: produce (ack) latency
+  p50/p99 from the delivery reports (``msg.latency()``, produce() to the callback),
+  librdkafka's own per-broker statistics beside them (``int_latency``, ``outbuf_latency``,
+  ``rtt``), and end-to-end latency p50/p99 (from the record's CreateTime to its arrival
+  at a consumer that polls throughout).
 - ``failover``: an RF=3 acks=all producer sends a record to every partition every 5 ms;
   the leader of some partitions is killed (SIGKILL, then in a second round stopped with
   SIGTERM: controlled shutdown); figure: the longest silence between two acknowledgements
@@ -42,6 +46,14 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import free_port, git_commit, run_confluent_produce  # noqa: E402
+
+#: The producers' linger.ms in every scenario (batch.size 1,000,000).
+LINGER_MS = 5
+#: A latency probe with a larger ack p50 has a standing queue (20 lingers): not sustained,
+#: even when a short probe still ends within 5% of its offered rate.
+SUSTAINED_P50_MS = 100
+#: The search gives up below this offered rate (records/s).
+MIN_PROBE_RATE = 1000
 
 
 class LocalCluster:
@@ -103,15 +115,17 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def produce(bootstrap: str, topic: str, args: argparse.Namespace, workdir: str, acks: str,
-            throughput: float = -1) -> dict[str, Any]:
-    ns = argparse.Namespace(num_records=args.num_records, record_size=args.record_size,
-                            partitions=args.partitions, producers=args.producers, acks=acks,
-                            linger_ms=5, batch_size=1_000_000, compression="none",
-                            throughput=throughput)
+            throughput: float = -1, producers: int | None = None, num_records: int | None = None,
+            stats_ms: int = 0) -> dict[str, Any]:
+    n = num_records or args.num_records
+    ns = argparse.Namespace(num_records=n, record_size=args.record_size,
+                            partitions=args.partitions, producers=producers or args.producers,
+                            acks=acks, linger_ms=LINGER_MS, batch_size=1_000_000, compression="none",
+                            throughput=throughput, stats_ms=stats_ms)
     res = run_confluent_produce(bootstrap, topic, ns, workdir)
     if res["failed"] or res["undelivered"]:
         raise RuntimeError(f"produce to {topic}: {res['failed']} failed, {res['undelivered']} undelivered")
-    res["records_per_s"] = round(args.num_records / res["seconds"])
+    res["records_per_s"] = round(n / res["seconds"])
     return res
 
 
@@ -147,30 +161,94 @@ def scenario_throughput(args: argparse.Namespace, workdir: str) -> dict[str, Any
                "rf3_acksall_records_per_s": rf3["records_per_s"],
                "rf3_over_rf1": round(rf3["records_per_s"] / rf1["records_per_s"], 3)}
         if "latency" in args.scenarios:
-            out.update(_latency(args, workdir, bs, rf3["records_per_s"] / 2))
+            out["latency"] = _latency(args, workdir, bs, rf3["records_per_s"])
         return out
     finally:
         cluster.stop()
 
 
-def _latency(args: argparse.Namespace, workdir: str, bs: str, rate: float) -> dict[str, Any]:
-    create_topic(bs, "rf3-lat", args.partitions, 3, {"min.insync.replicas": "2"})
-    ready = os.path.join(workdir, "e2e-ready")
-    seconds = args.num_records / rate + 60
+def _max_paced(args: argparse.Namespace, workdir: str, bs: str, producers: int,
+               start: float) -> tuple[float | None, list[dict[str, Any]]]:
+    """The largest acks=all rate the cluster sustains with the latency run's own producer
+    pattern (``producers`` processes, paced, linger and batch size as there), found by
+    probes of ``--probe-seconds`` each: from ``start`` (half the unpaced records/s, the rate
+    this benchmark used to call half load) down by 0.7x
+    until a probe is sustained (each producer process, from its first record to its last
+    acknowledgement, at >= 95% of its share of the offered rate, and no standing queue:
+    ack p50 <= ``SUSTAINED_P50_MS``), then once up to the geometric middle of the last two. Why not the unpaced
+    figure: unpaced, librdkafka's queue is always full and every request carries up to
+    batch.size; paced, each carries what ``linger.ms`` gathered, and an acks=all request
+    holds its connection until the ISR has it (Kafka's rule), so the rate a connection
+    sustains is what one linger gathers per replication round."""
+    probes: list[dict[str, Any]] = []
+
+    def probe(rate: float) -> bool:
+        n = max(1000, int(rate * args.probe_seconds))
+        res = produce(bs, "rf3-probe", args, workdir, "all", throughput=rate, producers=producers,
+                      num_records=n)
+        achieved = res["sum_of_producer_records_per_s"]
+        ok = achieved >= 0.95 * rate and res["p50_ms"] <= SUSTAINED_P50_MS
+        probes.append({"offered": round(rate), "achieved": achieved, "sustained": ok,
+                       "ack_p50_ms": res["p50_ms"], "ack_p99_ms": res["p99_ms"]})
+        return ok
+
+    rate, failed = start, None
+    while not probe(rate):
+        failed, rate = rate, rate * 0.7
+        if rate < MIN_PROBE_RATE:
+            return None, probes
+    if failed is not None:
+        middle = (rate * failed) ** 0.5
+        if probe(middle):
+            rate = middle
+    return rate, probes
+
+
+def _latency(args: argparse.Namespace, workdir: str, bs: str, unpaced: float) -> dict[str, Any]:
+    """Per producer pattern (the throughput run's ``--producers`` processes, and one): its
+    sustained maximum (``_max_paced``), then ``--latency-seconds`` at half of it with
+    librdkafka's statistics on and an end-to-end consumer."""
+    create_topic(bs, "rf3-probe", args.partitions, 3, {"min.insync.replicas": "2"})
+    out: dict[str, Any] = {}
+    for name, nprod in (("harness_pattern", args.producers), ("single_producer", 1)):
+        maximum, probes = _max_paced(args, workdir, bs, nprod, unpaced / 2)
+        if maximum is None:
+            out[name] = {"producers": nprod, "linger_ms": LINGER_MS, "probes": probes,
+                         "max_paced_records_per_s": None}
+            continue
+        run = _paced_latency(args, workdir, bs, f"rf3-lat-{nprod}", maximum / 2, nprod)
+        out[name] = {"producers": nprod, "linger_ms": LINGER_MS,
+                     "max_paced_records_per_s": round(maximum),
+                     "max_paced_over_unpaced": round(maximum / unpaced, 3), "probes": probes, **run,
+                     "ack_p50_over_goal_10ms": round(run["produce_ack_p50_ms"] / 10, 2),
+                     "ack_p99_over_goal_50ms": round(run["produce_ack_p99_ms"] / 50, 2)}
+    return out
+
+
+def _paced_latency(args: argparse.Namespace, workdir: str, bs: str, topic: str, rate: float,
+                   producers: int) -> dict[str, Any]:
+    create_topic(bs, topic, args.partitions, 3, {"min.insync.replicas": "2"})
+    n = int(rate * args.latency_seconds)
+    ready = os.path.join(workdir, f"e2e-ready-{topic}")
+    seconds = args.latency_seconds + 60
     consumer = subprocess.Popen(
         [sys.executable, "-c", _E2E_CONSUMER, json.dumps(dict(
-            bootstrap=bs, topic="rf3-lat", partitions=args.partitions, records=args.num_records,
+            bootstrap=bs, topic=topic, partitions=args.partitions, records=n,
             seconds=seconds, ready_file=ready))], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not os.path.exists(ready) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)  # the consumer's first fetches are in flight
-    prod = produce(bs, "rf3-lat", args, workdir, "all", throughput=rate)
+    prod = produce(bs, topic, args, workdir, "all", throughput=rate, producers=producers,
+                   num_records=n, stats_ms=1000)
     out, _ = consumer.communicate(timeout=seconds + 60)
     e2e = json.loads(out.strip().splitlines()[-1])
-    return {"half_load_records_per_s": round(rate), "produce_ack_p50_ms": prod["p50_ms"],
-            "produce_ack_p99_ms": prod["p99_ms"], "end_to_end_p50_ms": e2e["p50_ms"],
-            "end_to_end_p99_ms": e2e["p99_ms"], "end_to_end_records": e2e["records"]}
+    return {"half_load_records_per_s": round(rate),
+            "achieved_records_per_s": prod["sum_of_producer_records_per_s"],
+            "produce_ack_p50_ms": prod["p50_ms"], "produce_ack_p99_ms": prod["p99_ms"],
+            "librdkafka": prod.get("librdkafka"),
+            "end_to_end_p50_ms": e2e["p50_ms"], "end_to_end_p99_ms": e2e["p99_ms"],
+            "end_to_end_records": e2e["records"]}
 
 
 _TICKER = r"""
@@ -269,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000,
                     help="zookeeper.session.timeout.ms of the brokers (default 6000)")
+    ap.add_argument("--probe-seconds", type=float, default=6.0,
+                    help="latency: length of each probe for the sustained maximum (default 6)")
+    ap.add_argument("--latency-seconds", type=float, default=15.0,
+                    help="latency: length of each half-load run (default 15)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", help="also write the runs to this file")
     args = ap.parse_args(argv)

@@ -161,26 +161,40 @@ from confluent_kafka import Producer
 a = json.loads(sys.argv[1])
 lat = array("d")
 failed = [0]
+windows = []  # librdkafka's per-broker latency windows (statistics.interval.ms)
 def cb(err, msg):
     if err is None:
         lat.append(msg.latency())
     else:
         failed[0] += 1
-p = Producer({"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]), "linger.ms": a["linger_ms"],
-              "batch.size": a["batch_size"], "batch.num.messages": 1000000,
-              "compression.type": a["compression"],
-              "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
-              "enable.idempotence": False, "on_delivery": cb})
+def on_stats(raw):
+    for b in json.loads(raw)["brokers"].values():
+        if b["nodeid"] >= 0 and b["rtt"]["cnt"]:
+            w = {k: [b[k]["cnt"], b[k]["p50"], b[k]["p99"]]
+                 for k in ("int_latency", "outbuf_latency", "rtt")}
+            w["waitresp_cnt"] = b["waitresp_cnt"]
+            windows.append(w)
+conf = {"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]), "linger.ms": a["linger_ms"],
+        "batch.size": a["batch_size"], "batch.num.messages": 1000000,
+        "compression.type": a["compression"],
+        "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
+        "enable.idempotence": False, "on_delivery": cb}
+if a.get("stats_ms"):
+    conf.update({"statistics.interval.ms": a["stats_ms"], "stats_cb": on_stats})
+p = Producer(conf)
 p.list_topics(a["topic"], timeout=30)  # connected, metadata known: not part of the timing
 value = b"x" * a["record_size"]
 n, parts, rate, topic = a["num_records"], a["partitions"], a["throughput"], a["topic"]
 produce, poll = p.produce, p.poll
 start = time.time()
 for i in range(n):
-    if rate > 0 and i % 100 == 0:  # paced in steps of 100 records, sleeping, not spinning
+    if rate > 0 and i % 100 == 0:  # paced in steps of 100 records
+        # Wait in poll, not sleep: a delivery report is served when it arrives, so
+        # msg.latency() (taken in the callback) does not include our pacing pauses.
         ahead = start + i / rate - time.time()
-        if ahead > 0:
-            time.sleep(ahead)
+        while ahead > 0:
+            poll(ahead)
+            ahead = start + i / rate - time.time()
         poll(0)
     try:
         produce(topic, value, partition=i % parts)
@@ -191,9 +205,11 @@ for i in range(n):
         poll(0)
 left = p.flush(120)
 end = time.time()
+if a.get("stats_ms"):
+    poll(a["stats_ms"] / 1000 + 0.1)  # the last window
 lat.tofile(open(a["latency_file"], "wb"))
 print(json.dumps({"start": start, "end": end, "delivered": len(lat), "failed": failed[0],
-                  "undelivered": left}))
+                  "undelivered": left, "windows": windows}))
 """
 
 _CONFLUENT_CONSUMER = r"""
@@ -254,6 +270,7 @@ def run_confluent_produce(bootstrap: str, topic: str, args: argparse.Namespace,
                            batch_size=args.batch_size, compression=args.compression,
                            record_size=args.record_size, num_records=count, partitions=args.partitions,
                            throughput=args.throughput / nprod if args.throughput > 0 else -1,
+                           stats_ms=getattr(args, "stats_ms", 0),
                            latency_file=os.path.join(workdir, f"latency-{i}.bin")))
     outs = _spawn_all(_CONFLUENT_PRODUCER, params)
     lat = array("d")
@@ -266,10 +283,49 @@ def run_confluent_produce(bootstrap: str, topic: str, args: argparse.Namespace,
     def pick(q: float) -> float | None:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3) if ordered else None
 
-    return {"seconds": max(o["end"] for o in outs) - min(o["start"] for o in outs),
-            "delivered": sum(o["delivered"] for o in outs), "failed": sum(o["failed"] for o in outs),
-            "undelivered": sum(o["undelivered"] for o in outs), "p50_ms": pick(0.5),
-            "p99_ms": pick(0.99), "producers": nprod}
+    out = {"seconds": max(o["end"] for o in outs) - min(o["start"] for o in outs),
+           "delivered": sum(o["delivered"] for o in outs), "failed": sum(o["failed"] for o in outs),
+           "undelivered": sum(o["undelivered"] for o in outs), "p50_ms": pick(0.5),
+           "p99_ms": pick(0.99), "producers": nprod,
+           # Each process over its own time (they start up to a second apart).
+           "sum_of_producer_records_per_s": round(sum(
+               o["delivered"] / (o["end"] - o["start"]) for o in outs if o["end"] > o["start"]))}
+    windows = [w for o in outs for w in o.get("windows", [])]
+    if windows:
+        out["librdkafka"] = librdkafka_latency(windows)
+    return out
+
+
+def librdkafka_latency(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """librdkafka's own per-broker latency statistics (``statistics.interval.ms``
+    windows of every producer and broker), in ms: ``int_latency`` (produce() to the
+    request being built: linger and the accumulator), ``outbuf_latency`` (built to sent:
+    requests waiting for the connection), ``rtt`` (sent to answered: the broker's queue
+    and handling, acks=all's replication). Per statistic: the median over windows of the
+    window p50 and of the window p99 (weighted by the window's count), and the worst
+    window p99; and ``waitresp_cnt``, the requests sent and not yet answered at each window's
+    end (median over windows and brokers: the queue an acks=all pattern builds)."""
+    out: dict[str, Any] = {}
+    for key in ("int_latency", "outbuf_latency", "rtt"):
+        rows = sorted((w[key] for w in windows if w[key][0]), key=lambda r: r[1])
+        total = sum(r[0] for r in rows)
+        if not total:
+            continue
+
+        def weighted_median(col: int, rows: list[list[int]] = rows, total: int = total) -> float:
+            acc = 0
+            for r in sorted(rows, key=lambda r: r[col]):
+                acc += r[0]
+                if acc * 2 >= total:
+                    return round(r[col] / 1000, 2)
+            return round(rows[-1][col] / 1000, 2)
+
+        out[key] = {"p50_ms": weighted_median(1), "p99_ms": weighted_median(2),
+                    "worst_window_p99_ms": round(max(r[2] for r in rows) / 1000, 2)}
+    inflight = [w["waitresp_cnt"] for w in windows if "waitresp_cnt" in w]
+    if inflight:
+        out["waitresp_cnt"] = statistics.median(inflight)
+    return out
 
 
 def run_confluent_consume(bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -111,7 +111,7 @@ from .loader import (
 from .producer_state import BatchMeta, MarkerMeta, ProducerStateManager
 from .reads import LogReads
 from .retention import deletable_prefix
-from .rolling import ROLL_MARGIN_MS, roll_due
+from .rolling import ROLL_MARGIN_MS, replica_headers, roll_due
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -557,6 +557,24 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         last_offset = self._log_end_offset + last_offset_delta
         return roll_due(seg, ssize, self._config.segment_bytes - size, max_timestamp,
                          last_offset, self.clock, ROLL_MARGIN_MS)
+
+    def replica_append_needs_io(self, records: Any) -> bool:
+        """``append_needs_io`` for a replica append (``assign_offsets=False``) of fetched
+        batches, read from their headers: a roll, a leader epoch newer than the cache's
+        (its file), a control batch (a ``.txnindex`` entry), a flush policy, or headers
+        that do not walk. Lock-free and cheap, like ``append_needs_io``."""
+        scan = replica_headers(records)
+        if (scan is None or scan[3] or self._flush_policy or self._closed
+                or len(records) > self._config.segment_bytes):  # appended batch by batch
+            return True
+        last_offset, max_timestamp, epoch, _ = scan
+        latest = self.leader_epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            return True
+        seg = self._active
+        ssize = seg.size
+        return bool(ssize) and roll_due(seg, ssize, self._config.segment_bytes - len(records),
+                                        max_timestamp, last_offset, self.clock, ROLL_MARGIN_MS)
 
     def roll(self) -> None:
         """Roll a new active segment now (if the active one is not empty)."""

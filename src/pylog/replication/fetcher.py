@@ -8,7 +8,8 @@ offset. Per partition in the response:
 
 - records: appended with logcore's replica path (``Log.append(assign_offsets=False)``: the
   leader's offsets and epochs are kept, the leader-epoch cache follows the batches), on the
-  partition's ordered I/O queue; the follower's high watermark becomes min(leader's, LEO);
+  event loop when that is as cheap as an inline leader append (``_append_inline``), else on
+  the partition's ordered I/O queue; the follower's high watermark becomes min(leader's, LEO);
 - ``diverging_epoch``: the log is truncated where ``epochs.truncation_offset`` says (with
   cleaning paused), then fetching goes on from there;
 - OFFSET_OUT_OF_RANGE: a log wholly behind the leader's start restarts empty there;
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from logcore import UnexpectedAppendOffsetError
 from pylog import errors
+from pylog.replication.append import INLINE_APPEND_MAX_BYTES
 from pylog.replication.epochs import truncation_offset
 
 if TYPE_CHECKING:
@@ -225,7 +227,8 @@ class ReplicaFetcher:
         records = pd.records
         if records is not None and len(records):
             buf = bytearray(records)
-            await broker.io.run_ordered(key, _append_replica, plog, buf)
+            if not _append_inline(broker, key, plog, buf):
+                await broker.io.run_ordered(key, _append_replica, plog, buf)
             broker.waiters.notify(key)
         if self.failed.pop(key, None) is not None:
             log.info("%r: %s-%d: fetching again from offset %d", self, key[0], key[1],
@@ -235,6 +238,26 @@ class ReplicaFetcher:
             # maybeIncrementLogStartOffset on the follower).
             await broker.io.run_ordered(key, plog.delete_records_before, pd.log_start_offset)
         manager.on_follower_fetched(state, pd.high_watermark, plog.log_end_offset)
+
+
+def _append_inline(broker: Any, key: tuple[str, int], plog: Any, buf: bytearray) -> bool:
+    """The replica append on the event loop when it is as cheap as an inline leader append
+    (``pylog.replication.append``: at most ``INLINE_APPEND_MAX_BYTES``, nothing queued on a
+    thread for the partition, no roll, no leader-epoch file write, no control batch, no
+    flush policy: ``Log.replica_append_needs_io``). Returns False, having written
+    nothing, when the append must go to an I/O thread (``_append_replica``).
+
+    Why: a thread hand-off costs two wake-ups (the I/O thread, then the loop's), each
+    waiting for a core on a busy machine, and it sits on every acks=all round: the leader
+    learns of this append only from the follower's next fetch, sent after it."""
+    if (len(buf) > INLINE_APPEND_MAX_BYTES or broker.io.busy(key)
+            or plog.replica_append_needs_io(buf)):
+        return False
+    try:
+        plog.append(buf, assign_offsets=False)
+    except UnexpectedAppendOffsetError:
+        return False  # nothing written; the thread path restarts an empty log (below)
+    return True
 
 
 def _append_replica(plog: Any, buf: bytearray) -> Any:

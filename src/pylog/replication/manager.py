@@ -405,13 +405,17 @@ class ReplicaManager:
         done, error = state.leader.acks_all_outcome(required_offset)
         if done:
             return error.code if error is not None else 0
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
         self._waiting.setdefault(key, []).append((required_offset, fut))
+        # The future itself is awaited, with a timer that answers it: asyncio.wait_for would
+        # add a wrapping waiter, one more loop iteration between the high watermark moving
+        # and the produce resuming, on every acks=all request.
+        timer = loop.call_later(max(timeout_ms, 0) / 1000.0, _time_out, fut)
         try:
-            return await asyncio.wait_for(fut, max(timeout_ms, 0) / 1000.0)
-        except asyncio.TimeoutError:
-            return errors.RequestTimedOutError.code
+            return await fut
         finally:
+            timer.cancel()
             entries = self._waiting.get(key)
             if entries is not None:
                 entries[:] = [e for e in entries if e[1] is not fut]
@@ -577,6 +581,11 @@ class ReplicaManager:
                     self.broker.executor, self.checkpoint_high_watermarks)
             except Exception:  # noqa: BLE001 - shutdown goes on
                 log.exception("writing %s at shutdown failed", self._hw_path())
+
+
+def _time_out(fut: asyncio.Future[int]) -> None:
+    if not fut.done():
+        fut.set_result(errors.RequestTimedOutError.code)
 
 
 def _zk_write_isr(store: Any, state: ReplicaPartition, change: IsrChange,

@@ -272,6 +272,70 @@ def test_append_needs_io_predicts_every_roll(tmp_path, timestamp_type, seed) -> 
     log.close()
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replica_append_needs_io_predicts_every_roll_and_epoch(tmp_path, seed) -> None:
+    """A follower's appends of fetched batches (one to three per fetch, random sizes,
+    timestamps and leader epochs): each that rolled or wrote the leader-epoch file was
+    predicted by ``replica_append_needs_io`` just before, and most predictions came true."""
+    import random
+
+    rng = random.Random(seed)
+    clock = ManualClock(T0)
+    cfg = LogConfig(segment_bytes=4000, segment_index_bytes=64, index_interval_bytes=150,
+                    segment_ms=2000, segment_jitter_ms=500)
+    log = Log(tmp_path / f"r-{seed}", cfg, clock=clock)
+    rolls = epochs = predicted = 0
+    offset, epoch = 0, 0
+    for i in range(400):
+        clock.advance(rng.choice([0, 1, 10, 100, 400]))
+        if rng.random() < 0.03:
+            epoch += 1
+        data = bytearray()
+        for _ in range(rng.randint(1, 3)):
+            b = BatchBuilder(base_offset=offset, partition_leader_epoch=epoch)
+            for j in range(rng.randint(1, 5)):
+                b.append(b"x" * rng.randint(0, 250), key=b"%d" % j,
+                         timestamp_ms=clock.time_ms() + rng.randint(-300, 300))
+            built = b.build()
+            offset += int.from_bytes(built[23:27], "big", signed=True) + 1
+            data += built
+        latest = log.leader_epoch_cache.latest_epoch
+        needs = log.replica_append_needs_io(data)
+        info = log.append(data, assign_offsets=False)
+        new_epoch = log.leader_epoch_cache.latest_epoch != latest
+        predicted += needs
+        rolls += info.rolled
+        epochs += new_epoch
+        assert needs or not (info.rolled or new_epoch), f"append {i} did file work unpredicted"
+    assert rolls > 10 and epochs > 3
+    assert predicted < 2 * (rolls + epochs) + 20
+    # Control batches (a .txnindex entry), a flush policy, headers that do not walk.
+    marker = BatchBuilder(base_offset=offset, is_control=True, partition_leader_epoch=epoch)
+    marker.append(b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x00")
+    assert log.replica_append_needs_io(marker.build())
+    assert log.replica_append_needs_io(b"\x00" * 70)
+    assert log.replica_append_needs_io(b"")
+    big = bytearray()  # more than segment.bytes: appended batch by batch, each may roll
+    for k in range(3):
+        b = BatchBuilder(base_offset=offset + k, partition_leader_epoch=epoch)
+        b.append(b"x" * 1500)
+        big += b.build()
+    assert log.replica_append_needs_io(big)
+    empty = Log(tmp_path / f"r-{seed}-empty", cfg, clock=clock)
+    no_epoch = bytearray()  # no leader epoch to record: only the size says it
+    for k in range(3):
+        b = BatchBuilder(base_offset=k)
+        b.append(b"x" * 1500)
+        no_epoch += b.build()
+    assert empty.replica_append_needs_io(no_epoch)  # no active segment bytes to roll either
+    empty.close()
+    log.update_config(cfg.replace(flush_ms=60_000))
+    plain = BatchBuilder(base_offset=offset, partition_leader_epoch=epoch)
+    plain.append(b"v")
+    assert log.replica_append_needs_io(plain.build())
+    log.close()
+
+
 @pytest.mark.parametrize("restart_at", [0, 7, 1000])
 def test_full_truncation_restarts_at_an_offset_an_old_segment_starts_at(tmp_path, restart_at) -> None:
     """truncate_fully_and_start_at(offset) where an old segment has that base offset (a
