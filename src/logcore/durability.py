@@ -10,6 +10,10 @@ their checkpoint files only through ``checkpoint_recovery_point`` /
 ``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``),
 ``flush()``, ``close()``, DeleteRecords, and at once after a truncation (a checkpoint above
 the new log end would let a crash skip the recovery of what is appended next).
+After a roll (outside the append lock) the roll's producer snapshot is written and the
+log's ``on_roll`` hook gets the new base offset (a LogManager schedules ``flush_up_to(base)``
+on a background thread, as Kafka's ``UnifiedLog.roll`` does); a ``flush_messages`` /
+``flush_ms`` policy flushes from the appending thread after the append lock is released.
 
 Thread-safety: every method here may run on any thread (a scheduler's). Lock order: the
 file lock (:mod:`logcore.segment_files`), then the checkpoint lock, then the append lock;

@@ -21,14 +21,12 @@ The moving parts follow Kafka's ``UnifiedLog`` / ``LocalLog`` / ``LogSegment`` /
 ``LogLoader``, one module each:
 
 - :mod:`logcore.segment`: one ``.log`` file and its lazily mapped indexes;
-- :mod:`logcore.loader`: opening a directory, crash recovery above the recovery point,
-  producer-state replay;
+- :mod:`logcore.loader`: opening, recovery above the recovery point, producer replay;
 - :mod:`logcore.retention`: which old segments go;
 - :mod:`logcore.segment_files`: renames, unlinks and directory fsyncs of retired and
   swapped segments (their crash ordering), under the log's file lock;
 - :mod:`logcore.truncation`: ``truncate_to`` and ``truncate_fully_and_start_at``;
-- :mod:`logcore.reads` (lock-free reads), :mod:`logcore.durability` (flushes and
-  checkpoints), :mod:`logcore.append` (append results, replica and timestamp checks);
+- :mod:`logcore.reads`, :mod:`logcore.durability`, :mod:`logcore.append` (checks);
 - this module: the Log itself, its append path and rolls.
 
 Append: ``validate_for_append`` checks the batches and assigns offsets in place, the
@@ -39,17 +37,12 @@ transactional producers' batches and transaction markers are checked against
 :mod:`logcore.producer_state` before the write (:mod:`logcore.transactions`: markers,
 the last stable offset, aborted transactions from the ``.txnindex`` files).
 
-Read: binary search over an immutable snapshot of the segment list, offset-index lookup,
-then a batch-header walk to the first batch holding the offset; the answer is a
-:class:`~logcore.region.FileRegion` on batch boundaries, sent later with ``sendfile``.
+Read: binary search over a snapshot of the segment list, offset-index lookup, a header walk
+to the batch holding the offset; a :class:`~logcore.region.FileRegion` on batch boundaries.
 
-Durability (:mod:`logcore.durability`): an append is in the page cache when it returns;
-``flush_up_to`` fsyncs up to an offset and advances the recovery point; after a roll
-(outside the lock) the roll's producer snapshot is written and the ``on_roll`` hook gets
-the new base offset (a LogManager schedules ``flush_up_to(base)`` on a background thread,
-as Kafka's ``UnifiedLog.roll`` does); a ``flush_messages`` / ``flush_ms`` policy flushes
-from the appending thread after the append lock is released. After a crash the next open
-scans only the segments from the checkpointed recovery point on.
+Durability (:mod:`logcore.durability`, flushes, the recovery point, the ``on_roll`` hook):
+an append is in the page cache when it returns; after a crash the next open scans only
+the segments from the checkpointed recovery point on.
 
 Thread-safety: **one writer, many readers.** Mutating methods serialise on the append
 lock (``_lock``), held only for memory work and the append's own ``pwrite``: no rename,
@@ -560,21 +553,15 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
 
     def replica_append_needs_io(self, records: Any) -> bool:
         """``append_needs_io`` for a replica append (``assign_offsets=False``) of fetched
-        batches, read from their headers: a roll, a leader epoch newer than the cache's
-        (its file), a control batch (a ``.txnindex`` entry), a flush policy, or headers
-        that do not walk. Lock-free and cheap, like ``append_needs_io``."""
+        batches, from their headers (``rolling.replica_headers``): also True for a newer
+        leader epoch (the epoch file), a control batch (``.txnindex``), or bad headers."""
         scan = replica_headers(records)
-        if (scan is None or scan[3] or self._flush_policy or self._closed
-                or len(records) > self._config.segment_bytes):  # appended batch by batch
-            return True
+        if scan is None or scan[3] or len(records) > self._config.segment_bytes:
+            return True  # (over a segment: appended batch by batch)
         last_offset, max_timestamp, epoch, _ = scan
         latest = self.leader_epoch_cache.latest_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            return True
-        seg = self._active
-        ssize = seg.size
-        return bool(ssize) and roll_due(seg, ssize, self._config.segment_bytes - len(records),
-                                        max_timestamp, last_offset, self.clock, ROLL_MARGIN_MS)
+        return (epoch >= 0 and (latest is None or epoch > latest)) or self.append_needs_io(
+            len(records), max_timestamp, last_offset - self._log_end_offset)
 
     def roll(self) -> None:
         """Roll a new active segment now (if the active one is not empty)."""
