@@ -150,6 +150,15 @@ class Broker:
             host = "127.0.0.1"
         return host, port
 
+    async def start_or_shut_down(self) -> Broker:
+        """``start()``; on any failure, shut down what had started, then re-raise."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.shutdown()
+            raise
+        return self
+
     async def start(self) -> None:
         """Open the logs (recovering them if needed) and start listening."""
         impl = logcore.IMPLEMENTATION
@@ -331,11 +340,7 @@ async def run_broker(config: BrokerConfig, *, allow_pure_python: bool = False,
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await broker.start()
-    except BaseException:
-        await broker.shutdown()
-        raise
+    await broker.start_or_shut_down()
     if ready_file:
         host, port = broker.bound[0]
         from pylog.log.topics import write_atomically

@@ -235,12 +235,7 @@ class KafkaBroker:
     async def _start_broker(self, config: BrokerConfig, faults: Faults) -> Broker:
         broker = Broker(config, clock=self.clock, allow_pure_python=True)
         broker.interceptor = faults
-        try:
-            await broker.start()
-        except BaseException:
-            await broker.shutdown()
-            raise
-        return broker
+        return await broker.start_or_shut_down()
 
     def stop(self, keep_data: bool | None = None) -> None:
         """Shut the broker down cleanly and remove its temporary data directory (unless

@@ -118,13 +118,7 @@ def _broker_config(log_dir: str, values: dict[str, str] | None) -> BrokerConfig:
 
 
 async def _start(config: BrokerConfig) -> Broker:
-    broker = Broker(config, allow_pure_python=True, listen=False)
-    try:
-        await broker.start()
-    except BaseException:
-        await broker.shutdown()
-        raise
-    return broker
+    return await Broker(config, allow_pure_python=True, listen=False).start_or_shut_down()
 
 
 class EmbeddedBroker:
