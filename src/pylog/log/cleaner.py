@@ -46,6 +46,9 @@ from logcore.cleaner import (
     filthiest,
 )
 
+#: How often a pause still waiting for a clean round is reported.
+PAUSE_WARN_S = 10.0
+
 log = logging.getLogger("pylog.log.cleaner")
 
 DEFAULT_BACKOFF_MS = 15_000  # log.cleaner.backoff.ms
@@ -164,10 +167,21 @@ class LogCleaner:
 
         Returns False if a running clean did not end within ``timeout_s`` (the log
         stays paused either way: call ``resume``)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        waited = 0.0
         with self._lock:
             self._paused[plog] = self._paused.get(plog, 0) + 1
-            if not self._lock.wait_for(lambda: plog not in self._in_progress, timeout_s):
-                return False
+            while plog in self._in_progress:
+                step = PAUSE_WARN_S if deadline is None else min(PAUSE_WARN_S,
+                                                                deadline - time.monotonic())
+                if step <= 0:
+                    return False
+                if not self._lock.wait_for(lambda: plog not in self._in_progress, step):
+                    waited += step
+                    # A clean round that does not end holds up a truncation or a deletion
+                    # (a follower, a topic deletion): never silently.
+                    log.warning("log cleaner: pausing %s has waited %.0f s for its clean "
+                                "round to end", plog.directory, waited)
         return True
 
     def resume(self, plog: Any) -> None:

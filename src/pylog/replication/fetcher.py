@@ -45,6 +45,9 @@ from pylog.replication.epochs import truncation_offset
 if TYPE_CHECKING:
     from pylog.replication.manager import ReplicaManager
 
+#: How often a partition step that is still waiting is reported (``_ordered``).
+SLOW_STEP_WARN_S = 10.0
+
 log = logging.getLogger("pylog.replication.fetcher")
 
 
@@ -150,6 +153,9 @@ class ReplicaFetcher:
             state = manager.follower_state(key, self.leader_id)
             partition = manager.broker.log_manager.get_partition(*key)
             if state is None or partition is None:
+                log.info("%r: %s-%d: no longer fetched here (%s)", self, key[0], key[1],
+                         "no local log" if partition is None else
+                         "this broker no longer follows this leader for it")
                 self.keys.discard(key)
                 continue
             plog = partition.log
@@ -193,6 +199,25 @@ class ReplicaFetcher:
                 except Exception as exc:  # noqa: BLE001 - one partition's failure
                     self._partition_failed(key, offsets[key], exc)
 
+    async def _ordered(self, key: tuple[str, int], what: str, fn: Any, *args: Any) -> Any:
+        """``io.run_ordered`` for one partition's step, with a WARNING every
+        ``SLOW_STEP_WARN_S`` while it waits (behind the partition's queued work, a cleaner
+        pause, a slow disk): a step that never ends stalls this fetcher's partitions, and
+        must not do so silently."""
+        task = asyncio.ensure_future(self.manager.broker.io.run_ordered(key, fn, *args))
+        # A fetcher stopped while it waits leaves the step to finish on its thread; its
+        # outcome is read here so that nothing is reported as never retrieved.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        waited = 0.0
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=SLOW_STEP_WARN_S)
+            if done:
+                return task.result()
+            waited += SLOW_STEP_WARN_S
+            log.warning("%r: %s-%d: %s has not finished after %.0f s (partition I/O queue "
+                        "busy: %s)", self, key[0], key[1], what, waited,
+                        self.manager.broker.io.busy(key))
+
     def _partition_failed(self, key: tuple[str, int], offset: int, exc: Exception) -> None:
         """Kafka's ``partitionsWithError``: this partition backs off, the others go on."""
         backoff_ms = self.manager.broker.config["replica.fetch.backoff.ms"]
@@ -210,7 +235,8 @@ class ReplicaFetcher:
             return
         plog = partition.log
         if pd.error_code == errors.OffsetOutOfRangeError.code:
-            await broker.io.run_ordered(key, _reset_out_of_range, broker.log_manager, partition,
+            await self._ordered(key, "the reset to the leader's start", _reset_out_of_range,
+                                broker.log_manager, partition,
                                         pd.log_start_offset, pd.high_watermark)
             return
         if pd.error_code:
@@ -221,14 +247,14 @@ class ReplicaFetcher:
             return
         diverging = getattr(pd, "diverging_epoch", None)
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-            await broker.io.run_ordered(key, _truncate, broker.log_manager, partition,
+            await self._ordered(key, "the truncation", _truncate, broker.log_manager, partition,
                                         diverging.epoch, diverging.end_offset, state.follower_hw)
             return
         records = pd.records
         if records is not None and len(records):
             buf = bytearray(records)
             if not _append_inline(broker, key, plog, buf):
-                await broker.io.run_ordered(key, _append_replica, plog, buf)
+                await self._ordered(key, "the append", _append_replica, plog, buf)
             broker.waiters.notify(key)
         if self.failed.pop(key, None) is not None:
             log.info("%r: %s-%d: fetching again from offset %d", self, key[0], key[1],
@@ -236,7 +262,8 @@ class ReplicaFetcher:
         if plog.log_start_offset < pd.log_start_offset <= plog.log_end_offset:
             # The leader's DeleteRecords / retention moved its start: follow it (Kafka's
             # maybeIncrementLogStartOffset on the follower).
-            await broker.io.run_ordered(key, plog.delete_records_before, pd.log_start_offset)
+            await self._ordered(key, "the log start move", plog.delete_records_before,
+                                pd.log_start_offset)
         manager.on_follower_fetched(state, pd.high_watermark, plog.log_end_offset)
 
 

@@ -409,6 +409,43 @@ def test_a_partition_whose_append_fails_backs_off_alone(broker, caplog) -> None:
     run(broker, scenario)
 
 
+def test_a_partition_step_that_does_not_end_is_reported(broker, caplog, monkeypatch) -> None:
+    """A follower's append that waits (behind the partition's I/O queue, a cleaner pause)
+    is reported at WARNING while it waits, naming the partition: such a wait stalls the
+    fetcher, and once went unseen for minutes."""
+    import threading
+
+    from pylog.replication import fetcher as fetcher_mod
+    from pylog.replication.fetcher import ReplicaFetcher
+
+    monkeypatch.setattr(fetcher_mod, "SLOW_STEP_WARN_S", 0.05)
+    monkeypatch.setattr(fetcher_mod, "_append_inline", lambda *a: False)  # via the queue
+    gate = threading.Event()
+    real = fetcher_mod._append_replica
+
+    def slow_append(plog: Any, buf: bytearray) -> Any:
+        gate.wait(5)
+        return real(plog, buf)
+    monkeypatch.setattr(fetcher_mod, "_append_replica", slow_append)
+
+    async def scenario() -> None:
+        info = PartitionInfo("t", 0, OTHER, 1, (ME, OTHER), 0, (ME, OTHER))
+        await broker.replicas.become_leader_or_follower(1, 1, -1, [info], {OTHER: ("127.0.0.1", 1)})
+        fetcher = ReplicaFetcher(broker.replicas, OTHER, 99)
+        fetcher._conn = _Leader(_response((0, _keyed(0, 2))))
+        fetcher.keys.add(("t", 0))
+        with caplog.at_level("WARNING", logger="pylog.replication.fetcher"):
+            task = asyncio.ensure_future(fetcher._fetch_once([("t", 0)]))
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            gate.set()
+            await task
+        slow = [r.getMessage() for r in caplog.records if "has not finished" in r.getMessage()]
+        assert slow and "t-0: the append has not finished after" in slow[0]
+        assert broker.log_manager.get_partition("t", 0).log.log_end_offset == 2
+    run(broker, scenario)
+
+
 class _FakeZk:
     """The partition-state znode of t-0, with ZooKeeper's conditional-write rule; a write
     may be made to raise after it was applied (a lost connection)."""
