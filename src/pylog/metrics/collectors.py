@@ -289,28 +289,29 @@ def _consumer_groups(broker: Any, out: Exposition) -> Iterator[None]:
                     lag_sum[key] = lag_sum.get(key, 0) + lag
                 if n % SLICE == 0:
                     yield
-    name = "kafka_consumergroup_current_offset"
-    out.family(name, "gauge", "Committed offset of a consumer group in a partition.")
-    for i, (label, value) in enumerate(current, 1):
-        out.sample(name, value, label)
-        if i % SLICE == 0:
-            yield
-    name = "kafka_consumergroup_current_offset_sum"
-    out.family(name, "gauge", "Sum of a consumer group's committed offsets in a topic.")
-    for (group, topic), value in sorted(current_sum.items()):
-        out.sample(name, value, labels_text((("consumergroup", group), ("topic", topic))))
-    name = "kafka_consumergroup_lag"
-    out.family(name, "gauge", "Records of a partition after a consumer group's committed "
-               "offset (high watermark - committed offset), on the partition's leader.")
-    for i, (label, value) in enumerate(lags, 1):
-        out.sample(name, value, label)
-        if i % SLICE == 0:
-            yield
-    name = "kafka_consumergroup_lag_sum"
-    out.family(name, "gauge", "Sum of a consumer group's lag in a topic's partitions led here.")
-    for (group, topic), value in sorted(lag_sum.items()):
-        out.sample(name, value, labels_text((("consumergroup", group), ("topic", topic))))
+    yield from _group_families(
+        out, "kafka_consumergroup_current_offset", current, current_sum,
+        "Committed offset of a consumer group in a partition.",
+        "Sum of a consumer group's committed offsets in a topic.")
+    yield from _group_families(
+        out, "kafka_consumergroup_lag", lags, lag_sum,
+        "Records of a partition after a consumer group's committed offset (high watermark - "
+        "committed offset), on the partition's leader.",
+        "Sum of a consumer group's lag in a topic's partitions led here.")
 
+
+def _group_families(out: Any, name: str, per_partition: list[tuple[str, int]],
+                    sums: dict[tuple[str, str], int], help_text: str, help_sum: str) -> Any:
+    """One per-partition gauge family (rendered in slices, giving the loop back) and its
+    per-group-and-topic ``_sum`` family, as kafka_exporter names them."""
+    out.family(name, "gauge", help_text)
+    for i, (label, value) in enumerate(per_partition, 1):
+        out.sample(name, value, label)
+        if i % SLICE == 0:
+            yield
+    out.family(f"{name}_sum", "gauge", help_sum)
+    for (group, topic), value in sorted(sums.items()):
+        out.sample(f"{name}_sum", value, labels_text((("consumergroup", group), ("topic", topic))))
 
 def _high_watermark(manager: Any, replicas: Any, topic: str, partition: int) -> int | None:
     if replicas.active:
