@@ -153,7 +153,7 @@ async def _read_all(ctx: RequestContext, request: Any, fetch_topics: list[tuple[
             start = plog.log_start_offset
             if cached_parts is not None:
                 # Incremental: nothing to read and no offset moved since the last answer
-                # (CachedPartition.idle, inlined: this runs for every idle partition).
+                # (kept inline: this runs for every idle partition of every fetch).
                 cp = cached_parts[(topic_name, fp.partition)]
                 offset = fp.fetch_offset
                 if hw == cp.high_watermark and end == cp.log_end_offset \
