@@ -11,6 +11,10 @@ Per connection, two tasks on the broker's loop:
 - the worker takes requests in order, awaits their handler through the dispatcher and
   writes the response chunks, so responses leave in request order (Kafka's rule).
 
+Quotas (KIP-219): when a handler throttles the request (``RequestContext.throttle_ms``), the
+response goes out at once and the connection is then muted for the throttle time: the
+worker handles nothing and the reader reads nothing until it is over.
+
 Writing: bytes-like chunks go out with ``sock_sendall``; a ``logcore.FileRegion`` chunk is
 sent with ``os.sendfile`` from the page cache (``FileRegion.transfer_to``), waiting for the
 socket to become writable when its buffer is full. Sockets are driven directly (no asyncio
@@ -149,6 +153,11 @@ class Connection:
         self._close_requested = False  # a handler asked for a close (ctx.close_connection)
         self._last_done = 0.0  # when the last request was done (debug timing)
         self._remote_s = 0.0  # the current request's remote time (RequestContext.remote_s)
+        # Quotas (KIP-219): the current request's throttle time (RequestContext.throttle_ms);
+        # after its response the connection is muted that long: nothing read, nothing handled.
+        self._throttle_ms = 0
+        self._unmuted = asyncio.Event()
+        self._unmuted.set()
         self.last_active = asyncio.get_running_loop().time()
 
     def start(self) -> None:
@@ -194,7 +203,11 @@ class Connection:
                     self._room.clear()
                     await self._room.wait()
                     continue
-                # 3. Read. A large frame in progress is received straight into its own
+                # 3. Throttled by a quota: not read until the throttle time is over.
+                if not self._unmuted.is_set():
+                    await self._unmuted.wait()
+                    continue
+                # 4. Read. A large frame in progress is received straight into its own
                 # buffer (no join, and a writable frame that Log.append needs not copy).
                 spare = conn.spare_bytes
                 view = conn.receive_buffer()
@@ -283,6 +296,7 @@ class Connection:
                 started = handled = loop.time()
                 chunks = None
                 self._remote_s = 0.0
+                self._throttle_ms = 0
                 try:
                     chunks = await self._handle(event)
                     handled = loop.time()
@@ -290,9 +304,13 @@ class Connection:
                         if self._close_requested or (type(event) is RequestError
                                                      and not event.can_respond):
                             break
+                        if self._throttle_ms:  # acks=0 Produce over its quota
+                            await self._mute(self._throttle_ms)
                         continue
                     self._current_api = -1
                     await self._write(chunks)
+                    if self._throttle_ms:
+                        await self._mute(self._throttle_ms)
                 finally:
                     self._busy = False
                     self._current_api = -1
@@ -364,17 +382,29 @@ class Connection:
             return self.conn.send_error(event)
         assert type(event) is Request
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
-                                      event.correlation_id, event.client_id, self.peer)
+                                      event.correlation_id, event.client_id, self.peer,
+                                      request_size=event.size)
         try:
             response = await handlers.dispatch(ctx, event.body)
         finally:
             self._remote_s = ctx.remote_s
+            self._throttle_ms = ctx.throttle_ms
         if ctx.close_connection:
             self._close_requested = True
             return None
         if response is None or not event.expects_response or self._peer_closed:
             return None
         return self.conn.send(event, response)
+
+    async def _mute(self, ms: int) -> None:
+        """KIP-219: the response is out; read and handle nothing more from this client for
+        ``ms`` (Kafka's ``ThrottledChannel``: the channel muted until the throttle ends)."""
+        log.debug("connection %s: throttled by a quota for %d ms", self.peer, ms)
+        self._unmuted.clear()
+        try:
+            await self.broker.clock.sleep(ms / 1000.0)
+        finally:
+            self._unmuted.set()
 
     async def _write(self, chunks: list[Any]) -> None:
         loop = asyncio.get_running_loop()

@@ -27,6 +27,7 @@ from pylog.broker.fetch_sessions import FetchSessionCache
 from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
+from pylog.broker.quotas import ClientQuotas
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.group.service import GroupService
@@ -99,6 +100,8 @@ class Broker:
         # Leader / follower roles of the partitions (pylog.replication); holds nothing and
         # costs nothing on the request paths until a controller sends LeaderAndIsr.
         self.replicas = ReplicaManager(self)
+        # Client quotas (pylog.broker.quotas): the entities and the three quota managers.
+        self.quotas = ClientQuotas(self)
         # Cluster mode (zookeeper.connect): pylog.controller.runtime.ClusterRuntime; None on
         # a single node (nothing of it is imported or run then).
         self.cluster: Any = None
@@ -194,6 +197,9 @@ class Broker:
                  len(self.log_manager.topics), len(self.log_manager.all_partitions()),
                  self.log_manager.log_dir, self.clock.monotonic() - started)
 
+        if self.cluster is None:  # cluster mode: from ZooKeeper, with the topic configs
+            await loop.run_in_executor(self.executor, self.quotas.load_from_file)
+
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
         for key in self.api_supported or SUPPORTED_VERSIONS:
@@ -256,6 +262,7 @@ class Broker:
             now = loop.time()
             for conn in list(self.connections):
                 conn.close_if_idle(now, idle)
+            self.quotas.expire()  # quota sensors idle for an hour
 
     async def _delete_loop(self) -> None:
         """Remove ``-delete`` directories after file.delete.delay.ms (leftovers at start now)."""

@@ -40,6 +40,7 @@ from pylog.client.aio.admin import (
     MemberDescription,
     NewTopic,
     PartitionDescription,
+    QuotaFilter,
     TopicDescription,
 )
 from pylog.client.config import ConfigError
@@ -97,6 +98,7 @@ __all__ = [
     "embedded_metrics",
     "ConsumerGroupMetadata",
     "ConsumerRecord",
+    "QuotaFilter",
     "FatalTransactionError",
     "GroupsNotAvailableError",
     "IllegalStateError",

@@ -7,7 +7,7 @@ error code the broker returned (``TopicAlreadyExistsError``, ``InvalidPartitions
 
 Example::
 
-    from pylog.client import Admin, NewTopic, ConfigResource
+    from pylog.client import Admin, NewTopic, ConfigResource, QuotaFilter
 
     with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
         admin.create_topics([NewTopic("events", num_partitions=3,
@@ -28,6 +28,9 @@ Example::
         admin.elect_leaders("preferred", [("events", 0)])
         admin.alter_partition_reassignments({("events", 0): [1, 2, 3]})
         print(admin.list_partition_reassignments())
+        # Client quotas (KIP-546):
+        admin.alter_client_quotas({"client-id": "loader"}, {"producer_byte_rate": 1048576})
+        print(admin.describe_client_quotas([QuotaFilter.of_type("client-id")]))
 
 Thread-safety: calls may come from any thread (each runs on the client's loop).
 """
@@ -50,6 +53,8 @@ from pylog.client.aio.admin import (
     NewTopic,
     OffsetAndMetadata,
     PartitionReassignment,
+    QuotaEntity,
+    QuotaFilter,
     TopicDescription,
 )
 from pylog.client.records import TopicPartition
@@ -223,6 +228,27 @@ class Admin:
                                      ) -> dict[TopicPartition, PartitionReassignment]:
         """The ongoing reassignments (of ``partitions``, or all)."""
         return self._run(self._aio.list_partition_reassignments(partitions))  # type: ignore[no-any-return]
+
+    def describe_client_quotas(self, filters: Iterable[QuotaFilter] = (), strict: bool = False
+                               ) -> dict[QuotaEntity, dict[str, float]]:
+        """Client quotas (KIP-546): ``{entity: {key: value}}`` of the entities matching
+        every filter component (``QuotaFilter.of_entity("client-id", "c1")``,
+        ``.of_default("user")``, ``.of_type("client-id")``; none: all). An entity is sorted
+        ``(type, name)`` pairs, name None for the default: ``(("client-id", "c1"),)``.
+        ``strict``: only entities with no entity type beyond the filter's."""
+        return self._run(self._aio.describe_client_quotas(filters, strict))  # type: ignore[no-any-return]
+
+    def alter_client_quotas(self, entity: Mapping[str, str | None],
+                            changes: Mapping[str, float | None], validate_only: bool = False) -> None:
+        """Set (a number) or remove (None) the quotas of one entity, e.g.
+        ``alter_client_quotas({"client-id": "c1"}, {"producer_byte_rate": 1048576})``;
+        ``{"user": None}`` is the default user. Keys: ``producer_byte_rate``,
+        ``consumer_byte_rate`` (bytes/s), ``request_percentage``.
+
+        Raises:
+            InvalidRequestError: an unknown key, a value not above 0, a fractional byte rate.
+        """
+        self._run(self._aio.alter_client_quotas(entity, changes, validate_only))
 
     def close(self) -> None:
         if self._closed:

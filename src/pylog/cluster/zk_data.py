@@ -156,6 +156,13 @@ def config_entity_path(entity_type: str, entity_name: str) -> str:
                           f"one of {', '.join(CONFIG_TYPES)}")
     if entity_type == "topics":
         validate_topic(entity_name)
+    elif entity_type == "users" and "/" in entity_name:
+        # A <user, client-id> quota entity: users/<user>/clients/<client-id> (Kafka's
+        # ConfigType.USER with a child ConfigType.CLIENT).
+        user, kind, client = (entity_name.split("/", 2) + ["", ""])[:3]
+        if not user or kind != "clients" or not client or "/" in client:
+            raise ZkDataError(CONFIG_PATH, f"illegal users entity name {entity_name!r}: "
+                              "<user> or <user>/clients/<client-id>")
     elif not entity_name or "/" in entity_name:
         raise ZkDataError(CONFIG_PATH, f"illegal {entity_type} entity name {entity_name!r}")
     return f"{CONFIG_PATH}/{entity_type}/{entity_name}"
@@ -550,8 +557,14 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     _version(path, obj, (2,))
     entity = _str(path, obj, "entity_path")
     assert entity is not None
-    if entity.count("/") != 1 or entity.split("/")[0] not in CONFIG_TYPES:
+    kind, _, name = entity.partition("/")
+    if kind not in CONFIG_TYPES:
         raise ZkDataError(path, f"entity_path {entity!r} is not <type>/<name>")
+    try:
+        config_entity_path(kind, name)
+    except ZkDataError:
+        raise ZkDataError(path, f"entity_path {entity!r} is not <type>/<name> "
+                          "(or users/<user>/clients/<client-id>)") from None
     return entity
 
 

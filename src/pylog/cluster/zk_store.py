@@ -318,6 +318,41 @@ class ZkStore:
             self.client.create(z.CONFIG_CHANGE_PREFIX,
                                z.encode_config_change(f"{entity_type}/{name}"), sequence=True)
 
+    def get_quota_entity_config(self, entity_path: str) -> dict[str, str]:
+        """``/config/<entity_path>`` of a quota entity (``clients/<c>``, ``users/<u>``,
+        ``users/<u>/clients/<c>``; sanitized names); {} when absent."""
+        kind, _, name = entity_path.partition("/")
+        return self.get_entity_config(kind, name)
+
+    def set_quota_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Write a quota entity's config and its change notice (``entity_path`` as in
+        ``get_quota_entity_config``; the notice names the same path, as Kafka's)."""
+        kind, _, name = entity_path.partition("/")
+        self.set_entity_config(kind, name, config)
+
+    def get_quota_entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every entity under ``/config/clients`` and ``/config/users`` (users' client
+        children included): {entity path: config}. Unreadable znodes are skipped with a
+        warning."""
+        out: dict[str, dict[str, str]] = {}
+        paths = [f"clients/{c}" for c in self._children(f"{z.CONFIG_PATH}/clients")]
+        for user in self._children(f"{z.CONFIG_PATH}/users"):
+            paths.append(f"users/{user}")
+            paths += [f"users/{user}/clients/{c}"
+                      for c in self._children(f"{z.CONFIG_PATH}/users/{user}/clients")]
+        for path in paths:
+            try:
+                out[path] = self.get_quota_entity_config(path)
+            except z.ZkDataError as exc:
+                log.warning("ignoring quota entity: %s", exc)
+        return out
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return sorted(self.client.get_children(path))
+        except NoNodeError:
+            return []
+
     def get_config_changes(self) -> list[tuple[int, str, str | None, int]]:
         """The ``/config/changes`` notices, oldest first: (sequence number, znode name,
         entity path like ``topics/orders`` or None when unreadable, creation time ms)."""

@@ -19,6 +19,11 @@
 - The controller, when it runs on this broker, takes the new config too
   (``unclean.leader.election.enable`` per topic).
 
+Client quotas (``/config/clients/<c>``, ``/config/users/<u>[/clients/<c>]``) go through the
+same notices: a ``clients/...`` or ``users/...`` notice hands the entity's config to the
+broker's quota managers (``broker.quotas.apply_stored``, pylog.broker.quotas), and at start
+every quota entity is read.
+
 Broker-level dynamic configs (``/config/brokers/<id>``) are not supported: broker configs
 are static (server.properties / ``--override``), and AlterConfigs on a broker resource is
 refused as on a single node.
@@ -157,8 +162,9 @@ class ConfigChangeListener:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _sync_all(self) -> None:
-        """At start: ZooKeeper's config for every local topic it knows (changes made while
-        this broker was down)."""
+        """At start: ZooKeeper's config for every local topic it knows and every client
+        quota entity (changes made while this broker was down)."""
+        await self.broker.quotas.load_from_zookeeper()
         store = self.cluster.store
         names = sorted(self.broker.log_manager.topics)
 
@@ -200,10 +206,17 @@ class ConfigChangeListener:
 
     async def _apply(self, entity: str) -> None:
         kind, name = entity.split("/", 1)
-        if kind != "topics":
-            log.info("config change for %s ignored: only topic configs are dynamic", entity)
-            return
         store = self.cluster.store
+        if kind in ("clients", "users"):
+            # Client quotas (Kafka's ClientIdConfigHandler / UserConfigHandler): the broker's
+            # quota managers take the entity's config as it is now.
+            raw = await self.cluster.zk(store.get_quota_entity_config, entity)
+            self.broker.quotas.apply_stored(entity, raw)
+            return
+        if kind != "topics":
+            log.info("config change for %s ignored: only topic configs and client quotas "
+                     "are dynamic", entity)
+            return
 
         def read() -> dict[str, str] | None:
             if store.get_topic_assignment(name) is None:

@@ -11,6 +11,11 @@ fault injection fills it), the dispatcher hands it each decoded request before t
 it may delay the request or answer it itself (an error response built by the API's own
 ``error_response``). Unset, it costs one attribute read per request.
 
+Quotas: the dispatcher counts each request's handler time against the client's
+``request_percentage`` (``pylog.broker.quotas``) and writes the connection's throttle time
+(``ctx.throttle_ms``) into the response's ``throttle_time_ms``; with no request quota
+configured this costs two attribute reads.
+
 The dispatcher is the one place that catches broad exceptions (handlers do not): an
 exception escaping a handler becomes ``error_response`` with the code
 ``pylog.errors.code_for_exception`` picks; exceptions without a code are logged as bugs with
@@ -29,6 +34,7 @@ from pylog import errors
 from pylog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -38,6 +44,7 @@ from pylog.broker.handlers import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -72,6 +79,7 @@ from pylog.broker.handlers import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.intercept import PASS
+from pylog.broker.quotas import record_request_time, throttle
 from pylog.protocol.apis import CLUSTER_ADVERTISED
 
 log = logging.getLogger("pylog.broker.handlers")
@@ -119,6 +127,8 @@ _MODULES: tuple[ModuleType, ...] = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    describe_client_quotas,
+    alter_client_quotas,
 )
 
 
@@ -133,6 +143,11 @@ HANDLERS: dict[int, tuple[Any, ModuleType]] = {int(m.API_KEY): (_handler(m), m) 
 # VERSIONS from it, and tests/unit/pylog/broker/test_broker_handlers.py checks that they all do.
 # The controller's APIs (pylog.protocol.apis.CLUSTER_ADVERTISED) are served in cluster mode
 # only and are not in it.
+# Requests between brokers, exempt from the request quota (Kafka's ``clusterAction`` APIs;
+# a follower's Fetch is exempt in the Fetch handler).
+QUOTA_EXEMPT = frozenset(int(m.API_KEY) for m in (
+    leader_and_isr, stop_replica, update_metadata, controlled_shutdown, write_txn_markers))
+
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     int(m.API_KEY): m.VERSIONS for m in _MODULES if m.API_KEY not in CLUSTER_ADVERTISED}
 
@@ -148,10 +163,15 @@ async def dispatch(ctx: RequestContext, request: Any) -> Any:
         answer = await interceptor.intercept(ctx, request, module.error_response)
         if answer is not PASS:
             return answer
+    quotas = ctx.broker.quotas
+    timed = quotas.request.enabled and ctx.api_key not in QUOTA_EXEMPT
+    if timed:
+        ctx.started_ms = quotas.now_ms()
     try:
-        return await handler(ctx, request)
+        response = await handler(ctx, request)
     except errors.ApiError as exc:
         code, message = exc.code, str(exc)
+        response = module.error_response(ctx, request, code, message)
     except Exception as exc:  # noqa: BLE001 - the one broad catch of the request path
         code = errors.code_for_exception(exc)
         message = str(exc)
@@ -159,4 +179,9 @@ async def dispatch(ctx: RequestContext, request: Any) -> Any:
             log.exception("bug: %s v%d from %s raised", module.__name__.rsplit(".", 1)[1],
                           ctx.api_version, ctx.peer)
             message = f"{type(exc).__name__}: {exc}"
-    return module.error_response(ctx, request, code, message)
+        response = module.error_response(ctx, request, code, message)
+    if timed:
+        throttle(ctx, quotas.request, record_request_time(ctx))  # once: Produce/Fetch may have
+    if ctx.throttle_ms and response is not None and hasattr(response, "throttle_time_ms"):
+        response.throttle_time_ms = ctx.throttle_ms
+    return response

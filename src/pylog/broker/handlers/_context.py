@@ -32,3 +32,15 @@ class RequestContext:
     #: Seconds the handler waited on others (a fetch's long poll, an acks=all produce
     #: waiting for the ISR): Kafka's remote time, added by the handler around each wait.
     remote_s: float = 0.0
+    #: The session's principal name, as client quotas know users (``pylog.broker.quotas``):
+    #: ``ANONYMOUS`` until authentication exists; a SASL or TLS principal replaces it here.
+    user: str = "ANONYMOUS"
+    #: Bytes of the request frame (0 when not known: embedded mode).
+    request_size: int = 0
+    #: Milliseconds the connection is throttled after this response (KIP-219: the
+    #: response carries it in ``throttle_time_ms`` and the connection is muted that long).
+    throttle_ms: int = 0
+    #: When the dispatcher started the handler (the quotas' clock, ms; set only while a
+    #: request quota is configured) and whether its time was counted in that quota.
+    started_ms: float = 0.0
+    request_time_recorded: bool = False

@@ -28,6 +28,11 @@ of the region + 1): Kafka's (the next offset-index entry after them, else the ne
 segment's base) is a superset of it that only adds transactions whose batches were not
 returned.
 
+Quotas (KIP-219, ``pylog.broker.quotas``): a consumer's ``max_bytes`` is capped to what its
+``consumer_byte_rate`` allows in a quota window; its answer's bytes count against the quota
+and its time against ``request_percentage``; over either, the answer goes out empty with
+``throttle_time_ms`` and the connection is muted for that long. Followers are exempt.
+
 Fetch sessions (KIP-227, v7+, ``broker/fetch_sessions.py``): a full fetch with
 ``session_epoch`` 0 opens a session over its partitions; incremental fetches then name only
 what changed, the partitions are read from the session, and the answer holds only the
@@ -53,6 +58,7 @@ from pylog.broker.fetch_sessions import (
     next_epoch,
 )
 from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.broker.quotas import fetch_max_bytes, fetch_throttle
 from pylog.protocol.messages import FetchResponse
 from pylog.replication.epochs import diverging_epoch
 
@@ -320,9 +326,19 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if request.session_id != 0:
             sessions.remove(request.session_id)  # closed (epoch -1) or started over (0)
         fetch_topics = [(ft.topic, ft.partitions) for ft in request.topics]
+    follower = request.replica_id >= 0
+    if follower:
+        ctx.request_time_recorded = True  # replication: exempt from client quotas
+    elif broker.quotas.fetch.enabled:
+        # No more than the client's consumer_byte_rate allows in a quota window (a bigger
+        # answer would be throttled for sure).
+        request.max_bytes = fetch_max_bytes(ctx, request.max_bytes if request.max_bytes > 0
+                                            else 0x7FFFFFFF)
     clock = broker.clock
     deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
     min_bytes = max(request.min_bytes, 0)
+    if not follower and 0 < request.max_bytes < min_bytes:
+        min_bytes = request.max_bytes
     started = clock.monotonic()
     passes = 0
     outcome = "answered at once"
@@ -350,6 +366,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             outcome = "waited out max_wait_ms"
             break
         outcome = "woken by an append"
+    if not follower:
+        throttle_ms = fetch_throttle(ctx, _response_bytes(topics))
+        if throttle_ms:
+            # Over a quota: an empty answer (what was read is not sent, and the session
+            # does not note it), throttle_time_ms set by the dispatcher, connection muted.
+            _count(ctx, request, [])
+            return _R(throttle_time_ms=throttle_ms, error_code=0,
+                      session_id=session.id if session is not None else 0, responses=[])
     if session is not None:
         topics = _incremental_answer(session, topics, total >= request.max_bytes > 0)
         session_id = session.id
@@ -369,6 +393,13 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                   f", session {session_id} epoch {epoch}" if session_id else "")
     _count(ctx, request, topics)
     return _R(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
+
+
+def _response_bytes(topics: list[Any]) -> int:
+    """The record bytes of an answer (what a fetch quota counts; Kafka counts the whole
+    response, whose headers are a few dozen bytes a partition)."""
+    return sum(pd.records.size if not isinstance(pd.records, bytes) else len(pd.records)
+               for ft in topics for pd in ft.partitions)
 
 
 def _count(ctx: RequestContext, request: Any, topics: list[Any]) -> None:

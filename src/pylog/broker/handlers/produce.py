@@ -42,6 +42,10 @@ for the event loop; this handler does the request's side (the internal-topic ref
 transaction check, the response). The partitions of one request are appended concurrently. The event loop never waits for file work of other threads:
 logcore holds a log's append lock only for memory work and the append's own write.
 
+Quotas: the request's size counts against the client's ``producer_byte_rate`` after the
+appends, and its time against ``request_percentage`` (not with acks=0); a violation sets
+``throttle_time_ms`` and mutes the connection (``pylog.broker.quotas``).
+
 acks=0 gets no response at all; when any partition fails, the connection is closed after
 logging the errors (the client's only way to learn of them, and to refresh metadata).
 """
@@ -55,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers._common import lookup_topic
+from pylog.broker.quotas import produce_throttle
 from pylog.log.internal_topics import is_internal
 from pylog.protocol.messages import ProduceResponse
 from pylog.replication.append import AppendError, append_records
@@ -218,6 +223,11 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         n = len(topic_data.partition_data)
         responses.append(_R.TopicProduceResponse(name=topic_data.name, partition_responses=parts[i:i + n]))
         i += n
+    # Quotas (KIP-219): after the append, the request's bytes against producer_byte_rate;
+    # the response goes out at once and the connection is muted for the throttle time.
+    size = ctx.request_size or sum(len(pd.records or b"") for td in request.topic_data
+                                   for pd in td.partition_data)
+    produce_throttle(ctx, size, acks)
     if acks == 0:
         failed = [f"{td.name}-{pr.index}: {pr.error_message or pr.error_code}"
                   for td in responses for pr in td.partition_responses if pr.error_code]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
-from pylog.client.aio import _replica_admin
+from pylog.client.aio import _quota_admin, _replica_admin
 from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
@@ -29,6 +29,7 @@ from pylog.client.aio._group_admin import (
     MemberDescription,
 )
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
+from pylog.client.aio._quota_admin import QuotaEntity, QuotaFilter
 from pylog.client.aio._replica_admin import PartitionReassignment
 from pylog.client.aio.consumer import as_partitions
 from pylog.client.config import ADMIN, Resolved, resolve
@@ -47,7 +48,8 @@ from pylog.protocol.messages import (
 
 __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescription",
            "ClusterDescription", "LogDirDescription", "TopicDescription", "PartitionDescription", "AdminCore",
-           "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata"]
+           "GroupListing", "GroupDescription", "MemberDescription", "OffsetAndMetadata",
+           "QuotaEntity", "QuotaFilter"]
 
 _ids = itertools.count(1)
 
@@ -326,6 +328,16 @@ class AdminCore:
             out[t.name] = TopicDescription(t.name, t.topic_id, t.is_internal, parts)
         return out
 
+    async def describe_client_quotas(self, filters: list[QuotaFilter], strict: bool
+                                     ) -> dict[QuotaEntity, dict[str, float]]:
+        conn = await self.cluster.any_connection()
+        return await _quota_admin.describe_client_quotas(conn, filters, strict)
+
+    async def alter_client_quotas(self, entity: Mapping[str, str | None],
+                                  changes: Mapping[str, float | None], validate_only: bool) -> None:
+        conn = await self.cluster.any_connection()
+        await _quota_admin.alter_client_quotas(conn, entity, changes, validate_only)
+
     async def close(self) -> None:
         await self.cluster.close()
 
@@ -419,6 +431,15 @@ class Admin:
     async def list_partition_reassignments(self, partitions: Iterable[Any] | None = None
                                            ) -> dict[TopicPartition, PartitionReassignment]:
         return await _replica_admin.list_partition_reassignments(self._core, partitions)
+
+    async def describe_client_quotas(self, filters: Iterable[QuotaFilter] = (), strict: bool = False
+                                     ) -> dict[QuotaEntity, dict[str, float]]:
+        return await self._core.describe_client_quotas(list(filters), strict)
+
+    async def alter_client_quotas(self, entity: Mapping[str, str | None],
+                                  changes: Mapping[str, float | None],
+                                  validate_only: bool = False) -> None:
+        await self._core.alter_client_quotas(entity, changes, validate_only)
 
     async def close(self) -> None:
         await self._core.close()
