@@ -8,6 +8,7 @@ Commands:
     pylog produce TOPIC [options] < lines
     pylog consume TOPIC [options]
     pylog dump-log PATH... [options]     (offline: reads data files, no broker)
+    pylog configs describe|alter --entity-type clients|users ...   (client quotas)
     pylog cluster info
     pylog perf produce|consume --topic T ...
     pylog console [-b HOST:PORT] [--port 8080] [--read-only] ...   (the web console)
@@ -155,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     dump_log.add_parser(sub)
     # --- cluster, perf ---
-    from pylog.cli import cluster, console_cmd, perf
+    from pylog.cli import cluster, configs, console_cmd, perf
 
+    configs.add_parser(sub, _add_bootstrap)
     cluster.add_parser(sub, _add_bootstrap)
     perf.add_parser(sub, _add_bootstrap)
     console_cmd.add_parser(sub, _add_bootstrap)
@@ -187,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli import cluster
 
         return cluster.run(args)
+    if args.command == "configs":
+        from pylog.cli import configs
+
+        return configs.run(args)
     if args.command == "console":
         from pylog.cli import console_cmd
 

@@ -1,0 +1,176 @@
+"""`pylog configs describe | alter`: client quotas in the shape of Kafka's
+``kafka-configs.sh`` (``--entity-type clients|users``, ``--entity-name NAME`` or
+``--entity-default``, ``--add-config k=v,k=v``, ``--delete-config k,k``), over
+``pylog.client.Admin`` (DescribeClientQuotas / AlterClientQuotas).
+
+An entity is one ``--entity-type`` with its name, or two for a user's client:
+``--entity-type users --entity-name alice --entity-type clients --entity-name app``. Each
+``--entity-name`` / ``--entity-default`` belongs to the ``--entity-type`` before it; a type
+without one describes every entity of that type. Output lines are kafka-configs.sh's:
+
+    Quota configs for client-id 'app' are producer_byte_rate=1048576.0
+    Completed updating config for client app.
+
+Topic configs stay with ``pylog topics alter-config`` / ``pylog topics describe --configs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from pylog.cli._common import CliError, run_command
+
+ENTITY_TYPES = {"clients": "client-id", "users": "user"}
+_DEFAULT = ""  # --entity-default: the name of the default entity on the command line
+_TYPE_WORDS = {"user": "user-principal", "client-id": "client-id"}
+
+
+class _Entity(argparse.Action):
+    """``--entity-type`` starts an entity, ``--entity-name`` / ``--entity-default`` name the
+    last one (kafka-configs.sh pairs them by position)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        entities = list(getattr(namespace, "entities", None) or [])
+        if option_string == "--entity-type":
+            if values not in ENTITY_TYPES:
+                parser.error(f"--entity-type {values!r}: pylog configs handles "
+                             f"{' and '.join(ENTITY_TYPES)} (client quotas); topic configs: "
+                             "pylog topics alter-config / describe --configs")
+            entities.append([values, None])
+        else:
+            if not entities or entities[-1][1] is not None:
+                parser.error(f"{option_string} must follow an --entity-type")
+            entities[-1][1] = _DEFAULT if option_string == "--entity-default" else values
+            if entities[-1][1] == "" and option_string == "--entity-name":
+                parser.error("--entity-name must not be empty (use --entity-default)")
+        namespace.entities = entities
+
+
+def _add_entity_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--entity-type", action=_Entity, metavar="clients|users",
+                   help="the entity's type; give two (users, then clients) for a user's client")
+    p.add_argument("--entity-name", action=_Entity, metavar="NAME",
+                   help="the name of the --entity-type before it (a client id or a user "
+                   "principal's name)")
+    p.add_argument("--entity-default", action=_Entity, nargs=0,
+                   help="the default entity of the --entity-type before it "
+                   "(/config/clients/<default>, /config/users/<default>)")
+    p.set_defaults(entities=[])
+
+
+def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None]) -> None:
+    c = sub.add_parser(
+        "configs", help="describe and alter client quotas (kafka-configs.sh)",
+        description="Client quotas (producer_byte_rate, consumer_byte_rate in bytes/s, "
+        "request_percentage) of client ids and users, as kafka-configs.sh --entity-type "
+        "clients|users sets them; docs/quotas.md.")
+    csub = c.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
+    d = csub.add_parser(
+        "describe", help="show client quotas",
+        description="Show the quotas of an entity, of every entity of a type (--entity-type "
+        "without a name) or of the default entity (--entity-default). Example: pylog configs "
+        "describe --entity-type clients")
+    _add_entity_options(d)
+    add_bootstrap(d)
+    a = csub.add_parser(
+        "alter", help="set or delete client quotas",
+        description="Set (--add-config) or delete (--delete-config) quotas of one entity. "
+        "Example: pylog configs alter --entity-type clients --entity-name app --add-config "
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    _add_entity_options(a)
+    a.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="quotas to set: producer_byte_rate, consumer_byte_rate (bytes/s), "
+                   "request_percentage (repeatable)")
+    a.add_argument("--delete-config", action="append", default=[], metavar="K[,K...]",
+                   help="quotas to remove (repeatable)")
+    a.add_argument("--validate-only", action="store_true",
+                   help="have the broker check the change without making it")
+    add_bootstrap(a)
+
+
+def run(args: argparse.Namespace) -> int:
+    fn = describe if args.configs_command == "describe" else alter
+    return run_command("configs", fn, args)
+
+
+def _entity(args: argparse.Namespace, *, named: bool) -> dict[str, str | None]:
+    """The command line's entity as the admin client takes it (None: the default)."""
+    entities = args.entities
+    if not entities:
+        raise CliError("give an entity: --entity-type clients|users with --entity-name NAME "
+                       "or --entity-default")
+    if len(entities) > 2 or len({t for t, _ in entities}) != len(entities):
+        raise CliError("an entity is one --entity-type, or users then clients for a user's client")
+    out: dict[str, str | None] = {}
+    for etype, name in entities:
+        if name is None and named:
+            raise CliError(f"--entity-type {etype} needs --entity-name NAME or --entity-default")
+        out[ENTITY_TYPES[etype]] = None if name == _DEFAULT else name
+    return out
+
+
+def _changes(args: argparse.Namespace) -> dict[str, float | None]:
+    changes: dict[str, float | None] = {}
+    for item in ",".join(args.add_config).split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--add-config {item!r}: expected KEY=VALUE, e.g. producer_byte_rate=1048576")
+        try:
+            changes[key.strip()] = float(value)
+        except ValueError:
+            raise CliError(f"--add-config {key.strip()}={value!r}: a quota is a number") from None
+    for key in ",".join(args.delete_config).split(","):
+        if key.strip():
+            changes[key.strip()] = None
+    if not changes:
+        raise CliError("nothing to change: give --add-config K=V and/or --delete-config K")
+    return changes
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    from pylog.cli.tools import admin_for
+
+    return admin_for(args)
+
+
+def alter(args: argparse.Namespace) -> int:
+    entity = _entity(args, named=True)
+    changes = _changes(args)
+    with _admin(args) as admin:
+        admin.alter_client_quotas(entity, changes, validate_only=args.validate_only)
+    etype, name = args.entities[0]
+    if args.validate_only:
+        print("Validated the change (nothing was altered).")
+    elif name == _DEFAULT:
+        print(f"Completed updating default config for {etype} in the cluster.")
+    else:
+        print(f"Completed updating config for {etype[:-1]} {name}.")
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    from pylog.client import QuotaFilter
+
+    filters = []
+    for etype, name in args.entities:
+        kind = ENTITY_TYPES[etype]
+        if name is None:
+            filters.append(QuotaFilter.of_type(kind))
+        elif name == _DEFAULT:
+            filters.append(QuotaFilter.of_default(kind))
+        else:
+            filters.append(QuotaFilter.of_entity(kind, name))
+    with _admin(args) as admin:
+        quotas = admin.describe_client_quotas(filters, strict=bool(filters))
+    for entity, values in sorted(quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]]):
+        parts = dict(entity)
+        names = [f"{_TYPE_WORDS[t]} {parts[t]!r}" if parts[t] is not None
+                 else f"the default {_TYPE_WORDS[t]}" for t in ("user", "client-id") if t in parts]
+        values_text = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+        print(f"Quota configs for {', '.join(names)} are {values_text}")
+    return 0
