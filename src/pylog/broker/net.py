@@ -304,13 +304,9 @@ class Connection:
                         if self._close_requested or (type(event) is RequestError
                                                      and not event.can_respond):
                             break
-                        if self._throttle_ms:  # acks=0 Produce over its quota
-                            await self._mute(self._throttle_ms)
-                        continue
-                    self._current_api = -1
-                    await self._write(chunks)
-                    if self._throttle_ms:
-                        await self._mute(self._throttle_ms)
+                    else:
+                        self._current_api = -1
+                        await self._write(chunks)
                 finally:
                     self._busy = False
                     self._current_api = -1
@@ -323,15 +319,19 @@ class Connection:
                     if type(event) is Request:
                         metrics.record_request(event.api_key, event.api_version,
                                                started - received, handled - started,
-                                               self._remote_s, now - handled)
+                                               self._remote_s, now - handled, self._throttle_ms)
                         if REQUEST_LOGGER.isEnabledFor(logging.DEBUG):
                             log_request(api_name(event.api_key), event.api_version, event.correlation_id,
                                         event.client_id, self.peer, self.listener, event.size,
                                         response_size(chunks), started - received,
-                                        handled - started, self._remote_s, now - handled)
+                                        handled - started, self._remote_s, now - handled,
+                                        self._throttle_ms)
                     # The request is done (answered, or nothing to answer): its frame's
                     # memory goes back (the response may still refer to nothing of it).
                     self._release(event.size)
+                # Over a quota (an acks=0 Produce too, which has no response): muted now.
+                if self._throttle_ms and not self._peer_closed:
+                    await self._mute(self._throttle_ms)
         except (ConnectionError, OSError) as exc:
             if not self._closing:
                 log.info("connection %s: write failed: %s", self.peer, exc)

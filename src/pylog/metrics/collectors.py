@@ -58,6 +58,7 @@ def collect(broker: Any, out: Exposition) -> Iterator[None]:
     _cleaner(broker, out)
     _idle(broker, out)
     _network(broker, out)
+    _quotas(broker, out)
     yield
     yield from _consumer_groups(broker, out)
 
@@ -259,6 +260,41 @@ def _network(broker: Any, out: Exposition) -> None:
     for listener in broker.config.listeners if broker.listen else []:
         out.sample(name, counts.get(listener.name, 0),
                    labels_text((("listener", listener.name), ("networkProcessor", "0"))))
+
+
+#: (quota type, its measure's attribute name in Kafka's quota MBean) per quota manager.
+_QUOTA_MEASURES = (("Produce", "byte_rate"), ("Fetch", "byte_rate"), ("Request", "request_time"))
+
+
+def _quotas(broker: Any, out: Exposition) -> None:
+    """Kafka's quota MBeans ``kafka.server:type=Produce|Fetch|Request,user=U,client-id=C``
+    (attributes ``byte-rate`` / ``request-time`` and ``throttle-time``) as the JMX
+    exporter's Kafka rules name them: ``kafka_server_quota_<attribute>{resource, user,
+    clientId}``. One sample per sensor, i.e. per (user, client-id) pair a quota is measured
+    for; none until a quota is configured (Kafka creates no quota sensors before)."""
+    quotas = getattr(broker, "quotas", None)
+    if quotas is None:
+        return
+    now = quotas.now_ms()
+    rows = {name: [] for name in ("byte_rate", "request_time", "throttle_time")}
+    for kind, measure in _QUOTA_MEASURES:
+        for user, client_id, rate, throttle in quotas.managers[kind].measurements(now):
+            labels = labels_text((("resource", kind), ("user", user), ("clientId", client_id)))
+            rows[measure].append((rate, labels))
+            rows["throttle_time"].append((throttle, labels))
+    helps = {
+        "byte_rate": "Bytes per second of a quota's clients (resource Produce: produced, Fetch: "
+        "fetched), measured over the quota windows as the quota is enforced.",
+        "request_time": "Percent of a request-handler thread's time a quota's clients used "
+        "(resource Request), over the quota windows.",
+        "throttle_time": "Average ms the throttled responses of a quota's clients were "
+        "throttled for (Kafka's throttle-time, over the last 30 to 60 s; NaN: none throttled).",
+    }
+    for measure, samples in rows.items():
+        name = f"kafka_server_quota_{measure}"
+        out.family(name, "gauge", helps[measure])
+        for value, labels in samples:
+            out.sample(name, value, labels)
 
 
 def _consumer_groups(broker: Any, out: Exposition) -> Iterator[None]:

@@ -34,13 +34,13 @@ def response_size(chunks: Iterable[Any] | None) -> int:
 
 def log_request(api: str, version: int, correlation_id: int, client_id: str | None, peer: str,
                 listener: str, request_bytes: int, response_bytes: int, queue_s: float,
-                handler_s: float, remote_s: float, send_s: float) -> None:
+                handler_s: float, remote_s: float, send_s: float, throttle_ms: float = 0.0) -> None:
     """Write one request's line (the caller checked that DEBUG is enabled)."""
     local_s = max(handler_s - remote_s, 0.0)
     REQUEST_LOGGER.debug(
         "Completed request: %s v%d correlation id %d client id %r from %s (%s): request %d "
         "bytes, response %d bytes; totalTime %.3f ms, requestQueueTime %.3f, localTime %.3f, "
-        "remoteTime %.3f, throttleTime 0.000, sendTime %.3f", api, version, correlation_id,
+        "remoteTime %.3f, throttleTime %.3f, sendTime %.3f", api, version, correlation_id,
         client_id, peer, listener, request_bytes, response_bytes,
         (queue_s + handler_s + send_s) * 1000, queue_s * 1000, local_s * 1000, remote_s * 1000,
-        send_s * 1000)
+        float(throttle_ms), send_s * 1000)

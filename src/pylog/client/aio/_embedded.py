@@ -381,7 +381,8 @@ class EmbeddedConnection:
             resp = await dispatch(ctx, body)
             # The broker's request metrics as for a socket, with no response to send.
             broker.metrics.record_request(ctx.api_key, version, started - received,
-                                          loop.time() - started, ctx.remote_s, 0.0)
+                                          loop.time() - started, ctx.remote_s, 0.0,
+                                          ctx.throttle_ms)
             return _CLOSE if ctx.close_connection else resp
         finally:
             done.set_result(None)

@@ -151,8 +151,9 @@ def test_folding_in_batches_matches_counting_each_request() -> None:
         key = (rng.choice((0, 1, 3, 18)), rng.randrange(0, 13))
         q, h, s = (rng.expovariate(1 / 0.002) for _ in range(3))
         r = rng.random() * h if key[0] == 1 else 0.0
-        m.record_request(*key, q, h, r, s)
-        parts = (q * 1000, max(h * 1000 - r * 1000, 0.0), r * 1000, s * 1000,
+        t = float(rng.randrange(0, 3000)) if key[0] == 0 and rng.random() < 0.3 else 0.0
+        m.record_request(*key, q, h, r, s, t)
+        parts = (q * 1000, max(h * 1000 - r * 1000, 0.0), r * 1000, t, s * 1000,
                  q * 1000 + h * 1000 + s * 1000)
         counts = expected.setdefault(key, [[0] * (len(buckets) + 1) for _ in parts])
         total = sums.setdefault(key, [0.0] * len(parts))
