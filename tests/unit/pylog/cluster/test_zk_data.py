@@ -43,6 +43,19 @@ def test_paths_refuse_negative_ids_and_unknown_config_types() -> None:
         z.config_entity_path("groups", "g")
 
 
+def test_client_quota_entity_paths_and_notices() -> None:
+    """Kafka's quota entities: /config/users/<user>/clients/<client-id> is a users entity
+    whose name has a clients child, and its change notice names the whole path."""
+    assert z.config_entity_path("clients", "<default>") == "/config/clients/<default>"
+    assert z.config_entity_path("users", "a%20b/clients/c") == "/config/users/a%20b/clients/c"
+    path = "/config/changes/config_change_0000000007"
+    for entity in ("clients/app", "users/<default>", "users/alice/clients/<default>"):
+        assert z.decode_config_change(path, z.encode_config_change(entity)) == entity
+    for bad in ("users/alice/topics/x", "users//clients/c", "users/a/clients/c/d", "clients/a/b"):
+        with pytest.raises(z.ZkDataError):
+            z.decode_config_change(path, z.encode_config_change(bad))
+
+
 def test_controller_payload() -> None:
     reg = z.ControllerRegistration(2, 1_700_000_000_123)
     data = reg.encode()
