@@ -140,6 +140,10 @@ PYLOG_NOTES: dict[str, str] = {
     "queued.max.request.bytes": "Honoured: bytes of requests being read or queued, broker-wide; "
     "a connection over its share is not read until its responses drain.",
     "connections.max.idle.ms": "Honoured: idle connections are closed after this long.",
+    "quota.window.num": "Honoured: client quotas measure each client's rate over this many "
+    "windows ([quotas.md](quotas.md)).",
+    "quota.window.size.seconds": "Honoured: the span of each client quota window "
+    "([quotas.md](quotas.md)).",
     "offsets.topic.replication.factor": ("Single node: must be 1 (refused otherwise when the topic is created). "
                                          "Cluster mode: the replicas of `__consumer_offsets`, created through "
                                          "ZooKeeper on the first FindCoordinator (refused while fewer brokers "
