@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from pylog import errors
+from pylog.broker.quotas import ClientQuotas
+from pylog.broker.quotas.manager import DEFAULT, QuotaEntity
+from pylog.config import BrokerConfig
 from pylog.controller.configs import (
     CHANGE_EXPIRATION_MS,
     ConfigChangeListener,
@@ -36,6 +39,7 @@ class FakeStore:
     def __init__(self) -> None:
         self.notices: list[tuple[int, str, str | None, int]] = []
         self.configs: dict[str, dict[str, str]] = {}
+        self.quota_configs: dict[str, dict[str, str]] = {}  # by entity path (clients/app)
         self.deleted: list[str] = []
 
     def add(self, seq: int, entity: str | None, ctime: int) -> None:
@@ -57,6 +61,12 @@ class FakeStore:
     def get_topics(self) -> list[str]:
         return sorted(self.configs)
 
+    def get_quota_entity_config(self, path: str) -> dict[str, str]:
+        return dict(self.quota_configs.get(path, {}))
+
+    def get_quota_entity_configs(self) -> dict[str, dict[str, str]]:
+        return {p: dict(c) for p, c in self.quota_configs.items()}
+
 
 class FakeLogManager:
     def __init__(self, topics: list[str]) -> None:
@@ -74,8 +84,12 @@ def _broker(store: FakeStore, topics: list[str], now_ms: int) -> Any:
     async def zk(fn: Any, *args: Any) -> Any:
         return fn(*args)
     cluster = SimpleNamespace(store=store, zk=zk, controller=None)
-    return SimpleNamespace(cluster=cluster, log_manager=FakeLogManager(topics), executor=None,
-                           replicas=None, clock=SimpleNamespace(time_ms=lambda: now_ms))
+    broker = SimpleNamespace(cluster=cluster, log_manager=FakeLogManager(topics), executor=None,
+                             replicas=None, config=BrokerConfig(),
+                             clock=SimpleNamespace(time_ms=lambda: now_ms,
+                                                   monotonic=lambda: now_ms / 1000))
+    broker.quotas = ClientQuotas(broker)  # the real quota store, fed by the listener
+    return broker
 
 
 def test_listener_applies_new_notices_once_in_order_and_drops_expired_ones() -> None:
@@ -83,6 +97,8 @@ def test_listener_applies_new_notices_once_in_order_and_drops_expired_ones() -> 
     store = FakeStore()
     store.configs = {"orders": {"retention.ms": "1000"}, "remote": {"retention.ms": "5"}}
     store.add(1, "topics/orders", now - CHANGE_EXPIRATION_MS - 1)  # before start, expired
+    store.quota_configs = {"users/<default>": {"request_percentage": "50.0",
+                                                "SCRAM-SHA-256": "salt=..."}}
     broker = _broker(store, ["orders"], now)
     listener = ConfigChangeListener(broker)
 
@@ -95,6 +111,8 @@ def test_listener_applies_new_notices_once_in_order_and_drops_expired_ones() -> 
         store.add(4, "brokers/<default>", now)  # broker configs are static: ignored
         store.add(5, "topics/remote", now)  # not held here: nothing to apply locally
         store.add(6, "topics/gone", now)  # deleted meanwhile
+        store.quota_configs["users/a%20b/clients/app"] = {"producer_byte_rate": "1024"}
+        store.add(7, "users/a%20b/clients/app", now)  # a client quota: to broker.quotas
         await listener.process()
         await listener.process()  # nothing new: nothing applied twice
     asyncio.run(run())
@@ -102,5 +120,9 @@ def test_listener_applies_new_notices_once_in_order_and_drops_expired_ones() -> 
         ("orders", {"retention.ms": 1000}),
         ("orders", {"retention.ms": 2000, "cleanup.policy": ["compact"]}),
     ]
-    assert listener.last_seq == 6 and listener.applied == 5
+    assert listener.last_seq == 7 and listener.applied == 6
+    assert broker.quotas.entities == {
+        QuotaEntity(DEFAULT, None): {"request_percentage": 50.0},  # read at start
+        QuotaEntity("a b", "app"): {"producer_byte_rate": 1024.0}}  # from the notice
+    assert broker.quotas.produce.quota("a b", "app") == 1024.0
     assert store.deleted == ["config_change_0000000001"]
