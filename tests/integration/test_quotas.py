@@ -51,8 +51,10 @@ def qbroker(tmp_path_factory):
         pytest.skip("starts its own single broker (the cluster test is test_quotas_cluster.py)")
     data = tmp_path_factory.mktemp("quotas") / "data"
     data.mkdir()
-    b = BrokerProcess(data, {"metrics.listener": "http://127.0.0.1:0",
-                             "quota.window.num": "3", "num.partitions": "1"})
+    b = BrokerProcess(
+        data,
+        {"metrics.listener": "http://127.0.0.1:0", "quota.window.num": "3", "num.partitions": "1"},
+    )
     b.start()
     b.metrics_port = metrics_port(b)
     yield b
@@ -60,8 +62,14 @@ def qbroker(tmp_path_factory):
 
 
 def _fill(bootstrap: str, topic: str, nbytes: int) -> None:
-    p = CKProducer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 20,
-                    "batch.size": 16384})
+    p = CKProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "filler",
+            "linger.ms": 20,
+            "batch.size": 16384,
+        }
+    )
     for _ in range(nbytes // len(VALUE)):
         while True:
             try:
@@ -94,20 +102,30 @@ class Run:
                 fn(name, *args)
             except BaseException:  # noqa: BLE001 - reported by the test
                 self.errors.append(f"{name}: {traceback.format_exc()}")
+
         t = threading.Thread(target=body, name=name, daemon=True)
         t.start()
         return t
 
 
-def ck_producer(run: Run, name: str, bootstrap: str, topic: str, pace_bytes_s: float | None) -> None:
+def ck_producer(
+    run: Run, name: str, bootstrap: str, topic: str, pace_bytes_s: float | None
+) -> None:
     acked = [0]
     throttles = run.throttled.setdefault(name, [])
-    p = CKProducer({"bootstrap.servers": bootstrap, "client.id": name, "linger.ms": 5,
-                    "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    p = CKProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": name,
+            "linger.ms": 5,
+            "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
+        }
+    )
 
     def on_delivery(err, msg) -> None:
         if err is None and time.monotonic() < run.deadline:
             acked[0] += len(msg.value())
+
     run.start.wait()
     t0 = time.monotonic()
     sent = 0
@@ -130,16 +148,17 @@ def kp_producer(run: Run, name: str, bootstrap: str, topic: str) -> None:
     from kafka import KafkaProducer
 
     acked = [0]
-    p = KafkaProducer(bootstrap_servers=bootstrap, client_id=name, linger_ms=5,
-                      max_block_ms=200)
+    p = KafkaProducer(bootstrap_servers=bootstrap, client_id=name, linger_ms=5, max_block_ms=200)
 
     def ok(_meta) -> None:
         if time.monotonic() < run.deadline:
             acked[0] += len(VALUE)
+
     done = [0]
 
     def finished(_result) -> None:
         done[0] += len(VALUE)
+
     run.start.wait()
     t0 = time.monotonic()
     sent = 0
@@ -158,8 +177,15 @@ def kp_producer(run: Run, name: str, bootstrap: str, topic: str) -> None:
 def ck_consumer(run: Run, name: str, bootstrap: str, topic: str) -> None:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    c = CKConsumer({"bootstrap.servers": bootstrap, "client.id": name, "group.id": name,
-                    "enable.auto.commit": False, "max.partition.fetch.bytes": FETCH_BYTES})
+    c = CKConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": name,
+            "group.id": name,
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": FETCH_BYTES,
+        }
+    )
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no group: no join to wait for
     run.start.wait()
     t0 = time.monotonic()
@@ -175,9 +201,14 @@ def ck_consumer(run: Run, name: str, bootstrap: str, topic: str) -> None:
 def kp_consumer(run: Run, name: str, bootstrap: str, topic: str, stop_at: int | None) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id=name, group_id=None,
-                      auto_offset_reset="earliest", enable_auto_commit=False,
-                      max_partition_fetch_bytes=FETCH_BYTES)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id=name,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=FETCH_BYTES,
+    )
     c.assign([TopicPartition(topic, 0)])  # no group: no join to wait for
     run.start.wait()
     t0 = time.monotonic()
@@ -225,7 +256,10 @@ def test_limited_clients_get_their_quota_and_unlimited_ones_are_not_slowed(qbrok
     # Unlimited: the paced producer gets its 6 MiB/s, the consumer reads 24 MiB well within
     # the time a 1 MiB/s quota would need.
     assert rates["ck-free"] >= 4.5, rates
-    assert run.moved["kp-free"] >= 24 * MIB and run.elapsed["kp-free"] < 15, (run.moved, run.elapsed)
+    assert run.moved["kp-free"] >= 24 * MIB and run.elapsed["kp-free"] < 15, (
+        run.moved,
+        run.elapsed,
+    )
     # librdkafka saw throttle_time_ms (and held back by itself, as KIP-219 asks).
     assert run.throttled["ck-prod"] and max(run.throttled["ck-prod"]) > 0
     assert not any(run.throttled["ck-free"])
@@ -233,18 +267,30 @@ def test_limited_clients_get_their_quota_and_unlimited_ones_are_not_slowed(qbrok
     samples = scrape(qbroker.metrics_port)
 
     def quota(name: str, resource: str, client: str, scraped=samples) -> float:
-        return scraped[(f"kafka_server_quota_{name}",
-                        (("clientId", client), ("resource", resource), ("user", "")))]
-    for client, resource in (("ck-prod", "Produce"), ("kp-prod", "Produce"),
-                             ("ck-cons", "Fetch"), ("kp-cons", "Fetch")):
+        return scraped[
+            (
+                f"kafka_server_quota_{name}",
+                (("clientId", client), ("resource", resource), ("user", "")),
+            )
+        ]
+
+    for client, resource in (
+        ("ck-prod", "Produce"),
+        ("kp-prod", "Produce"),
+        ("ck-cons", "Fetch"),
+        ("kp-cons", "Fetch"),
+    ):
         assert quota("throttle_time", resource, client) > 0, (client, resource)
         # Over the last 3 one-second windows: bursts and pauses, around the quota.
         assert 0.3 * MIB < quota("byte_rate", resource, client, during) < 3 * MIB, (client, during)
     assert math.isnan(quota("throttle_time", "Produce", "ck-free"))
     assert quota("byte_rate", "Produce", "ck-free", during) > 3 * MIB
-    throttled_produce = [v for (n, labels), v in samples.items()
-                         if n == "kafka_network_requestmetrics_throttletimems_sum"
-                         and dict(labels) == {"request": "Produce"}]
+    throttled_produce = [
+        v
+        for (n, labels), v in samples.items()
+        if n == "kafka_network_requestmetrics_throttletimems_sum"
+        and dict(labels) == {"request": "Produce"}
+    ]
     assert throttled_produce and throttled_produce[0] > 0
 
 
@@ -261,35 +307,104 @@ def test_cli_alter_describe_round_trip_and_restart(new_broker, capsys):
     node whose quotas live in its data directory and survive a restart."""
     b = new_broker().start()
     cid = f"app-{uuid.uuid4().hex[:6]}"
-    assert _cli(capsys, b.bootstrap, "alter", "--entity-type", "clients", "--entity-name", cid,
-                "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152") == (
-        0, f"Completed updating config for client {cid}.\n", "")
-    assert _cli(capsys, b.bootstrap, "alter", "--entity-type", "users", "--entity-default",
-                "--add-config", "request_percentage=250") == (
-        0, "Completed updating default config for users in the cluster.\n", "")
-    code, _, err = _cli(capsys, b.bootstrap, "alter", "--entity-type", "clients",
-                        "--entity-name", cid, "--add-config", "producer_byte_rate=1.5")
+    assert _cli(
+        capsys,
+        b.bootstrap,
+        "alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        cid,
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    ) == (0, f"Completed updating config for client {cid}.\n", "")
+    assert _cli(
+        capsys,
+        b.bootstrap,
+        "alter",
+        "--entity-type",
+        "users",
+        "--entity-default",
+        "--add-config",
+        "request_percentage=250",
+    ) == (0, "Completed updating default config for users in the cluster.\n", "")
+    code, _, err = _cli(
+        capsys,
+        b.bootstrap,
+        "alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        cid,
+        "--add-config",
+        "producer_byte_rate=1.5",
+    )
     assert code == 1 and "INVALID_REQUEST: producer_byte_rate cannot be a fractional value" in err
-    code, _, err = _cli(capsys, b.bootstrap, "alter", "--entity-type", "clients",
-                        "--entity-name", cid, "--add-config", "producer_byte_rates=1")
+    code, _, err = _cli(
+        capsys,
+        b.bootstrap,
+        "alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        cid,
+        "--add-config",
+        "producer_byte_rates=1",
+    )
     assert code == 1 and "Invalid configuration key producer_byte_rates" in err
-    assert _cli(capsys, b.bootstrap, "alter", "--entity-type", "clients", "--entity-name", cid,
-                "--delete-config", "consumer_byte_rate")[0] == 0
-    assert _cli(capsys, b.bootstrap, "alter", "--validate-only", "--entity-type", "clients",
-                "--entity-name", cid, "--add-config", "producer_byte_rate=5")[0] == 0
+    assert (
+        _cli(
+            capsys,
+            b.bootstrap,
+            "alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            cid,
+            "--delete-config",
+            "consumer_byte_rate",
+        )[0]
+        == 0
+    )
+    assert (
+        _cli(
+            capsys,
+            b.bootstrap,
+            "alter",
+            "--validate-only",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            cid,
+            "--add-config",
+            "producer_byte_rate=5",
+        )[0]
+        == 0
+    )
     stored = json.loads((b.data_dir / "client-quotas.json").read_text())
-    assert stored == {"version": 1, "entities": {
-        f"clients/{cid}": {"producer_byte_rate": "1048576"},
-        "users/<default>": {"request_percentage": "250.0"}}}
+    assert stored == {
+        "version": 1,
+        "entities": {
+            f"clients/{cid}": {"producer_byte_rate": "1048576"},
+            "users/<default>": {"request_percentage": "250.0"},
+        },
+    }
     b.stop()
     b.start()
     assert _cli(capsys, b.bootstrap, "describe", "--entity-type", "clients") == (
-        0, f"Quota configs for client-id '{cid}' are producer_byte_rate=1048576.0\n", "")
+        0,
+        f"Quota configs for client-id '{cid}' are producer_byte_rate=1048576.0\n",
+        "",
+    )
     assert _cli(capsys, b.bootstrap, "describe", "--entity-type", "users", "--entity-default") == (
-        0, "Quota configs for the default user-principal are request_percentage=250.0\n", "")
+        0,
+        "Quota configs for the default user-principal are request_percentage=250.0\n",
+        "",
+    )
     with Admin({"bootstrap.servers": b.bootstrap}) as admin:
         assert admin.describe_client_quotas([QuotaFilter.of_entity("client-id", cid)]) == {
-            (("client-id", cid),): {"producer_byte_rate": 1048576.0}}
+            (("client-id", cid),): {"producer_byte_rate": 1048576.0}
+        }
     for action in ("describe", "alter"):
         with pytest.raises(SystemExit):
             _cli(capsys, b.bootstrap, action, "--help")

@@ -35,24 +35,41 @@ def store(zookeeper):  # noqa: F811
     s = ZkStore(zookeeper.connect_string, session_timeout_ms=SESSION_MS)
     s.start()
     yield s
-    for path in ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
-                 "/isr_change_notification", "/cluster"):
+    for path in (
+        "/brokers",
+        "/controller",
+        "/controller_epoch",
+        "/admin",
+        "/config",
+        "/isr_change_notification",
+        "/cluster",
+    ):
         s.delete_all(path)
     s.close()
 
 
 def _broker(zookeeper, new_broker, i: int):  # noqa: F811
-    return new_broker({"zookeeper.connect": zookeeper.connect_string, "broker.id": str(i),
-                       "zookeeper.session.timeout.ms": str(SESSION_MS),
-                       "controlled.shutdown.enable": "false"}).start()
+    return new_broker(
+        {
+            "zookeeper.connect": zookeeper.connect_string,
+            "broker.id": str(i),
+            "zookeeper.session.timeout.ms": str(SESSION_MS),
+            "controlled.shutdown.enable": "false",
+        }
+    ).start()
 
 
 def _alter(b, entity: list[tuple[str, str | None]], ops: dict[str, float | None]) -> None:
     R = AlterClientQuotasRequest
-    req = R(entries=[R.EntryData(
-        entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-        ops=[R.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])],
-        validate_only=False)
+    req = R(
+        entries=[
+            R.EntryData(
+                entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[R.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()],
+            )
+        ],
+        validate_only=False,
+    )
     with BrokerConnection(b.host, b.port, 10) as conn:
         resp = conn.request(req)
     assert [e.error_code for e in resp.entries] == [0], resp
@@ -62,8 +79,12 @@ def _describe(b) -> dict:
     with BrokerConnection(b.host, b.port, 10) as conn:
         resp = conn.request(DescribeClientQuotasRequest(components=[], strict=False))
     assert resp.error_code == 0, resp
-    return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
-            {v.key: v.value for v in entry.values} for entry in resp.entries}
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in resp.entries
+    }
 
 
 def test_quotas_altered_on_one_broker_apply_on_the_others(zookeeper, store, new_broker):  # noqa: F811
@@ -81,21 +102,36 @@ def test_quotas_altered_on_one_broker_apply_on_the_others(zookeeper, store, new_
     assert json.loads(raw) == {"version": 1, "config": {"request_percentage": "12.5"}}
     notices = [n for _s, n, _e, _c in store.get_config_changes() if n not in before]
     payloads = [json.loads(store.client.get(f"{z.CONFIG_CHANGES_PATH}/{n}")[0]) for n in notices]
-    assert payloads == [{"version": 2, "entity_path": "clients/slow%20one"},
-                        {"version": 2, "entity_path": "users/alice/clients/<default>"}]
+    assert payloads == [
+        {"version": 2, "entity_path": "clients/slow%20one"},
+        {"version": 2, "entity_path": "users/alice/clients/<default>"},
+    ]
 
-    want = {(("client-id", "slow one"),): {"producer_byte_rate": 1000.0},
-            (("user", "alice"), ("client-id", None)): {"request_percentage": 12.5}}
+    want = {
+        (("client-id", "slow one"),): {"producer_byte_rate": 1000.0},
+        (("user", "alice"), ("client-id", None)): {"request_percentage": 12.5},
+    }
     wait_until(lambda: _describe(b1) == want, 30, "broker 1 to apply the notices")
 
     # Broker 1 throttles the client by the quota it learnt: 200 KB at 1000 B/s.
     with BrokerConnection(b1.host, b1.port, 10, client_id="slow one") as conn:
-        resp = conn.request(ProduceRequest(acks=1, timeout_ms=1000, topic_data=[],
-                                           transactional_id=None))
+        resp = conn.request(
+            ProduceRequest(acks=1, timeout_ms=1000, topic_data=[], transactional_id=None)
+        )
         assert resp.throttle_time_ms == 0  # an empty produce: well within
-        big = ProduceRequest(acks=1, timeout_ms=1000, transactional_id=None, topic_data=[
-            ProduceRequest.TopicProduceData(name="nowhere", partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=b"x" * 200_000)])])
+        big = ProduceRequest(
+            acks=1,
+            timeout_ms=1000,
+            transactional_id=None,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name="nowhere",
+                    partition_data=[
+                        ProduceRequest.PartitionProduceData(index=0, records=b"x" * 200_000)
+                    ],
+                )
+            ],
+        )
         resp = conn.request(big)
         assert resp.throttle_time_ms > 100_000, resp.throttle_time_ms
 

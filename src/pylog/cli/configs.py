@@ -31,14 +31,21 @@ class _Entity(argparse.Action):
     """``--entity-type`` starts an entity, ``--entity-name`` / ``--entity-default`` name the
     last one (kafka-configs.sh pairs them by position)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         entities = list(getattr(namespace, "entities", None) or [])
         if option_string == "--entity-type":
             if values not in ENTITY_TYPES:
-                parser.error(f"--entity-type {values!r}: pylog configs handles "
-                             f"{' and '.join(ENTITY_TYPES)} (client quotas); topic configs: "
-                             "pylog topics alter-config / describe --configs")
+                parser.error(
+                    f"--entity-type {values!r}: pylog configs handles "
+                    f"{' and '.join(ENTITY_TYPES)} (client quotas); topic configs: "
+                    "pylog topics alter-config / describe --configs"
+                )
             entities.append([values, None])
         else:
             if not entities or entities[-1][1] is not None:
@@ -50,44 +57,74 @@ class _Entity(argparse.Action):
 
 
 def _add_entity_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--entity-type", action=_Entity, metavar="clients|users",
-                   help="the entity's type; give two (users, then clients) for a user's client")
-    p.add_argument("--entity-name", action=_Entity, metavar="NAME",
-                   help="the name of the --entity-type before it (a client id or a user "
-                   "principal's name)")
-    p.add_argument("--entity-default", action=_Entity, nargs=0,
-                   help="the default entity of the --entity-type before it "
-                   "(/config/clients/<default>, /config/users/<default>)")
+    p.add_argument(
+        "--entity-type",
+        action=_Entity,
+        metavar="clients|users",
+        help="the entity's type; give two (users, then clients) for a user's client",
+    )
+    p.add_argument(
+        "--entity-name",
+        action=_Entity,
+        metavar="NAME",
+        help="the name of the --entity-type before it (a client id or a user principal's name)",
+    )
+    p.add_argument(
+        "--entity-default",
+        action=_Entity,
+        nargs=0,
+        help="the default entity of the --entity-type before it "
+        "(/config/clients/<default>, /config/users/<default>)",
+    )
     p.set_defaults(entities=[])
 
 
 def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None]) -> None:
     c = sub.add_parser(
-        "configs", help="describe and alter client quotas (kafka-configs.sh)",
+        "configs",
+        help="describe and alter client quotas (kafka-configs.sh)",
         description="Client quotas (producer_byte_rate, consumer_byte_rate in bytes/s, "
         "request_percentage) of client ids and users, as kafka-configs.sh --entity-type "
-        "clients|users sets them; docs/quotas.md.")
+        "clients|users sets them; docs/quotas.md.",
+    )
     csub = c.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
     d = csub.add_parser(
-        "describe", help="show client quotas",
+        "describe",
+        help="show client quotas",
         description="Show the quotas of an entity, of every entity of a type (--entity-type "
         "without a name) or of the default entity (--entity-default). Example: pylog configs "
-        "describe --entity-type clients")
+        "describe --entity-type clients",
+    )
     _add_entity_options(d)
     add_bootstrap(d)
     a = csub.add_parser(
-        "alter", help="set or delete client quotas",
+        "alter",
+        help="set or delete client quotas",
         description="Set (--add-config) or delete (--delete-config) quotas of one entity. "
         "Example: pylog configs alter --entity-type clients --entity-name app --add-config "
-        "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    )
     _add_entity_options(a)
-    a.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V...]",
-                   help="quotas to set: producer_byte_rate, consumer_byte_rate (bytes/s), "
-                   "request_percentage (repeatable)")
-    a.add_argument("--delete-config", action="append", default=[], metavar="K[,K...]",
-                   help="quotas to remove (repeatable)")
-    a.add_argument("--validate-only", action="store_true",
-                   help="have the broker check the change without making it")
+    a.add_argument(
+        "--add-config",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V...]",
+        help="quotas to set: producer_byte_rate, consumer_byte_rate (bytes/s), "
+        "request_percentage (repeatable)",
+    )
+    a.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="K[,K...]",
+        help="quotas to remove (repeatable)",
+    )
+    a.add_argument(
+        "--validate-only",
+        action="store_true",
+        help="have the broker check the change without making it",
+    )
     add_bootstrap(a)
 
 
@@ -100,8 +137,10 @@ def _entity(args: argparse.Namespace, *, named: bool) -> dict[str, str | None]:
     """The command line's entity as the admin client takes it (None: the default)."""
     entities = args.entities
     if not entities:
-        raise CliError("give an entity: --entity-type clients|users with --entity-name NAME "
-                       "or --entity-default")
+        raise CliError(
+            "give an entity: --entity-type clients|users with --entity-name NAME "
+            "or --entity-default"
+        )
     if len(entities) > 2 or len({t for t, _ in entities}) != len(entities):
         raise CliError("an entity is one --entity-type, or users then clients for a user's client")
     out: dict[str, str | None] = {}
@@ -119,7 +158,9 @@ def _changes(args: argparse.Namespace) -> dict[str, float | None]:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"--add-config {item!r}: expected KEY=VALUE, e.g. producer_byte_rate=1048576")
+            raise CliError(
+                f"--add-config {item!r}: expected KEY=VALUE, e.g. producer_byte_rate=1048576"
+            )
         try:
             changes[key.strip()] = float(value)
         except ValueError:
@@ -169,8 +210,13 @@ def describe(args: argparse.Namespace) -> int:
         quotas = admin.describe_client_quotas(filters, strict=bool(filters))
     for entity, values in sorted(quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]]):
         parts = dict(entity)
-        names = [f"{_TYPE_WORDS[t]} {parts[t]!r}" if parts[t] is not None
-                 else f"the default {_TYPE_WORDS[t]}" for t in ("user", "client-id") if t in parts]
+        names = [
+            f"{_TYPE_WORDS[t]} {parts[t]!r}"
+            if parts[t] is not None
+            else f"the default {_TYPE_WORDS[t]}"
+            for t in ("user", "client-id")
+            if t in parts
+        ]
         values_text = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         print(f"Quota configs for {', '.join(names)} are {values_text}")
     return 0

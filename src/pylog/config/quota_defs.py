@@ -23,19 +23,23 @@ if TYPE_CHECKING:
 #: and refuses it rather than store a limit that would do nothing.
 CLIENT_QUOTA_KEYS: dict[str, tuple[str, str]] = {
     "producer_byte_rate": (
-        "long", "A rate representing the upper bound (bytes/sec) for producer traffic."),
+        "long",
+        "A rate representing the upper bound (bytes/sec) for producer traffic.",
+    ),
     "consumer_byte_rate": (
-        "long", "A rate representing the upper bound (bytes/sec) for consumer traffic."),
+        "long",
+        "A rate representing the upper bound (bytes/sec) for consumer traffic.",
+    ),
     "request_percentage": (
-        "double", "A percentage representing the upper bound of time spent for processing "
-        "requests (100 is one request-handler thread's whole time)."),
+        "double",
+        "A percentage representing the upper bound of time spent for processing "
+        "requests (100 is one request-handler thread's whole time).",
+    ),
 }
 #: Kafka's quota keys pylog knows but does not implement (refused with a reason).
 UNSUPPORTED_QUOTA_KEYS: dict[str, str] = {
-    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not implemented "
-    "by pylog",
-    "connection_creation_rate": "IP connection-rate quotas (KIP-612) are not implemented "
-    "by pylog",
+    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not implemented by pylog",
+    "connection_creation_rate": "IP connection-rate quotas (KIP-612) are not implemented by pylog",
 }
 
 
@@ -46,11 +50,18 @@ def quota_config_defs() -> list[ConfigDef]:
 
     return [
         ConfigDef(
-            "quota.window.num", "int", 11,
+            "quota.window.num",
+            "int",
+            11,
             "The number of samples to retain in memory for client quotas: a client's rate is "
             "measured over this many windows (10 whole windows and the current one).",
-            at_least(1)),
+            at_least(1),
+        ),
         ConfigDef(
-            "quota.window.size.seconds", "int", 1,
-            "The time span of each sample for client quotas.", at_least(1)),
+            "quota.window.size.seconds",
+            "int",
+            1,
+            "The time span of each sample for client quotas.",
+            at_least(1),
+        ),
     ]

@@ -23,12 +23,20 @@ def _entity(components: Any) -> list[Any]:
 
 async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Any:
     results = await ctx.broker.quotas.alter(request.entries, request.validate_only)
-    return _R(throttle_time_ms=0, entries=[
-        _R.EntryData(error_code=code, error_message=message, entity=_entity(entity))
-        for entity, code, message in results])
+    return _R(
+        throttle_time_ms=0,
+        entries=[
+            _R.EntryData(error_code=code, error_message=message, entity=_entity(entity))
+            for entity, code, message in results
+        ],
+    )
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
-    return _R(throttle_time_ms=0, entries=[
-        _R.EntryData(error_code=code, error_message=message, entity=_entity(e.entity))
-        for e in request.entries])
+    return _R(
+        throttle_time_ms=0,
+        entries=[
+            _R.EntryData(error_code=code, error_message=message, entity=_entity(e.entity))
+            for e in request.entries
+        ],
+    )

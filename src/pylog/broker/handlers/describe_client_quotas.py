@@ -23,7 +23,8 @@ async def handle_describe_client_quotas(ctx: RequestContext, request: Any) -> An
     entries = [
         _R.EntryData(
             entity=[_R.EntityData(entity_type=t, entity_name=n) for t, n in entity_to_wire(e)],
-            values=[_R.ValueData(key=k, value=v) for k, v in sorted(values.items())])
+            values=[_R.ValueData(key=k, value=v) for k, v in sorted(values.items())],
+        )
         for e, values in ctx.broker.quotas.describe(match)
     ]
     return _R(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)

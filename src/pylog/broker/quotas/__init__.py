@@ -30,8 +30,14 @@ from pylog.broker.quotas.store import ClientQuotas
 if TYPE_CHECKING:
     from pylog.broker.handlers._context import RequestContext
 
-__all__ = ["ClientQuotas", "throttle", "record_request_time", "produce_throttle",
-           "fetch_max_bytes", "fetch_throttle"]
+__all__ = [
+    "ClientQuotas",
+    "throttle",
+    "record_request_time",
+    "produce_throttle",
+    "fetch_max_bytes",
+    "fetch_throttle",
+]
 
 
 def throttle(ctx: RequestContext, manager: Any, ms: int) -> None:
@@ -54,8 +60,9 @@ def record_request_time(ctx: RequestContext) -> int:
     ctx.request_time_recorded = True
     now = quotas.now_ms()
     local_ms = max(now - ctx.started_ms - ctx.remote_s * 1000.0, 0.0)
-    return quotas.request.record_and_get_throttle_ms(ctx.user, ctx.client_id or "",
-                                                    local_ms / 10.0, now)
+    return quotas.request.record_and_get_throttle_ms(
+        ctx.user, ctx.client_id or "", local_ms / 10.0, now
+    )
 
 
 def produce_throttle(ctx: RequestContext, size: int, acks: int) -> None:

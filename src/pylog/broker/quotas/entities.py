@@ -97,8 +97,13 @@ def parse_quota_values(path: str, raw: Mapping[str, str]) -> dict[str, float]:
             except ValueError:
                 number = math.nan
             if not number > 0 or not math.isfinite(number):
-                log.warning("config %s: %s=%r is not a quota (a number above 0); ignored: "
-                            "set it again with `pylog configs alter`", path, key, value)
+                log.warning(
+                    "config %s: %s=%r is not a quota (a number above 0); ignored: "
+                    "set it again with `pylog configs alter`",
+                    path,
+                    key,
+                    value,
+                )
                 continue
             out[key] = number
     return out
@@ -122,7 +127,8 @@ def entity_from_wire(components: Iterable[Any]) -> QuotaEntity:
         etype, name = c.entity_type, c.entity_name
         if etype in seen:
             raise errors.InvalidRequestError(
-                f"Invalid client quota entity, duplicate entity entry {etype}")
+                f"Invalid client quota entity, duplicate entity entry {etype}"
+            )
         if etype not in (USER, CLIENT_ID, IP):
             raise errors.InvalidRequestError(f"Unhandled client quota entity type: {etype}")
         if name is not None and name == "":
@@ -134,10 +140,12 @@ def entity_from_wire(components: Iterable[Any]) -> QuotaEntity:
         if len(seen) > 1:
             raise errors.InvalidRequestError(
                 "Invalid quota entity combination, IP entity should not be combined with "
-                "User or ClientId")
+                "User or ClientId"
+            )
         raise errors.InvalidRequestError(
             "IP quotas (connection_creation_rate, KIP-612) are not supported by pylog; "
-            "use user or client-id entities")
+            "use user or client-id entities"
+        )
     return QuotaEntity(seen.get(USER), seen.get(CLIENT_ID))
 
 
@@ -159,8 +167,9 @@ def apply_ops(current: Mapping[str, float], ops: Iterable[Any]) -> dict[str, flo
     for op in ops:
         key = op.key
         if key in seen:
-            raise errors.InvalidRequestError(f"Duplicate quota key {key} not updating quota "
-                                             "for this entity")
+            raise errors.InvalidRequestError(
+                f"Duplicate quota key {key} not updating quota for this entity"
+            )
         seen.add(key)
         if op.remove:
             out.pop(key, None)
@@ -171,14 +180,16 @@ def apply_ops(current: Mapping[str, float], ops: Iterable[Any]) -> dict[str, flo
         if kind is None:
             raise errors.InvalidRequestError(
                 f"Invalid configuration key {key}; the quota keys are "
-                f"{', '.join(CLIENT_QUOTA_KEYS)}")
+                f"{', '.join(CLIENT_QUOTA_KEYS)}"
+            )
         value = float(op.value)
         if not math.isfinite(value) or value <= 0.0:
             raise errors.InvalidRequestError(f"Quota {key} must be greater than 0")
         if kind[0] == "long":
             if value > 2**63 - 1:
                 raise errors.InvalidRequestError(
-                    f"Proposed value for {key} is too large for a LONG.")
+                    f"Proposed value for {key} is too large for a LONG."
+                )
             if abs(value % 1.0) > 1e-6:
                 raise errors.InvalidRequestError(f"{key} cannot be a fractional value.")
         out[key] = value
@@ -200,23 +211,27 @@ class DescribeFilter:
                 raise errors.InvalidRequestError("Invalid empty entity type.")
             if etype in self.exact or etype in self.any:
                 raise errors.InvalidRequestError(
-                    f"Entity type {etype} cannot appear more than once in the filter.")
+                    f"Entity type {etype} cannot appear more than once in the filter."
+                )
             if etype not in (USER, CLIENT_ID, IP):
                 raise errors.UnsupportedVersionError(f"Unsupported entity type {etype}")
             if c.match_type == MATCH_EXACT:
                 if c.match is None:
                     raise errors.InvalidRequestError(
-                        "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+                        "Request specified MATCH_TYPE_EXACT, but set match string to null."
+                    )
                 self.exact[etype] = c.match
             elif c.match_type == MATCH_DEFAULT:
                 if c.match is not None:
                     raise errors.InvalidRequestError(
-                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
+                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."
+                    )
                 self.exact[etype] = DEFAULT
             elif c.match_type == MATCH_SPECIFIED:
                 if c.match is not None:
                     raise errors.InvalidRequestError(
-                        "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+                        "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."
+                    )
                 self.any.add(etype)
             else:
                 raise errors.InvalidRequestError(f"Unknown match type {c.match_type}")
@@ -225,7 +240,8 @@ class DescribeFilter:
             if types & {USER, CLIENT_ID}:
                 raise errors.InvalidRequestError(
                     "Invalid entity filter component combination. IP filter component should "
-                    "not be used with user or clientId filter component.")
+                    "not be used with user or clientId filter component."
+                )
             self.ip = True  # pylog stores no IP quotas: nothing matches
 
     def matches(self, entity: QuotaEntity) -> bool:

@@ -81,8 +81,11 @@ class QuotaEntity(NamedTuple):
         if self.user is not None:
             parts.append(f"user {self.user!r}" if isinstance(self.user, str) else "default user")
         if self.client_id is not None:
-            parts.append(f"client-id {self.client_id!r}" if isinstance(self.client_id, str)
-                         else "default client-id")
+            parts.append(
+                f"client-id {self.client_id!r}"
+                if isinstance(self.client_id, str)
+                else "default client-id"
+            )
         return " ".join(parts) or "empty entity"
 
 
@@ -162,8 +165,15 @@ class ClientSensor:
 
     __slots__ = ("user", "client_id", "rate", "bound", "throttle", "last_record_ms")
 
-    def __init__(self, user: str, client_id: str, num: int, window_ms: int,
-                 bound: float | None, now_ms: float) -> None:
+    def __init__(
+        self,
+        user: str,
+        client_id: str,
+        num: int,
+        window_ms: int,
+        bound: float | None,
+        now_ms: float,
+    ) -> None:
         self.user = user
         self.client_id = client_id
         self.rate = SampledStat(num, window_ms)
@@ -182,8 +192,9 @@ class ClientQuotaManager:
         max_throttle_ms: a cap on the throttle time (the request quota's one window).
     """
 
-    def __init__(self, quota_type: str, num_samples: int, window_s: int,
-                 max_throttle_ms: int | None = None) -> None:
+    def __init__(
+        self, quota_type: str, num_samples: int, window_s: int, max_throttle_ms: int | None = None
+    ) -> None:
         self.quota_type = quota_type
         self.num_samples = num_samples
         self.window_ms = window_s * 1000
@@ -204,7 +215,9 @@ class ClientQuotaManager:
         """Set (``value``) or remove (None) the quota of ``entity``; sensors already
         created take their new bound at once."""
         if entity.user is not None:
-            self._enabled |= _USER_CLIENT_ID_QUOTAS if entity.client_id is not None else _USER_QUOTAS
+            self._enabled |= (
+                _USER_CLIENT_ID_QUOTAS if entity.client_id is not None else _USER_QUOTAS
+            )
         elif entity.client_id is not None:
             self._enabled |= _CLIENT_ID_QUOTAS
         if value is None:
@@ -264,11 +277,13 @@ class ClientQuotaManager:
         sensor = self.sensors.get(tags)
         if sensor is None:
             sensor = self.sensors[tags] = ClientSensor(
-                tags[0], tags[1], self.num_samples, self.window_ms, self.quota_limit(*tags), now_ms)
+                tags[0], tags[1], self.num_samples, self.window_ms, self.quota_limit(*tags), now_ms
+            )
         return sensor
 
-    def record_and_get_throttle_ms(self, user: str, client_id: str, value: float,
-                                   now_ms: float) -> int:
+    def record_and_get_throttle_ms(
+        self, user: str, client_id: str, value: float, now_ms: float
+    ) -> int:
         """Record ``value`` for the client, then return the throttle time in ms when the
         rate is over its quota (0 otherwise, and always 0 when no quota of this type was
         ever configured)."""
@@ -318,8 +333,11 @@ class ClientQuotaManager:
 
     def expire(self, now_ms: float) -> int:
         """Drop sensors with no record for an hour; returns how many."""
-        idle = [tags for tags, s in self.sensors.items()
-                if now_ms - s.last_record_ms >= INACTIVE_SENSOR_EXPIRATION_MS]
+        idle = [
+            tags
+            for tags, s in self.sensors.items()
+            if now_ms - s.last_record_ms >= INACTIVE_SENSOR_EXPIRATION_MS
+        ]
         for tags in idle:
             del self.sensors[tags]
         return len(idle)

@@ -49,8 +49,11 @@ log = logging.getLogger("pylog.broker.quotas")
 
 STORE_NAME = "client-quotas.json"
 #: Which manager each quota key feeds (Kafka's ``QuotaType``).
-KEY_TYPES = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch",
-             "request_percentage": "Request"}
+KEY_TYPES = {
+    "producer_byte_rate": "Produce",
+    "consumer_byte_rate": "Fetch",
+    "request_percentage": "Request",
+}
 
 
 class ClientQuotas:
@@ -119,7 +122,8 @@ class ClientQuotas:
         except (OSError, ValueError) as exc:
             raise errors.KafkaError(
                 f"{path}: cannot read the client quotas ({exc}); fix or remove the file "
-                "(its quotas are then lost) and start again") from None
+                "(its quotas are then lost) and start again"
+            ) from None
         entities = data.get("entities") if isinstance(data, dict) else None
         if data.get("version") != 1 or not isinstance(entities, dict):
             raise errors.KafkaError(f"{path}: not a version 1 client quota file; fix or remove it")
@@ -130,8 +134,10 @@ class ClientQuotas:
     def _save_file(self) -> None:
         from pylog.log.topics import write_atomically
 
-        entities = {entity_path(e): {k: format_quota_value(k, v) for k, v in sorted(vals.items())}
-                    for e, vals in self.entities.items()}
+        entities = {
+            entity_path(e): {k: format_quota_value(k, v) for k, v in sorted(vals.items())}
+            for e, vals in self.entities.items()
+        }
         body = json.dumps({"version": 1, "entities": dict(sorted(entities.items()))}, indent=1)
         write_atomically(self._file(), body.encode("utf-8"))
 
@@ -150,7 +156,9 @@ class ClientQuotas:
 
     # -- the admin APIs ---------------------------------------------------------------------
 
-    async def alter(self, entries: Iterable[Any], validate_only: bool) -> list[tuple[Any, int, str | None]]:
+    async def alter(
+        self, entries: Iterable[Any], validate_only: bool
+    ) -> list[tuple[Any, int, str | None]]:
         """AlterClientQuotas: per entry (its wire entity, error code, message). Each entry
         is validated and stored on its own; one entry's error does not stop the others."""
         out: list[tuple[Any, int, str | None]] = []
@@ -170,7 +178,9 @@ class ClientQuotas:
                     continue
                 out.append((entry.entity, 0, None))
             if changed and self.broker.cluster is None:
-                await asyncio.get_running_loop().run_in_executor(self.broker.executor, self._save_file)
+                await asyncio.get_running_loop().run_in_executor(
+                    self.broker.executor, self._save_file
+                )
         return out
 
     async def _write_zookeeper(self, entity: QuotaEntity, ops: Iterable[Any]) -> None:
@@ -189,14 +199,18 @@ class ClientQuotas:
                 else:
                     raw[op.key] = format_quota_value(op.key, float(op.value))
             store.set_quota_entity_config(path, raw)
+
         await cluster.zk(write)
         log.info("%s: quotas written to ZooKeeper (/config/%s)", entity, path)
 
     def describe(self, match: Any) -> list[tuple[QuotaEntity, dict[str, float]]]:
         """DescribeClientQuotas: the entities ``match`` (an ``entities.DescribeFilter``)
         accepts, with their quotas."""
-        return [(e, dict(v)) for e, v in sorted(self.entities.items(), key=lambda kv: str(kv[0]))
-                if match.matches(e)]
+        return [
+            (e, dict(v))
+            for e, v in sorted(self.entities.items(), key=lambda kv: str(kv[0]))
+            if match.matches(e)
+        ]
 
     def expire(self) -> None:
         """Drop sensors idle for an hour (the broker's periodic pass)."""

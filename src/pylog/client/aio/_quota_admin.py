@@ -59,33 +59,57 @@ def describe_entity(entity: Mapping[str, str | None]) -> str:
     return " ".join(f"{t} {n!r}" if n is not None else f"default {t}" for t, n in entity.items())
 
 
-async def describe_client_quotas(conn: Any, filters: Iterable[QuotaFilter], strict: bool
-                                 ) -> dict[QuotaEntity, dict[str, float]]:
+async def describe_client_quotas(
+    conn: Any, filters: Iterable[QuotaFilter], strict: bool
+) -> dict[QuotaEntity, dict[str, float]]:
     """The entities matching every filter component (none: every entity; ``strict``: only
     entities with no other entity type), with their quotas."""
     R = DescribeClientQuotasRequest
-    req = R(components=[R.ComponentData(entity_type=f.entity_type, match_type=f.match_type,
-                                        match=f.match) for f in filters], strict=strict)
+    req = R(
+        components=[
+            R.ComponentData(entity_type=f.entity_type, match_type=f.match_type, match=f.match)
+            for f in filters
+        ],
+        strict=strict,
+    )
     resp = await conn.send(req)
     if resp.error_code:
         raise _error(resp.error_code, "describe client quotas", resp.error_message)
-    return {entity_key((e.entity_type, e.entity_name) for e in entry.entity):
-            {v.key: v.value for v in entry.values}
-            for entry in resp.entries or []}
+    return {
+        entity_key((e.entity_type, e.entity_name) for e in entry.entity): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in resp.entries or []
+    }
 
 
-async def alter_client_quotas(conn: Any, entity: Mapping[str, str | None],
-                              changes: Mapping[str, float | None], validate_only: bool) -> None:
+async def alter_client_quotas(
+    conn: Any,
+    entity: Mapping[str, str | None],
+    changes: Mapping[str, float | None],
+    validate_only: bool,
+) -> None:
     """Set (a number) or remove (None) quotas of one entity; raises the broker's error."""
     if not entity:
         raise ValueError("an entity names a user, a client-id or both: {'client-id': 'c1'}")
     R = AlterClientQuotasRequest
-    req = R(entries=[R.EntryData(
-        entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
-        ops=[R.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
-             for k, v in changes.items()])], validate_only=validate_only)
+    req = R(
+        entries=[
+            R.EntryData(
+                entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+                ops=[
+                    R.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                    for k, v in changes.items()
+                ],
+            )
+        ],
+        validate_only=validate_only,
+    )
     resp = await conn.send(req)
     for entry in resp.entries:
         if entry.error_code:
-            raise _error(entry.error_code, f"alter client quotas of {describe_entity(entity)}",
-                         entry.error_message)
+            raise _error(
+                entry.error_code,
+                f"alter client quotas of {describe_entity(entity)}",
+                entry.error_message,
+            )

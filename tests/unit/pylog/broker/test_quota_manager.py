@@ -28,14 +28,14 @@ def manager(num: int = 11, window_s: int = 1, **kw: int) -> ClientQuotaManager:
 
 # Kafka's order, most specific first; each level given its own value.
 LEVELS = [
-    (QuotaEntity("alice", "app"), 1.0),        # /config/users/alice/clients/app
-    (QuotaEntity("alice", DEFAULT), 2.0),      # /config/users/alice/clients/<default>
-    (QuotaEntity("alice", None), 3.0),         # /config/users/alice
-    (QuotaEntity(DEFAULT, "app"), 4.0),        # /config/users/<default>/clients/app
-    (QuotaEntity(DEFAULT, DEFAULT), 5.0),      # /config/users/<default>/clients/<default>
-    (QuotaEntity(DEFAULT, None), 6.0),         # /config/users/<default>
-    (QuotaEntity(None, "app"), 7.0),           # /config/clients/app
-    (QuotaEntity(None, DEFAULT), 8.0),         # /config/clients/<default>
+    (QuotaEntity("alice", "app"), 1.0),  # /config/users/alice/clients/app
+    (QuotaEntity("alice", DEFAULT), 2.0),  # /config/users/alice/clients/<default>
+    (QuotaEntity("alice", None), 3.0),  # /config/users/alice
+    (QuotaEntity(DEFAULT, "app"), 4.0),  # /config/users/<default>/clients/app
+    (QuotaEntity(DEFAULT, DEFAULT), 5.0),  # /config/users/<default>/clients/<default>
+    (QuotaEntity(DEFAULT, None), 6.0),  # /config/users/<default>
+    (QuotaEntity(None, "app"), 7.0),  # /config/clients/app
+    (QuotaEntity(None, DEFAULT), 8.0),  # /config/clients/<default>
 ]
 
 
@@ -189,8 +189,9 @@ def test_throttle_time_average_and_sensor_expiry() -> None:
     assert m.expire(INACTIVE_SENSOR_EXPIRATION_MS) == 1 and m.sensors == {}
 
 
-def simulate(num: int, seconds: float, request: int = 512 * 1024,
-             link_bytes_s: float = 50e6) -> list[tuple[float, int]]:
+def simulate(
+    num: int, seconds: float, request: int = 512 * 1024, link_bytes_s: float = 50e6
+) -> list[tuple[float, int]]:
     """A producer with an endless backlog on a 50 MB/s link, limited to 1 MiB/s, honouring
     every throttle (the broker mutes it): (time s, bytes) of each request accepted."""
     m = manager(num)
