@@ -276,7 +276,8 @@ def _quotas(broker: Any, out: Exposition) -> None:
     if quotas is None:
         return
     now = quotas.now_ms()
-    rows = {name: [] for name in ("byte_rate", "request_time", "throttle_time")}
+    rows: dict[str, list[tuple[float, str]]] = {
+        name: [] for name in ("byte_rate", "request_time", "throttle_time")}
     for kind, measure in _QUOTA_MEASURES:
         for user, client_id, rate, throttle in quotas.managers[kind].measurements(now):
             labels = labels_text((("resource", kind), ("user", user), ("clientId", client_id)))

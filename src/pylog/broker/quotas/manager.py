@@ -251,17 +251,23 @@ class ClientQuotaManager:
     def quota_limit(self, user: str, client_id: str) -> float | None:
         """The bound of the sensor with tags (``user``, ``client_id``) (empty: not part of
         the tags), by the precedence in the module docstring; None: unlimited."""
-        get = self.overrides.get
+        E = QuotaEntity
+        order: list[QuotaEntity]
         if user and client_id:
-            order = [(user, client_id), (user, DEFAULT), (DEFAULT, client_id), (DEFAULT, DEFAULT)]
+            order = [
+                E(user, client_id),
+                E(user, DEFAULT),
+                E(DEFAULT, client_id),
+                E(DEFAULT, DEFAULT),
+            ]
         elif user:
-            order = [(user, None), (DEFAULT, None)]
+            order = [E(user, None), E(DEFAULT, None)]
         elif client_id:
-            order = [(None, client_id), (None, DEFAULT)]
+            order = [E(None, client_id), E(None, DEFAULT)]
         else:
             return None
-        for key in order:
-            value = get(QuotaEntity(*key))
+        for entity in order:
+            value = self.overrides.get(entity)
             if value is not None:
                 return value
         return None
