@@ -366,7 +366,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             outcome = "waited out max_wait_ms"
             break
         outcome = "woken by an append"
-    if not follower:
+    if not follower and (broker.quotas.fetch.enabled or broker.quotas.request.enabled):
         throttle_ms = fetch_throttle(ctx, _response_bytes(topics))
         if throttle_ms:
             # Over a quota: an empty answer (what was read is not sent, and the session

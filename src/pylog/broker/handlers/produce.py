@@ -225,9 +225,11 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         i += n
     # Quotas (KIP-219): after the append, the request's bytes against producer_byte_rate;
     # the response goes out at once and the connection is muted for the throttle time.
-    size = ctx.request_size or sum(len(pd.records or b"") for td in request.topic_data
-                                   for pd in td.partition_data)
-    produce_throttle(ctx, size, acks)
+    quotas = ctx.broker.quotas
+    if quotas.produce.enabled or quotas.request.enabled:
+        size = ctx.request_size or sum(len(pd.records or b"") for td in request.topic_data
+                                       for pd in td.partition_data)
+        produce_throttle(ctx, size, acks)
     if acks == 0:
         failed = [f"{td.name}-{pr.index}: {pr.error_message or pr.error_code}"
                   for td in responses for pr in td.partition_responses if pr.error_code]
