@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import struct
 import threading
 import time
 import traceback
@@ -410,3 +412,110 @@ def test_cli_alter_describe_round_trip_and_restart(new_broker, capsys):
             _cli(capsys, b.bootstrap, action, "--help")
         text = capsys.readouterr().out
         assert "--entity-type" in text and "--entity-default" in text
+
+
+def _kp_roundtrip(sock, request, response_cls, version: int, correlation_id: int):
+    """One request encoded and one response decoded by kafka-python's protocol classes (an
+    encoder independent of pylog's), over a plain socket."""
+    request.with_header(correlation_id=correlation_id, client_id="kp-wire")
+    sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), version=version, header=True)
+
+
+def test_describe_and_alter_on_the_wire_with_kafka_pythons_codec(qbroker):
+    """Neither confluent-kafka 2.16 nor kafka-python 3.0 has client-quota admin calls;
+    kafka-python's protocol classes still encode and decode both APIs, versions 0 and 1."""
+    from kafka.protocol.admin import (
+        AlterClientQuotasRequest as A,
+    )
+    from kafka.protocol.admin import (
+        AlterClientQuotasResponse as AR,
+    )
+    from kafka.protocol.admin import (
+        DescribeClientQuotasRequest as D,
+    )
+    from kafka.protocol.admin import (
+        DescribeClientQuotasResponse as DR,
+    )
+
+    tag = uuid.uuid4().hex[:6]
+    with socket.create_connection((qbroker.host, qbroker.port), timeout=10) as sock:
+        for v in (0, 1):
+            user = f"u{v}-{tag}"
+            alter = A(
+                entries=[
+                    A.EntryData(
+                        entity=[
+                            A.EntryData.EntityData(entity_type="user", entity_name=user),
+                            A.EntryData.EntityData(entity_type="client-id", entity_name=None),
+                        ],
+                        ops=[
+                            A.EntryData.OpData(key="consumer_byte_rate", value=2048.0, remove=False)
+                        ],
+                    ),
+                    A.EntryData(
+                        entity=[A.EntryData.EntityData(entity_type="client-id", entity_name="x")],
+                        ops=[A.EntryData.OpData(key="bogus", value=1.0, remove=False)],
+                    ),
+                ],
+                validate_only=False,
+            )
+            resp = _kp_roundtrip(sock, alter, AR, v, 1 + 2 * v)
+            assert [(e.error_code, e.error_message) for e in resp.entries] == [
+                (0, None),
+                (
+                    42,
+                    "Invalid configuration key bogus; the quota keys are producer_byte_rate, "
+                    "consumer_byte_rate, request_percentage",
+                ),
+            ]
+            describe = D(
+                components=[D.ComponentData(entity_type="user", match_type=0, match=user)],
+                strict=False,
+            )
+            resp = _kp_roundtrip(sock, describe, DR, v, 2 + 2 * v)
+            assert resp.error_code == 0
+            assert [
+                (
+                    [(e.entity_type, e.entity_name) for e in entry.entity],
+                    [(x.key, x.value) for x in entry.values],
+                )
+                for entry in resp.entries
+            ] == [([("user", user), ("client-id", None)], [("consumer_byte_rate", 2048.0)])]
+
+
+def test_a_throttled_connection_is_muted_after_its_response(qbroker):
+    """KIP-219: the response carries throttle_time_ms at once, then nothing more is read
+    from the connection until the throttle time is over."""
+    from _harness.wire import BrokerConnection
+
+    from pylog.protocol.messages import MetadataRequest, ProduceRequest
+
+    cid = f"mute-{uuid.uuid4().hex[:6]}"
+    with Admin({"bootstrap.servers": qbroker.bootstrap}) as admin:
+        admin.alter_client_quotas({"client-id": cid}, {"producer_byte_rate": 10_000})
+    P = ProduceRequest
+    # 50 KB over the 2 s a new client is measured over (3 windows): 25,000 B/s, 2.5 times
+    # the quota: (25000 - 10000) / 10000 x 2 s = 3 s of throttle.
+    big = P(
+        acks=1,
+        timeout_ms=1000,
+        transactional_id=None,
+        topic_data=[
+            P.TopicProduceData(
+                name=f"mute-{cid}",
+                partition_data=[P.PartitionProduceData(index=0, records=b"x" * 50_000)],
+            )
+        ],
+    )
+    with BrokerConnection(qbroker.host, qbroker.port, 20, client_id=cid) as conn:
+        started = time.monotonic()
+        resp = conn.request(big)
+        answered = time.monotonic()
+        assert 2500 <= resp.throttle_time_ms <= 3500, resp.throttle_time_ms
+        assert answered - started < 1.0  # the response is not held back
+        meta = conn.request(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        waited = time.monotonic() - answered
+    assert meta.throttle_time_ms == 0  # no request quota: the metadata itself is free
+    assert waited >= resp.throttle_time_ms / 1000 - 0.2, waited
