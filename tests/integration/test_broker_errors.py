@@ -249,6 +249,8 @@ def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
         28: (0, 4),
         # issue 11: replication, the controller's requests to brokers
         4: (0, 7), 5: (0, 4),
+        # issue 22: client quotas (KIP-546)
+        48: (0, 1), 49: (0, 1),
     }
 
 
