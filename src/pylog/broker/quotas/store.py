@@ -170,7 +170,9 @@ class ClientQuotas:
                     new = apply_ops(self.entities.get(entity, {}), entry.ops)
                     if not validate_only:
                         if self.broker.cluster is not None:
-                            await self._write_zookeeper(entity, entry.ops)
+                            # ZooKeeper's copy, which other brokers may have changed since
+                            # this one applied it, with these ops applied.
+                            new = await self._write_zookeeper(entity, entry.ops)
                         self.apply(entity, new)
                         changed = True
                 except errors.ApiError as exc:
@@ -183,15 +185,16 @@ class ClientQuotas:
                 )
         return out
 
-    async def _write_zookeeper(self, entity: QuotaEntity, ops: Iterable[Any]) -> None:
+    async def _write_zookeeper(self, entity: QuotaEntity, ops: Iterable[Any]) -> dict[str, float]:
         """Read the entity's znode, change the altered keys (others, such as SCRAM
-        credentials, stay), write it and a change notice (Kafka's ``changeConfigs``)."""
+        credentials, stay), write it and a change notice (Kafka's ``changeConfigs``);
+        returns the entity's quotas as written."""
         cluster = self.broker.cluster
         store = cluster.store
         path = entity_path(entity)
         ops = list(ops)
 
-        def write() -> None:
+        def write() -> dict[str, str]:
             raw = store.get_quota_entity_config(path)
             for op in ops:
                 if op.remove:
@@ -199,9 +202,11 @@ class ClientQuotas:
                 else:
                     raw[op.key] = format_quota_value(op.key, float(op.value))
             store.set_quota_entity_config(path, raw)
+            return raw
 
-        await cluster.zk(write)
+        raw = await cluster.zk(write)
         log.info("%s: quotas written to ZooKeeper (/config/%s)", entity, path)
+        return parse_quota_values(path, raw)
 
     def describe(self, match: Any) -> list[tuple[QuotaEntity, dict[str, float]]]:
         """DescribeClientQuotas: the entities ``match`` (an ``entities.DescribeFilter``)
