@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the readers (logcore and the codecs) load only when a dump 
 
 SEGMENT_SUFFIX_ORDER = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 # Files of a data or partition directory that are not dumped and not worth a notice.
-QUIET = {".lock", "meta.properties", "pylog-topics.json", ".kafka_cleanshutdown",
+QUIET = {".lock", "meta.properties", "pylog-topics.json", "client-quotas.json", ".kafka_cleanshutdown",
          "bootstrap.checkpoint", "producer-id-block"}
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
