@@ -519,3 +519,24 @@ def test_a_throttled_connection_is_muted_after_its_response(qbroker):
         waited = time.monotonic() - answered
     assert meta.throttle_time_ms == 0  # no request quota: the metadata itself is free
     assert waited >= resp.throttle_time_ms / 1000 - 0.2, waited
+
+
+def test_request_percentage_throttles_any_api_for_at_most_one_window(qbroker):
+    """request_percentage counts handler time of every API; its throttle is capped at one
+    quota window (1 s), and the connection is muted that long."""
+    from _harness.wire import BrokerConnection
+
+    from pylog.protocol.messages import MetadataRequest
+
+    cid = f"busy-{uuid.uuid4().hex[:6]}"
+    with Admin({"bootstrap.servers": qbroker.bootstrap}) as admin:
+        admin.alter_client_quotas({"client-id": cid}, {"request_percentage": 0.0001})
+    with BrokerConnection(qbroker.host, qbroker.port, 20, client_id=cid) as conn:
+        req = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+        first = conn.request(req)
+        started = time.monotonic()
+        second = conn.request(req)
+        waited = time.monotonic() - started
+    assert first.throttle_time_ms == 1000, first.throttle_time_ms  # capped: one window
+    assert waited >= 0.8, waited  # muted after the first answer
+    assert second.throttle_time_ms == 1000
