@@ -17,7 +17,8 @@ taken back); every other request of a client counts its handler time against
 ``request_percentage`` (``record_request_time``, called by the dispatcher). Requests between
 brokers (replica fetches, the controller's) are exempt.
 
-Cost with no quota configured: one attribute read per Produce, Fetch and dispatched request.
+Cost with no quota configured: two or three attribute reads (``enabled``) per Produce, Fetch
+and dispatched request; nothing is measured or recorded.
 Event-loop affinity: the broker's loop.
 """
 
