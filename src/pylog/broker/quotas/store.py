@@ -125,7 +125,7 @@ class ClientQuotas:
                 "(its quotas are then lost) and start again"
             ) from None
         entities = data.get("entities") if isinstance(data, dict) else None
-        if data.get("version") != 1 or not isinstance(entities, dict):
+        if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(entities, dict):
             raise errors.KafkaError(f"{path}: not a version 1 client quota file; fix or remove it")
         for epath, raw in entities.items():
             if not isinstance(raw, dict) or not self.apply_stored(epath, raw):
