@@ -120,6 +120,7 @@ def ck_producer(
             "bootstrap.servers": bootstrap,
             "client.id": name,
             "linger.ms": 5,
+            "batch.size": 65536,  # requests of 64 KiB: a quota window holds many of them
             "throttle_cb": lambda ev: throttles.append(ev.throttle_time),
         }
     )
