@@ -382,8 +382,8 @@ class Connection:
             return self.conn.send_error(event)
         assert type(event) is Request
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
-                                      event.correlation_id, event.client_id, self.peer,
-                                      request_size=event.size)
+                                      event.correlation_id, event.client_id, self.peer)
+        ctx.request_size = event.size
         try:
             response = await handlers.dispatch(ctx, event.body)
         finally:

@@ -32,15 +32,18 @@ class RequestContext:
     #: Seconds the handler waited on others (a fetch's long poll, an acks=all produce
     #: waiting for the ISR): Kafka's remote time, added by the handler around each wait.
     remote_s: float = 0.0
+    # Class-level defaults a request overrides by assignment, not dataclass fields: the
+    # context is built once per request, and these cost nothing unless set (measured: a
+    # field more per request is about 0.05 us, a keyword argument 0.07 us).
     #: The session's principal name, as client quotas know users (``pylog.broker.quotas``):
     #: ``ANONYMOUS`` until authentication exists; a SASL or TLS principal replaces it here.
-    user: str = "ANONYMOUS"
-    #: Bytes of the request frame (0 when not known: embedded mode).
-    request_size: int = 0
+    user = "ANONYMOUS"
+    #: Bytes of the request frame (0 when not known: embedded mode; set by ``net.py``).
+    request_size = 0
     #: Milliseconds the connection is throttled after this response (KIP-219: the
     #: response carries it in ``throttle_time_ms`` and the connection is muted that long).
-    throttle_ms: int = 0
+    throttle_ms = 0
     #: When the dispatcher started the handler (the quotas' clock, ms; set only while a
     #: request quota is configured) and whether its time was counted in that quota.
-    started_ms: float = 0.0
-    request_time_recorded: bool = False
+    started_ms = 0.0
+    request_time_recorded = False
