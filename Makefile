@@ -70,8 +70,9 @@ test: sysdeps install compile test-c test-pure test-cluster-ci
 # brokers stay within one worker): most integration tests sleep on brokers, ZooKeeper and
 # timeouts, so four workers keep two cores busy. XDIST= runs everything in one process.
 XDIST ?= -n 4 --dist loadfile
+# --durations: the slowest tests in every run's log, to keep CI within its time budget.
 test-c: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) --durations=30 $(PYTEST_ARGS)
 
 # The client suites against a cluster (tests/integration/conftest.py, PYLOG_TEST_CLUSTER): a
 # real ZooKeeper and 3 brokers with default/offsets/transaction replication factor 3 and

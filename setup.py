@@ -57,6 +57,12 @@ def _extensions():
             define_macros=macros,
         )
         (hot if name in HOT_MODULES and not DEBUG else cold).append(ext)
+    # pylog's own compiled units (the client's per-record paths: pylog.client._csend,
+    # pylog.client._crecords); they may cimport logcore's .pxd, hence its include dirs.
+    for pyx in sorted(glob.glob("src/pylog/**/*.pyx", recursive=True)):
+        name = os.path.splitext(os.path.relpath(pyx, "src"))[0].replace(os.sep, ".")
+        cold.append(Extension(name, [pyx], include_dirs=["src/logcore", "src/logcore/include"],
+                              extra_compile_args=cflags, define_macros=macros))
 
     # Directives go through cythonize() per group, never in file headers, so that the
     # debug build can turn every check back on (directives in files would outrank these).

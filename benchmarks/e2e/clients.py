@@ -323,7 +323,8 @@ def run_once(broker: BrokerProc, workloads: dict[str, tuple[int, int]], producer
             res["produce"][client] = figures
             if client == "pylog" or written is None:
                 written = topic
-        order = consumers[rotation % len(consumers):] + consumers[:rotation % len(consumers)]
+        turn = rotation % max(len(consumers), 1)  # --consumers '' measures producers only
+        order = consumers[turn:] + consumers[:turn]
         for client in order:
             cpu0 = broker.cpu()
             got = _child(_CONSUME[client], dict(base, topic=written, num_records=n + 1), env)

@@ -7,7 +7,8 @@ Kafka, a follower that was caught up on an idle partition is not out of sync, so
 produces), well before its ZooKeeper session expires and the controller takes it out of the
 ISRs of the partitions it led; then every partition is under-replicated on its leader.
 Restarted, it catches up and the ISR expands again. Exactly
-one broker is the active controller throughout, and ``/readyz`` says a broker is registered.
+one broker is the active controller throughout, and ``/readyz`` says a broker is registered;
+with ZooKeeper stopped it says the session is disconnected (``/healthz`` stays 200).
 """
 
 from __future__ import annotations
@@ -79,3 +80,17 @@ def test_under_replicated_and_isr_shrinks_after_a_follower_dies(zookeeper, new_b
                    "the ISR full again")
         assert _sum(ports, PREFIX + "isrexpands_total") >= 1
         assert _sum(ports, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+
+        # ZooKeeper down (the module's own server): every broker is alive but not ready,
+        # saying why; back up, the sessions reconnect and every broker is ready again.
+        zookeeper.stop()
+        for port in ports:
+            wait_until(lambda port=port: get(port, "/readyz")[:2]
+                       == (503, "not ready: the ZooKeeper session is disconnected\n"), 30,
+                       "/readyz saying the session is disconnected")
+            assert get(port, "/healthz")[:2] == (200, "ok: serving\n")
+        zookeeper.start()
+        for i, port in enumerate(ports):
+            wait_until(lambda i=i, port=port: get(port, "/readyz")[:2]
+                       == (200, f"ready: logs loaded, registered as broker {i}\n"), 30,
+                       "/readyz ready again")

@@ -180,6 +180,33 @@ def test_failed_fetch_is_counted(mbroker):
     assert value(samples, "kafka_server_brokertopicmetrics_totalfetchrequests_total", topic=topic) == 1
 
 
+def test_an_incremental_fetch_counts_every_partition_of_its_session(mbroker):
+    """Kafka counts a fetch request per partition read; an incremental fetch session reads
+    its idle partitions too though its answer leaves them out, so they count as well."""
+    topic = f"sess-{uuid.uuid4().hex[:8]}"
+    create_topic(mbroker.bootstrap, topic, 2)  # empty: both partitions stay idle
+    name = "kafka_server_brokertopicmetrics_totalfetchrequests_total"
+
+    def fetch(conn, session_id, epoch):
+        req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                           isolation_level=0, session_id=session_id, session_epoch=epoch,
+                           topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                               FetchRequest.FetchPartition(partition=p, fetch_offset=0,
+                                                           partition_max_bytes=1 << 20)
+                               for p in (0, 1)])] if epoch == 0 else [],
+                           forgotten_topics_data=[])
+        return conn.request(req)
+
+    with BrokerConnection(mbroker.host, mbroker.port, timeout=10) as conn:
+        full = fetch(conn, 0, 0)
+        assert full.error_code == 0 and full.session_id != 0
+        assert value(scrape(mbroker.metrics_port), name, topic=topic) == 2
+        incremental = fetch(conn, full.session_id, 1)
+        # Nothing changed: the answer names no partition, yet both were read.
+        assert incremental.error_code == 0 and incremental.responses == []
+        assert value(scrape(mbroker.metrics_port), name, topic=topic) == 4
+
+
 def test_rolled_segments_flushes_are_timed(mbroker):
     """A roll schedules a flush of the rolled segment (background thread): the flush-time
     histogram counts it, and the segment count of the log shows the rolls."""

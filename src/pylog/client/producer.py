@@ -31,6 +31,8 @@ from typing import Any
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.client._future import RecordFuture
 from pylog.client._loop import LoopThread
+from pylog.client._native import FastSend
+from pylog.client._native import RecordFuture as _RecordFuture
 from pylog.client.aio.producer import ProducerCore, producer_settings
 from pylog.client.config import Resolved
 from pylog.client.errors import KafkaTimeoutError
@@ -62,6 +64,16 @@ class Producer:
             self._thread.stop()
             raise
         self._closed = False
+        if FastSend is not None:
+            # The common record takes the compiled path; it hands anything else (and every
+            # error) to this class's send(), which behaves the same (pylog.client._native).
+            self.send = FastSend(self._core, self._send)  # type: ignore[method-assign]
+
+    def _send(self, topic: str, value: Any, key: Any, headers: Any, partition: int | None,
+              timestamp_ms: int | None, *, on_delivery: DeliveryCallback | None = None
+              ) -> RecordFuture:
+        return Producer.send(self, topic, value, key, headers, partition, timestamp_ms,
+                             on_delivery=on_delivery)
 
     @staticmethod
     async def _make(settings: Resolved, clock: Clock) -> ProducerCore:
@@ -126,7 +138,7 @@ class Producer:
             placed = acc.append(topic, p, value, key, ts, hdrs, size, None, reserved=True)
             assert placed is not None
         batch, index = placed
-        fut = RecordFuture(batch.result, index, topic, p, ts,
+        fut = _RecordFuture(batch.result, index, topic, p, ts,
                            len(key) if key is not None else -1,
                            len(value) if value is not None else -1)
         if on_delivery is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import logcore
+
 __all__ = ["TopicPartition", "RecordMetadata", "ConsumerRecord", "OffsetAndMetadata",
            "ConsumerGroupMetadata"]
 
@@ -65,8 +67,8 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
-class ConsumerRecord:
-    """One consumed record.
+class PyConsumerRecord:
+    """One consumed record (``ConsumerRecord``: this class, or its compiled twin).
 
     Attributes:
         topic, partition, offset: where it was read.
@@ -114,8 +116,20 @@ class ConsumerRecord:
                 f"value={self.value!r}, headers={self.headers!r})")
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ConsumerRecord):
+        if not isinstance(other, (PyConsumerRecord, ConsumerRecord)):  # either twin
             return NotImplemented
         return all(getattr(self, a) == getattr(other, a) for a in self._FIELDS)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+# The compiled twin (``_crecords.pyx``: same fields, behaviour and equality) serves where it
+# is built, unless ``LOGCORE_PUREPYTHON=1`` asks for the Python code; ``PyConsumerRecord``
+# stays the reference either way.
+ConsumerRecord = PyConsumerRecord
+if logcore.IMPLEMENTATION == "c":
+    try:
+        from pylog.client._crecords import ConsumerRecord  # type: ignore[assignment]  # noqa: F811
+    except ImportError:  # a source tree whose extensions were not built
+        pass
+

@@ -371,7 +371,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         if throttle_ms:
             # Over a quota: an empty answer (what was read is not sent, and the session
             # does not note it), throttle_time_ms set by the dispatcher, connection muted.
-            _count(ctx, request, [])
+            _count(ctx, request, fetch_topics, [])  # requests counted, no bytes out
             return _R(throttle_time_ms=throttle_ms, error_code=0,
                       session_id=session.id if session is not None else 0, responses=[])
     if session is not None:
@@ -391,7 +391,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
                   named, min_bytes, outcome, (clock.monotonic() - started) * 1000, passes,
                   ", with a partition error" if any_error else "",
                   f", session {session_id} epoch {epoch}" if session_id else "")
-    _count(ctx, request, topics)
+    _count(ctx, request, fetch_topics, topics)
     return _R(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
 
 
@@ -402,17 +402,23 @@ def _response_bytes(topics: list[Any]) -> int:
                for ft in topics for pd in ft.partitions)
 
 
-def _count(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
-    """Kafka's BrokerTopicMetrics of a fetch, once per partition of the answer: requests,
-    errors, and record bytes out (to consumers, or to followers: replication bytes)."""
+def _count(ctx: RequestContext, request: Any, fetch_topics: list[tuple[str, list[Any]]],
+           topics: list[Any]) -> None:
+    """Kafka's BrokerTopicMetrics of a fetch: a request for every partition fetched, as
+    Kafka's ReplicaManager counts each partition it reads (an incremental session's idle
+    partitions too, though they are not in the answer); errors and record bytes out (to
+    consumers, or to followers: replication bytes) from the partitions answered."""
     metrics = ctx.broker.metrics
     follower = request.replica_id >= 0
     known = ctx.broker.log_manager.topics
-    for ft in topics:
+    untracked = metrics.untracked
+    for topic, parts in fetch_topics:
         # No per-topic entry for a name nobody created: broker-wide figures only.
-        stats = metrics.topic(ft.topic) if ft.topic in known else metrics.untracked
+        stats = metrics.topic(topic) if topic in known else untracked
+        stats.total_fetch_requests += len(parts)
+    for ft in topics:
+        stats = metrics.topic(ft.topic) if ft.topic in known else untracked
         for pd in ft.partitions:
-            stats.total_fetch_requests += 1
             if pd.error_code:
                 stats.failed_fetch_requests += 1
             elif not isinstance(pd.records, bytes):

@@ -38,6 +38,7 @@ import numpy as np
 
 import logcore
 from pylog import errors
+from pylog.client._native import decode_records
 from pylog.client.aio._cluster import Cluster
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError, RecordTooLargeError
 from pylog.client.records import ConsumerRecord, TopicPartition
@@ -321,8 +322,11 @@ class Fetcher:
         ``poll``: one ``ConsumerRecord`` per record, nothing else per record)."""
         kd, vd = self.key_deserializer, self.value_deserializer
         recs: list[ConsumerRecord] = []
-        append = recs.append
         topic, partition = tp.topic, tp.partition
+        if kd is None and vd is None and decode_records is not None:
+            decode_records(batches, topic, partition, position, recs)  # compiled: _crecords
+            return recs
+        append = recs.append
         for batch, _, _ in batches:
             ts_type = 1 if batch.timestamp_type == "log_append" else 0
             epoch = batch.partition_leader_epoch

@@ -27,7 +27,8 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from pylog._clock import SYSTEM_CLOCK, Clock, SystemClock
-from pylog.client.aio._accumulator import RECORD_OVERHEAD, RecordAccumulator, estimate_size
+from pylog.client._native import RecordAccumulator
+from pylog.client.aio._accumulator import RECORD_OVERHEAD, estimate_size
 from pylog.client.aio._cluster import TopicInfo, make_cluster
 from pylog.client.aio._sender import Sender
 from pylog.client.aio._txn_manager import TransactionManager

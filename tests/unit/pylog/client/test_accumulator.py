@@ -1,13 +1,33 @@
 """The producer's accumulator: batching per partition, the buffer.memory bound, retry order,
-and batches encoded by append_many equal to record-by-record ones."""
+and batches encoded by append_many equal to record-by-record ones; every test runs on both
+implementations (the Python reference and the compiled twin in ``pylog.client._csend``)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
+import pytest
+
 import logcore
+from pylog.client import _native
+from pylog.client.aio import _accumulator
 from pylog.client.aio._accumulator import BATCH_OVERHEAD, RecordAccumulator, estimate_size
+
+IMPLEMENTATIONS = {"python": _accumulator.RecordAccumulator}
+if _native.IMPLEMENTATION == "c":
+    IMPLEMENTATIONS["c"] = _native.RecordAccumulator
+
+
+@pytest.fixture(autouse=True, params=sorted(IMPLEMENTATIONS))
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(sys.modules[__name__], "RecordAccumulator", IMPLEMENTATIONS[request.param])
+    return str(request.param)
+
+
+def test_the_compiled_twin_is_loaded_unless_pure_python_is_asked_for() -> None:
+    assert _native.IMPLEMENTATION == ("python" if logcore.IMPLEMENTATION == "python" else "c")
 
 
 class _Fut:

@@ -1,5 +1,6 @@
 """Fetched bytes to records and columns: positions inside compressed batches, control
-batches, aborted transactions under read_committed, CRC checks."""
+batches, aborted transactions under read_committed, CRC checks; records decoded by the
+Python loop and by the compiled one (``pylog.client._crecords``) alike."""
 
 from __future__ import annotations
 
@@ -9,11 +10,23 @@ import pytest
 
 import logcore
 from pylog import errors
+from pylog.client import _native
+from pylog.client.aio import _fetcher as fetcher_module
 from pylog.client.aio._fetcher import CompletedFetch, Fetcher, PartitionState
 from pylog.client.config import CONSUMER, resolve
 from pylog.client.records import TopicPartition
 
 TP = TopicPartition("t", 0)
+
+
+@pytest.fixture(autouse=True, params=["python", "c"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on the Python decoding loop and on the compiled one."""
+    if request.param == "python":
+        monkeypatch.setattr(fetcher_module, "decode_records", None)
+    elif _native.decode_records is None:
+        pytest.skip("the compiled client units are not loaded (LOGCORE_PUREPYTHON=1)")
+    return str(request.param)
 
 
 def _batch(base: int, n: int, *, compression: str = "none", pid: int = -1,
