@@ -541,3 +541,30 @@ def test_request_percentage_throttles_any_api_for_at_most_one_window(qbroker):
     assert first.throttle_time_ms == 1000, first.throttle_time_ms  # capped: one window
     assert waited >= 0.8, waited  # muted after the first answer
     assert second.throttle_time_ms == 1000
+
+
+def test_embedded_mode_stores_quotas_and_reports_them(tmp_path):
+    """Embedded mode (``log.dir``): AlterClientQuotas goes to the broker run in process,
+    is kept in its data directory, and its quota metrics are in ``embedded_metrics``
+    (no socket, so nothing is muted: the response's throttle_time_ms is all there is)."""
+    from _harness.scrape import parse
+
+    from pylog.client import Producer, embedded_metrics
+
+    data = str(tmp_path / "data")
+    with Admin({"log.dir": data}) as admin:
+        admin.alter_client_quotas({"client-id": "emb"}, {"producer_byte_rate": MIB})
+        with Producer({"log.dir": data, "client.id": "emb"}) as p:
+            p.send("emb-t", b"x" * 1000)
+            p.flush(30)
+            samples = parse(embedded_metrics(data))
+    assert json.loads((tmp_path / "data" / "client-quotas.json").read_text())["entities"] == {
+        "clients/emb": {"producer_byte_rate": "1048576"}
+    }
+    rate = samples[
+        (
+            "kafka_server_quota_byte_rate",
+            (("clientId", "emb"), ("resource", "Produce"), ("user", "")),
+        )
+    ]
+    assert rate > 0
