@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from pylog.config.security_defs import security_defs
 from pylog.config.values import (
     DOUBLE_MAX,
     LONG_MAX,
@@ -765,4 +766,4 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     ]
 }
 
-BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _broker_defs()}
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _broker_defs() + security_defs()}
