@@ -114,30 +114,25 @@ def parse_rules(text: str) -> list[Rule]:
             pattern that is not a valid regular expression.
     """
     rules: list[Rule] = []
-    text = text.strip()
-    if not text:
-        return [Rule()]
-    pos = 0
-    while pos < len(text):
-        m = _SPLITTER.match(text, pos)
-        if m is None or m.end() == pos:
-            raise ValueError(f"invalid rule at {text[pos:]!r}")
-        pos = m.end()
-        whole = m.group(1).strip()
-        p = _PARSER.fullmatch(whole)
-        if p is None or p.group(5):
-            raise ValueError(
-                f"invalid rule: {whole!r}; expected DEFAULT or RULE:pattern/replacement/[LU]"
-            )
+    for m in _SPLITTER.finditer(text.strip()):
+        whole = m.group(1)
+        if not whole:
+            continue  # the empty match at the end
+        # Java's lookingAt: the shortest match from the start must cover the whole entry
+        # ("DEFAULT/L" and "RULE:p/r/LU" leave something over: invalid).
+        p = _PARSER.match(whole)
+        if p is None or p.end() != len(whole):
+            raise ValueError(f"invalid rule: {whole!r}; expected DEFAULT or "
+                             "RULE:pattern/replacement/[LU]")
         if p.group(1):
             rules.append(Rule())
-            continue
-        try:
-            pattern = re.compile(p.group(2))
-        except re.error as exc:
-            raise ValueError(f"rule {whole!r}: bad pattern: {exc}") from None
-        rules.append(Rule(pattern, p.group(3), p.group(4)))
-    return rules
+        elif p.group(2) is not None:
+            try:
+                pattern = re.compile(p.group(2))
+            except re.error as exc:
+                raise ValueError(f"rule {whole!r}: bad pattern: {exc}") from None
+            rules.append(Rule(pattern, p.group(3), p.group(4)))
+    return rules or [Rule()]
 
 
 class PrincipalMapper:

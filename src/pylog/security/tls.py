@@ -26,6 +26,9 @@ TLSv1.2 (or older) caps the maximum, as Java's context of that name does. Cipher
 ``ssl.cipher.suites`` narrows TLS 1.2 suites (IANA names are translated to OpenSSL's);
 TLS 1.3 suites stay OpenSSL's (Python cannot narrow them).
 
+``pylog.client`` also takes confluent-kafka's PEM names: ``ssl.ca.location`` (trusted CAs),
+``ssl.certificate.location`` with ``ssl.key.location`` (client certificate and key).
+
 Raises ``pylog.config.ConfigError`` naming the key for anything it cannot use. Pure
 functions; a context is safe to share between connections of one loop.
 """
@@ -80,6 +83,8 @@ def client_context(settings: Mapping[str, Any], where: str = "") -> ssl.SSLConte
     certificate offered for mutual TLS."""
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     algorithm = str(settings.get("ssl.endpoint.identification.algorithm") or "").strip()
+    if algorithm.lower() == "none":  # librdkafka's spelling of "no check"
+        algorithm = ""
     if algorithm and algorithm.lower() != "https":
         raise ConfigError(
             where + "ssl.endpoint.identification.algorithm",
@@ -178,6 +183,15 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], where: str)
     key = _text(settings, "ssl.keystore.key")
     key_password = _text(settings, "ssl.key.password")
     store_password = _text(settings, "ssl.keystore.password")
+    certificate = _text(settings, "ssl.certificate.location")  # confluent-kafka's names
+    if certificate is not None:
+        key_location = _text(settings, "ssl.key.location")
+        if key_location is None or location is not None:
+            raise ConfigError(where + "ssl.certificate.location", "ssl.certificate.location "
+                              "goes with ssl.key.location (and without ssl.keystore.location)")
+        _load_chain(ctx, certificate, key_location, key_password,
+                    where + "ssl.certificate.location")
+        return True
     if location is None and chain is None and key is None:
         return False
     if chain is not None or key is not None:
@@ -223,6 +237,12 @@ def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], where: st
     store_type = str(settings.get("ssl.truststore.type") or "JKS").upper()
     location = _text(settings, "ssl.truststore.location")
     certificates = _text(settings, "ssl.truststore.certificates")
+    ca_location = _text(settings, "ssl.ca.location")  # confluent-kafka's name: a PEM file
+    if ca_location is not None:
+        if location is not None or certificates is not None:
+            raise ConfigError(where + "ssl.ca.location", "give ssl.ca.location or the "
+                              "ssl.truststore.* settings, not both")
+        location, store_type = ca_location, "PEM"
     if location is None and certificates is None:
         return False
     key = where + ("ssl.truststore.certificates" if certificates else "ssl.truststore.location")
