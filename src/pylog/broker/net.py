@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from pylog.security.principal import PrincipalMapper
 
 log = logging.getLogger("pylog.broker.net")
+# Successful authentications, one DEBUG line each (Kafka logs them at DEBUG too).
+auth_log = logging.getLogger("pylog.security.authentication")
 
 FETCH = 1
 
@@ -270,16 +272,14 @@ class Connection:
             return False
         except (ssl.SSLError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
-            hint = (" (a plaintext client on a TLS listener?)"
-                    if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL")
-                    else "")
+            hint = _HANDSHAKE_HINTS.get(str(reason), "")
             log.warning("connection %s (listener %s): closing: TLS handshake failed: %s%s",
                         self.peer, self.listener, reason, hint)
             self._abort()
             return False
         self.last_active = asyncio.get_running_loop().time()
-        log.debug("connection %s (listener %s): %s, principal %s", self.peer, self.listener,
-                  tls.version, self.principal)
+        auth_log.debug("connection %s (listener %s): TLS handshake done (%s), principal %s",
+                       self.peer, self.listener, tls.version, self.principal)
         return True
 
     async def _admit(self, size: int) -> None:
@@ -525,6 +525,17 @@ class Connection:
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 pass
         self._abort()
+
+
+_PLAINTEXT_HINT = " (a plaintext client on a TLS listener?)"
+_HANDSHAKE_HINTS = {
+    "WRONG_VERSION_NUMBER": _PLAINTEXT_HINT, "HTTP_REQUEST": _PLAINTEXT_HINT,
+    "UNKNOWN_PROTOCOL": _PLAINTEXT_HINT,
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": " (ssl.client.auth=required: the client sent no "
+                                         "certificate)",
+    "CERTIFICATE_VERIFY_FAILED": " (the client's certificate is not signed by a CA in the "
+                                 "listener's trust store)",
+}
 
 
 def _set_done(fut: asyncio.Future[None]) -> None:

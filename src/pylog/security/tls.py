@@ -82,7 +82,8 @@ def client_context(settings: Mapping[str, Any], where: str = "") -> ssl.SSLConte
     is empty, must name the host connected to. A key store, when given, is the client
     certificate offered for mutual TLS."""
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    algorithm = str(settings.get("ssl.endpoint.identification.algorithm") or "").strip()
+    algorithm = settings.get("ssl.endpoint.identification.algorithm")
+    algorithm = "https" if algorithm is None else str(algorithm).strip()  # Kafka's default
     if algorithm.lower() == "none":  # librdkafka's spelling of "no check"
         algorithm = ""
     if algorithm and algorithm.lower() != "https":
