@@ -401,10 +401,12 @@ class BrokerConfig:
                 synonyms.append((name, format_value(d.type, value), SOURCE_STATIC_BROKER_CONFIG))
             if d.default is not None:
                 synonyms.append((name, format_value(d.type, d.default), SOURCE_DEFAULT_CONFIG))
+            if d.sensitive:  # passwords and keys: never on the wire (Kafka answers null)
+                synonyms = [(n, None, src) for n, _v, src in synonyms]
             entries.append(
                 ConfigEntry(
                     name,
-                    format_value(d.type, value),
+                    None if d.sensitive else format_value(d.type, value),
                     source,
                     True,
                     d.sensitive,
