@@ -34,7 +34,7 @@ HANDSHAKE_TIMEOUT_S = 30.0
 #: Bytes of a file region encrypted at a time (16 KiB TLS records; 1 MiB keeps the number
 #: of socket writes per fetch response small without holding large copies).
 COPY_CHUNK = 1 << 20
-_RAW_READ = 256 * 1024
+_RAW_READ = 1024 * 1024  # raw TLS bytes taken from the socket at a time
 
 
 class TlsStream:
@@ -113,17 +113,23 @@ class TlsStream:
                 self._in.write(data)
 
     async def recv_into(self, view: memoryview) -> int:
-        """Read plaintext into ``view``; 0 at the end of the stream."""
+        """Read plaintext into ``view``; 0 at the end of the stream. Takes every record
+        already received (a large frame arrives as many 16 KiB records: one call, not one
+        trip through the caller's read loop per record)."""
         loop = asyncio.get_running_loop()
+        obj = self.obj
         n = len(view)
+        got = 0
         while True:
             try:
-                got: int = self.obj.read(n, view)  # type: ignore[assignment]  # a count with a buffer
-                return got
+                while got < n:
+                    got += obj.read(n - got, view[got:])  # type: ignore[operator]
             except ssl.SSLWantReadError:
                 pass
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                return 0
+                return got
+            if got:
+                return got
             if self._out.pending:
                 await self._flush()
             if self._eof:
