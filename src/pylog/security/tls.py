@@ -246,7 +246,9 @@ def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], where: st
         location, store_type = ca_location, "PEM"
     if location is None and certificates is None:
         return False
-    key = where + ("ssl.truststore.certificates" if certificates else "ssl.truststore.location")
+    key = where + ("ssl.truststore.certificates" if certificates
+                   else "ssl.ca.location" if ca_location is not None
+                   else "ssl.truststore.location")
     if certificates is not None:
         if store_type != "PEM":
             raise ConfigError(key, "ssl.truststore.certificates needs ssl.truststore.type=PEM")
