@@ -270,7 +270,12 @@ class Connection:
                         "%.0f s", self.peer, self.listener, HANDSHAKE_TIMEOUT_S)
             self._abort()
             return False
-        except (ssl.SSLError, ConnectionError, OSError) as exc:
+        except ConnectionError as exc:  # gone before the end: no failure of TLS
+            log.info("connection %s (listener %s): closed during the TLS handshake: %s",
+                     self.peer, self.listener, exc)
+            self._abort()
+            return False
+        except (ssl.SSLError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             hint = _HANDSHAKE_HINTS.get(str(reason), "")
             log.warning("connection %s (listener %s): closing: TLS handshake failed: %s%s",
