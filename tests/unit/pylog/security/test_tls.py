@@ -154,3 +154,12 @@ def test_client_checks_the_host_name_unless_told_not_to(pki: dict[str, str]) -> 
     assert client_context(_client(pki)).check_hostname
     off = client_context(_client(pki, **{"ssl.endpoint.identification.algorithm": ""}))
     assert not off.check_hostname
+
+
+def test_requested_client_auth_takes_a_certificate_when_given(pki: dict[str, str]) -> None:
+    server = server_context(_server(pki, **{"ssl.client.auth": "requested"}))
+    anonymous = client_context(_client(pki))
+    alice = client_context(_client(pki, **{"ssl.keystore.type": "PEM",
+                                           "ssl.keystore.location": pki["client"]}))
+    assert asyncio.run(_pair(server, anonymous, PrincipalMapper()))[0] == "User:ANONYMOUS"
+    assert asyncio.run(_pair(server, alice, PrincipalMapper()))[0] == "User:" + CLIENT_SUBJECT
