@@ -30,34 +30,59 @@ CLIENT_SUBJECT = "CN=alice,OU=eng,O=pylog,C=US"  # RFC 2253 order, as the broker
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
-             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pylog")]
+    attrs = [
+        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pylog"),
+    ]
     if ou:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
     return x509.Name(attrs)
 
 
-def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
-          issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False,
-          hosts: tuple[str, ...] = ()) -> x509.Certificate:
+def _cert(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool = False,
+    hosts: tuple[str, ...] = (),
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now - datetime.timedelta(minutes=5))
-         .not_valid_after(now + datetime.timedelta(days=2))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if ca:
-        b = b.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
-                                          crl_sign=True, content_commitment=False,
-                                          key_encipherment=False, data_encipherment=False,
-                                          key_agreement=False, encipher_only=False,
-                                          decipher_only=False), critical=True)
-        b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                            critical=False)
+        b = b.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        b = b.add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+        )
     else:
-        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-            issuer_key.public_key()), critical=False)
+        b = b.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+            critical=False,
+        )
     if hosts:
         names: list[x509.GeneralName] = []
         for h in hosts:
@@ -71,8 +96,10 @@ def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name
 
 def _pem_key(key: ec.EllipticCurvePrivateKey, password: str | None = None) -> bytes:
     enc: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password.encode()) if password
-        else serialization.NoEncryption())
+        serialization.BestAvailableEncryption(password.encode())
+        if password
+        else serialization.NoEncryption()
+    )
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
 
 
@@ -104,8 +131,12 @@ def make_pki(directory: pathlib.Path) -> dict[str, str]:
         "rogue_cert": _pem(rogue),
         "rogue_key": _pem_key(rogue_key),
         "client_p12": pkcs12.serialize_key_and_certificates(
-            b"alice", client_key, client, [ca],
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode())),
+            b"alice",
+            client_key,
+            client,
+            [ca],
+            serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
+        ),
     }
     out = {}
     for name, data in files.items():

@@ -39,19 +39,26 @@ def tls(tmp_path_factory: pytest.TempPathFactory):
     pki = make_pki(base / "pki")
     data = base / "data"
     data.mkdir()
-    b = BrokerProcess(data, {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"],
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"],
-        "listener.name.mtls.ssl.client.auth": "required",
-        "listener.name.mtls.ssl.principal.mapping.rules": MTLS_RULES,
-        "auto.create.topics.enable": "true",
-    })
+    b = BrokerProcess(
+        data,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": pki["broker"],
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki["ca"],
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.mtls.ssl.principal.mapping.rules": MTLS_RULES,
+            "auto.create.topics.enable": "true",
+        },
+    )
     b.extra_args = ["--logger", "pylog.security.authentication=DEBUG"]
     b.start()
-    ports = {name: int(port) for name, port in
-             re.findall(r"listening on (\w+)://127\.0\.0\.1:(\d+)", b.read_log())}
+    ports = {
+        name: int(port)
+        for name, port in re.findall(r"listening on (\w+)://127\.0\.0\.1:(\d+)", b.read_log())
+    }
     assert set(ports) == {"PLAINTEXT", "SSL", "MTLS"}, b.read_log()
     yield b, pki, ports
     b.stop()
@@ -71,14 +78,24 @@ def _values(tag: str) -> list[bytes]:
 def _confluent(bootstrap: str, pki: dict[str, str], topic: str, values: list[bytes]) -> list[bytes]:
     import confluent_kafka
 
-    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
-            "ssl.ca.location": pki["ca"], "ssl.endpoint.identification.algorithm": "https"}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": pki["ca"],
+        "ssl.endpoint.identification.algorithm": "https",
+    }
     p = confluent_kafka.Producer({**conf, "acks": "all", "linger.ms": 5})
     for v in values:
         p.produce(topic, v)
     assert p.flush(30) == 0
-    c = confluent_kafka.Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": False})
+    c = confluent_kafka.Consumer(
+        {
+            **conf,
+            "group.id": "g-" + topic,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     got: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -90,19 +107,25 @@ def _confluent(bootstrap: str, pki: dict[str, str], topic: str, values: list[byt
     return got
 
 
-def _kafka_python(bootstrap: str, pki: dict[str, str], topic: str,
-                  values: list[bytes]) -> list[bytes]:
+def _kafka_python(
+    bootstrap: str, pki: dict[str, str], topic: str, values: list[bytes]
+) -> list[bytes]:
     import kafka
 
-    conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL", "ssl_cafile": pki["ca"],
-            "ssl_check_hostname": True}
+    conf = {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SSL",
+        "ssl_cafile": pki["ca"],
+        "ssl_check_hostname": True,
+    }
     p = kafka.KafkaProducer(acks="all", **conf)
     for v in values:
         p.send(topic, v)
     p.flush(30)
     p.close()
-    c = kafka.KafkaConsumer(auto_offset_reset="earliest", consumer_timeout_ms=15000,
-                            enable_auto_commit=False, **conf)
+    c = kafka.KafkaConsumer(
+        auto_offset_reset="earliest", consumer_timeout_ms=15000, enable_auto_commit=False, **conf
+    )
     c.assign([kafka.TopicPartition(topic, 0)])
     got = []
     for m in c:
@@ -119,8 +142,9 @@ def _aiokafka(bootstrap: str, pki: dict[str, str], topic: str, values: list[byte
 
     async def run() -> list[bytes]:
         ctx = create_ssl_context(cafile=pki["ca"])
-        p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                      ssl_context=ctx, acks="all")
+        p = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=ctx, acks="all"
+        )
         await p.start()
         try:
             for v in values:
@@ -128,8 +152,12 @@ def _aiokafka(bootstrap: str, pki: dict[str, str], topic: str, values: list[byte
             await p.flush()
         finally:
             await p.stop()
-        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                      ssl_context=ctx, enable_auto_commit=False)
+        c = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            security_protocol="SSL",
+            ssl_context=ctx,
+            enable_auto_commit=False,
+        )
         await c.start()
         try:
             tp = aiokafka.TopicPartition(topic, 0)
@@ -150,18 +178,40 @@ def _kcat(bootstrap: str, pki: dict[str, str], topic: str, values: list[bytes]) 
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     if kcat is None:
         pytest.skip("kcat is not installed")
-    common = [kcat, "-b", bootstrap, "-X", "security.protocol=SSL", "-X",
-              f"ssl.ca.location={pki['ca']}", "-t", topic]
-    subprocess.run(common + ["-P", "-p", "0"], input=b"\n".join(values) + b"\n", check=True,
-                   timeout=60, capture_output=True)
-    out = subprocess.run(common + ["-C", "-p", "0", "-o", "beginning", "-e", "-q"], check=True,
-                         timeout=60, capture_output=True).stdout
+    common = [
+        kcat,
+        "-b",
+        bootstrap,
+        "-X",
+        "security.protocol=SSL",
+        "-X",
+        f"ssl.ca.location={pki['ca']}",
+        "-t",
+        topic,
+    ]
+    subprocess.run(
+        common + ["-P", "-p", "0"],
+        input=b"\n".join(values) + b"\n",
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        common + ["-C", "-p", "0", "-o", "beginning", "-e", "-q"],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    ).stdout
     return out.splitlines()
 
 
 def _pylog(bootstrap: str, pki: dict[str, str], topic: str, values: list[bytes]) -> list[bytes]:
-    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
-            "ssl.truststore.location": pki["ca"], "ssl.truststore.type": "PEM"}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SSL",
+        "ssl.truststore.location": pki["ca"],
+        "ssl.truststore.type": "PEM",
+    }
     with Producer(conf) as p:
         for v in values:
             p.send(topic, v)
@@ -176,8 +226,11 @@ def _pylog(bootstrap: str, pki: dict[str, str], topic: str, values: list[bytes])
     return got
 
 
-@pytest.mark.parametrize("client", [_confluent, _kafka_python, _aiokafka, _kcat, _pylog],
-                         ids=["confluent-kafka", "kafka-python", "aiokafka", "kcat", "pylog"])
+@pytest.mark.parametrize(
+    "client",
+    [_confluent, _kafka_python, _aiokafka, _kcat, _pylog],
+    ids=["confluent-kafka", "kafka-python", "aiokafka", "kcat", "pylog"],
+)
 def test_clients_produce_and_consume_over_ssl(tls, client) -> None:
     b, pki, ports = tls
     topic = _topic()
@@ -193,8 +246,13 @@ def test_metadata_gives_the_listener_the_client_connected_to(tls) -> None:
     from confluent_kafka.admin import AdminClient
 
     b, pki, ports = tls
-    ssl_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
-                             "security.protocol": "SSL", "ssl.ca.location": pki["ca"]})
+    ssl_admin = AdminClient(
+        {
+            "bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": pki["ca"],
+        }
+    )
     plain_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
     for admin, port in ((ssl_admin, ports["SSL"]), (plain_admin, ports["PLAINTEXT"])):
         brokers = admin.list_topics(timeout=10).brokers
@@ -212,8 +270,10 @@ def _raw_tls(port: int, pki: dict[str, str], cert: tuple[str, str] | None) -> by
     ctx = ssl.create_default_context(cafile=pki["ca"])
     if cert is not None:
         ctx.load_cert_chain(*cert)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="localhost") as s:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="localhost") as s,
+    ):
         header = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
         s.sendall(struct.pack(">i", len(header)) + header)
         try:
@@ -232,18 +292,37 @@ def test_mtls_refuses_a_client_without_certificate_and_maps_a_principal(tls) -> 
         if _raw_tls(ports["MTLS"], pki, rogue) == b"":
             raise ssl.SSLError("refused")
     assert len(_raw_tls(ports["MTLS"], pki, (pki["client_cert"], pki["client_key"]))) == 4
-    wait_until(lambda: "(listener MTLS): closing: TLS handshake failed: "
-               "PEER_DID_NOT_RETURN_A_CERTIFICATE (ssl.client.auth=required" in b.read_log()
-               and "CERTIFICATE_VERIFY_FAILED" in b.read_log(), 10, "the refusals logged")
+    wait_until(
+        lambda: (
+            "(listener MTLS): closing: TLS handshake failed: "
+            "PEER_DID_NOT_RETURN_A_CERTIFICATE (ssl.client.auth=required"
+            in b.read_log()
+            and "CERTIFICATE_VERIFY_FAILED" in b.read_log()
+        ),
+        10,
+        "the refusals logged",
+    )
     topic = _topic()
-    p = confluent_kafka.Producer({
-        "bootstrap.servers": f"127.0.0.1:{ports['MTLS']}", "security.protocol": "SSL",
-        "ssl.ca.location": pki["ca"], "ssl.certificate.location": pki["client_cert"],
-        "ssl.key.location": pki["client_key"]})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{ports['MTLS']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": pki["ca"],
+            "ssl.certificate.location": pki["client_cert"],
+            "ssl.key.location": pki["client_key"],
+        }
+    )
     p.produce(topic, b"from alice")
     assert p.flush(30) == 0
-    wait_until(lambda: re.search(r"\(listener MTLS\): TLS handshake done \(TLSv1\.\d\), "
-                                 r"principal User:alice", b.read_log()), 10, "alice's principal")
+    wait_until(
+        lambda: re.search(
+            r"\(listener MTLS\): TLS handshake done \(TLSv1\.\d\), "
+            r"principal User:alice",
+            b.read_log(),
+        ),
+        10,
+        "alice's principal",
+    )
 
 
 # --- garbage on the TLS port --------------------------------------------------------------
@@ -252,8 +331,10 @@ def test_mtls_refuses_a_client_without_certificate_and_maps_a_principal(tls) -> 
 def test_plaintext_client_on_the_ssl_port_is_closed_and_others_go_on(tls) -> None:
     b, pki, ports = tls
     ctx = ssl.create_default_context(cafile=pki["ca"])
-    with socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="localhost") as good:
+    with (
+        socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="localhost") as good,
+    ):
         header = struct.pack(">hhih", 18, 0, 1, 4) + b"good"
         frame = struct.pack(">i", len(header)) + header
         good.sendall(frame)
@@ -267,8 +348,11 @@ def test_plaintext_client_on_the_ssl_port_is_closed_and_others_go_on(tls) -> Non
                     pass
             except ConnectionError:
                 pass
-        wait_until(lambda: "a plaintext client on a TLS listener?" in b.read_log(), 10,
-                   "the plaintext client's close logged")
+        wait_until(
+            lambda: "a plaintext client on a TLS listener?" in b.read_log(),
+            10,
+            "the plaintext client's close logged",
+        )
         good.recv(65536)  # the rest of the first answer
         good.sendall(frame)  # the TLS connection still works
         assert len(good.recv(4)) == 4

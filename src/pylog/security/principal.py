@@ -122,8 +122,9 @@ def parse_rules(text: str) -> list[Rule]:
         # ("DEFAULT/L" and "RULE:p/r/LU" leave something over: invalid).
         p = _PARSER.match(whole)
         if p is None or p.end() != len(whole):
-            raise ValueError(f"invalid rule: {whole!r}; expected DEFAULT or "
-                             "RULE:pattern/replacement/[LU]")
+            raise ValueError(
+                f"invalid rule: {whole!r}; expected DEFAULT or RULE:pattern/replacement/[LU]"
+            )
         if p.group(1):
             rules.append(Rule())
         elif p.group(2) is not None:

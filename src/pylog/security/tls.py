@@ -188,10 +188,14 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, Any], where: str)
     if certificate is not None:
         key_location = _text(settings, "ssl.key.location")
         if key_location is None or location is not None:
-            raise ConfigError(where + "ssl.certificate.location", "ssl.certificate.location "
-                              "goes with ssl.key.location (and without ssl.keystore.location)")
-        _load_chain(ctx, certificate, key_location, key_password,
-                    where + "ssl.certificate.location")
+            raise ConfigError(
+                where + "ssl.certificate.location",
+                "ssl.certificate.location "
+                "goes with ssl.key.location (and without ssl.keystore.location)",
+            )
+        _load_chain(
+            ctx, certificate, key_location, key_password, where + "ssl.certificate.location"
+        )
         return True
     if location is None and chain is None and key is None:
         return False
@@ -241,14 +245,20 @@ def _load_truststore(ctx: ssl.SSLContext, settings: Mapping[str, Any], where: st
     ca_location = _text(settings, "ssl.ca.location")  # confluent-kafka's name: a PEM file
     if ca_location is not None:
         if location is not None or certificates is not None:
-            raise ConfigError(where + "ssl.ca.location", "give ssl.ca.location or the "
-                              "ssl.truststore.* settings, not both")
+            raise ConfigError(
+                where + "ssl.ca.location",
+                "give ssl.ca.location or the ssl.truststore.* settings, not both",
+            )
         location, store_type = ca_location, "PEM"
     if location is None and certificates is None:
         return False
-    key = where + ("ssl.truststore.certificates" if certificates
-                   else "ssl.ca.location" if ca_location is not None
-                   else "ssl.truststore.location")
+    key = where + (
+        "ssl.truststore.certificates"
+        if certificates
+        else "ssl.ca.location"
+        if ca_location is not None
+        else "ssl.truststore.location"
+    )
     if certificates is not None:
         if store_type != "PEM":
             raise ConfigError(key, "ssl.truststore.certificates needs ssl.truststore.type=PEM")

@@ -13,29 +13,40 @@ from pylog.security.principal import (
     rfc2253_name,
 )
 
-RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
-         "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
-         "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U, DEFAULT")
+RULES = (
+    "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
+    "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+    "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U, DEFAULT"
+)
 
 
-@pytest.mark.parametrize(("dn", "name"), [
-    ("CN=Duke,OU=ServiceUsers,O=Org,C=US", "Duke"),
-    ("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US", "duke@sme"),
-    ("cn=duke,OU=JavaSoft,O=Sun Microsystems", "DUKE"),
-    ("OU=JavaSoft,O=Sun Microsystems,C=US", "OU=JavaSoft,O=Sun Microsystems,C=US"),  # DEFAULT
-])
+@pytest.mark.parametrize(
+    ("dn", "name"),
+    [
+        ("CN=Duke,OU=ServiceUsers,O=Org,C=US", "Duke"),
+        ("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US", "duke@sme"),
+        ("cn=duke,OU=JavaSoft,O=Sun Microsystems", "DUKE"),
+        ("OU=JavaSoft,O=Sun Microsystems,C=US", "OU=JavaSoft,O=Sun Microsystems,C=US"),  # DEFAULT
+    ],
+)
 def test_first_matching_rule_wins(dn: str, name: str) -> None:
     assert PrincipalMapper(RULES).name(dn) == name
 
 
-@pytest.mark.parametrize("rules", [
-    "default", "DEFAUL", "DEFAULT/L", "DEFAULT/U",
-    "RULE:CN=(.*?),OU=ServiceUsers.*/$1",
-    "RULE:CN=(.*?),OU=ServiceUsers.*/$1/L/U",
-    "RULE:CN=(.*?),OU=ServiceUsers.*/$1/LU",
-    "RULE:CN=(.*?),OU=ServiceUsers.*/$1/UU",
-    "RULE:CN=(.*?,OU=x/$1/",  # not a regular expression
-])
+@pytest.mark.parametrize(
+    "rules",
+    [
+        "default",
+        "DEFAUL",
+        "DEFAULT/L",
+        "DEFAULT/U",
+        "RULE:CN=(.*?),OU=ServiceUsers.*/$1",
+        "RULE:CN=(.*?),OU=ServiceUsers.*/$1/L/U",
+        "RULE:CN=(.*?),OU=ServiceUsers.*/$1/LU",
+        "RULE:CN=(.*?),OU=ServiceUsers.*/$1/UU",
+        "RULE:CN=(.*?,OU=x/$1/",  # not a regular expression
+    ],
+)
 def test_invalid_rules_are_refused(rules: str) -> None:
     with pytest.raises(ValueError, match="rule"):
         parse_rules(rules)
@@ -62,12 +73,17 @@ def test_no_matching_rule_refuses_the_client() -> None:
 
 def test_subject_in_java_rfc2253_form() -> None:
     # getpeercert() order (certificate order, C first); Java writes the last RDN first.
-    subject = ((("countryName", "US"),), (("organizationName", "Acme, Inc."),),
-               (("organizationalUnitName", "eng"), ("userId", "7")),
-               (("commonName", " alice+bob "),), (("emailAddress", "a@x.io"),))
+    subject = (
+        (("countryName", "US"),),
+        (("organizationName", "Acme, Inc."),),
+        (("organizationalUnitName", "eng"), ("userId", "7")),
+        (("commonName", " alice+bob "),),
+        (("emailAddress", "a@x.io"),),
+    )
     assert rfc2253_name(subject) == (
         "1.2.840.113549.1.9.1=#16066140782e696f,CN=\\ alice\\+bob\\ ,OU=eng+UID=7,"
-        "O=Acme\\, Inc.,C=US")
+        "O=Acme\\, Inc.,C=US"
+    )
 
 
 def test_principal_of_a_certificate_and_of_none() -> None:
