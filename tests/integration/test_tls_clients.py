@@ -356,3 +356,42 @@ def test_plaintext_client_on_the_ssl_port_is_closed_and_others_go_on(tls) -> Non
         good.recv(65536)  # the rest of the first answer
         good.sendall(frame)  # the TLS connection still works
         assert len(good.recv(4)) == 4
+
+
+# --- the command-line tools ---------------------------------------------------------------
+
+
+def test_cli_tools_connect_with_x_and_command_config(tls, tmp_path) -> None:
+    import os
+    import sys
+
+    b, pki, ports = tls
+    topic = _topic()
+    env = dict(os.environ)
+    base = [sys.executable, "-m", "pylog"]
+    ssl_args = ["-b", f"127.0.0.1:{ports['SSL']}", "-X", "security.protocol=SSL",
+                "-X", f"ssl.ca.location={pki['ca']}"]
+    subprocess.run(base + ["topics", "create", topic, "-p", "1", *ssl_args], check=True,
+                   timeout=60, env=env, capture_output=True)
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.location={pki['ca']}\n")
+    out = subprocess.run(base + ["topics", "list", "-b", f"127.0.0.1:{ports['SSL']}",
+                                 "--command-config", str(props)],
+                         check=True, timeout=60, env=env, capture_output=True, text=True).stdout
+    assert topic in out.split()
+    groups = subprocess.run(base + ["groups", "list", "-b", f"127.0.0.1:{ports['MTLS']}",
+                                    "--command-config", str(props),
+                                    "-X", f"ssl.certificate.location={pki['client_cert']}",
+                                    "-X", f"ssl.key.location={pki['client_key']}"],
+                            timeout=60, env=env, capture_output=True, text=True)
+    assert groups.returncode == 0, groups.stderr
+    # produce and consume take every client setting with -X, and --command-config too.
+    subprocess.run(base + ["produce", topic, "-b", f"127.0.0.1:{ports['SSL']}",
+                           "--command-config", str(props)], input="over tls\n", check=True,
+                   timeout=60, env=env, capture_output=True, text=True)
+    got = subprocess.run(base + ["consume", topic, *ssl_args, "--from-beginning", "-n", "1"],
+                         timeout=60, env=env, capture_output=True, text=True)
+    assert got.returncode == 0 and got.stdout.strip() == "over tls", got.stderr
+    bad = subprocess.run(base + ["topics", "list", *ssl_args, "-X", "linger.ms=5"], timeout=60,
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "only connection settings" in bad.stderr
