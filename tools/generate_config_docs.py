@@ -42,13 +42,44 @@ _CLEANER = ("Honoured by the log cleaner on compacted topics (no effect on delet
 _CLEANER_THREADS = "Honoured by the log cleaner threads; see [compaction.md](compaction.md)."
 _DEPRECATED = "Deprecated in Kafka 3.x, removed in 4.0: accepted with a logged warning and ignored"
 _TXN = "Single node: accepted and validated, has no effect (one replica)."
+_SSL = "Honoured, also per listener as `listener.name.<listener>.<key>`."
 PYLOG_NOTES: dict[str, str] = {
     # broker
     "node.id": "Honoured: the broker's id in Metadata and in `meta.properties`.",
     "broker.id": "Honoured as the legacy name of `node.id` (used when `node.id` is not set).",
-    "listeners": "Honoured; only `PLAINTEXT` listeners (no TLS or SASL). Port 0 picks a free port.",
-    "advertised.listeners": "Honoured; defaults to the bound listeners.",
-    "listener.security.protocol.map": "Accepted; only PLAINTEXT is served.",
+    "listeners": "Honoured: named listeners (`PLAINTEXT://:9092,SSL://:9093,INTERNAL://...`), "
+                 "PLAINTEXT and SSL; SASL_PLAINTEXT and SASL_SSL are refused (SASL is not built "
+                 "yet). Port 0 picks a free port. See [security.md](security.md).",
+    "advertised.listeners": "Honoured per listener name (a subset of `listeners`); defaults to "
+                            "the bound listeners. Clients are given the addresses of the "
+                            "listener they connected to.",
+    "listener.security.protocol.map": "Honoured: every listener name must map to a protocol.",
+    "inter.broker.listener.name": "Honoured in cluster mode: follower fetches, the "
+                                  "controller's requests and transaction markers use it (with "
+                                  "its `ssl.*` settings for TLS); see [security.md](security.md).",
+    "security.inter.broker.protocol": "Honoured as Kafka: the listener named like the "
+                                      "protocol; exclusive with `inter.broker.listener.name`.",
+    "ssl.protocol": _SSL + " TLSv1.2 caps the version at 1.2; TLSv1.3 and TLS do not cap.",
+    "ssl.enabled.protocols": _SSL + " Sets the minimum and maximum TLS version.",
+    "ssl.cipher.suites": _SSL + " Narrows TLS 1.2 suites (IANA or OpenSSL names); TLS 1.3 "
+                         "suites stay OpenSSL's (Python's `ssl` cannot narrow them).",
+    "ssl.keystore.type": _SSL + " PEM and PKCS12 (PKCS12 needs `cryptography`); JKS is "
+                         "refused with the `keytool` command that converts it.",
+    "ssl.keystore.location": _SSL + " PEM: key and certificate chain in one file.",
+    "ssl.keystore.password": _SSL + " PKCS12 only (refused with PEM, as Kafka).",
+    "ssl.key.password": _SSL + " Decrypts an encrypted PEM key.",
+    "ssl.keystore.certificate.chain": _SSL + " KIP-651 PEM text.",
+    "ssl.keystore.key": _SSL + " KIP-651 PEM text.",
+    "ssl.truststore.type": _SSL + " PEM and PKCS12.",
+    "ssl.truststore.location": _SSL + " Unset: the system's CAs.",
+    "ssl.truststore.password": _SSL + " PKCS12 only.",
+    "ssl.truststore.certificates": _SSL + " KIP-651 PEM text.",
+    "ssl.client.auth": _SSL + " none, requested, required; the principal is `User:` + the "
+                       "mapped certificate subject, else `User:ANONYMOUS`.",
+    "ssl.endpoint.identification.algorithm": _SSL + " Applies to the broker's inter-broker "
+                                             "connections (https: host name checked).",
+    "ssl.principal.mapping.rules": _SSL + " Kafka's `RULE:pattern/replacement/[LU]` and "
+                                   "`DEFAULT` syntax, first match wins.",
     "metrics.listener": "pylog's own (Kafka exposes JMX; this serves what Prometheus's JMX "
                         "exporter makes of it): `/metrics`, `/healthz`, `/readyz` over HTTP on "
                         "the broker's event loop; see [metrics.md](metrics.md).",

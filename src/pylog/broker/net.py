@@ -20,6 +20,14 @@ sent with ``os.sendfile`` from the page cache (``FileRegion.transfer_to``), wait
 socket to become writable when its buffer is full. Sockets are driven directly (no asyncio
 transport), so nothing else writes to them between chunks.
 
+TLS (listeners whose security protocol is SSL): the connection first completes its
+handshake, then reads and writes through ``tls_io.TlsStream`` (``ssl.SSLObject`` over
+memory BIOs); file regions are copied through it, as TLS cannot use sendfile. The client's
+principal (``pylog.security.principal``: ``User:`` + its certificate's subject mapped by
+``ssl.principal.mapping.rules``, else ``User:ANONYMOUS``) is kept on the connection and
+handed to every request's context. A failed handshake closes that connection with one log
+line naming the peer.
+
 Errors: broken framing (a bad size prefix, an undecodable header, EOF mid-frame) closes that
 one connection with one log line naming the peer and the reason; other connections are
 unaffected. No parsing and no rules live here: the codec parses, handlers decide.
@@ -33,10 +41,12 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker import handlers
+from pylog.broker.tls_io import HANDSHAKE_TIMEOUT_S, TlsStream
 from pylog.metrics.request_log import REQUEST_LOGGER, log_request, response_size
 from pylog.protocol.apis import api_name
 from pylog.protocol.connection import (
@@ -46,11 +56,15 @@ from pylog.protocol.connection import (
     RequestError,
     ServerConnection,
 )
+from pylog.security.principal import ANONYMOUS, NoMatchingRuleError
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker
+    from pylog.security.principal import PrincipalMapper
 
 log = logging.getLogger("pylog.broker.net")
+# Successful authentications, one DEBUG line each (Kafka logs them at DEBUG too).
+auth_log = logging.getLogger("pylog.security.authentication")
 
 FETCH = 1
 
@@ -68,9 +82,13 @@ CONNECTION_MAX_BYTES = 32 * 1024 * 1024
 class Listener:
     """A listening socket and its accept loop."""
 
-    def __init__(self, broker: Broker, host: str, port: int, name: str = "PLAINTEXT") -> None:
+    def __init__(self, broker: Broker, host: str, port: int, name: str = "PLAINTEXT",
+                 tls: ssl.SSLContext | None = None,
+                 mapper: PrincipalMapper | None = None) -> None:
         self.broker = broker
         self.name = name
+        self.tls = tls  # the listener's one context (SSL listeners)
+        self.mapper = mapper  # ssl.principal.mapping.rules
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -99,7 +117,7 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            Connection(self.broker, conn, addr, self.name).start()
+            Connection(self.broker, conn, addr, self.name, self.tls, self.mapper).start()
 
     async def close(self) -> None:
         if self._task is not None:
@@ -115,10 +133,18 @@ class Connection:
     """One client connection (see the module docstring)."""
 
     def __init__(self, broker: Broker, sock: socket.socket, addr: Any,
-                 listener: str = "PLAINTEXT") -> None:
+                 listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
+                 mapper: PrincipalMapper | None = None) -> None:
         self.broker = broker
         self.sock = sock
         self.listener = listener
+        self.principal = ANONYMOUS
+        # The principal's name, as client quotas know users (None: ANONYMOUS, the default).
+        self.user: str | None = None
+        self._mapper = mapper
+        self.tls: TlsStream | None = None
+        if tls is not None:
+            self.tls = TlsStream(sock, tls)
         self.peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
         sock.setblocking(False)
         try:
@@ -170,6 +196,9 @@ class Connection:
     async def _read_loop(self) -> None:
         loop = asyncio.get_running_loop()
         conn = self.conn
+        tls = self.tls
+        if tls is not None and not await self._handshake(tls):
+            return
         try:
             while not self._closing:
                 # 1. Turn what is buffered into events. Each frame is admitted first: its
@@ -215,10 +244,12 @@ class Connection:
                 n = 0
                 try:
                     if view is None:
-                        data = await loop.sock_recv(self.sock, RECV_SIZE)
+                        data = (await loop.sock_recv(self.sock, RECV_SIZE) if tls is None
+                                else await tls.recv(RECV_SIZE))
                     else:
                         with view:
-                            n = await loop.sock_recv_into(self.sock, view)
+                            n = (await loop.sock_recv_into(self.sock, view) if tls is None
+                                 else await tls.recv_into(view))
                         data = b"" if n == 0 else None
                     self.last_active = loop.time()
                 except (ConnectionError, OSError) as exc:
@@ -234,6 +265,44 @@ class Connection:
                     conn.receive_data(data)
         except asyncio.CancelledError:
             pass
+
+    async def _handshake(self, tls: TlsStream) -> bool:
+        """Complete the TLS handshake and derive the principal; on failure log one line
+        naming the peer, close this connection and return False."""
+        try:
+            await tls.handshake()
+            if self._mapper is not None:
+                self.principal = self._mapper.principal(tls.peer_certificate())
+                if self.principal != ANONYMOUS:
+                    self.user = self.principal.split(":", 1)[1]
+        except asyncio.CancelledError:
+            return False
+        except NoMatchingRuleError as exc:
+            log.warning("connection %s (listener %s): closing: no principal for the client "
+                        "certificate: %s", self.peer, self.listener, exc)
+            self._abort()
+            return False
+        except asyncio.TimeoutError:
+            log.warning("connection %s (listener %s): closing: TLS handshake not done in "
+                        "%.0f s", self.peer, self.listener, HANDSHAKE_TIMEOUT_S)
+            self._abort()
+            return False
+        except ConnectionError as exc:  # gone before the end: no failure of TLS
+            log.info("connection %s (listener %s): closed during the TLS handshake: %s",
+                     self.peer, self.listener, exc)
+            self._abort()
+            return False
+        except (ssl.SSLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            hint = _HANDSHAKE_HINTS.get(str(reason), "")
+            log.warning("connection %s (listener %s): closing: TLS handshake failed: %s%s",
+                        self.peer, self.listener, reason, hint)
+            self._abort()
+            return False
+        self.last_active = asyncio.get_running_loop().time()
+        auth_log.debug("connection %s (listener %s): TLS handshake done (%s), principal %s",
+                       self.peer, self.listener, tls.version, self.principal)
+        return True
 
     async def _admit(self, size: int) -> None:
         """Reserve ``size`` bytes for the next frame: first within this connection's share
@@ -371,7 +440,8 @@ class Connection:
             entry = handlers.HANDLERS.get(event.api_key)
             if event.body is not None and entry is not None:
                 ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
-                                              event.correlation_id, event.client_id, self.peer)
+                                              event.correlation_id, event.client_id, self.peer,
+                                              listener=self.listener, principal=self.principal)
                 response = entry[1].error_response(ctx, event.body, event.error_code, event.reason)
                 if ctx.close_connection:
                     self._close_requested = True
@@ -382,8 +452,11 @@ class Connection:
             return self.conn.send_error(event)
         assert type(event) is Request
         ctx = handlers.RequestContext(broker, event.api_key, event.api_version,
-                                      event.correlation_id, event.client_id, self.peer)
+                                      event.correlation_id, event.client_id, self.peer,
+                                      listener=self.listener, principal=self.principal)
         ctx.request_size = event.size
+        if self.user is not None:  # quotas know a user by its principal's name
+            ctx.user = self.user
         try:
             response = await handlers.dispatch(ctx, event.body)
         finally:
@@ -407,6 +480,9 @@ class Connection:
             self._unmuted.set()
 
     async def _write(self, chunks: list[Any]) -> None:
+        if self.tls is not None:
+            await self.tls.write_chunks(chunks)  # no sendfile under TLS: regions are copied
+            return
         loop = asyncio.get_running_loop()
         sock = self.sock
         pending: list[Any] = []
@@ -490,6 +566,17 @@ class Connection:
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 pass
         self._abort()
+
+
+_PLAINTEXT_HINT = " (a plaintext client on a TLS listener?)"
+_HANDSHAKE_HINTS = {
+    "WRONG_VERSION_NUMBER": _PLAINTEXT_HINT, "HTTP_REQUEST": _PLAINTEXT_HINT,
+    "UNKNOWN_PROTOCOL": _PLAINTEXT_HINT,
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": " (ssl.client.auth=required: the client sent no "
+                                         "certificate)",
+    "CERTIFICATE_VERIFY_FAILED": " (the client's certificate is not signed by a CA in the "
+                                 "listener's trust store)",
+}
 
 
 def _set_done(fut: asyncio.Future[None]) -> None:

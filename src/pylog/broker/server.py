@@ -30,6 +30,7 @@ from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.quotas import ClientQuotas
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
+from pylog.config.security_defs import TLS_PROTOCOLS
 from pylog.group.service import GroupService
 from pylog.log import LogManager
 from pylog.metrics import BrokerMetrics
@@ -126,6 +127,7 @@ class Broker:
         # The metrics.listener endpoint (pylog.metrics.http.MetricsServer), when configured.
         self.metrics_server: Any = None
         self.servers: list[Any] = []
+        self._inter_broker_tls: Any = False  # not built yet (inter_broker_tls)
         self.bound: list[tuple[str, int]] = []
         self.connections: set[Any] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -139,19 +141,51 @@ class Broker:
             return str(self.cluster.cluster_id)
         return self.log_manager.cluster_id
 
-    def advertised(self) -> tuple[str, int]:
-        """Host and port given to clients in Metadata (advertised.listeners, else the bound
-        listener; a wildcard host is replaced by the loopback name). A broker that does not
-        listen (embedded mode) gives its log directory as host and port 0."""
+    def advertised(self, listener: str | None = None) -> tuple[str, int]:
+        """Host and port given to clients of ``listener`` (default: the first listener) in
+        Metadata: its advertised.listeners entry, else where it is bound (port 0 resolved;
+        a wildcard host is replaced by the loopback name). ("", -1) for a listener that is
+        not advertised. A broker that does not listen (embedded mode) gives its log
+        directory as host and port 0."""
         if not self.listen:
             return self.log_manager.log_dir, 0
-        adv = self.config.advertised_listeners[0]
-        host, port = adv.host, adv.port
-        if not self.config.is_explicit("advertised.listeners") and self.bound:
-            host, port = self.bound[0]
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return host, port
+        for name, host, port in self.advertised_endpoints():
+            if listener is None or name == listener:
+                return host, port
+        return "", -1
+
+    def advertised_endpoints(self) -> list[tuple[str, str, int]]:
+        """(listener name, host, port) of every advertised listener, in config order."""
+        config = self.config
+        bound = {ll.name: addr for ll, addr in zip(config.listeners, self.bound, strict=False)}
+        out = []
+        for adv in config.advertised_listeners:
+            host, port = adv.host, adv.port
+            if not config.is_explicit("advertised.listeners") or port == 0:
+                b = bound.get(adv.name)
+                if b is not None:
+                    host = host if config.is_explicit("advertised.listeners") else b[0]
+                    port = b[1]
+            if host in ("", "0.0.0.0", "::"):
+                host = "127.0.0.1"
+            out.append((adv.name, host, port))
+        return out
+
+    def inter_broker_tls(self) -> Any:
+        """The client TLS context for the inter-broker listener (built once), or None when
+        that listener is PLAINTEXT. Follower fetchers, the controller's channels and the
+        transaction marker writers connect with it."""
+        if self._inter_broker_tls is False:
+            name = self.config.inter_broker_listener
+            listener = self.config.listener(name)
+            ctx = None
+            if listener is not None and listener.security_protocol in TLS_PROTOCOLS:
+                from pylog.security.tls import client_context
+
+                ctx = client_context(self.config.listener_settings(name),
+                                     f"listener.name.{name.lower()}.")
+            self._inter_broker_tls = ctx
+        return self._inter_broker_tls
 
     async def start_or_shut_down(self) -> Broker:
         """``start()``; on any failure, shut down what had started, then re-raise."""
@@ -177,10 +211,12 @@ class Broker:
 
         # Bind before touching the data directory: a taken port is reported (naming it)
         # before anything is created or written there. Accepting starts once the logs are open.
+        tls = self._listener_tls() if self.listen else {}
         for listener in self.config.listeners if self.listen else []:
             host = listener.host or "0.0.0.0"
+            ctx, mapper = tls.get(listener.name, (None, None))
             try:
-                lst = Listener(self, host, listener.port, listener.name)
+                lst = Listener(self, host, listener.port, listener.name, ctx, mapper)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {host}:{listener.port} "
                               f"(listeners): {exc.strerror}") from None
@@ -213,7 +249,8 @@ class Broker:
         for listener, lst in zip(self.config.listeners if self.listen else [], self.servers,
                                  strict=True):
             lst.start()
-            log.info("listening on %s://%s:%d", listener.name, *lst.address)
+            log.info("listening on %s://%s:%d (%s)", listener.name, *lst.address,
+                     listener.security_protocol)
         if self.cluster is not None:
             await self.cluster.start()
         self._tasks.append(asyncio.ensure_future(self._retention_loop()))
@@ -223,6 +260,29 @@ class Broker:
         log.info("pylog broker %d started (cluster id %s; logcore implementation: %s; event "
                  "loop: %s)", self.node_id, self.cluster_id, logcore.IMPLEMENTATION,
                  type(asyncio.get_running_loop()).__module__)
+
+    def _listener_tls(self) -> dict[str, tuple[Any, Any]]:
+        """{listener name: (server SSLContext, PrincipalMapper)} for the TLS listeners, built
+        before anything starts so that a bad key store fails the start naming its key."""
+        from pylog.config import ConfigError
+        from pylog.security.principal import PrincipalMapper
+        from pylog.security.tls import server_context
+
+        out = {}
+        for listener in self.config.listeners:
+            if listener.security_protocol not in TLS_PROTOCOLS:
+                continue
+            where = f"listener.name.{listener.name.lower()}."
+            settings = self.config.listener_settings(listener.name)
+            ctx = server_context(settings, where)
+            try:
+                mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
+            except ValueError as exc:
+                raise ConfigError("ssl.principal.mapping.rules", str(exc)) from None
+            out[listener.name] = (ctx, mapper)
+        if self.config.cluster_mode:
+            self.inter_broker_tls()  # its errors too
+        return out
 
     async def _start_metrics(self) -> None:
         value = self.config["metrics.listener"]

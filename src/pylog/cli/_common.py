@@ -28,7 +28,8 @@ from pylog.client.errors import (
     KafkaTimeoutError,
 )
 
-__all__ = ["CliError", "parse_properties", "read_properties_file", "base_settings", "run_command"]
+__all__ = ["CliError", "base_settings", "connection_settings", "parse_properties",
+           "read_properties_file", "run_command"]
 
 
 class CliError(Exception):
@@ -70,13 +71,43 @@ def read_properties_file(path: str, what: str) -> dict[str, str]:
 
 
 def base_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Client settings every command takes from ``-b`` and ``--timeout``."""
+    """Client settings every command takes from ``-b``, ``--timeout``, ``--command-config``
+    and ``-X`` (connection settings only: ``security.protocol`` and ``ssl.*``).
+
+    Raises:
+        CliError: a malformed ``-X``, an unreadable file, or a setting that is not a
+            connection setting.
+    """
     timeout_ms = max(1, int(args.timeout * 1000))
     return {
         "bootstrap.servers": args.bootstrap_server,
         "request.timeout.ms": timeout_ms,
         "socket.connection.setup.timeout.ms": min(timeout_ms, 10_000),
+        **connection_settings(args),
     }
+
+
+def connection_settings(args: argparse.Namespace) -> dict[str, str]:
+    """``--command-config FILE`` then ``-X KEY=VALUE`` (which wins): how to connect. The -X
+    of produce and consume takes every client setting; its connection settings apply to
+    the command's other clients (its admin) too."""
+    out: dict[str, str] = {}
+    path = getattr(args, "command_config", None)
+    if path:
+        out.update(read_properties_file(path, "--command-config"))
+    out.update(parse_properties(getattr(args, "client_property", None) or [], "-X"))
+    for key in out:
+        if not _is_connection_setting(key):
+            raise CliError(f"{key}: only connection settings (security.protocol, ssl.*) are "
+                           "taken from -X and --command-config")
+    for attr in ("producer_property", "consumer_property"):
+        items = parse_properties(getattr(args, attr, None) or [], "-X")
+        out.update({k: v for k, v in items.items() if _is_connection_setting(k)})
+    return out
+
+
+def _is_connection_setting(key: str) -> bool:
+    return key == "security.protocol" or key.startswith("ssl.")
 
 
 def describe_error(exc: BaseException, args: argparse.Namespace) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.cli._common import describe_error, interrupted_status
+from pylog.cli._common import CliError, connection_settings, describe_error, interrupted_status
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
     from pylog.client import Admin, GroupDescription, TopicPartition
@@ -137,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         admin = Admin({"bootstrap.servers": args.bootstrap_server, "client.id": "pylog-groups",
                        "request.timeout.ms": max(1, int(args.timeout * 1000)),
-                       "default.api.timeout.ms": max(1, int(args.timeout * 1000))})
-    except ConfigError as exc:
+                       "default.api.timeout.ms": max(1, int(args.timeout * 1000)),
+                       **connection_settings(args)})
+    except (ConfigError, CliError) as exc:
         print(f"{where}: error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -32,10 +32,22 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def _add_bootstrap(p: argparse.ArgumentParser) -> None:
+    """-b, --timeout, and the connection settings -X and --command-config unless the command
+    has its own (produce and consume take every client setting with -X; the console both)."""
     p.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                    help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                    help="give up on a request after this long (default 30)")
+    own = p._option_string_actions  # argparse has no public "is this option defined?"
+    if "-X" not in own:
+        p.add_argument("-X", dest="client_property", action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="a connection setting for the client, as kcat's -X (repeatable): "
+                       "security.protocol=SSL, ssl.ca.location=ca.pem, ... (docs/security.md)")
+    if "--command-config" not in own:
+        p.add_argument("--command-config", metavar="FILE",
+                       help="a client.properties file of connection settings "
+                       "(security.protocol, ssl.*), as Kafka's tools take it; -X wins")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -166,6 +166,66 @@ def _callable_or_none(name: str, value: Any) -> Any:
     raise ConfigError(f"{name}: expected a callable or None, got {value!r}")
 
 
+def _protocol(name: str, value: Any) -> str:
+    text = str(value).strip().upper()
+    if text in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"{name}: {text} needs SASL, which pylog.client does not speak yet; "
+                          "use PLAINTEXT or SSL")
+    if text not in ("PLAINTEXT", "SSL"):
+        raise ConfigError(f"{name}: {value!r} is not one of PLAINTEXT, SSL")
+    return text
+
+
+def _list(name: str, value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(i).strip() for i in items if str(i).strip()]
+
+
+def _secret(name: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{name}: expected a string, got a {type(value).__name__}")
+
+
+# TLS: the Java client's names (SslConfigs), and confluent-kafka's names for PEM files.
+# pylog.security.tls.client_context reads them (docs/security.md).
+_SECURITY = [
+    Setting("security.protocol", _protocol, "PLAINTEXT",
+            "PLAINTEXT, or SSL: TLS to every broker (the brokers' certificates are verified)."),
+    Setting("ssl.truststore.location", _str_or_none, None,
+            "CA certificates that sign the brokers' certificates (PEM or PKCS12 file); unset: "
+            "the system's CAs."),
+    Setting("ssl.truststore.type", _choice("pem", "pkcs12", "jks"), "pem",
+            "Format of ssl.truststore.location: PEM or PKCS12."),
+    Setting("ssl.truststore.password", _secret, None, "Password of a PKCS12 trust store."),
+    Setting("ssl.truststore.certificates", _secret, None,
+            "Trusted CA certificates as PEM text (KIP-651)."),
+    Setting("ssl.keystore.location", _str_or_none, None,
+            "Client certificate for mutual TLS: a PEM file holding the private key and the "
+            "certificate chain, or a PKCS12 file."),
+    Setting("ssl.keystore.type", _choice("pem", "pkcs12", "jks"), "pem",
+            "Format of ssl.keystore.location: PEM or PKCS12."),
+    Setting("ssl.keystore.password", _secret, None, "Password of a PKCS12 key store."),
+    Setting("ssl.keystore.certificate.chain", _secret, None,
+            "Client certificate chain as PEM text (KIP-651)."),
+    Setting("ssl.keystore.key", _secret, None, "Client private key as PEM text (KIP-651)."),
+    Setting("ssl.key.password", _secret, None, "Password of an encrypted private key."),
+    Setting("ssl.ca.location", _str_or_none, None,
+            "confluent-kafka's name: a PEM file of trusted CA certificates."),
+    Setting("ssl.certificate.location", _str_or_none, None,
+            "confluent-kafka's name: the client certificate (PEM), with ssl.key.location."),
+    Setting("ssl.key.location", _str_or_none, None,
+            "confluent-kafka's name: the client's private key (PEM)."),
+    Setting("ssl.endpoint.identification.algorithm", _choice("https", "", "none"), "https",
+            "https: a broker's certificate must name the host connected to; empty or none: "
+            "not checked."),
+    Setting("ssl.enabled.protocols", _list, ["TLSv1.2", "TLSv1.3"], "TLS versions offered."),
+    Setting("ssl.protocol", _str_or_none, "TLSv1.3",
+            "Newest TLS version offered (TLSv1.2 caps it; TLSv1.3 or TLS: no cap)."),
+    Setting("ssl.cipher.suites", _list, [], "TLS 1.2 cipher suites allowed (empty: defaults)."),
+]
+
+
 _COMMON = [
     Setting("bootstrap.servers", _servers, None,
             "HOST:PORT pairs to learn the cluster from (comma-separated or a list). Required "
@@ -188,7 +248,8 @@ _COMMON = [
             "Refresh metadata at least this often even without errors."),
     Setting("socket.connection.setup.timeout.ms", _int(1), 10000,
             "How long a TCP connect plus ApiVersions may take."),
-]
+] + _SECURITY
+
 
 PRODUCER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("acks", _acks, -1, "all (-1): the ISR has it; 1: the leader has it; 0: no answer."),

@@ -28,6 +28,7 @@ from pylog.config.broker import (
     check_topic_configs,
     parse_listeners,
     parse_properties,
+    parse_protocol_map,
     parse_topic_configs,
 )
 from pylog.config.definitions import (
@@ -96,6 +97,7 @@ __all__ = [
     "parse_listeners",
     "parse_metrics_listener",
     "parse_properties",
+    "parse_protocol_map",
     "parse_topic_configs",
     "parse_value",
     "positive",

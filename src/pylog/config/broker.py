@@ -13,6 +13,11 @@ from pylog.config.definitions import (
     TOPIC_CONFIG_DEFS,
     TopicConfigDef,
 )
+from pylog.config.security_defs import (
+    LISTENER_OVERRIDABLE_PREFIXES,
+    SECURITY_PROTOCOLS,
+    SERVED_PROTOCOLS,
+)
 from pylog.config.values import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_DYNAMIC_TOPIC_CONFIG,
@@ -107,26 +112,85 @@ def _check_cleaner_configs(explicit: Mapping[str, Any]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Listener:
+    """One entry of ``listeners`` / ``advertised.listeners``: ``NAME://host:port`` and the
+    security protocol ``listener.security.protocol.map`` gives the name."""
+
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
 
-def parse_listeners(key: str, items: Iterable[str]) -> list[Listener]:
-    listeners = []
+_LISTENER_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)")
+
+
+def parse_protocol_map(key: str, value: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...`` -> {NAME: PROTOCOL}."""
+    out: dict[str, str] = {}
+    for item in (p.strip() for p in value.split(",")):
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ConfigError(key, f"invalid entry {item!r}; expected LISTENER_NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(key, f"{item!r}: {protocol!r} is not a security protocol; use "
+                              f"one of {', '.join(SECURITY_PROTOCOLS)}")
+        if name in out:
+            raise ConfigError(key, f"listener name {name} is mapped twice")
+        out[name] = protocol
+    return out
+
+
+def parse_listeners(key: str, items: Iterable[str],
+                    protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
+    """Parse ``listeners`` or ``advertised.listeners`` as Kafka does: each name once, each
+    (non-zero) port once, each name mapped to a security protocol. SASL protocols parse but
+    are refused: they are not built yet."""
+    protocol_map = parse_protocol_map(key, _DEFAULT_PROTOCOL_MAP) if protocol_map is None \
+        else protocol_map
+    listeners: list[Listener] = []
     for item in items:
-        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:/]*):(\d+)", item)
+        m = _LISTENER_RE.fullmatch(item.strip())
         if not m:
-            raise ConfigError(key, f"invalid listener {item!r}; expected NAME://host:port")
+            raise ConfigError(key, f"invalid listener {item!r}; expected NAME://host:port "
+                              "(e.g. PLAINTEXT://127.0.0.1:9092)")
         name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
-        if name != "PLAINTEXT":
-            raise ConfigError(key, f"listener {item!r}: only PLAINTEXT is supported")
         if port > 65535:
             raise ConfigError(key, f"listener {item!r}: port out of range")
-        listeners.append(Listener(name, host, port))
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigError(key, f"listener {item!r}: no security protocol defined for "
+                              f"listener {name}: add {name}:SSL (or :PLAINTEXT) to "
+                              "listener.security.protocol.map")
+        if protocol not in SERVED_PROTOCOLS:
+            raise ConfigError(key, f"listener {item!r}: {protocol} needs SASL: SASL is not "
+                              "available yet; use PLAINTEXT or SSL listeners")
+        if any(ll.name == name for ll in listeners):
+            raise ConfigError(key, f"each listener must have a different name: {name} is "
+                              "listed twice")
+        if port and any(ll.port == port for ll in listeners):
+            raise ConfigError(key, f"each listener must have a different port: {port} is "
+                              "listed twice")
+        listeners.append(Listener(name, host, port, protocol))
     if not listeners:
         raise ConfigError(key, "at least one listener is required")
     return listeners
+
+
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.<name>.<key>`` -> (NAME, key) for a key that may be set per listener."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    name, sep, sub = key[len(LISTENER_PREFIX):].partition(".")
+    if not sep or not name or not sub.startswith(LISTENER_OVERRIDABLE_PREFIXES):
+        return None
+    return name.upper(), sub
 
 
 # --- the broker's configuration ----------------------------------------------------------------
@@ -158,19 +222,22 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         explicit: dict[str, Any] = {}
         values = values or {}
+        per_listener: dict[str, tuple[str, str]] = {}
         for key, raw in values.items():
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:
-                raise ConfigError(key, "unknown configuration" + _did_you_mean(key))
+                scoped = _listener_key(key)
+                d = BROKER_CONFIG_DEFS.get(scoped[1]) if scoped is not None else None
+                if d is None or scoped is None:
+                    raise ConfigError(key, "unknown configuration" + _did_you_mean(key))
+                per_listener[key] = scoped
+                explicit[key] = dataclasses.replace(d, name=key).parse(raw)
+                continue
             explicit[key] = d.parse(raw)
         self._explicit = explicit
         # Settings accepted but ignored, for the broker to log at start.
         self.warnings: list[str] = _check_broker_configs(explicit)
-        self.listeners = parse_listeners("listeners", self["listeners"])
-        adv = self["advertised.listeners"]
-        self.advertised_listeners = (
-            parse_listeners("advertised.listeners", adv) if adv else list(self.listeners)
-        )
+        self._init_listeners(per_listener)
         dirs = self._explicit.get("log.dirs")
         if dirs is None and self["log.dir"] is not None:
             dirs = [self["log.dir"]]
@@ -197,6 +264,75 @@ class BrokerConfig:
             tdef = TOPIC_CONFIG_DEFS[name]
             if tdef.validator is not None and value is not None:
                 tdef.validator(key, value)
+
+    def _init_listeners(self, per_listener: Mapping[str, tuple[str, str]]) -> None:
+        """``listeners``, ``advertised.listeners`` and the inter-broker listener, checked
+        against each other as Kafka's ``KafkaConfig.validateValues`` does."""
+        self.protocol_map = parse_protocol_map("listener.security.protocol.map",
+                                               self["listener.security.protocol.map"])
+        self.listeners = parse_listeners("listeners", self["listeners"], self.protocol_map)
+        names = [ll.name for ll in self.listeners]
+        adv = self["advertised.listeners"]
+        if adv:
+            self.advertised_listeners = parse_listeners("advertised.listeners", adv,
+                                                        self.protocol_map)
+            for ll in self.advertised_listeners:
+                if ll.name not in names:
+                    raise ConfigError("advertised.listeners", f"listener {ll.name} is not one "
+                                      f"of listeners ({', '.join(names)}): advertised "
+                                      "listener names must be a subset of listeners")
+                if ll.host == "0.0.0.0":
+                    raise ConfigError("advertised.listeners", f"listener {ll.name}: cannot "
+                                      "advertise the non-routable address 0.0.0.0; give a "
+                                      "host name clients can reach")
+        else:
+            self.advertised_listeners = list(self.listeners)
+        for key, (name, _sub) in per_listener.items():
+            if name not in names:
+                raise ConfigError(key, f"there is no listener {name} (listeners: "
+                                  f"{', '.join(names)})")
+        if self.is_explicit("inter.broker.listener.name") and \
+                self.is_explicit("security.inter.broker.protocol"):
+            raise ConfigError("inter.broker.listener.name", "only one of "
+                              "inter.broker.listener.name and security.inter.broker.protocol "
+                              "may be set")
+        if self["inter.broker.listener.name"]:
+            inter = self["inter.broker.listener.name"].strip().upper()
+        else:
+            inter = self["security.inter.broker.protocol"]
+        self.inter_broker_listener: str = inter
+        advertised = [ll.name for ll in self.advertised_listeners]
+        if self.cluster_mode_configured and inter not in advertised:
+            key = ("inter.broker.listener.name" if self["inter.broker.listener.name"]
+                   else "security.inter.broker.protocol")
+            raise ConfigError(key, f"the inter-broker listener {inter} must be one of "
+                              f"advertised.listeners ({', '.join(advertised)}): set "
+                              "inter.broker.listener.name to one of them")
+
+    @property
+    def cluster_mode_configured(self) -> bool:
+        return bool(self["zookeeper.connect"])
+
+    def listener(self, name: str) -> Listener | None:
+        """The entry of ``listeners`` named ``name`` (None when there is none)."""
+        return next((ll for ll in self.listeners if ll.name == name), None)
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """``key`` for ``listener``: ``listener.name.<listener>.<key>`` when set, else
+        ``key`` (Kafka's per-listener overrides)."""
+        scoped = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+        if scoped in self._explicit:
+            return self._explicit[scoped]
+        return self[key]
+
+    def listener_settings(self, listener: str, prefix: str = "ssl.") -> dict[str, Any]:
+        """Every ``prefix`` key's value for ``listener`` (see ``listener_value``)."""
+        return {k: self.listener_value(listener, k) for k in BROKER_CONFIG_DEFS
+                if k.startswith(prefix)}
+
+    def is_explicit_for(self, listener: str, key: str) -> bool:
+        return (f"{LISTENER_PREFIX}{listener.lower()}.{key}" in self._explicit
+                or key in self._explicit)
 
     @classmethod
     def from_sources(cls, path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -265,10 +401,12 @@ class BrokerConfig:
                 synonyms.append((name, format_value(d.type, value), SOURCE_STATIC_BROKER_CONFIG))
             if d.default is not None:
                 synonyms.append((name, format_value(d.type, d.default), SOURCE_DEFAULT_CONFIG))
+            if d.sensitive:  # passwords and keys: never on the wire (Kafka answers null)
+                synonyms = [(n, None, src) for n, _v, src in synonyms]
             entries.append(
                 ConfigEntry(
                     name,
-                    format_value(d.type, value),
+                    None if d.sensitive else format_value(d.type, value),
                     source,
                     True,
                     d.sensitive,

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pylog.cluster import zk_data as z
+from pylog.config.security_defs import SECURITY_PROTOCOLS
 from pylog.controller.core import TP, PartitionInfo
 from pylog.log.topics import topic_id_from_str
 from pylog.protocol.codec import ZERO_UUID
@@ -33,10 +34,19 @@ def _uuid(topic_ids: Mapping[str, str | None], topic: str) -> Any:
     return topic_id_from_str(text) if text else ZERO_UUID
 
 
+def inter_broker_endpoint(reg: z.BrokerRegistration, listener: str) -> z.EndPoint:
+    """The broker's endpoint on the inter-broker ``listener`` (its first one when it has
+    none by that name: a broker configured differently still gets an address to try)."""
+    return next((e for e in reg.endpoints if e.listener == listener), reg.endpoints[0])
+
+
 def build_leader_and_isr(version: int, controller_id: int, controller_epoch: int,
                          broker_epoch: int, parts: list[PartitionInfo],
                          topic_ids: Mapping[str, str | None],
-                         brokers: Mapping[int, tuple[z.BrokerRegistration, int]]) -> Any:
+                         brokers: Mapping[int, tuple[z.BrokerRegistration, int]],
+                         listener: str = "PLAINTEXT") -> Any:
+    """LeaderAndIsr; ``live_leaders`` carry the leaders' inter-broker ``listener`` endpoints
+    (followers fetch there)."""
     R = LeaderAndIsrRequest
     states = []
     for info in parts:
@@ -51,7 +61,7 @@ def build_leader_and_isr(version: int, controller_id: int, controller_epoch: int
     leaders = sorted({i.state.leader for i in parts if i.state.leader in brokers})
     live_leaders = []
     for b in leaders:
-        ep = brokers[b][0].endpoints[0]
+        ep = inter_broker_endpoint(brokers[b][0], listener)
         live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=b, host_name=ep.host, port=ep.port))
     req = R(controller_id=controller_id, controller_epoch=controller_epoch,
             broker_epoch=broker_epoch, live_leaders=live_leaders)
@@ -82,8 +92,10 @@ def build_update_metadata(version: int, controller_id: int, controller_epoch: in
         first = reg.endpoints[0]
         live.append(R.UpdateMetadataBroker(
             id=b, v0_host=first.host, v0_port=first.port, rack=reg.rack,
-            endpoints=[R.UpdateMetadataEndpoint(port=e.port, host=e.host, listener=e.listener,
-                                                security_protocol=0) for e in reg.endpoints]))
+            endpoints=[R.UpdateMetadataEndpoint(
+                port=e.port, host=e.host, listener=e.listener,
+                security_protocol=SECURITY_PROTOCOLS.get(e.security_protocol, 0))
+                for e in reg.endpoints]))
     req = R(controller_id=controller_id, controller_epoch=controller_epoch,
             broker_epoch=broker_epoch, live_brokers=live)
     if version < 5:

@@ -17,15 +17,32 @@ from typing import Any
 from pylog.protocol.codec import ZERO_UUID
 
 LEADER_DURING_DELETE = -2
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 STALE_CONTROLLER_EPOCH = 11
 
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port``: its endpoint on the inter-broker listener (what
+    brokers use to reach it); ``endpoints``: (listener name, host, port) of every listener
+    it advertises (what clients are given, by the listener they came in on)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def at(self, listener: str) -> BrokerInfo | None:
+        """This broker as clients of ``listener`` see it: None when it has no such
+        listener (Kafka leaves it out of their Metadata). A broker known without endpoints
+        (built by hand) is itself."""
+        if not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return BrokerInfo(self.broker_id, host, port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True)
@@ -43,7 +60,10 @@ FIRST_UPDATE_WAIT_S = 5.0
 
 
 class MetadataCache:
-    def __init__(self) -> None:
+    """Args: listener: the inter-broker listener name (``BrokerInfo.host``/``port``)."""
+
+    def __init__(self, listener: str = "PLAINTEXT") -> None:
+        self.listener = listener
         self.brokers: dict[int, BrokerInfo] = {}
         self.partitions: dict[str, dict[int, PartitionMeta]] = {}
         self.topic_ids: dict[str, Any] = {}
@@ -70,11 +90,15 @@ class MetadataCache:
         for b in request.live_brokers:
             if version == 0:
                 host, port = b.v0_host, b.v0_port
+                endpoints: tuple[tuple[str, str, int], ...] = (("PLAINTEXT", host, port),)
             else:
-                ep = next((e for e in b.endpoints if e.listener in ("PLAINTEXT", "")),
-                          b.endpoints[0] if b.endpoints else None)
-                host, port = (ep.host, ep.port) if ep is not None else ("", -1)
-            brokers[b.id] = BrokerInfo(b.id, host, port, b.rack or None)
+                # v1-2 endpoints name no listener: the protocol's own name (Kafka's rule).
+                endpoints = tuple((e.listener or _PROTOCOL_NAMES.get(e.security_protocol, ""),
+                                   e.host, e.port) for e in b.endpoints)
+                ep = next((e for e in endpoints if e[0] == self.listener),
+                          endpoints[0] if endpoints else None)
+                host, port = (ep[1], ep[2]) if ep is not None else ("", -1)
+            brokers[b.id] = BrokerInfo(b.id, host, port, b.rack or None, endpoints)
         self.brokers = brokers
         if version >= 5:
             states = [(t.topic_name, t.topic_id, s) for t in request.topic_states

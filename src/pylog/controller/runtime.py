@@ -30,6 +30,7 @@ from pylog.controller.channels import (
     build_leader_and_isr,
     build_stop_replica,
     build_update_metadata,
+    inter_broker_endpoint,
 )
 from pylog.controller.configs import ConfigChangeListener
 from pylog.controller.core import TP, ControllerCore, Outcome, Plan, Requests, StateWrite
@@ -66,6 +67,9 @@ class ControllerService:
         self.broker_id = runtime.broker_id
         self.epoch = epoch
         self.epoch_zk_version = epoch_zk_version
+        # The controller's channels reach the brokers on the inter-broker listener.
+        self.listener = runtime.config.inter_broker_listener
+        self.ssl_context = runtime.broker.inter_broker_tls()
         self.core = ControllerCore(self.broker_id, epoch, self._unclean)
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.channels: dict[int, BrokerChannel] = {}
@@ -495,8 +499,9 @@ class ControllerService:
                 asyncio.ensure_future(self.channels.pop(b).close())
         for b, (reg, _) in self.core.live.items():
             if b not in self.channels:
-                ep = reg.endpoints[0]
-                self.channels[b] = BrokerChannel(b, ep.host, ep.port, f"controller-{self.broker_id}")
+                ep = inter_broker_endpoint(reg, self.listener)
+                self.channels[b] = BrokerChannel(b, ep.host, ep.port, f"controller-{self.broker_id}",
+                                                 ssl_context=self.ssl_context)
 
     def _send(self, req: Requests) -> list[asyncio.Future[Any]]:
         """Queue the requests; returns futures resolved by the StopReplica answers."""
@@ -523,7 +528,8 @@ class ControllerService:
             if ch is not None:
                 ep = live[b][1]
                 ch.enqueue(lambda c, parts=parts, ep=ep: build_leader_and_isr(
-                    c.version_for(LeaderAndIsrRequest), me, epoch, ep, parts, topic_ids, live))
+                    c.version_for(LeaderAndIsrRequest), me, epoch, ep, parts, topic_ids, live,
+                    self.listener))
         for b, parts in req.update_metadata.items():
             ch = self.channels.get(b)
             if ch is not None:
@@ -542,7 +548,7 @@ class ClusterRuntime:
         self.broker_id: int = broker.node_id
         timeout = self.config["zookeeper.session.timeout.ms"]
         self.store = ZkStore(self.config["zookeeper.connect"], session_timeout_ms=timeout)
-        self.metadata = MetadataCache()
+        self.metadata = MetadataCache(self.config.inter_broker_listener)
         self.cluster_id: str | None = None
         self.broker_epoch = -1
         self.controller: ControllerService | None = None
@@ -559,9 +565,14 @@ class ClusterRuntime:
         return await loop.run_in_executor(self._zk_thread, lambda: fn(*args))
 
     def registration(self) -> z.BrokerRegistration:
-        host, port = self.broker.advertised()
+        # Every advertised listener, with its security protocol (Kafka's endpoints and
+        # listener_security_protocol_map): clients get the one they connect on, brokers
+        # the inter-broker one.
+        protocols = {ll.name: ll.security_protocol for ll in self.config.advertised_listeners}
+        endpoints = tuple(z.EndPoint(name, host, port, protocols[name])
+                          for name, host, port in self.broker.advertised_endpoints())
         return z.BrokerRegistration(
-            broker_id=self.broker_id, endpoints=(z.EndPoint("PLAINTEXT", host, port),),
+            broker_id=self.broker_id, endpoints=endpoints,
             rack=self.config["broker.rack"], timestamp_ms=self.broker.clock.time_ms())
 
     async def start(self) -> None:
@@ -687,10 +698,11 @@ class ClusterRuntime:
                     if found is None:
                         log.info("controlled shutdown: no controller yet")
                         continue
-                    ep = found[0].endpoints[0]
+                    ep = inter_broker_endpoint(found[0], self.config.inter_broker_listener)
                     conn = BrokerConnection(ep.host, ep.port, node_id=reg.broker_id,
                                             client_id=f"broker-{self.broker_id}-shutdown",
-                                            request_timeout=30.0)
+                                            request_timeout=30.0,
+                                            ssl_context=self.broker.inter_broker_tls())
                     await conn.connect(30.0)
                     try:
                         resp = await conn.send(ControlledShutdownRequest(

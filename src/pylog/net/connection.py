@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from typing import Any, Protocol
 
 from pylog import errors
@@ -121,9 +122,11 @@ class BrokerConnection:
     """A pipelined connection to ``host:port`` (``node_id`` -1 for a bootstrap address)."""
 
     def __init__(self, host: str, port: int, *, node_id: int, client_id: str,
-                 request_timeout: float, max_in_flight: int = 100) -> None:
+                 request_timeout: float, max_in_flight: int = 100,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # TLS (security.protocol=SSL) when given
         self.node_id = node_id
         self.address = f"{host}:{port}"
         self.request_timeout = request_timeout
@@ -155,10 +158,17 @@ class BrokerConnection:
         """
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout)
+                asyncio.open_connection(
+                    self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None),
+                timeout)
         except asyncio.TimeoutError:
             self._closed = True
             raise KafkaTimeoutError(f"connecting to {self.address} took over {timeout} s") from None
+        except ssl.SSLError as exc:
+            self._closed = True
+            raise KafkaConnectionError(
+                f"TLS handshake with {self.address} failed: {exc.reason or exc}") from None
         except OSError as exc:
             self._closed = True
             raise KafkaConnectionError(

@@ -105,7 +105,8 @@ class ReplicaFetcher:
         timeout = (config["replica.fetch.wait.max.ms"] + 30_000) / 1000.0
         conn = BrokerConnection(address[0], address[1], node_id=self.leader_id,
                                 client_id=f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
-                                request_timeout=timeout, max_in_flight=1)
+                                request_timeout=timeout, max_in_flight=1,
+                                ssl_context=self.manager.broker.inter_broker_tls())
         await conn.connect(timeout)
         return conn
 

@@ -25,6 +25,7 @@ Event-loop affinity: the broker's loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -162,9 +163,12 @@ def verify_response_code(response: Any, transactional_id: str, topic: str, parti
 class MarkerChannels:
     """One ordered WriteTxnMarkers sender per destination broker."""
 
-    def __init__(self, client_id: str, channel_factory: Any = None) -> None:
+    def __init__(self, client_id: str, channel_factory: Any = None, *,
+                 ssl_context: Any = None) -> None:
         self.client_id = client_id
-        self._factory = channel_factory or _broker_channel
+        # The inter-broker listener's TLS context (None: PLAINTEXT) goes to every channel.
+        self._factory = channel_factory or functools.partial(_broker_channel,
+                                                             ssl_context=ssl_context)
         self._channels: dict[int, Any] = {}
 
     def _channel(self, broker_id: int, host: str, port: int) -> Any:
@@ -211,5 +215,6 @@ class MarkerChannels:
         await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
 
-def _broker_channel(broker_id: int, host: str, port: int, client_id: str) -> Any:
-    return BrokerChannel(broker_id, host, port, client_id, retry=False)
+def _broker_channel(broker_id: int, host: str, port: int, client_id: str, *,
+                    ssl_context: Any = None) -> Any:
+    return BrokerChannel(broker_id, host, port, client_id, retry=False, ssl_context=ssl_context)

@@ -406,7 +406,8 @@ class TransactionService:
         if leader.broker_id == self.broker.node_id:
             return errors.CoordinatorLoadInProgressError.code  # led here, not hosted yet
         if self._verify_channels is None:
-            self._verify_channels = MarkerChannels(f"pylog-txn-verify-{self.broker.node_id}")
+            self._verify_channels = MarkerChannels(f"pylog-txn-verify-{self.broker.node_id}",
+                                                   ssl_context=self.broker.inter_broker_tls())
         self._verify_channels.retain(metadata.brokers)
         resp = await self._verify_channels.request(
             leader, build_verify_request(transactional_id, producer_id, producer_epoch, topic, partition),
@@ -482,7 +483,8 @@ class TransactionService:
             jobs.append(self._write_local(request, where.local))
         if where.remote:
             if self._channels is None:
-                self._channels = MarkerChannels(f"pylog-txn-coordinator-{self.broker.node_id}")
+                self._channels = MarkerChannels(f"pylog-txn-coordinator-{self.broker.node_id}",
+                                                ssl_context=self.broker.inter_broker_tls())
             self._channels.retain(metadata.brokers)
             for broker_id, tps in where.remote.items():
                 jobs.append(self._channels.send(metadata.brokers[broker_id], request.producer_id,

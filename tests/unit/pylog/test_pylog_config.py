@@ -54,7 +54,7 @@ def test_synonym_priority_ms_over_minutes_over_hours() -> None:
         ("auto.create.topics.enable", "yes", "true or false"),
         ("log.message.timestamp.type", "Now", "CreateTime"),
         ("listeners", "PLAINTEXT:/x", "listener"),
-        ("listeners", "SSL://127.0.0.1:9093", "PLAINTEXT"),
+        ("listeners", "SASL_SSL://127.0.0.1:9093", "SASL is not available yet"),
         ("message.max.bytes", str(2**31), "out of range"),
         ("default.replication.factor", "3", "single-node"),
         ("log.dirs", "/a,/b", "one directory"),
@@ -245,3 +245,50 @@ def test_topic_config_documentation_comes_from_the_primary_synonym() -> None:
     entries = {e.name: e for e in BrokerConfig().describe_topic({})}
     doc = entries["segment.ms"].doc
     assert doc is not None and "hours" not in doc.lower()
+
+
+def test_security_settings_and_their_checks() -> None:
+    c = BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,INTERNAL://:9094",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+        "advertised.listeners": "SSL://kafka1:9093,INTERNAL://10.0.0.5:9094",
+        "inter.broker.listener.name": "internal",
+        "ssl.client.auth": "requested",
+        "listener.name.internal.ssl.client.auth": "required",
+        "ssl.key.password": "secret",
+        "zookeeper.connect": "zk:2181",
+        "default.replication.factor": "3",
+    })
+    assert [(ll.name, ll.port, ll.security_protocol) for ll in c.listeners] == [
+        ("PLAINTEXT", 9092, "PLAINTEXT"), ("SSL", 9093, "SSL"), ("INTERNAL", 9094, "SSL")]
+    assert [ll.name for ll in c.advertised_listeners] == ["SSL", "INTERNAL"]
+    assert c.inter_broker_listener == "INTERNAL"
+    assert c.listener_value("INTERNAL", "ssl.client.auth") == "required"
+    assert c.listener_value("SSL", "ssl.client.auth") == "requested"
+    # Passwords are never described (Kafka answers null for sensitive configs).
+    (pw,) = [e for e in c.describe_broker() if e.name == "ssl.key.password"]
+    assert pw.is_sensitive and pw.value is None and all(v is None for _n, v, _s in pw.synonyms)
+
+
+@pytest.mark.parametrize(("settings", "key", "fragment"), [
+    ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "listeners", "different name"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9092"}, "listeners", "different port"),
+    ({"listeners": "INTERNAL://:9092"}, "listeners", "listener.security.protocol.map"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map",
+     "not a security protocol"),
+    ({"advertised.listeners": "SSL://h:9093"}, "advertised.listeners", "subset"),
+    ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "0.0.0.0"),
+    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
+     "inter.broker.listener.name", "only one"),
+    ({"listeners": "SSL://:9093", "zookeeper.connect": "zk:2181"},
+     "security.inter.broker.protocol", "advertised.listeners"),
+    ({"listener.name.ssl.ssl.client.auth": "required"}, "listener.name.ssl.ssl.client.auth",
+     "no listener SSL"),
+    ({"listener.name.plaintext.ssl.client.auth": "always"}, "listener.name.plaintext.ssl.client.auth",
+     "expected one of"),
+    ({"ssl.keystore.type": "BKS"}, "ssl.keystore.type", "expected one of"),
+])
+def test_listener_rules_as_kafka(settings: dict[str, str], key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(settings)
+    assert info.value.key == key and fragment in str(info.value), str(info.value)

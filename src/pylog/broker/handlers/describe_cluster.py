@@ -31,12 +31,13 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         return _R(
             throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
             cluster_id=ctx.broker.cluster_id, controller_id=cache.controller_id,
-            brokers=[_R.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
+            brokers=[_R.DescribeClusterBroker(broker_id=b.broker_id, host=at.host, port=at.port,
                                               rack=b.rack)
-                     for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)],
+                     for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+                     if (at := b.at(ctx.listener)) is not None],
             cluster_authorized_operations=ops,
         )
-    host, port = ctx.broker.advertised()
+    host, port = ctx.broker.advertised(ctx.listener if ctx.broker.listen else None)
     return _R(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKERS,
         cluster_id=ctx.broker.cluster_id, controller_id=ctx.broker.node_id,

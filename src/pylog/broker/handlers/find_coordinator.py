@@ -67,6 +67,12 @@ async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
                                 f"unknown coordinator key type {key_type}", None)
         else:
             code, message, b = await find_coordinator(ctx.broker, key, key_type)
+            if b is not None:  # the coordinator at the client's listener (Kafka's rule)
+                at = b.at(ctx.listener)
+                if at is None:
+                    code, message = (errors.CoordinatorNotAvailableError.code,
+                                     f"broker {b.broker_id} has no listener {ctx.listener}")
+                b = at
         out.append(_R.Coordinator(key=key, node_id=b.broker_id if b else -1,
                                   host=b.host if b else "", port=b.port if b else -1,
                                   error_code=code, error_message=message))
@@ -81,7 +87,7 @@ async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if ctx.broker.cluster is not None:
         return await _cluster_find(ctx, request)
-    host, port = ctx.broker.advertised()
+    host, port = ctx.broker.advertised(ctx.listener if ctx.broker.listen else None)
     node = ctx.broker.node_id
     if ctx.api_version >= 4:
         out = []

@@ -27,7 +27,10 @@ _R = MetadataResponse
 
 
 def _brokers(ctx: RequestContext) -> list[Any]:
-    host, port = ctx.broker.advertised()
+    """This broker at the address of the listener the client came in on."""
+    host, port = ctx.broker.advertised(ctx.listener if ctx.broker.listen else None)
+    if port < 0:  # that listener is not advertised
+        return []
     return [_R.MetadataResponseBroker(node_id=ctx.broker.node_id, host=host, port=port, rack=None)]
 
 
@@ -91,15 +94,24 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
     cache = ctx.broker.cluster.metadata
     await cache.wait_initialized()
     topic_ops, cluster_ops = _requested_operations(request)
+    # Each broker at its address on the listener the client came in on; a broker without
+    # that listener is left out, and partitions it leads answer LISTENER_NOT_FOUND (Kafka).
+    reachable = {b.broker_id: at for b in cache.brokers.values()
+                 if (at := b.at(ctx.listener)) is not None}
     brokers = [_R.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-               for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+               for _, b in sorted(reachable.items())]
+
+    def error(m: Any) -> int:
+        if m.leader not in cache.brokers:
+            return errors.LeaderNotAvailableError.code
+        return 0 if m.leader in reachable else errors.ListenerNotFoundError.code
 
     def leader(m: Any) -> int:
         # A leader that is not a live broker (its session ended before the controller moved
         # the partition) is no leader: -1 and LEADER_NOT_AVAILABLE, as Kafka's metadata cache
         # answers. Clients look the leader up in ``brokers`` and some fail if it is missing
         # (kafka-python raises UnknownBrokerIdError from poll()).
-        return m.leader if m.leader in cache.brokers else -1
+        return m.leader if m.leader in reachable else -1
 
     def entry(name: str) -> Any:
         parts = cache.partitions[name]
@@ -107,7 +119,7 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
             error_code=0, name=name, topic_id=cache.topic_ids.get(name, ZERO_UUID),
             is_internal=is_internal(name),
             partitions=[_R.MetadataResponsePartition(
-                error_code=errors.LeaderNotAvailableError.code if leader(m) < 0 else 0,
+                error_code=error(m),
                 partition_index=p, leader_id=leader(m), leader_epoch=m.leader_epoch,
                 replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
                 offline_replicas=list(m.offline)) for p, m in sorted(parts.items())],

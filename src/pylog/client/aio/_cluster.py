@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.client.config import ConfigError
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.net.connection import BrokerConnection, Connection
 from pylog.protocol.messages import MetadataRequest
@@ -82,7 +83,25 @@ def make_cluster(settings: Resolved, client_id: str, *, auto_create: bool = Fals
 
         return EmbeddedCluster(settings["log.dir"], settings["broker.config"], **common)
     return Cluster(settings["bootstrap.servers"],
-                   connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000, **common)
+                   connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
+                   ssl_context=tls_context(settings), **common)
+
+
+def tls_context(settings: Resolved) -> Any:
+    """The client's TLS context for ``security.protocol=SSL`` (None for PLAINTEXT).
+
+    Raises:
+        ConfigError: a TLS setting that cannot be used (a missing file, a bad password).
+    """
+    if settings["security.protocol"] != "SSL":
+        return None
+    from pylog.config import ConfigError as BrokerConfigError
+    from pylog.security.tls import client_context
+
+    try:
+        return client_context({k: v for k, v in settings.items() if k.startswith("ssl.")})
+    except BrokerConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class Cluster:
@@ -102,8 +121,9 @@ class Cluster:
     def __init__(self, bootstrap: list[tuple[str, int]], *, client_id: str,
                  request_timeout: float, connect_timeout: float, metadata_max_age: float,
                  max_in_flight: int = 100, auto_create: bool = False,
-                 retry_backoff: float = 0.1) -> None:
+                 retry_backoff: float = 0.1, ssl_context: Any = None) -> None:
         self.bootstrap = bootstrap
+        self.ssl_context = ssl_context  # security.protocol=SSL
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -173,7 +193,8 @@ class Cluster:
             KafkaConnectionError: it could not be opened.
         """
         conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout=self.request_timeout)
+                                request_timeout=self.request_timeout,
+                                ssl_context=self.ssl_context)
         await conn.connect(self.connect_timeout)
         return conn
 
@@ -200,7 +221,7 @@ class Cluster:
     async def _open(self, node_id: int, addr: tuple[str, int]) -> BrokerConnection:
         conn = BrokerConnection(addr[0], addr[1], node_id=node_id, client_id=self.client_id,
                                 request_timeout=self.request_timeout,
-                                max_in_flight=self.max_in_flight)
+                                max_in_flight=self.max_in_flight, ssl_context=self.ssl_context)
         try:
             await conn.connect(self.connect_timeout)
         finally:
@@ -235,7 +256,8 @@ class Cluster:
             if known is not None and not known.closed:
                 return known
             conn = BrokerConnection(host, port, node_id=-1 - i, client_id=self.client_id,
-                                    request_timeout=self.request_timeout)
+                                    request_timeout=self.request_timeout,
+                                    ssl_context=self.ssl_context)
             try:
                 await conn.connect(self.connect_timeout)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:

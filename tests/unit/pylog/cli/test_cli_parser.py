@@ -132,3 +132,23 @@ def test_help_on_every_command(capsys) -> None:
         out = capsys.readouterr().out
         assert out.startswith(f"usage: pylog {' '.join(path)}"), (path, out[:200])
         assert "-h, --help" in out
+
+
+def test_connection_settings_from_x_and_command_config(tmp_path) -> None:
+    from pylog.cli._common import base_settings
+
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SSL\nssl.truststore.location=/etc/ca.pem\n")
+    parser = build_parser()
+    args = parser.parse_args(["topics", "list", "--command-config", str(props),
+                              "-X", "ssl.truststore.location=/x/ca.pem"])
+    settings = base_settings(args)
+    assert settings["security.protocol"] == "SSL"
+    assert settings["ssl.truststore.location"] == "/x/ca.pem"  # -X wins over the file
+    # consume's own -X takes every consumer setting; its connection settings reach the admin.
+    args = parser.parse_args(["consume", "t", "-X", "security.protocol=SSL",
+                              "-X", "fetch.min.bytes=1"])
+    assert base_settings(args)["security.protocol"] == "SSL"
+    assert "fetch.min.bytes" not in base_settings(args)
+    with pytest.raises(CliError, match="only connection settings"):
+        base_settings(parser.parse_args(["topics", "list", "-X", "linger.ms=5"]))

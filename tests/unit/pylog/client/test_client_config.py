@@ -101,3 +101,16 @@ def test_log_dir_selects_embedded_mode(tmp_path) -> None:
         resolve(PRODUCER, {"log.dir": ""}, {})
     with pytest.raises(ConfigError, match="broker.config: expected a mapping"):
         resolve(PRODUCER, {"log.dir": "d", "broker.config": 3}, {})
+
+
+def test_tls_settings_fail_at_construction_naming_the_setting(tmp_path) -> None:
+    from pylog.client import ConfigError, Producer
+
+    with pytest.raises(ConfigError, match="security.protocol: SASL_SSL needs SASL"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL"})
+    with pytest.raises(ConfigError, match=r"ssl.ca.location: .*nope.pem: no such file"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL",
+                  "ssl.ca.location": str(tmp_path / "nope.pem")})
+    with pytest.raises(ConfigError, match="ssl.certificate.location goes with ssl.key.location"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL",
+                  "ssl.certificate.location": str(tmp_path / "c.pem")})

@@ -131,7 +131,7 @@ def test_cluster_metadata_never_names_a_leader_missing_from_the_brokers() -> Non
     assert asyncio.run(_apply(cache, req, 8)) == 0
     broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
                              config={"auto.create.topics.enable": False})
-    ctx = SimpleNamespace(broker=broker, api_version=12)
+    ctx = SimpleNamespace(broker=broker, api_version=12, listener="PLAINTEXT")
     resp = asyncio.run(_cluster_metadata(ctx, MetadataRequest(topics=None)))
     assert sorted(b.node_id for b in resp.brokers) == [2, 3]
     by_topic = {t.name: t.partitions[0] for t in resp.topics}
@@ -172,3 +172,50 @@ def test_metadata_and_describe_cluster_wait_for_the_first_update() -> None:
     assert [b.node_id for b in md.brokers] == [1, 2, 3] and md.controller_id == 1
     assert sorted(t.name for t in md.topics) == ["t", "u"]
     assert [b.broker_id for b in dc.brokers] == [1, 2, 3] and dc.controller_id == 1
+
+
+# Brokers 1 and 2 have a PLAINTEXT and an SSL listener, broker 3 only PLAINTEXT.
+TWO_LISTENERS = {
+    b: (z.BrokerRegistration(b, (z.EndPoint("PLAINTEXT", f"h{b}", 9000 + b),)
+                             + ((z.EndPoint("SSL", f"s{b}", 9100 + b, "SSL"),) if b != 3 else ())),
+        100 + b) for b in (1, 2, 3)}
+
+
+def test_metadata_answers_with_the_listener_the_client_came_in_on() -> None:
+    from types import SimpleNamespace
+
+    from pylog.broker.handlers.metadata import _cluster_metadata
+    from pylog.protocol.messages import MetadataRequest
+
+    cache = MetadataCache("SSL")
+    req = roundtrip(build_update_metadata(8, 1, 9, 101, parts(leader=1) + [PartitionInfo(
+        ("v", 0), el.LeaderAndIsr(3, 1, (3,), partition_epoch=1), (3,), (), is_new=True)],
+        {}, TWO_LISTENERS), 8)
+    ssl_ep = req.live_brokers[0].endpoints[1]
+    assert (ssl_ep.listener, ssl_ep.security_protocol) == ("SSL", 1)  # Kafka's protocol id
+    assert asyncio.run(_apply(cache, req, 8)) == 0
+    # The cache's own addresses are the inter-broker listener's (SSL here).
+    assert (cache.brokers[1].host, cache.brokers[1].port) == ("s1", 9101)
+    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+                             config={"auto.create.topics.enable": False})
+    by_listener = {}
+    for listener in ("PLAINTEXT", "SSL"):
+        ctx = SimpleNamespace(broker=broker, api_version=12, listener=listener)
+        by_listener[listener] = asyncio.run(_cluster_metadata(ctx, MetadataRequest(topics=None)))
+    plain, tls = by_listener["PLAINTEXT"], by_listener["SSL"]
+    assert [(b.node_id, b.host, b.port) for b in plain.brokers] == [
+        (1, "h1", 9001), (2, "h2", 9002), (3, "h3", 9003)]
+    # Broker 3 has no SSL listener: left out, and its partition has no reachable leader.
+    assert [(b.node_id, b.host, b.port) for b in tls.brokers] == [(1, "s1", 9101), (2, "s2", 9102)]
+    v = {t.name: t.partitions[0] for t in tls.topics}["v"]
+    assert (v.leader_id, v.error_code) == (-1, 72)  # LISTENER_NOT_FOUND
+    assert {t.name: t.partitions[0] for t in plain.topics}["v"].leader_id == 3
+
+
+def test_leader_and_isr_gives_the_inter_broker_listener_of_leaders() -> None:
+    req = build_leader_and_isr(6, 1, 9, 103, parts(), {}, TWO_LISTENERS, "SSL")
+    assert {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders} == {
+        1: ("s1", 9101), 2: ("s2", 9102)}
+    req = build_leader_and_isr(6, 1, 9, 103, parts(), {}, TWO_LISTENERS)
+    assert {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders} == {
+        1: ("h1", 9001), 2: ("h2", 9002)}
