@@ -32,6 +32,8 @@ from pylog.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     controlled_shutdown,
     create_partitions,
     create_topics,
@@ -119,6 +121,8 @@ _MODULES: tuple[ModuleType, ...] = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 
