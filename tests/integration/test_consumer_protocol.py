@@ -10,6 +10,8 @@ member holds after its poll is what it consumes from, so the samples show who ow
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pylog.client import Admin
 from tests.integration.conftest import BrokerProcess, start_target
 
 with warnings.catch_warnings():
@@ -206,6 +209,50 @@ def test_describe_lists_the_group_with_its_type_and_assignments(
         held = {tp.partition for tp in d.assignment.topic_partitions}
         target = {tp.partition for tp in d.target_assignment.topic_partitions}
         assert held == target == set(m.assignment(name))
+
+    # pylog's own Admin and `pylog groups describe`: the consumer-protocol fields.
+    with Admin(bootstrap_servers=bootstrap) as padmin:
+        mine = padmin.describe_groups([group])[group]
+        listing = {g.group_id: g for g in padmin.list_groups()}
+    assert listing[group].group_type == "consumer"
+    assert (mine.group_type, mine.state, mine.protocol) == ("consumer", "Stable", "uniform")
+    assert mine.group_epoch == mine.assignment_epoch == 2
+    for mem in mine.members:
+        assert mem.member_epoch == 2 and mem.subscribed_topics == [topic_name]
+        assert mem.assignment == mem.target_assignment
+        assert {tp.partition for tp in mem.assignment} == set(m.assignment(mem.client_id))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pylog",
+            "groups",
+            "describe",
+            group,
+            "--members",
+            "--verbose",
+            "-b",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == [
+        "GROUP",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "CURRENT-EPOCH",
+        "CURRENT-ASSIGNMENT",
+        "TARGET-EPOCH",
+        "TARGET-ASSIGNMENT",
+    ]
+    row = next(line.split() for line in lines if " d1 " in line)
+    assert row[4:6] == ["3", "2"] and row[7] == "2" and row[6] == row[8]
     m.close_all()
 
 
@@ -223,16 +270,25 @@ def test_the_group_survives_a_broker_restart(
         lambda: m.covered() and m.split() == [3, 3] and set(m.seen) >= _values(0, 30),
         "a stable group",
     )
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    before = admin.describe_consumer_groups([group])[group].result(timeout=10)
+
+    def epochs() -> tuple[Any, ...]:
+        with Admin(bootstrap_servers=b.bootstrap) as padmin:
+            d = padmin.describe_groups([group])[group]
+        return (
+            d.group_epoch,
+            d.assignment_epoch,
+            sorted((x.member_id, x.member_epoch, tuple(x.assignment)) for x in d.members),
+        )
+
+    before = epochs()
     held = {n: m.assignment(n) for n in ("r1", "r2")}
     b.stop()
     b.start()
     _produce(b.bootstrap, topic_name, 30, 30)
     m.until(lambda: set(m.seen) >= _values(0, 60), "the records after the restart")
-    # The members came back at their epochs: same member ids, same partitions.
-    after = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    assert {d.member_id for d in after.members} == {d.member_id for d in before.members}
+    # The members came back at their epochs: same ids, epochs and partitions, no new
+    # group epoch (a fenced member would have rejoined and bumped it).
+    assert epochs() == before
     assert {n: m.assignment(n) for n in ("r1", "r2")} == held
     assert "loaded" in b.read_log()
     m.close_all()

@@ -295,9 +295,17 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
         elif args.state:
             b = brokers.get(desc.coordinator)
             where = f"{b.host}:{b.port}" if b else "?"
-            _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                   [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
-                     len(desc.members)]], [15, 25, 20, 15, 0])
+            if desc.group_type == "consumer":
+                # A KIP-848 group: its epochs too, as kafka-consumer-groups.sh shows them.
+                _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                        "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+                       [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
+                         desc.group_epoch, desc.assignment_epoch, len(desc.members)]],
+                       [15, 25, 20, 15, 12, 24, 0])
+            else:
+                _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                       [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
+                         len(desc.members)]], [15, 25, 20, 15, 0])
         else:
             rows = _offset_rows(admin, desc)
             if rows:
@@ -313,16 +321,28 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
 
 def _print_members(desc: GroupDescription, verbose: bool) -> None:
     instances = any(m.group_instance_id for m in desc.members)
+    # A KIP-848 group's verbose view adds each member's epoch and its target assignment
+    # (the partitions it is moving to) at the group's assignment epoch.
+    modern = verbose and desc.group_type == "consumer"
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if instances else []) + [
-        "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
-    widths = [15, 15] + ([17] if instances else []) + [15, 15, 15] + ([0] if verbose else [])
+        "HOST", "CLIENT-ID", "#PARTITIONS"]
+    widths = [15, 15] + ([17] if instances else []) + [15, 15, 15]
+    if modern:
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        widths += [15, 20, 15, 0]
+    elif verbose:
+        header.append("ASSIGNMENT")
+        widths.append(0)
     rows = []
     for m in desc.members:
         row: list[Any] = [desc.group_id, m.member_id]
         if instances:
             row.append(m.group_instance_id or "")
         row += [m.host, m.client_id, len(m.assignment)]
-        if verbose:
+        if modern:
+            row += [m.member_epoch, _assignment_text(m.assignment), desc.assignment_epoch,
+                    _assignment_text(m.target_assignment or [])]
+        elif verbose:
             row.append(_assignment_text(m.assignment))
         rows.append(row)
     _table(header, rows, widths)
@@ -346,16 +366,28 @@ def _describe_json(admin: Admin, descs: dict[str, GroupDescription]) -> int:
                   f"no committed offsets); `pylog groups list` shows the groups", file=sys.stderr)
             status = 1
             continue
-        out.append({
+        group: dict[str, Any] = {
             "group": gid, "state": desc.state, "protocol_type": desc.protocol_type,
-            "protocol": desc.protocol, "coordinator": desc.coordinator,
-            "members": [{"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "host": m.host,
-                         "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
-                        for m in desc.members],
-            "offsets": _offset_rows(admin, desc)})
+            "protocol": desc.protocol, "coordinator": desc.coordinator, "type": desc.group_type,
+            "members": [_member_json(m) for m in desc.members],
+            "offsets": _offset_rows(admin, desc)}
+        if desc.group_type == "consumer":
+            group["group_epoch"] = desc.group_epoch
+            group["assignment_epoch"] = desc.assignment_epoch
+        out.append(group)
     print(json.dumps(out, indent=2))
     return status
+
+
+def _member_json(m: Any) -> dict[str, Any]:
+    out = {"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
+           "client_id": m.client_id, "host": m.host,
+           "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
+    if m.member_epoch is not None:  # a KIP-848 consumer-group member
+        out["member_epoch"] = m.member_epoch
+        out["target_assignment"] = [{"topic": t, "partition": p} for t, p in m.target_assignment or []]
+        out["subscribed_topics"] = m.subscribed_topics
+    return out
 
 
 # --- reset-offsets ----------------------------------------------------------------------------
