@@ -81,7 +81,10 @@ class Members:
                 **conf,
             }
         )
-        c.subscribe([self.topic])
+        # With rebalance callbacks, librdkafka applies assignment changes inside poll(), so
+        # what assignment() says after a poll is exactly what the member holds until its
+        # next poll (without them it may apply them on its own thread, between samples).
+        c.subscribe([self.topic], on_assign=lambda *a: None, on_revoke=lambda *a: None)
         self.consumers[name] = c
         self.history[name] = []
 

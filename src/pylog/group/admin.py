@@ -223,15 +223,22 @@ class AdminMixin:
     # ------------------------------------------------------------------ OffsetFetch
 
     def offset_fetch(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
-                     require_stable: bool = False) -> OffsetFetchGroupResult:
+                     require_stable: bool = False, member_id: str | None = None,
+                     member_epoch: int = -1) -> OffsetFetchGroupResult:
         """OffsetFetch for one group (v8+ asks several: call once per group). ``topics`` None
         means every committed partition. Pending transactional offsets are not returned;
         ``require_stable`` (v7+) makes the partitions that have one answer
-        UNSTABLE_OFFSET_COMMIT (the group-level error stays NONE, as in Kafka)."""
+        UNSTABLE_OFFSET_COMMIT (the group-level error stays NONE, as in Kafka).
+        ``member_id`` / ``member_epoch`` (v9+) are checked for a KIP-848 consumer group."""
         if self._loading:
             return OffsetFetchGroupResult(group_id or "", CoordinatorLoadInProgressError.code)
         if group_id is None:
             return OffsetFetchGroupResult("", InvalidGroupIdError.code)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            error = self.consumer.validate_offset_fetch(cgroup, member_id, member_epoch)
+            if error != NONE:
+                return OffsetFetchGroupResult(group_id, error)
         return OffsetFetchGroupResult(group_id, NONE, self._offsets.fetch(group_id, topics, require_stable))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups

@@ -588,6 +588,22 @@ class ConsumerGroups:
             return StaleMemberEpochError.code
         return NONE
 
+    @staticmethod
+    def validate_offset_fetch(
+        group: ConsumerGroup, member_id: str | None, member_epoch: int
+    ) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetFetch`` (OffsetFetch v9+): without member
+        id and epoch (admin tools, older versions) anything goes; else the member must be
+        there at that epoch."""
+        if member_id is None and member_epoch < 0:
+            return NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return UnknownMemberIdError.code
+        if member_epoch != member.member_epoch:
+            return StaleMemberEpochError.code
+        return NONE
+
     def delete_records(self, group: ConsumerGroup) -> list[Record]:
         """The tombstones that delete an (empty) group, and drop it from memory."""
         gid = group.group_id

@@ -387,3 +387,19 @@ def test_an_emptied_classic_group_becomes_a_consumer_group_for_good() -> None:
     fresh = h.replayed()
     assert fresh.group("old") is None and "old" in fresh.consumer.groups
     assert [(g.group_id, g.group_type) for g in fresh.list_groups()] == [("old", "consumer")]
+
+
+def test_offset_fetch_checks_the_member_epoch_when_given() -> None:
+    h = GroupHarness()
+    hb(h, "m1", 0)
+    h.call("offset_commit", "g", 1, "m1", [OffsetCommitPartition("t", 0, 9, -1, "")])
+    assert h.coord.offset_fetch("g", None).error_code == 0  # admin tools: no member
+    assert h.coord.offset_fetch("g", None, member_id="m1", member_epoch=1).error_code == 0
+    assert (
+        h.coord.offset_fetch("g", None, member_id="m1", member_epoch=0).error_code
+        == StaleMemberEpochError.code
+    )
+    assert (
+        h.coord.offset_fetch("g", None, member_id="zz", member_epoch=1).error_code
+        == UnknownMemberIdError.code
+    )
