@@ -56,7 +56,7 @@ def hb(
         group,
         member,
         epoch,
-        topics or TOPICS,
+        TOPICS if topics is None else topics,
         instance_id=instance,
         rack_id=None,
         rebalance_timeout_ms=rebalance,
@@ -403,3 +403,19 @@ def test_offset_fetch_checks_the_member_epoch_when_given() -> None:
         h.coord.offset_fetch("g", None, member_id="zz", member_epoch=1).error_code
         == UnknownMemberIdError.code
     )
+
+
+def test_a_subscribed_topic_growing_or_going_bumps_the_group_epoch() -> None:
+    h = GroupHarness()
+    hb(h, "m1", 0)
+    g = h.coord.consumer.groups["g"]
+    grown = {"t": (T, 8)}
+    r = hb(h, "m1", 1, topics=grown)
+    assert (g.group_epoch, r.member_epoch, parts(r)) == (2, 2, set(range(8)))
+    assert g.subscription_metadata == grown
+    # The topic is deleted: nothing to assign, the member gives everything up.
+    r = hb(h, "m1", 2, topics={})
+    assert g.group_epoch == 3 and g.subscription_metadata == {}
+    assert parts(r) == set() and r.member_epoch == 2
+    r = hb(h, "m1", 2, topics={}, owned=set())
+    assert r.member_epoch == 3 and g.state.value == "Stable"
