@@ -295,3 +295,38 @@ def test_the_group_survives_a_broker_restart(
     assert {n: m.assignment(n) for n in ("r1", "r2")} == held
     assert "loaded" in b.read_log()
     m.close_all()
+
+
+def test_a_regex_subscription_picks_up_a_new_topic(cbroker: BrokerProcess, topic_name: str) -> None:
+    bootstrap = cbroker.bootstrap
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    _create_topic(bootstrap, first)
+    _produce(bootstrap, first, 0, 12)
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic_name}",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    c.subscribe([f"^{topic_name}-.*"])
+    seen: dict[str, set[str]] = {first: set(), second: set()}
+
+    def read(topic: str, n: int) -> bool:
+        msg = c.poll(0.1)
+        if msg is not None and msg.error() is None:
+            seen[msg.topic()].add(msg.value().decode())
+        return len(seen[topic]) >= n
+
+    deadline = time.monotonic() + DEADLINE
+    while not read(first, 12):
+        assert time.monotonic() < deadline, seen
+    _create_topic(bootstrap, second)
+    _produce(bootstrap, second, 0, 6)
+    while not read(second, 6):
+        assert time.monotonic() < deadline, seen
+    assert seen == {first: _values(0, 12), second: _values(0, 6)}
+    assert {tp.topic for tp in c.assignment()} == {first, second}
+    c.close()

@@ -49,6 +49,8 @@ class GroupCoordinatorConfig:
     consumer_max_session_timeout_ms: int = 60_000
     # group.consumer.max.size: members beyond it get GROUP_MAX_SIZE_REACHED.
     consumer_max_size: int = MAX_INT
+    # The broker's internal topics, which a regular-expression subscription never matches.
+    internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
 
     def __post_init__(self) -> None:
         if self.min_session_timeout_ms > self.max_session_timeout_ms:

@@ -9,7 +9,8 @@ group when a consumer-protocol member joins it, as in Kafka).
 
 A heartbeat (``heartbeat``), in Kafka's order:
 
-1. validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR);
+1. validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION
+   for a regex ``pylog.group.topic_regex`` refuses);
 2. leave (epoch -1; -2 for a static member that will come back) or find the member:
    epoch 0 joins (a static member whose instance id is held by a member that did not
    leave with -2 gets UNRELEASED_INSTANCE_ID; one that left is replaced and keeps its
@@ -43,6 +44,7 @@ from pylog.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    InvalidRegularExpressionError,
     InvalidRequestError,
     StaleMemberEpochError,
     UnknownMemberIdError,
@@ -74,6 +76,7 @@ from .records import (
     encode_group_metadata,
 )
 from .results import NONE, Pending
+from .topic_regex import compile_subscription
 
 __all__ = ["ConsumerGroups", "HeartbeatResult", "TopicsView"]
 
@@ -173,6 +176,7 @@ class ConsumerGroups:
                     rack_id,
                     rebalance_timeout_ms,
                     subscribed_topic_names,
+                    subscribed_topic_regex,
                     server_assignor,
                     _owned_from_request(topic_partitions),
                     client_id,
@@ -219,7 +223,10 @@ class ConsumerGroups:
             raise _Error(bad, "RackId can't be empty.")
         # An empty regex is "no regex" (librdkafka sends "" with topic names, as Kafka reads it).
         if regex:
-            raise _Error(bad, "SubscribedTopicRegex is not supported by this broker yet.")
+            try:
+                compile_subscription(regex)
+            except ValueError as exc:
+                raise _Error(InvalidRegularExpressionError.code, str(exc)) from None
         if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not member_id:
                 raise _Error(bad, "MemberId can't be empty.")
@@ -228,8 +235,11 @@ class ConsumerGroups:
                 raise _Error(bad, "RebalanceTimeoutMs must be provided in first request.")
             if owned is None or any(tp.partitions for tp in owned):
                 raise _Error(bad, "TopicPartitions must be empty when (re-)joining.")
-            if not names:
-                raise _Error(bad, "SubscribedTopicNames must be set in first request.")
+            if not names and not regex:
+                raise _Error(
+                    bad,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not member_id:
                 raise _Error(bad, "MemberId can't be empty.")
@@ -270,6 +280,7 @@ class ConsumerGroups:
         rack_id: str | None,
         rebalance_timeout_ms: int,
         names: list[str] | None,
+        regex: str | None,
         assignor: str | None,
         owned: TopicPartitions | None,
         client_id: str,
@@ -300,6 +311,10 @@ class ConsumerGroups:
             subscribed_topic_names=list(names)
             if names is not None
             else member.subscribed_topic_names,
+            # null: unchanged; "": no regex any more.
+            subscribed_topic_regex=(regex or None)
+            if regex is not None
+            else member.subscribed_topic_regex,
             client_id=client_id,
             client_host=client_host,
         )
@@ -434,7 +449,10 @@ class ConsumerGroups:
         self, group: ConsumerGroup, topics: TopicsView, records: list[Record]
     ) -> bool:
         """Recompute the subscribed topics' metadata; True (and a record) when it changed."""
-        wanted = {name: topics[name] for name in group.subscribed_topic_names() if name in topics}
+        wanted = {
+            name: topics[name]
+            for name in group.subscribed_topic_names(topics, self.config.internal_topics)
+        }
         if wanted == group.subscription_metadata:
             return False
         group.subscription_metadata = wanted
@@ -444,11 +462,10 @@ class ConsumerGroups:
     def _assign(self, group: ConsumerGroup, records: list[Record]) -> None:
         """Compute the target assignment at the group epoch; write what changed."""
         by_id = {tid: (name, n) for name, (tid, n) in group.subscription_metadata.items()}
+        internal = self.config.internal_topics
         subs = {
             m.member_id: {
-                group.subscription_metadata[t][0]
-                for t in m.subscribed_topic_names
-                if t in group.subscription_metadata
+                group.subscription_metadata[t][0] for t in group.member_topics(m, internal)
             }
             for m in group.members.values()
         }
@@ -530,7 +547,9 @@ class ConsumerGroups:
         if topics is not None:
             self._refresh_metadata(group, topics, records)
         else:
-            kept = group.subscribed_topic_names()
+            kept = group.subscribed_topic_names(
+                group.subscription_metadata, self.config.internal_topics
+            )
             wanted = {n: v for n, v in group.subscription_metadata.items() if n in kept}
             if wanted != group.subscription_metadata:
                 group.subscription_metadata = wanted
@@ -652,6 +671,7 @@ class ConsumerGroups:
                     client_id=v.client_id,
                     client_host=v.client_host,
                     subscribed_topic_names=list(v.subscribed_topic_names),
+                    subscribed_topic_regex=v.subscribed_topic_regex or None,
                     rebalance_timeout_ms=v.rebalance_timeout_ms,
                     server_assignor=v.server_assignor,
                 )

@@ -32,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
+
+from .topic_regex import compile_subscription
 
 __all__ = [
     "ConsumerGroup",
@@ -82,6 +84,7 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None  # None: no regex ("" is read as None)
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     # Reconciliation state (the CurrentMemberAssignment record).
@@ -93,7 +96,12 @@ class ConsumerGroupMember:
 
     def subscription_key(self) -> tuple[object, ...]:
         """What, when it changes, bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``)."""
-        return (tuple(sorted(self.subscribed_topic_names)), self.server_assignor, self.rack_id)
+        return (
+            tuple(sorted(self.subscribed_topic_names)),
+            self.subscribed_topic_regex,
+            self.server_assignor,
+            self.rack_id,
+        )
 
     def metadata_key(self) -> tuple[object, ...]:
         """Every field of the member metadata record: a change is written."""
@@ -103,6 +111,7 @@ class ConsumerGroupMember:
             self.client_id,
             self.client_host,
             tuple(self.subscribed_topic_names),
+            self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
         )
@@ -162,8 +171,30 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+    def subscribed_topic_names(
+        self, names: Iterable[str], internal: Set[str] = frozenset()
+    ) -> set[str]:
+        """The topics among ``names`` some member subscribes to: by name, or by its regex
+        (whole-name match; internal topics are never matched by a regex, as in Kafka)."""
+        out = {t for m in self.members.values() for t in m.subscribed_topic_names}
+        patterns = {
+            m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex
+        }
+        for regex in patterns:
+            pattern = compile_subscription(regex)
+            out.update(n for n in names if n not in internal and pattern.fullmatch(n))
+        return out & set(names)
+
+    def member_topics(
+        self, member: ConsumerGroupMember, internal: Set[str] = frozenset()
+    ) -> set[str]:
+        """The topics of the subscription metadata ``member`` subscribes to."""
+        known = self.subscription_metadata
+        out = {t for t in member.subscribed_topic_names if t in known}
+        if member.subscribed_topic_regex:
+            pattern = compile_subscription(member.subscribed_topic_regex)
+            out.update(n for n in known if n not in internal and pattern.fullmatch(n))
+        return out
 
     # ------------------------------------------------------------------ members
 

@@ -239,7 +239,7 @@ def encode_consumer_group_member(group: str, member_id: str, member: Any | None)
     value = ConsumerGroupMemberMetadataValue(
         instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
         client_host=member.client_host, subscribed_topic_names=list(member.subscribed_topic_names),
-        subscribed_topic_regex=None, rebalance_timeout_ms=member.rebalance_timeout_ms,
+        subscribed_topic_regex=getattr(member, "subscribed_topic_regex", None), rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor, classic_member_metadata=None)
     return key, _framed(0, value)
 

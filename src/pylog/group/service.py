@@ -53,7 +53,7 @@ from pylog.coordinator import (
     LoadedRecord,
     TopicSpec,
 )
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS
 
 from .config import GroupCoordinatorConfig, partition_for
 from .coordinator import GroupCoordinator
@@ -86,6 +86,7 @@ def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
         consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
         consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
         consumer_max_size=config["group.consumer.max.size"],
+        internal_topics=frozenset(INTERNAL_TOPICS),
     )
 
 

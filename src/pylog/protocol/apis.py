@@ -158,7 +158,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # Transactions: the group coordinator's side.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     # KIP-848 consumer groups (dropped when group.coordinator.rebalance.protocols lacks
-    # "consumer"). Heartbeat v1 adds SubscribedTopicRegex, which is refused for now.
+    # "consumer"). Heartbeat v1 adds SubscribedTopicRegex (pylog.group.topic_regex).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }

@@ -76,7 +76,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
                         client_id=m.client_id,
                         client_host=m.client_host,
                         subscribed_topic_names=list(m.subscribed_topic_names),
-                        subscribed_topic_regex=None,
+                        subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_assignment(m.assigned, names),
                         target_assignment=_assignment(g.target.get(m.member_id, {}), names),
                     )

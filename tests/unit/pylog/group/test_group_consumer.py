@@ -17,6 +17,7 @@ from pylog.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
     InconsistentGroupProtocolError,
+    InvalidRegularExpressionError,
     InvalidRequestError,
     StaleMemberEpochError,
     UnknownMemberIdError,
@@ -27,6 +28,7 @@ from pylog.errors import (
 from pylog.group.consumer_group import ConsumerGroupMember, MemberState, reconcile
 from pylog.group.offsets import OffsetCommitPartition
 from pylog.group.service import coordinator_config
+from pylog.group.topic_regex import compile_subscription
 from pylog.protocol.messages import ConsumerGroupHeartbeatRequest
 
 T = uuid.UUID(int=7)
@@ -419,3 +421,65 @@ def test_a_subscribed_topic_growing_or_going_bumps_the_group_epoch() -> None:
     assert parts(r) == set() and r.member_epoch == 2
     r = hb(h, "m1", 2, topics={}, owned=set())
     assert r.member_epoch == 3 and g.state.value == "Stable"
+
+
+def test_regex_subscriptions_follow_the_topics_that_match() -> None:
+    h = GroupHarness()
+    a, b = uuid.UUID(int=21), uuid.UUID(int=22)
+    topics = {"rx-a": (a, 2), "other": (T, 6), "__consumer_offsets": (uuid.UUID(int=9), 3)}
+
+    def beat(epoch: int, view: Any, **kw: Any) -> Any:
+        return h.call(
+            "consumer_group_heartbeat",
+            "g",
+            "m1",
+            epoch,
+            view,
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+            subscribed_topic_names=[] if epoch == 0 else None,
+            server_assignor=None,
+            topic_partitions=[] if epoch == 0 else None,
+            client_id="c",
+            client_host="h",
+            **kw,
+        ).result
+
+    r = beat(0, topics, subscribed_topic_regex="(^rx-.*)")
+    assert r.error_code == 0 and r.assignment == {a: {0, 1}}
+    # A new matching topic: the next heartbeat bumps the epoch and assigns it.
+    r = beat(r.member_epoch, {**topics, "rx-b": (b, 1)}, subscribed_topic_regex=None)
+    assert r.member_epoch == 2 and r.assignment == {a: {0, 1}, b: {0}}
+    # Internal topics never match a regex.
+    r = beat(2, topics, subscribed_topic_regex=".*")
+    assert set(r.assignment or h.coord.consumer.groups["g"].members["m1"].assigned) <= {a, T}
+    assert h.replayed().consumer.groups["g"].members["m1"].subscribed_topic_regex == ".*"
+
+
+@pytest.mark.parametrize(
+    "regex",
+    [r"(a)\1", r"(?=x)t", r"(?<!x)t", r"(?>t)", "t*+", r"\p{L}+", r"\Qa\E", r"t\z", "(unclosed"],
+)
+def test_regexes_python_and_re2_read_differently_are_refused(regex: str) -> None:
+    h = GroupHarness()
+    r = h.call(
+        "consumer_group_heartbeat",
+        "g",
+        "m1",
+        0,
+        TOPICS,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[],
+        subscribed_topic_regex=regex,
+        server_assignor=None,
+        topic_partitions=[],
+        client_id="c",
+        client_host="h",
+    ).result
+    assert r.error_code == InvalidRegularExpressionError.code, regex
+    assert compile_subscription(r"t\\1").fullmatch(
+        "t\\1"
+    )  # an escaped backslash is no backreference

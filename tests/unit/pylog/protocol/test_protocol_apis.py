@@ -29,7 +29,7 @@ def test_advertised_table_is_issues_4_7_10_and_11() -> None:
         24: (0, 5), 25: (0, 4), 26: (0, 4), 65: (0, 0), 66: (0, 1),
         # issue 11: replication, the controller's requests to brokers
         4: (0, 7), 5: (0, 4),
-        # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex refused)
+        # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex)
         68: (0, 1), 69: (0, 0),
     }
 
