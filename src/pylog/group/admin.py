@@ -420,6 +420,10 @@ class AdminMixin:
         now = self._wall_ms()
         retention = self.config.offsets_retention_ms
         for gid in sorted(set(self._groups) | self._offsets.group_ids()):
+            cg = self.consumer.groups.get(gid)
+            if cg is not None:
+                self._expire_consumer_group_offsets(cg, now, retention)
+                continue
             g = self._groups.get(gid)
             if g is None or g.is_in(_S.DEAD):
                 continue
@@ -440,6 +444,23 @@ class AdminMixin:
                 del self._groups[gid]
             if records:
                 self._write(gid, records, self._replay_on_success(records))
+
+    def _expire_consumer_group_offsets(self, group: ConsumerGroup, now: int, retention: int) -> None:
+        """Kafka's rule for consumer groups: an offset expires offsets.retention.minutes after
+        its own commit, unless a member subscribes to its topic; an empty group goes with
+        its last offset."""
+        gid = group.group_id
+        keep = group.subscribed_topic_names(
+            {t for t, _p in self._offsets.committed(gid)} | set(group.subscription_metadata),
+            self.config.internal_topics)
+        committed = self._offsets.committed(gid)
+        expired = self._offsets.expired(gid, now, None, retention, keep)
+        records = self._offsets.tombstones(gid, expired)
+        if (len(expired) == len(committed) and group.is_empty() and not self._offsets.has_pending(gid)
+                and not self._offsets.has_open_transactions(gid)):
+            records += self.consumer.delete_records(group)
+        if records:
+            self._write(gid, records, self._replay_on_success(records))
 
     def _replay_on_success(self, records: list[tuple[bytes, bytes | None]]) -> Callable[[int], None]:
         def on_done(code: int) -> None:

@@ -483,3 +483,27 @@ def test_regexes_python_and_re2_read_differently_are_refused(regex: str) -> None
     assert compile_subscription(r"t\\1").fullmatch(
         "t\\1"
     )  # an escaped backslash is no backreference
+
+
+def test_offsets_of_a_consumer_group_expire_and_the_empty_group_goes() -> None:
+    h = GroupHarness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
+    hb(h, "m1", 0)
+    h.call(
+        "offset_commit",
+        "g",
+        1,
+        "m1",
+        [OffsetCommitPartition("t", 0, 3, -1, ""), OffsetCommitPartition("gone", 0, 4, -1, "")],
+    )
+    for _ in range(7):  # 70 s, the member heartbeating
+        h.advance(10_000)
+        hb(h, "m1", 1)
+    # A subscribed topic's offset stays; the other expires by its commit time.
+    assert set(h.coord.committed_offsets("g")) == {("t", 0)}
+    assert "g" in h.coord.consumer.groups
+    hb(h, "m1", -1)
+    h.advance(10_000)
+    # Empty: nothing keeps the old commit, and the group goes with its last offset.
+    assert h.coord.committed_offsets("g") == {} and "g" not in h.coord.consumer.groups
+    fresh = h.replayed()
+    assert "g" not in fresh.consumer.groups and fresh.committed_offsets("g") == {}
