@@ -256,6 +256,27 @@ def test_describe_lists_the_group_with_its_type_and_assignments(
     ]
     row = next(line.split() for line in lines if " d1 " in line)
     assert row[4:6] == ["3", "2"] and row[7] == "2" and row[6] == row[8]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pylog",
+            "groups",
+            "list",
+            "--type",
+            "consumer",
+            "--state",
+            "-b",
+            bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()]
+    assert rows[0] == ["GROUP", "TYPE", "STATE"] and [group, "consumer", "Stable"] in rows[1:]
+    assert all(r[1] == "consumer" for r in rows[1:])
     m.close_all()
 
 

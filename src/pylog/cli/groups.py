@@ -4,8 +4,8 @@ After Kafka's ``kafka-consumer-groups.sh`` (``ConsumerGroupCommand``): the same 
 and columns, the same rules, over pylog's own admin client (``pylog.client.Admin``), so
 it works against any Kafka-compatible broker.
 
-- ``list [--state [S,...]]``: group ids; with ``--state`` a GROUP / STATE table, filtered
-  by the states given.
+- ``list [--state [S,...]] [--type [T,...]]``: group ids; with ``--state`` / ``--type`` a
+  GROUP / TYPE / STATE table, filtered by the states and types given.
 - ``describe G... [--members [--verbose] | --state] [--json]``: by default one row per
   partition the group is assigned or has a committed offset for: committed offset, log
   end offset, lag (end - committed; "-" without a commit) and the member that holds it.
@@ -65,6 +65,9 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
     gl.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE...]",
                     help="show each group's state; with states, only groups in them "
                     f"(case-insensitive: {', '.join(STATES)})")
+    gl.add_argument("--type", nargs="?", const="", metavar="TYPE[,TYPE...]",
+                    help="show each group's type (classic, consumer); with types, only groups "
+                    "of them")
     add_bootstrap(gl)
 
     gd = gsub.add_parser(
@@ -188,19 +191,26 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def groups_list(admin: Admin, args: argparse.Namespace) -> int:
-    if args.state is None:
+    show_type = getattr(args, "type", None) is not None
+    if args.state is None and not show_type:
         for g in admin.list_groups():
             print(g.group_id)
         return 0
-    states = [s for s in (x.strip() for x in args.state.split(",")) if s]
+    states = [s for s in (x.strip() for x in (args.state or "").split(",")) if s]
+    types = [t for t in (x.strip() for x in (args.type or "").split(",")) if t] if show_type else []
     try:
-        listed = admin.list_groups(states or None)
+        listed = admin.list_groups(states or None, types or None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    # kafka-consumer-groups.sh's columns: GROUP, then TYPE (--type), then STATE (--state).
     width = max([15] + [len(g.group_id) for g in listed]) + 10
-    print(f"{'GROUP':<{width}} {'STATE':<20}".rstrip())
+    header = [f"{'GROUP':<{width}}"] + (["TYPE      "] if show_type else []) + (
+        [f"{'STATE':<20}"] if args.state is not None else [])
+    print(" ".join(header).rstrip())
     for g in listed:
-        print(f"{g.group_id:<{width}} {g.state or MISSING:<20}".rstrip())
+        row = [f"{g.group_id:<{width}}"] + ([f"{g.group_type or MISSING:<10}"] if show_type else []) + (
+            [f"{g.state or MISSING:<20}"] if args.state is not None else [])
+        print(" ".join(row).rstrip())
     return 0
 
 

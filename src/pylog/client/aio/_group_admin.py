@@ -209,22 +209,25 @@ class GroupAdmin:
 
     # ------------------------------------------------------------------ list / describe
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+    async def list_groups(self, states: Iterable[str] | None = None,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
         """Groups of every broker, sorted by id; ``states`` keeps those in these states
-        (case-insensitive; needs ListGroups v4, Kafka 2.6+).
+        (case-insensitive; needs ListGroups v4, Kafka 2.6+), ``types`` those of these types
+        (``classic``, ``consumer``...; needs ListGroups v5, Kafka 3.8+).
 
         Raises:
-            ValueError: a state Kafka does not have.
-            UnsupportedVersionError: a state filter for a broker older than ListGroups v4.
+            ValueError: a state or type Kafka does not have.
+            UnsupportedVersionError: a filter the broker's ListGroups version lacks.
         """
         wanted = _states(states)
+        kinds = _types(types)
         await self.cluster.update()
         nodes = sorted(self.cluster.brokers)
-        results = await asyncio.gather(*(self._list_at(n, wanted) for n in nodes))
+        results = await asyncio.gather(*(self._list_at(n, wanted, kinds) for n in nodes))
         found = {g.group_id: g for listing in results for g in listing}
         return [found[g] for g in sorted(found)]
 
-    async def _list_at(self, node: int, states: list[str]) -> list[GroupListing]:
+    async def _list_at(self, node: int, states: list[str], types: list[str]) -> list[GroupListing]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         while True:
@@ -234,7 +237,10 @@ class GroupAdmin:
                 if states and version < 4:
                     raise errors.UnsupportedVersionError(
                         f"broker {node} cannot filter groups by state (ListGroups v{version})")
-                resp = await conn.send(ListGroupsRequest(states_filter=states, types_filter=[]),
+                if types and version < 5:
+                    raise errors.UnsupportedVersionError(
+                        f"broker {node} cannot filter groups by type (ListGroups v{version})")
+                resp = await conn.send(ListGroupsRequest(states_filter=states, types_filter=types),
                                        version)
                 _check(resp.error_code, f"list groups of broker {node}")
                 return [GroupListing(g.group_id, g.protocol_type,
@@ -475,6 +481,23 @@ def _states(states: Iterable[str] | None) -> list[str]:
         if name is None:
             raise ValueError(f"unknown group state {s!r}; Kafka's states are "
                              f"{', '.join(GROUP_STATES)}")
+        out.append(name)
+    return out
+
+
+GROUP_TYPES = ("classic", "consumer", "share", "streams")  # Kafka's GroupType names
+
+
+def _types(types: Iterable[str] | None) -> list[str]:
+    if types is None:
+        return []
+    if isinstance(types, str):
+        types = [types]
+    out = []
+    for t in types:
+        name = str(t).strip().lower()
+        if name not in GROUP_TYPES:
+            raise ValueError(f"unknown group type {t!r}; Kafka's types are {', '.join(GROUP_TYPES)}")
         out.append(name)
     return out
 
