@@ -10,6 +10,7 @@ member holds after its poll is what it consumes from, so the samples show who ow
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -283,6 +284,7 @@ def test_describe_lists_the_group_with_its_type_and_assignments(
 def test_the_group_survives_a_broker_restart(
     new_broker: Callable[..., BrokerProcess], topic_name: str
 ) -> None:
+    """kill -9, then a restart: the group comes back from the records its heartbeats wrote."""
     b = new_broker(OVERRIDES).start()
     _create_topic(b.bootstrap, topic_name)
     _produce(b.bootstrap, topic_name, 0, 30)
@@ -306,7 +308,7 @@ def test_the_group_survives_a_broker_restart(
 
     before = epochs()
     held = {n: m.assignment(n) for n in ("r1", "r2")}
-    b.stop()
+    b.stop(sig=signal.SIGKILL)
     b.start()
     _produce(b.bootstrap, topic_name, 30, 30)
     m.until(lambda: set(m.seen) >= _values(0, 60), "the records after the restart")
