@@ -370,15 +370,22 @@ class AdminMixin:
             return Pending.completed(OffsetDeleteResult(CoordinatorLoadInProgressError.code))
         if not group_id:
             return Pending.completed(OffsetDeleteResult(InvalidGroupIdError.code))
+        subscribed: set[str] | None
+        cg = self.consumer.groups.get(group_id)
         g = self._groups.get(group_id)
-        if g is None or g.is_in(_S.DEAD):
+        if cg is not None:
+            # A KIP-848 group: its members' subscriptions (names and regexes) are known.
+            active = not cg.is_empty()
+            subscribed = cg.subscribed_topic_names({t for t, _p in partitions}, self.config.internal_topics)
+        elif g is None or g.is_in(_S.DEAD):
             return Pending.completed(OffsetDeleteResult(GroupIdNotFoundError.code))
-        # Offsets of a topic the group still consumes must not vanish under it; other
-        # protocols (connect, ...) do not say what they consume, so a live one refuses all.
-        active = not g.is_in(_S.EMPTY)
-        if active and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return Pending.completed(OffsetDeleteResult(NonEmptyGroupError.code))
-        subscribed = g.subscribed_topics() if active else set()
+        else:
+            # Offsets of a topic the group still consumes must not vanish under it; other
+            # protocols (connect, ...) do not say what they consume, so a live one refuses all.
+            active = not g.is_in(_S.EMPTY)
+            if active and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return Pending.completed(OffsetDeleteResult(NonEmptyGroupError.code))
+            subscribed = g.subscribed_topics() if active else set()
         results: list[PartitionResult] = []
         to_delete: list[tuple[str, int]] = []
         for topic, partition in partitions:

@@ -16,6 +16,7 @@ from pylog.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     InconsistentGroupProtocolError,
     InvalidRegularExpressionError,
     InvalidRequestError,
@@ -507,3 +508,17 @@ def test_offsets_of_a_consumer_group_expire_and_the_empty_group_goes() -> None:
     assert h.coord.committed_offsets("g") == {} and "g" not in h.coord.consumer.groups
     fresh = h.replayed()
     assert "g" not in fresh.consumer.groups and fresh.committed_offsets("g") == {}
+
+
+def test_offset_delete_refuses_the_topics_members_subscribe_to() -> None:
+    h = GroupHarness()
+    hb(h, "m1", 0)
+    commit = [OffsetCommitPartition("t", 0, 3, -1, ""), OffsetCommitPartition("old", 0, 4, -1, "")]
+    h.call("offset_commit", "g", 1, "m1", commit)
+    r = h.call("offset_delete", "g", [("t", 0), ("old", 0)]).result
+    assert r.error_code == 0
+    assert [(p.topic, p.error_code) for p in r.partitions] == [
+        ("t", GroupSubscribedToTopicError.code),
+        ("old", 0),
+    ]
+    assert set(h.coord.committed_offsets("g")) == {("t", 0)}
