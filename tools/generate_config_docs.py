@@ -214,6 +214,18 @@ PYLOG_NOTES: dict[str, str] = {
     "group.min.session.timeout.ms": "Honoured: JoinGroup below it gets INVALID_SESSION_TIMEOUT.",
     "group.max.session.timeout.ms": "Honoured: JoinGroup above it gets INVALID_SESSION_TIMEOUT.",
     "group.max.size": "Honoured: members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "group.coordinator.rebalance.protocols": "Honoured: without `consumer`, ConsumerGroupHeartbeat and "
+                                             "ConsumerGroupDescribe are neither advertised nor served.",
+    "group.consumer.assignors": "Honoured: `uniform` and `range` (names or Kafka's class names); "
+                                "the first is the default, a member may ask for another.",
+    "group.consumer.heartbeat.interval.ms": "Honoured: the interval given to consumer-group members.",
+    "group.consumer.min.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` below it is refused at start.",
+    "group.consumer.max.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` above it is refused at start.",
+    "group.consumer.session.timeout.ms": "Honoured: a consumer-group member is fenced this long after "
+                                         "its last heartbeat.",
+    "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start.",
+    "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start.",
+    "group.consumer.max.size": "Honoured: consumer-group members beyond it get GROUP_MAX_SIZE_REACHED.",
     "offsets.retention.minutes": "Honoured: offsets of an empty group expire this long after it emptied "
                                  "(or after the commit, for groups without members).",
     "offsets.retention.check.interval.ms": "Honoured: how often the coordinator looks for expired offsets.",

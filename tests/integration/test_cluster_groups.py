@@ -49,6 +49,9 @@ class Cluster:
                             "offsets.topic.replication.factor": str(offsets_rf),
                             "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
                             "group.initial.rebalance.delay.ms": "0",
+                            # KIP-848 groups heartbeat every 500 ms here (Kafka's min: 5 s).
+                            "group.consumer.heartbeat.interval.ms": "500",
+                            "group.consumer.min.heartbeat.interval.ms": "100",
                             "controlled.shutdown.retry.backoff.ms": "500"})
             self.brokers.append(b.start())
         self.store = ZkStore(connect, session_timeout_ms=SESSION_MS)
@@ -282,3 +285,56 @@ def test_acknowledged_commits_survive_a_sigkill_of_the_coordinator(cluster) -> N
     (got,) = offsets
     assert last_acked <= got <= last_attempted, (last_acked, got, last_attempted)
     c2.close()
+
+
+def test_a_consumer_protocol_group_survives_a_sigkill_of_its_coordinator(cluster) -> None:
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer) keeps its epochs and
+    assignment when its coordinator dies: the new leader of the group's partition replays the
+    ConsumerGroup* records from its replica, and the members carry on at their epochs."""
+    cluster.create_topic("kip848")
+    group = "kip848-group"
+    members = []
+    for name in ("k1", "k2"):
+        c = confluent_kafka.Consumer({
+            "bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name})
+        c.subscribe(["kip848"], on_assign=lambda *a: None, on_revoke=lambda *a: None)
+        members.append(c)
+    seen: set[bytes] = set()
+
+    def poll_all() -> None:
+        for c in members:
+            m = c.poll(0.05)
+            if m is not None and m.error() is None:
+                seen.add(m.value())
+
+    def described(bootstrap: str):
+        with pylog_client.Admin(bootstrap_servers=bootstrap) as admin:
+            d = admin.describe_groups([group])[group]
+        return (d.group_epoch, d.assignment_epoch, d.state,
+                sorted((m.member_id, m.member_epoch, tuple(m.assignment)) for m in d.members))
+
+    def settled() -> bool:
+        poll_all()
+        held = [len(c.assignment()) for c in members]
+        return sorted(held) == [1, 2]
+    _wait(settled, 60, "two members sharing 3 partitions")
+    before = described(cluster.bootstrap)
+    assert before[2] == "Stable" and len(before[3]) == 2
+
+    old = cluster.coordinator_of(group)
+    cluster.brokers[old].stop(sig=signal.SIGKILL)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    _wait(lambda: (s := cluster.store.get_partition_state(GROUP_METADATA_TOPIC_NAME, index))
+          and s[0].leader not in (old, -1), 60, "a new leader of the group's partition")
+    alive = ",".join(b.bootstrap for i, b in enumerate(cluster.brokers) if i != old)
+    p = confluent_kafka.Producer({"bootstrap.servers": alive, "acks": "all"})
+    for i in range(30):
+        p.produce("kip848", b"after-%d" % i, partition=i % PARTITIONS)
+    assert p.flush(60) == 0
+    _wait(lambda: (poll_all(), {b"after-%d" % i for i in range(30)} <= seen)[1], 90,
+          "the records produced after the kill")
+    # Same epochs, same members, same partitions: nobody was fenced, nothing rebalanced.
+    assert described(alive) == before
+    for c in members:
+        c.close()

@@ -116,6 +116,14 @@ class Broker:
             self.cluster = ClusterRuntime(self)
             self.api_supported = {**apis.SUPPORTED, **apis.CLUSTER_ADVERTISED}
             self.api_advertised = {**apis.ADVERTISED, **apis.CLUSTER_ADVERTISED}
+        if "consumer" not in [p.lower() for p in config["group.coordinator.rebalance.protocols"]]:
+            # Without the KIP-848 protocol its APIs are neither listed nor served, as in Kafka.
+            from pylog.protocol import apis
+
+            self.api_supported = {k: v for k, v in (self.api_supported or apis.SUPPORTED).items()
+                                  if k not in apis.CONSUMER_GROUP_APIS}
+            self.api_advertised = {k: v for k, v in (self.api_advertised or apis.ADVERTISED).items()
+                                   if k not in apis.CONSUMER_GROUP_APIS}
         # The dispatcher's interception point (pylog.broker.intercept); None: nothing to do.
         self.interceptor: RequestInterceptor | None = None
         # What the request path counts (pylog.metrics; plain ints on this loop), and the

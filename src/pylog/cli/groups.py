@@ -4,8 +4,8 @@ After Kafka's ``kafka-consumer-groups.sh`` (``ConsumerGroupCommand``): the same 
 and columns, the same rules, over pylog's own admin client (``pylog.client.Admin``), so
 it works against any Kafka-compatible broker.
 
-- ``list [--state [S,...]]``: group ids; with ``--state`` a GROUP / STATE table, filtered
-  by the states given.
+- ``list [--state [S,...]] [--type [T,...]]``: group ids; with ``--state`` / ``--type`` a
+  GROUP / TYPE / STATE table, filtered by the states and types given.
 - ``describe G... [--members [--verbose] | --state] [--json]``: by default one row per
   partition the group is assigned or has a committed offset for: committed offset, log
   end offset, lag (end - committed; "-" without a commit) and the member that holds it.
@@ -65,6 +65,9 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
     gl.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE...]",
                     help="show each group's state; with states, only groups in them "
                     f"(case-insensitive: {', '.join(STATES)})")
+    gl.add_argument("--type", nargs="?", const="", metavar="TYPE[,TYPE...]",
+                    help="show each group's type (classic, consumer); with types, only groups "
+                    "of them")
     add_bootstrap(gl)
 
     gd = gsub.add_parser(
@@ -189,19 +192,26 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def groups_list(admin: Admin, args: argparse.Namespace) -> int:
-    if args.state is None:
+    show_type = getattr(args, "type", None) is not None
+    if args.state is None and not show_type:
         for g in admin.list_groups():
             print(g.group_id)
         return 0
-    states = [s for s in (x.strip() for x in args.state.split(",")) if s]
+    states = [s for s in (x.strip() for x in (args.state or "").split(",")) if s]
+    types = [t for t in (x.strip() for x in (args.type or "").split(",")) if t] if show_type else []
     try:
-        listed = admin.list_groups(states or None)
+        listed = admin.list_groups(states or None, types or None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    # kafka-consumer-groups.sh's columns: GROUP, then TYPE (--type), then STATE (--state).
     width = max([15] + [len(g.group_id) for g in listed]) + 10
-    print(f"{'GROUP':<{width}} {'STATE':<20}".rstrip())
+    header = [f"{'GROUP':<{width}}"] + (["TYPE      "] if show_type else []) + (
+        [f"{'STATE':<20}"] if args.state is not None else [])
+    print(" ".join(header).rstrip())
     for g in listed:
-        print(f"{g.group_id:<{width}} {g.state or MISSING:<20}".rstrip())
+        row = [f"{g.group_id:<{width}}"] + ([f"{g.group_type or MISSING:<10}"] if show_type else []) + (
+            [f"{g.state or MISSING:<20}"] if args.state is not None else [])
+        print(" ".join(row).rstrip())
     return 0
 
 
@@ -296,9 +306,17 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
         elif args.state:
             b = brokers.get(desc.coordinator)
             where = f"{b.host}:{b.port}" if b else "?"
-            _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                   [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
-                     len(desc.members)]], [15, 25, 20, 15, 0])
+            if desc.group_type == "consumer":
+                # A KIP-848 group: its epochs too, as kafka-consumer-groups.sh shows them.
+                _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                        "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+                       [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
+                         desc.group_epoch, desc.assignment_epoch, len(desc.members)]],
+                       [15, 25, 20, 15, 12, 24, 0])
+            else:
+                _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                       [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
+                         len(desc.members)]], [15, 25, 20, 15, 0])
         else:
             rows = _offset_rows(admin, desc)
             if rows:
@@ -314,16 +332,28 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
 
 def _print_members(desc: GroupDescription, verbose: bool) -> None:
     instances = any(m.group_instance_id for m in desc.members)
+    # A KIP-848 group's verbose view adds each member's epoch and its target assignment
+    # (the partitions it is moving to) at the group's assignment epoch.
+    modern = verbose and desc.group_type == "consumer"
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if instances else []) + [
-        "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
-    widths = [15, 15] + ([17] if instances else []) + [15, 15, 15] + ([0] if verbose else [])
+        "HOST", "CLIENT-ID", "#PARTITIONS"]
+    widths = [15, 15] + ([17] if instances else []) + [15, 15, 15]
+    if modern:
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        widths += [15, 20, 15, 0]
+    elif verbose:
+        header.append("ASSIGNMENT")
+        widths.append(0)
     rows = []
     for m in desc.members:
         row: list[Any] = [desc.group_id, m.member_id]
         if instances:
             row.append(m.group_instance_id or "")
         row += [m.host, m.client_id, len(m.assignment)]
-        if verbose:
+        if modern:
+            row += [m.member_epoch, _assignment_text(m.assignment), desc.assignment_epoch,
+                    _assignment_text(m.target_assignment or [])]
+        elif verbose:
             row.append(_assignment_text(m.assignment))
         rows.append(row)
     _table(header, rows, widths)
@@ -347,16 +377,28 @@ def _describe_json(admin: Admin, descs: dict[str, GroupDescription]) -> int:
                   f"no committed offsets); `pylog groups list` shows the groups", file=sys.stderr)
             status = 1
             continue
-        out.append({
+        group: dict[str, Any] = {
             "group": gid, "state": desc.state, "protocol_type": desc.protocol_type,
-            "protocol": desc.protocol, "coordinator": desc.coordinator,
-            "members": [{"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "host": m.host,
-                         "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
-                        for m in desc.members],
-            "offsets": _offset_rows(admin, desc)})
+            "protocol": desc.protocol, "coordinator": desc.coordinator, "type": desc.group_type,
+            "members": [_member_json(m) for m in desc.members],
+            "offsets": _offset_rows(admin, desc)}
+        if desc.group_type == "consumer":
+            group["group_epoch"] = desc.group_epoch
+            group["assignment_epoch"] = desc.assignment_epoch
+        out.append(group)
     print(json.dumps(out, indent=2))
     return status
+
+
+def _member_json(m: Any) -> dict[str, Any]:
+    out = {"consumer_id": m.member_id, "group_instance_id": m.group_instance_id,
+           "client_id": m.client_id, "host": m.host,
+           "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
+    if m.member_epoch is not None:  # a KIP-848 consumer-group member
+        out["member_epoch"] = m.member_epoch
+        out["target_assignment"] = [{"topic": t, "partition": p} for t, p in m.target_assignment or []]
+        out["subscribed_topics"] = m.subscribed_topics
+    return out
 
 
 # --- reset-offsets ----------------------------------------------------------------------------

@@ -160,14 +160,16 @@ class Admin:
         """Names of the non-internal topics."""
         return self._run(self._aio.list_topics())  # type: ignore[no-any-return]
 
-    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+    def list_groups(self, states: Iterable[str] | None = None,
+                    types: Iterable[str] | None = None) -> list[GroupListing]:
         """Groups of every broker, sorted by id; ``states`` (e.g. ``["Stable", "Empty"]``,
-        case-insensitive) keeps the groups in those states.
+        case-insensitive) keeps the groups in those states, ``types`` (``["consumer"]``:
+        KIP-848 groups, ``["classic"]``) those of these types.
 
         Raises:
-            ValueError: a state Kafka does not have.
+            ValueError: a state or type Kafka does not have.
         """
-        return self._run(self._aio.list_groups(states))  # type: ignore[no-any-return]
+        return self._run(self._aio.list_groups(states, types))  # type: ignore[no-any-return]
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         """State, protocol type, protocol (the assignor) and members of groups, each member

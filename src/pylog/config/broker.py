@@ -65,6 +65,7 @@ def _check_broker_configs(explicit: Mapping[str, Any]) -> list[str]:
     """Broker-level counterpart of ``check_topic_configs`` on the parsed explicit settings.
     Returns warnings; raises ConfigError."""
     _check_cleaner_configs(explicit)
+    _check_consumer_group_configs(explicit)
     warnings = []
     threads = explicit.get("num.network.threads")
     if threads is not None:
@@ -108,6 +109,26 @@ def _check_cleaner_configs(explicit: Mapping[str, Any]) -> None:
             f"must be at least 1MB per cleaner thread ({threads} threads): raise it "
             "or lower log.cleaner.threads",
         )
+
+
+def _check_consumer_group_configs(explicit: Mapping[str, Any]) -> None:
+    """Kafka's ``GroupCoordinatorConfig`` checks of the KIP-848 settings: the heartbeat
+    interval and the session timeout each within their min and max, the interval below the
+    timeout, ``classic`` always among the rebalance protocols."""
+    def value(key: str) -> Any:
+        return explicit.get(key, BROKER_CONFIG_DEFS[key].default)
+
+    for name in ("heartbeat.interval.ms", "session.timeout.ms"):
+        key = "group.consumer." + name
+        lo, hi = value("group.consumer.min." + name), value("group.consumer.max." + name)
+        if not lo <= value(key) <= hi:
+            raise ConfigError(key, f"{value(key)} must be within group.consumer.min.{name} ({lo}) "
+                                   f"and group.consumer.max.{name} ({hi})")
+    if value("group.consumer.heartbeat.interval.ms") >= value("group.consumer.session.timeout.ms"):
+        raise ConfigError("group.consumer.heartbeat.interval.ms",
+                          "must be below group.consumer.session.timeout.ms")
+    if "classic" not in [p.lower() for p in value("group.coordinator.rebalance.protocols")]:
+        raise ConfigError("group.coordinator.rebalance.protocols", "must include classic")
 
 
 @dataclasses.dataclass(frozen=True)

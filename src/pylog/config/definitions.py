@@ -47,6 +47,12 @@ class ConfigDef:
 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# group.consumer.assignors also takes Kafka's class names of the two built-in assignors.
+ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+_ASSIGNOR_CLASSES = tuple(ASSIGNOR_CLASSES)
 
 
 def _broker_defs() -> list[ConfigDef]:
@@ -559,6 +565,26 @@ def _broker_defs() -> list[ConfigDef]:
             "Most members in one group (GROUP_MAX_SIZE_REACHED beyond).",
             at_least(1),
         ),
+        ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
+                  "Group protocols the coordinator serves: classic, and consumer (KIP-848).",
+                  one_of("classic", "consumer", case_insensitive=True)),
+        ConfigDef("group.consumer.assignors", "list", ["uniform", "range"],
+                  "Server-side assignors of consumer groups (KIP-848); the first is the default.",
+                  one_of("uniform", "range", *_ASSIGNOR_CLASSES)),
+        ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000,
+                  "Heartbeat interval given to consumer-group members.", at_least(1)),
+        ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000,
+                  "Lower bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
+        ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000,
+                  "Upper bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
+        ConfigDef("group.consumer.session.timeout.ms", "int", 45000,
+                  "A consumer-group member is fenced after this long without a heartbeat.", at_least(1)),
+        ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000,
+                  "Lower bound of group.consumer.session.timeout.ms.", at_least(1)),
+        ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000,
+                  "Upper bound of group.consumer.session.timeout.ms.", at_least(1)),
+        ConfigDef("group.consumer.max.size", "int", 2147483647,
+                  "Most members in one consumer group (GROUP_MAX_SIZE_REACHED beyond).", at_least(1)),
         ConfigDef(
             "offsets.retention.minutes",
             "int",

@@ -41,7 +41,13 @@ from pylog.errors import (
 
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, Member
 from .offsets import CommittedOffset, OffsetCommitPartition
-from .records import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_group_metadata
+from .records import (
+    ConsumerGroupRecord,
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    decode_record,
+    encode_group_metadata,
+)
 from .results import (
     NONE,
     DescribedGroup,
@@ -59,6 +65,8 @@ if TYPE_CHECKING:
     from pylog.protocol._records import GroupMetadataValue
 
     from .config import GroupCoordinatorConfig
+    from .consumer_coordinator import ConsumerGroups
+    from .consumer_group import ConsumerGroup
     from .offsets import OffsetMetadataManager
     from .results import Write
     from .timers import Timers
@@ -97,6 +105,7 @@ class AdminMixin:
         _writes: list[Write]
         _loading: bool
         _loaded_groups: dict[str, GroupMetadataValue]
+        consumer: ConsumerGroups
 
         def _wall_ms(self) -> int: ...
         def _mono_ms(self) -> int: ...
@@ -139,6 +148,13 @@ class AdminMixin:
             return all_fail(CoordinatorLoadInProgressError.code)
         if group_id is None:
             return all_fail(InvalidGroupIdError.code)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            # A consumer-protocol group: the generation is the member epoch (v9+).
+            error = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, api_version)
+            if error != NONE:
+                return all_fail(error)
+            return self._store_offsets(group_id, partitions, retention_time_ms)
         group = self._groups.get(group_id)
         if group is None:
             # Committing to a group nobody joined is how simple consumers (assign(), no
@@ -154,6 +170,10 @@ class AdminMixin:
         member = group.members.get(member_id)
         if member is not None and group.is_in(_S.STABLE, _S.PREPARING_REBALANCE):
             self._session_timer(group, member)  # a commit proves the member is alive
+        return self._store_offsets(group_id, partitions, retention_time_ms)
+
+    def _store_offsets(self, group_id: str, partitions: list[OffsetCommitPartition],
+                       retention_time_ms: int) -> Pending[list[PartitionResult]]:
         results, records = self._offsets.commit_records(group_id, partitions, self._wall_ms(), retention_time_ms)
         if not records:
             return Pending.completed(results)
@@ -203,15 +223,22 @@ class AdminMixin:
     # ------------------------------------------------------------------ OffsetFetch
 
     def offset_fetch(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
-                     require_stable: bool = False) -> OffsetFetchGroupResult:
+                     require_stable: bool = False, member_id: str | None = None,
+                     member_epoch: int = -1) -> OffsetFetchGroupResult:
         """OffsetFetch for one group (v8+ asks several: call once per group). ``topics`` None
         means every committed partition. Pending transactional offsets are not returned;
         ``require_stable`` (v7+) makes the partitions that have one answer
-        UNSTABLE_OFFSET_COMMIT (the group-level error stays NONE, as in Kafka)."""
+        UNSTABLE_OFFSET_COMMIT (the group-level error stays NONE, as in Kafka).
+        ``member_id`` / ``member_epoch`` (v9+) are checked for a KIP-848 consumer group."""
         if self._loading:
             return OffsetFetchGroupResult(group_id or "", CoordinatorLoadInProgressError.code)
         if group_id is None:
             return OffsetFetchGroupResult("", InvalidGroupIdError.code)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            error = self.consumer.validate_offset_fetch(cgroup, member_id, member_epoch)
+            if error != NONE:
+                return OffsetFetchGroupResult(group_id, error)
         return OffsetFetchGroupResult(group_id, NONE, self._offsets.fetch(group_id, topics, require_stable))
 
     # ------------------------------------------------------------------ ListGroups / DescribeGroups
@@ -221,7 +248,7 @@ class AdminMixin:
         """ListGroups: every hosted group; v4 filters by state (case-insensitive), v5 by type."""
         if self._loading:
             return []
-        # Kafka compares state names case-insensitively; every group here is "classic".
+        # Kafka compares state names case-insensitively; groups are "classic" or "consumer".
         states = {s.lower() for s in states_filter} if states_filter else None
         types = {t.lower() for t in types_filter} if types_filter else None
         out = []
@@ -234,10 +261,16 @@ class AdminMixin:
             if types is not None and "classic" not in types:
                 continue
             out.append(ListedGroup(gid, g.protocol_type or "", g.state.value))
+        if types is None or "consumer" in types:
+            for gid, cg in self.consumer.groups.items():
+                if states is None or cg.state.value.lower() in states:
+                    out.append(ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, cg.state.value, "consumer"))
+            out.sort(key=lambda lg: lg.group_id)
         return out
 
     def describe_groups(self, group_ids: list[str]) -> list[DescribedGroup]:
-        """DescribeGroups: unknown groups are described as Dead with no error (v0-5)."""
+        """DescribeGroups: unknown groups are described as Dead with no error (v0-5); so are
+        consumer-protocol groups, as Kafka does (ConsumerGroupDescribe describes those)."""
         out = []
         for gid in group_ids:
             if self._loading:
@@ -272,6 +305,14 @@ class AdminMixin:
             if gid is None:
                 results.append(("", InvalidGroupIdError.code))
                 continue
+            cg = self.consumer.groups.get(gid)
+            if cg is not None:
+                if cg.members:
+                    results.append((gid, NonEmptyGroupError.code))
+                    continue
+                results.append((gid, NONE))
+                waiting.append(self._delete_consumer_group(cg, len(results) - 1, results))
+                continue
             g = self._groups.get(gid)
             if g is None or g.is_in(_S.DEAD):
                 results.append((gid, GroupIdNotFoundError.code))
@@ -282,6 +323,21 @@ class AdminMixin:
             results.append((gid, NONE))
             waiting.append(self._delete_group(g, len(results) - 1, results))
         return _gather(results, waiting)
+
+    def _delete_consumer_group(self, group: ConsumerGroup, index: int, results: list[tuple[str, int]]) -> Pending[int]:
+        # An empty consumer group: its offsets, then its own records, tombstoned.
+        gid = group.group_id
+        records = self._offsets.tombstones(gid) + self.consumer.delete_records(group)
+        done: Pending[int] = Pending()
+
+        def on_done(code: int) -> None:
+            if code == NONE:
+                self._offsets.replay_bytes(records)
+            else:
+                results[index] = (gid, map_append_error(code))
+            done._complete(code)
+        self._write(gid, records, on_done)
+        return done
 
     def _delete_group(self, group: ClassicGroup, index: int, results: list[tuple[str, int]]) -> Pending[int]:
         # The group leaves memory at once (Dead: no join can slip in while the tombstones
@@ -314,15 +370,22 @@ class AdminMixin:
             return Pending.completed(OffsetDeleteResult(CoordinatorLoadInProgressError.code))
         if not group_id:
             return Pending.completed(OffsetDeleteResult(InvalidGroupIdError.code))
+        subscribed: set[str] | None
+        cg = self.consumer.groups.get(group_id)
         g = self._groups.get(group_id)
-        if g is None or g.is_in(_S.DEAD):
+        if cg is not None:
+            # A KIP-848 group: its members' subscriptions (names and regexes) are known.
+            active = not cg.is_empty()
+            subscribed = cg.subscribed_topic_names({t for t, _p in partitions}, self.config.internal_topics)
+        elif g is None or g.is_in(_S.DEAD):
             return Pending.completed(OffsetDeleteResult(GroupIdNotFoundError.code))
-        # Offsets of a topic the group still consumes must not vanish under it; other
-        # protocols (connect, ...) do not say what they consume, so a live one refuses all.
-        active = not g.is_in(_S.EMPTY)
-        if active and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return Pending.completed(OffsetDeleteResult(NonEmptyGroupError.code))
-        subscribed = g.subscribed_topics() if active else set()
+        else:
+            # Offsets of a topic the group still consumes must not vanish under it; other
+            # protocols (connect, ...) do not say what they consume, so a live one refuses all.
+            active = not g.is_in(_S.EMPTY)
+            if active and g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return Pending.completed(OffsetDeleteResult(NonEmptyGroupError.code))
+            subscribed = g.subscribed_topics() if active else set()
         results: list[PartitionResult] = []
         to_delete: list[tuple[str, int]] = []
         for topic, partition in partitions:
@@ -364,6 +427,10 @@ class AdminMixin:
         now = self._wall_ms()
         retention = self.config.offsets_retention_ms
         for gid in sorted(set(self._groups) | self._offsets.group_ids()):
+            cg = self.consumer.groups.get(gid)
+            if cg is not None:
+                self._expire_consumer_group_offsets(cg, now, retention)
+                continue
             g = self._groups.get(gid)
             if g is None or g.is_in(_S.DEAD):
                 continue
@@ -384,6 +451,23 @@ class AdminMixin:
                 del self._groups[gid]
             if records:
                 self._write(gid, records, self._replay_on_success(records))
+
+    def _expire_consumer_group_offsets(self, group: ConsumerGroup, now: int, retention: int) -> None:
+        """Kafka's rule for consumer groups: an offset expires offsets.retention.minutes after
+        its own commit, unless a member subscribes to its topic; an empty group goes with
+        its last offset."""
+        gid = group.group_id
+        keep = group.subscribed_topic_names(
+            {t for t, _p in self._offsets.committed(gid)} | set(group.subscription_metadata),
+            self.config.internal_topics)
+        committed = self._offsets.committed(gid)
+        expired = self._offsets.expired(gid, now, None, retention, keep)
+        records = self._offsets.tombstones(gid, expired)
+        if (len(expired) == len(committed) and group.is_empty() and not self._offsets.has_pending(gid)
+                and not self._offsets.has_open_transactions(gid)):
+            records += self.consumer.delete_records(group)
+        if records:
+            self._write(gid, records, self._replay_on_success(records))
 
     def _replay_on_success(self, records: list[tuple[bytes, bytes | None]]) -> Callable[[int], None]:
         def on_done(code: int) -> None:
@@ -434,7 +518,9 @@ class AdminMixin:
                 self._loaded_groups.pop(rec.group, None)
             else:
                 self._loaded_groups[rec.group] = rec.value
-        # Other record types (KIP-848, share groups, unknown) are not classic groups: skipped.
+        elif isinstance(rec, ConsumerGroupRecord):
+            self.consumer.replay(rec)
+        # Other record types (share groups, unknown) are skipped.
 
     def complete_load(self) -> None:
         """Build the groups: with members -> Stable (their session timers restart), else
@@ -444,10 +530,13 @@ class AdminMixin:
         # order); members get fresh session timers, since nobody heartbeated during the load.
         self._loading = False
         values, self._loaded_groups = self._loaded_groups, {}
+        for gid in self.consumer.groups:
+            values.pop(gid, None)  # a classic group that became a consumer group
         for gid, value in values.items():
             self._groups[gid] = self._group_from_value(gid, value)
+        self.consumer.complete_load()
         for gid in self._offsets.group_ids():
-            if gid not in self._groups:
+            if gid not in self._groups and gid not in self.consumer.groups:
                 self._groups[gid] = ClassicGroup(gid, self._wall_ms())
         for g in self._groups.values():
             for m in g.members.values():
@@ -489,6 +578,7 @@ class AdminMixin:
                 m.join_pending = m.sync_pending = None
             g.transition_to(_S.DEAD, self._wall_ms())
         self._groups.clear()
+        self.consumer.clear()
         self._offsets.clear()
         self._timers.clear()
         self._schedule_expiry()

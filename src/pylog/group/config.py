@@ -34,6 +34,23 @@ class GroupCoordinatorConfig:
     new_member_join_timeout_ms: int = 300_000
     # offsets.topic.num.partitions: how many __consumer_offsets partitions (see partition_for).
     offsets_topic_num_partitions: int = 50
+    # group.coordinator.rebalance.protocols: "classic" and/or "consumer" (KIP-848); a
+    # ConsumerGroupHeartbeat is refused (UNSUPPORTED_VERSION) without "consumer".
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    # group.consumer.assignors: the server-side assignors by name; the first is the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.heartbeat.interval.ms / group.consumer.session.timeout.ms, each within
+    # its group.consumer.min.* / group.consumer.max.* bounds.
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    consumer_session_timeout_ms: int = 45_000
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    # group.consumer.max.size: members beyond it get GROUP_MAX_SIZE_REACHED.
+    consumer_max_size: int = MAX_INT
+    # The broker's internal topics, which a regular-expression subscription never matches.
+    internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
 
     def __post_init__(self) -> None:
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
@@ -42,6 +59,22 @@ class GroupCoordinatorConfig:
             raise ValueError("group.max.size must be at least 1")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be at least 1")
+        if not set(self.rebalance_protocols) <= {"classic", "consumer"} or "classic" not in self.rebalance_protocols:
+            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may add consumer")
+        if not self.consumer_assignors or any(a not in ("uniform", "range") for a in self.consumer_assignors):
+            raise ValueError("group.consumer.assignors: known assignors are uniform and range")
+        for what, v, lo, hi in (
+            ("group.consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
+             self.consumer_min_heartbeat_interval_ms, self.consumer_max_heartbeat_interval_ms),
+            ("group.consumer.session.timeout.ms", self.consumer_session_timeout_ms,
+             self.consumer_min_session_timeout_ms, self.consumer_max_session_timeout_ms),
+        ):
+            if not lo <= v <= hi:
+                raise ValueError(f"{what} ({v}) must be within its min ({lo}) and max ({hi})")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        if self.consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
         for name in ("initial_rebalance_delay_ms", "offsets_retention_ms",
                      "offsets_retention_check_interval_ms", "offset_metadata_max_bytes",
                      "new_member_join_timeout_ms"):

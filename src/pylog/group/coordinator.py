@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from pylog._clock import Clock
 from pylog.errors import (
@@ -44,12 +45,14 @@ from pylog.errors import (
     MemberIdRequiredError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    UnsupportedVersionError,
 )
 from pylog.protocol._records import GroupMetadataValue
 
 from .admin import AdminMixin, map_append_error
 from .classic import ClassicGroup, GroupState, Member
 from .config import GroupCoordinatorConfig
+from .consumer_coordinator import ConsumerGroups, HeartbeatResult, TopicsView
 from .offsets import OffsetMetadataManager
 from .records import encode_group_metadata
 from .results import (
@@ -84,6 +87,10 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         self._writes: list[Write] = []
         self._loading = False
         self._loaded_groups: dict[str, GroupMetadataValue] = {}
+        # KIP-848 consumer groups: their own component, sharing this shard's clock, timers,
+        # write queue and group-id namespace.
+        self.consumer = ConsumerGroups(self.config, mono_ms=self._mono_ms, timers=self._timers,
+                                       write=self._write, new_uuid=self._new_uuid, classic_groups=self._groups)
         self._schedule_expiry()
 
     # ------------------------------------------------------------------ driving
@@ -198,6 +205,10 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         args = (protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, group_instance_id,
                 client_id, client_host, api_version)
 
+        if group_id in self.consumer.groups:
+            # A consumer-protocol group: classic members cannot join it (Kafka's online
+            # migration between the protocols is not built).
+            return done(InconsistentGroupProtocolError.code)
         # Only a joiner without a member id may create the group; a member id for a group
         # we do not know means the group was deleted or moved (the client rejoins afresh).
         group = self._groups.get(group_id)
@@ -226,6 +237,19 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
             else:
                 self._write_new_group_record(group, result)
         return result
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+
+    def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                                 topics: TopicsView, **fields: Any) -> Pending[HeartbeatResult]:
+        """ConsumerGroupHeartbeat (KIP-848): ``pylog.group.consumer_coordinator``. ``topics``
+        is the broker's topic metadata; ``fields`` the request's other fields."""
+        if self._loading:
+            return Pending.completed(HeartbeatResult(CoordinatorLoadInProgressError.code))
+        if "consumer" not in self.config.rebalance_protocols:
+            return Pending.completed(HeartbeatResult(UnsupportedVersionError.code,
+                                                     "The consumer group protocol is not enabled."))
+        return self.consumer.heartbeat(group_id, member_id, member_epoch, topics=topics, **fields)
 
     def _has_waiters(self, group: ClassicGroup) -> bool:
         return any(m.awaiting_join for m in group.members.values())

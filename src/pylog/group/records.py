@@ -14,7 +14,9 @@ Record types (the key version selects the key schema, hence the kind of record):
 
     0, 1   OffsetCommitKey  (group string, topic string, partition int32); Kafka writes 1
     2      GroupMetadataKey (group string)
-    3..8   KIP-848 consumer-group records (decoded, not replayed by the classic coordinator)
+    3..8   KIP-848 consumer-group records: 3 group epoch, 4 subscribed topics' metadata,
+           5 member metadata, 6 target assignment epoch, 7 a member's target assignment,
+           8 a member's current assignment (values v0, flexible)
     9..15  share-group records; >15 unknown: skipped on load, as Kafka's loader does
 
 Value versions Kafka writes (``MetadataVersion.offsetCommitValueVersion`` and
@@ -71,6 +73,12 @@ __all__ = [
     "UnknownRecord",
     "encode_offset_commit",
     "encode_group_metadata",
+    "encode_consumer_group_epoch",
+    "encode_consumer_group_partition_metadata",
+    "encode_consumer_group_member",
+    "encode_consumer_group_target_epoch",
+    "encode_consumer_group_target_member",
+    "encode_consumer_group_current_assignment",
     "decode_record",
     "OFFSET_COMMIT_KEY_VERSION",
     "GROUP_METADATA_KEY_VERSION",
@@ -197,6 +205,73 @@ def encode_group_metadata(group: str, value: GroupMetadataValue | None) -> tuple
     if value is None:
         return key, None
     return key, _framed(GROUP_METADATA_VALUE_VERSION, value)
+
+
+def _tps(cls: Any, tp: dict[Any, set[int]]) -> list[Any]:
+    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(tp.items(), key=lambda x: str(x[0])) if ps]
+
+
+def encode_consumer_group_epoch(group: str, epoch: int | None) -> tuple[bytes, bytes | None]:
+    """Record 3, the group epoch; None: the group's tombstone (written last on deletion)."""
+    key = _framed(3, ConsumerGroupMetadataKey(group))
+    return key, None if epoch is None else _framed(0, ConsumerGroupMetadataValue(epoch=epoch))
+
+
+def encode_consumer_group_partition_metadata(
+        group: str, topics: dict[str, tuple[Any, int]] | None) -> tuple[bytes, bytes | None]:
+    """Record 4, the subscribed topics' metadata: name -> (topic id, partitions)."""
+    key = _framed(4, ConsumerGroupPartitionMetadataKey(group))
+    if topics is None:
+        return key, None
+    tm = ConsumerGroupPartitionMetadataValue.TopicMetadata
+    value = ConsumerGroupPartitionMetadataValue(topics=[
+        tm(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
+        for name, (tid, n) in sorted(topics.items())
+    ])
+    return key, _framed(0, value)
+
+
+def encode_consumer_group_member(group: str, member_id: str, member: Any | None) -> tuple[bytes, bytes | None]:
+    """Record 5, a member's metadata (a ``ConsumerGroupMember``; None: tombstone)."""
+    key = _framed(5, ConsumerGroupMemberMetadataKey(group, member_id))
+    if member is None:
+        return key, None
+    value = ConsumerGroupMemberMetadataValue(
+        instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
+        client_host=member.client_host, subscribed_topic_names=list(member.subscribed_topic_names),
+        subscribed_topic_regex=getattr(member, "subscribed_topic_regex", None), rebalance_timeout_ms=member.rebalance_timeout_ms,
+        server_assignor=member.server_assignor, classic_member_metadata=None)
+    return key, _framed(0, value)
+
+
+def encode_consumer_group_target_epoch(group: str, epoch: int | None) -> tuple[bytes, bytes | None]:
+    """Record 6, the assignment epoch of the target assignment (None: tombstone)."""
+    key = _framed(6, ConsumerGroupTargetAssignmentMetadataKey(group))
+    return key, None if epoch is None else _framed(0, ConsumerGroupTargetAssignmentMetadataValue(epoch))
+
+
+def encode_consumer_group_target_member(group: str, member_id: str,
+                                        partitions: dict[Any, set[int]] | None) -> tuple[bytes, bytes | None]:
+    """Record 7, one member's target assignment (None: tombstone)."""
+    key = _framed(7, ConsumerGroupTargetAssignmentMemberKey(group, member_id))
+    if partitions is None:
+        return key, None
+    return key, _framed(0, ConsumerGroupTargetAssignmentMemberValue(_tps(ConsumerGroupTargetAssignmentMemberValue.TopicPartition, partitions)))
+
+
+def encode_consumer_group_current_assignment(group: str, member_id: str,
+                                             member: Any | None) -> tuple[bytes, bytes | None]:
+    """Record 8, a member's current assignment: epochs, state, assigned and pending
+    revocation partitions (a ``ConsumerGroupMember``; None: tombstone)."""
+    key = _framed(8, ConsumerGroupCurrentMemberAssignmentKey(group, member_id))
+    if member is None:
+        return key, None
+    tps = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
+        state=int(member.state), assigned_partitions=_tps(tps, member.assigned),
+        partitions_pending_revocation=_tps(tps, member.pending_revocation))
+    return key, _framed(0, value)
 
 
 # --------------------------------------------------------------------------- decode

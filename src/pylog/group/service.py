@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import logcore
 from pylog import errors
+from pylog.config.definitions import ASSIGNOR_CLASSES
 from pylog.coordinator import (
     CoordinatorRuntime,
     DeadlineTimer,
@@ -52,7 +53,7 @@ from pylog.coordinator import (
     LoadedRecord,
     TopicSpec,
 )
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS
 
 from .config import GroupCoordinatorConfig, partition_for
 from .coordinator import GroupCoordinator
@@ -76,6 +77,16 @@ def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
         offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
         offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+        rebalance_protocols=tuple(p.lower() for p in config["group.coordinator.rebalance.protocols"]),
+        consumer_assignors=tuple(ASSIGNOR_CLASSES.get(a, a) for a in config["group.consumer.assignors"]),
+        consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+        consumer_min_heartbeat_interval_ms=config["group.consumer.min.heartbeat.interval.ms"],
+        consumer_max_heartbeat_interval_ms=config["group.consumer.max.heartbeat.interval.ms"],
+        consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+        consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
+        consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
+        consumer_max_size=config["group.consumer.max.size"],
+        internal_topics=frozenset(INTERNAL_TOPICS),
     )
 
 

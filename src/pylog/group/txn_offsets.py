@@ -34,6 +34,7 @@ from .classic import ClassicGroup
 from .results import NONE, PartitionResult, Pending
 
 if TYPE_CHECKING:
+    from .consumer_coordinator import ConsumerGroups
     from .offsets import CommittedOffset, OffsetCommitPartition, OffsetMetadataManager
     from .results import Write
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 class TxnOffsetsMixin:
     if TYPE_CHECKING:
         _groups: dict[str, ClassicGroup]
+        consumer: ConsumerGroups
         _offsets: OffsetMetadataManager
         _loading: bool
 
@@ -83,12 +85,18 @@ class TxnOffsetsMixin:
         if not group_id:
             # Kafka refuses an empty group id here (OffsetCommit only refuses null).
             return all_fail(InvalidGroupIdError.code)
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return all_fail(IllegalGenerationError.code)
-            group = self._groups[group_id] = ClassicGroup(group_id, self._wall_ms())  # simple group
-        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            # A consumer-protocol group: the generation is the member epoch.
+            error = self.consumer.validate_offset_commit(cgroup, member_id, generation_id, 9, transactional=True)
+        else:
+            group = self._groups.get(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    return all_fail(IllegalGenerationError.code)
+                group = self._groups[group_id] = ClassicGroup(group_id, self._wall_ms())  # simple group
+            error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id,
+                                                 transactional=True)
         if error != NONE:
             return all_fail(error)
         # Transactional values carry no retention time (Kafka writes them at v3).

@@ -160,7 +160,14 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Transactions: the group coordinator's side.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    # KIP-848 consumer groups (dropped when group.coordinator.rebalance.protocols lacks
+    # "consumer"). Heartbeat v1 adds SubscribedTopicRegex (pylog.group.topic_regex).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
+
+# The APIs of the KIP-848 consumer group protocol.
+CONSUMER_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 # Inter-broker APIs served in cluster mode only (zookeeper.connect set): the metadata and
 # shutdown requests between the controller and the brokers. A single-node broker neither lists

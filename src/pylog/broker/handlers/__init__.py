@@ -38,6 +38,8 @@ from pylog.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     controlled_shutdown,
     create_partitions,
     create_topics,
@@ -129,6 +131,8 @@ _MODULES: tuple[ModuleType, ...] = (
     list_partition_reassignments,
     describe_client_quotas,
     alter_client_quotas,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

@@ -59,3 +59,20 @@ def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
         return parts is not None and partition in parts
     t = ctx.broker.log_manager.topics.get(topic)
     return t is not None and 0 <= partition < len(t.partitions)
+
+
+def topics_view(ctx: RequestContext) -> dict[str, tuple[Any, int]]:
+    """Every topic the broker knows: name -> (topic id, number of partitions), what the
+    consumer-group assignors work from (the metadata cache in cluster mode, else the
+    local logs)."""
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        cache = cluster.metadata
+        return {name: (cache.topic_ids[name], len(parts)) for name, parts in cache.partitions.items()
+                if name in cache.topic_ids}
+    return {name: (t.topic_id, len(t.partitions)) for name, t in ctx.broker.log_manager.topics.items()}
+
+
+def topic_names(ctx: RequestContext) -> dict[Any, str]:
+    """Topic id -> name, for the answers that name the topics of an assignment."""
+    return {tid: name for name, (tid, _n) in topics_view(ctx).items()}

@@ -23,12 +23,14 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 _R = OffsetFetchResponse
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchGroupResult:
+def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
+           member_id: str | None = None, member_epoch: int = -1) -> OffsetFetchGroupResult:
     coord = _groups.coordinator(ctx, group_id)
     if coord is None:
         return OffsetFetchGroupResult(group_id, _groups.not_hosted(ctx))
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return _groups.driven(ctx, coord, coord.offset_fetch(group_id, wanted, require_stable))
+    return _groups.driven(ctx, coord, coord.offset_fetch(group_id, wanted, require_stable,
+                                                         member_id, member_epoch))
 
 
 def _by_topic(result: OffsetFetchGroupResult, topics: Any) -> dict[str, list[Any]]:
@@ -50,7 +52,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if v >= 8:
         groups = []
         for g in request.groups:
-            r = _fetch(ctx, g.group_id, g.topics, stable)
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+            r = _fetch(ctx, g.group_id, g.topics, stable, *member)
             groups.append(_R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=r.error_code, topics=[
                 _R.OffsetFetchResponseTopics(name=name, partitions=[
                     _R.OffsetFetchResponsePartitions(

@@ -35,6 +35,7 @@ from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.net.connection import Connection
 from pylog.protocol._schema import ConsumerProtocolAssignment
 from pylog.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
@@ -57,17 +58,20 @@ GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "
 _GROUP_KEY = 0  # FindCoordinator key type of a group
 # Coordinator errors a call retries, dropping the cached coordinator for the second set.
 _RETRY = (errors.CoordinatorLoadInProgressError, errors.RebalanceInProgressError)
+_CONSUMER_GROUP_DESCRIBE = 69  # ApiKey.CONSUMER_GROUP_DESCRIBE (KIP-848)
 _COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 _REDISCOVER = (*_COORDINATOR_MOVED, KafkaConnectionError, KafkaTimeoutError)
 
 
 class GroupListing(NamedTuple):
     """A group as ListGroups names it. ``state`` is None from brokers older than
-    ListGroups v4; ``protocol_type`` is "" for a group only offsets were committed for."""
+    ListGroups v4; ``protocol_type`` is "" for a group only offsets were committed for;
+    ``group_type`` (``"classic"``, ``"consumer"`` for KIP-848 groups) is None before v5."""
 
     group_id: str
     protocol_type: str
     state: str | None
+    group_type: str | None = None
 
 
 class MemberDescription(NamedTuple):
@@ -79,6 +83,11 @@ class MemberDescription(NamedTuple):
     client_id: str
     host: str
     assignment: list[TopicPartition]
+    # KIP-848 consumer groups only (None for classic groups): the member's epoch, the
+    # partitions it is moving to, its subscribed topics.
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
+    subscribed_topics: list[str] | None = None
 
 
 class GroupDescription(NamedTuple):
@@ -97,6 +106,11 @@ class GroupDescription(NamedTuple):
     protocol: str
     members: list[MemberDescription]
     coordinator: int
+    # "consumer" for a KIP-848 group (described by ConsumerGroupDescribe; ``protocol`` is
+    # then its server-side assignor), with its group and assignment epochs.
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 def decode_assignment(data: bytes | None) -> list[TopicPartition]:
@@ -195,22 +209,25 @@ class GroupAdmin:
 
     # ------------------------------------------------------------------ list / describe
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+    async def list_groups(self, states: Iterable[str] | None = None,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
         """Groups of every broker, sorted by id; ``states`` keeps those in these states
-        (case-insensitive; needs ListGroups v4, Kafka 2.6+).
+        (case-insensitive; needs ListGroups v4, Kafka 2.6+), ``types`` those of these types
+        (``classic``, ``consumer``...; needs ListGroups v5, Kafka 3.8+).
 
         Raises:
-            ValueError: a state Kafka does not have.
-            UnsupportedVersionError: a state filter for a broker older than ListGroups v4.
+            ValueError: a state or type Kafka does not have.
+            UnsupportedVersionError: a filter the broker's ListGroups version lacks.
         """
         wanted = _states(states)
+        kinds = _types(types)
         await self.cluster.update()
         nodes = sorted(self.cluster.brokers)
-        results = await asyncio.gather(*(self._list_at(n, wanted) for n in nodes))
+        results = await asyncio.gather(*(self._list_at(n, wanted, kinds) for n in nodes))
         found = {g.group_id: g for listing in results for g in listing}
         return [found[g] for g in sorted(found)]
 
-    async def _list_at(self, node: int, states: list[str]) -> list[GroupListing]:
+    async def _list_at(self, node: int, states: list[str], types: list[str]) -> list[GroupListing]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         while True:
@@ -220,11 +237,15 @@ class GroupAdmin:
                 if states and version < 4:
                     raise errors.UnsupportedVersionError(
                         f"broker {node} cannot filter groups by state (ListGroups v{version})")
-                resp = await conn.send(ListGroupsRequest(states_filter=states, types_filter=[]),
+                if types and version < 5:
+                    raise errors.UnsupportedVersionError(
+                        f"broker {node} cannot filter groups by type (ListGroups v{version})")
+                resp = await conn.send(ListGroupsRequest(states_filter=states, types_filter=types),
                                        version)
                 _check(resp.error_code, f"list groups of broker {node}")
                 return [GroupListing(g.group_id, g.protocol_type,
-                                     g.group_state if version >= 4 else None)
+                                     g.group_state if version >= 4 else None,
+                                     g.group_type if version >= 5 else None)
                         for g in resp.groups]
             except (errors.CoordinatorLoadInProgressError, errors.CoordinatorNotAvailableError,
                     KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -244,6 +265,11 @@ class GroupAdmin:
             resp = await conn.send(R(groups=[group_id], include_authorized_operations=False))
             (g,) = resp.groups
             _check(g.error_code, f"describe group {group_id!r}")
+            if g.group_state == "Dead" and _CONSUMER_GROUP_DESCRIBE in getattr(conn, "versions", {}):
+                # Kafka's DescribeGroups answers Dead for a KIP-848 group: ask again.
+                found = await self._describe_consumer_group(conn, group_id)
+                if found is not None:
+                    return found
             consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
             members = [MemberDescription(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -252,6 +278,25 @@ class GroupAdmin:
             return GroupDescription(g.group_id, g.group_state, g.protocol_type,
                                     g.protocol_data, members, conn.node_id)
         return await self._at_coordinator(group_id, f"describe group {group_id!r}", ask)
+
+    async def _describe_consumer_group(self, conn: Connection, group_id: str) -> GroupDescription | None:
+        """A KIP-848 group by ConsumerGroupDescribe; None when it is not one."""
+        resp = await conn.send(ConsumerGroupDescribeRequest(group_ids=[group_id],
+                                                            include_authorized_operations=False))
+        (g,) = resp.groups
+        if g.error_code == errors.GroupIdNotFoundError.code:
+            return None
+        _check(g.error_code, f"describe consumer group {group_id!r}", g.error_message)
+
+        def tps(a: Any) -> list[TopicPartition]:
+            return sorted(TopicPartition(t.topic_name, p) for t in (a.topic_partitions if a else [])
+                          for p in t.partitions)
+        members = [MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host, tps(m.assignment),
+            m.member_epoch, tps(m.target_assignment), list(m.subscribed_topic_names))
+            for m in g.members]
+        return GroupDescription(g.group_id, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
+                                members, conn.node_id, "consumer", g.group_epoch, g.assignment_epoch)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         ids = _group_ids(group_ids)
@@ -436,6 +481,23 @@ def _states(states: Iterable[str] | None) -> list[str]:
         if name is None:
             raise ValueError(f"unknown group state {s!r}; Kafka's states are "
                              f"{', '.join(GROUP_STATES)}")
+        out.append(name)
+    return out
+
+
+GROUP_TYPES = ("classic", "consumer", "share", "streams")  # Kafka's GroupType names
+
+
+def _types(types: Iterable[str] | None) -> list[str]:
+    if types is None:
+        return []
+    if isinstance(types, str):
+        types = [types]
+    out = []
+    for t in types:
+        name = str(t).strip().lower()
+        if name not in GROUP_TYPES:
+            raise ValueError(f"unknown group type {t!r}; Kafka's types are {', '.join(GROUP_TYPES)}")
         out.append(name)
     return out
 

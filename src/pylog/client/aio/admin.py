@@ -399,8 +399,9 @@ class Admin:
         return sorted(n for n, t in (await self._core.describe_topics(None)).items()
                       if not t.is_internal)
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        return await self._core.groups.list_groups(states)
+    async def list_groups(self, states: Iterable[str] | None = None,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
+        return await self._core.groups.list_groups(states, types)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         return await self._core.groups.describe_groups(group_ids)
