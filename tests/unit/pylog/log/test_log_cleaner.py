@@ -7,6 +7,7 @@ import time
 import pytest
 
 from logcore import BatchBuilder, Log, LogConfig, ManualClock, iter_batches
+from logcore.cleaner import Throttler
 from pylog.log.cleaner import LogCleaner
 
 T0 = 1_700_000_000_000
@@ -141,8 +142,10 @@ def test_pause_aborts_a_clean_in_progress_and_cleaning_resumes_after(logs) -> No
 
     a, _b, _d = logs
     fill(a, 300, 5)  # about 20 KB of batches
-    lc = LogCleaner(lambda: [a], threads=0, dedupe_buffer_size=1 << 20,
-                    max_io_bytes_per_second=4096)  # a round of several seconds
+    lc = LogCleaner(lambda: [a], threads=0, dedupe_buffer_size=1 << 20)
+    # A round of several seconds, throttled from its first batch (the default throttler
+    # lets the first 10 ms run free: time enough to swap a group in before the pause).
+    lc._cleaners[0].throttler = Throttler(4096, check_interval_s=0.0)
     results: list[object] = []
     worker = threading.Thread(target=lambda: results.append(lc.clean_once()))
     worker.start()
