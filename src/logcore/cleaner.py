@@ -74,8 +74,8 @@ else:
     from ._index import OffsetIndex, TimeIndex  # type: ignore[assignment]
     from ._offset_map import OffsetMap  # type: ignore[assignment]
 
-__all__ = ["CleanStats", "Cleaner", "LogToClean", "OffsetMap", "Throttler", "cleanable",
-           "filthiest"]
+__all__ = ["CleanStats", "Cleaner", "CleaningAbortedError", "LogToClean", "OffsetMap",
+           "Throttler", "cleanable", "filthiest"]
 
 _ATTR_CODEC = 0x07
 _ATTR_LOG_APPEND_TIME = 0x08
@@ -85,6 +85,16 @@ _ATTR_DELETE_HORIZON = 0x40
 _HSIZE = HEADER.size
 _U32 = struct.Struct(">I")
 _I32_MAX = 2**31 - 1
+
+class CleaningAbortedError(LogcoreError):
+    """A clean round stopped because its owner asked (``Cleaner.clean``'s ``should_abort``;
+    Kafka's ``LogCleaningAbortedException``). The groups already swapped in stay (each is
+    a complete cleaned copy); the checkpoint did not move, so the next round starts over."""
+
+
+def _never() -> bool:
+    return False
+
 
 # Kafka's CleanerConfig defaults.
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
@@ -426,14 +436,18 @@ class Cleaner:
         self.offset_map = OffsetMap(min(dedupe_buffer_size, _I32_MAX), load_factor)
         self.throttler = throttler or Throttler(max_io_bytes_per_second)
         self.io_buffer_size = io_buffer_size
+        self._should_abort: Callable[[], bool] = _never
 
-    def clean(self, log: Any, now_ms: int | None = None,
-              upper_bound: int | None = None) -> CleanStats | None:
+    def clean(self, log: Any, now_ms: int | None = None, upper_bound: int | None = None,
+              should_abort: Callable[[], bool] | None = None) -> CleanStats | None:
         """One round of cleaning of ``log`` (see the module docstring).
 
         Args:
             now_ms: the time horizons are judged against (the log's clock when None).
             upper_bound: clean nothing at or above this offset (the high watermark).
+            should_abort: asked before each batch and each swap (any thread may make it
+                true); when it answers True the round stops (Kafka's
+                ``checkCleaningAborted``).
 
         Returns:
             What was done, or None when the log has no cleanable section.
@@ -442,10 +456,22 @@ class Cleaner:
             LogcoreError: the log is not compacted, or closed meanwhile; the map cannot
                 hold a single batch of the dirty section. CorruptRecordError: a batch
                 of the dirty section is malformed (nothing was swapped for it).
+            CleaningAbortedError: ``should_abort`` said so.
         """
         if not log.config.compact:
             raise LogcoreError(f"log {log.directory} has cleanup_policy "
                                f"{log.config.cleanup_policy!r}, not compact")
+        self._should_abort = should_abort or _never
+        try:
+            return self._clean(log, now_ms, upper_bound)
+        finally:
+            self._should_abort = _never
+
+    def _check_aborted(self, log: Any) -> None:
+        if self._should_abort():
+            raise CleaningAbortedError(f"cleaning {log.directory} was aborted")
+
+    def _clean(self, log: Any, now_ms: int | None, upper_bound: int | None) -> CleanStats | None:
         started = time.monotonic()
         self.throttler.restart()
         slept0 = self.throttler.slept
@@ -457,7 +483,7 @@ class Cleaner:
         segments = list(log._snapshot.segments)
         omap = self.offset_map
         omap.clear()
-        end, bytes_read = self._build_map(segments, first_dirty, upper,
+        end, bytes_read = self._build_map(log, segments, first_dirty, upper,
                                           log.aborted_transactions(first_dirty, upper))
         if end <= first_dirty:
             return None
@@ -479,6 +505,7 @@ class Cleaner:
             stats = self._clean_group(log, group, now, last_batches, end, txns)
             if _compaction.phase_hook is not None:
                 _compaction.phase_hook("cleaned")
+            self._check_aborted(log)  # nothing of this group swapped in yet
             if not log.replace_segments(group, group[0].base_offset):
                 # Retention or a truncation changed these segments meanwhile: stop, and
                 # leave the checkpoint where it was (the next round starts over).
@@ -494,7 +521,7 @@ class Cleaner:
                           totals[5], self.throttler.slept - slept0,
                           time.monotonic() - started)
 
-    def _build_map(self, segments: list[LogSegment], first_dirty: int,
+    def _build_map(self, log: Any, segments: list[LogSegment], first_dirty: int,
                    upper: int, aborted: list[Any]) -> tuple[int, int]:
         """Fill the map from [first_dirty, upper); returns (round end offset, bytes read)."""
         omap = self.offset_map
@@ -507,6 +534,7 @@ class Cleaner:
             if segments[i + 1].base_offset <= first_dirty:
                 continue
             for buf, pos, size, f in _Batches(seg, self.io_buffer_size):
+                self._check_aborted(log)
                 base, last = f[0], f[0] + f[6]
                 if last < first_dirty:
                     continue
@@ -547,6 +575,7 @@ class Cleaner:
                 except OSError:
                     pass
                 for view, pos, size, f in _Batches(seg, self.io_buffer_size):
+                    self._check_aborted(log)
                     nread += size
                     self.throttler.maybe_throttle(size)
                     attrs, count, base_ts, max_ts = f[5], f[12], f[7], f[8]

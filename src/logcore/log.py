@@ -635,11 +635,11 @@ class Log(LogReads, LogDurability, LogCompaction, LogTransactions):
         offset after the last batch kept (or the active segment's base offset when none
         is left in it), so it may end up below ``offset`` (a straddling batch, or
         ``offset`` inside a gap left by compaction); it is what a reopen would compute.
-        Below log_start_offset this is truncate_fully_and_start_at. The file work runs
-        without the append lock (:mod:`logcore.truncation`).
+        Below log_start_offset this is truncate_fully_and_start_at; at or past the log end,
+        only the leader epochs starting there go (:mod:`logcore.truncation`).
 
         Returns:
-            True if anything was removed.
+            True if any record was removed.
         """
         return truncation.truncate_to(self, offset)
 

@@ -26,20 +26,31 @@ from .segment import LogSegment
 
 
 def truncate_to(log: Any, offset: int) -> bool:
-    """``Log.truncate_to``: returns True if anything was removed."""
+    """``Log.truncate_to``: returns True if any record was removed. With nothing to cut
+    (``offset`` at or past the log end) the leader-epoch cache still drops the epochs that
+    start at the log end."""
     if offset < 0:
         raise ValueError(f"cannot truncate to negative offset {offset}")
     with log._files.lock, log._checkpoint_lock:
         with log._lock:
             log._check_open()
-            if offset >= log._log_end_offset:
-                return False
-            full = offset < log._log_start_offset
-            if not full:
+            cut = offset < log._log_end_offset
+            if not cut:
+                # No record goes, but an epoch that starts at the log end does: a broker
+                # that became leader (the epoch starts at its log end) and appended
+                # nothing before losing the leadership would otherwise name that epoch
+                # as its last in every fetch, and its new leader would answer with the
+                # same divergence for ever (Kafka's truncateTo does the same).
+                log.leader_epoch_cache.truncate_from_end(log._log_end_offset, write=False)
+            full = cut and offset < log._log_start_offset
+            if cut and not full:
                 # Under the file lock only appends change the list, at its end: the
                 # segment that keeps the new log end is this one whatever they do.
                 view = log._view
                 floor = view.segments[max(bisect.bisect_right(view.bases, offset - 1) - 1, 0)]
+        if not cut:
+            log.leader_epoch_cache.write_if_dirty()
+            return False
         if full:
             truncate_fully_and_start_at(log, offset)
             return True

@@ -232,18 +232,36 @@ class Cluster:
 
     def healthy(self, topics: dict[str, int]) -> bool:
         """Every broker registered, a controller, every partition led with a full ISR."""
-        if self.registered() != self.ids or self.controller() is None:
-            return False
+        return not self.unhealthy(topics)
+
+    def unhealthy(self, topics: dict[str, int]) -> list[str]:
+        """What ``healthy`` misses: brokers not registered, no controller, partitions
+        without a leader or a full ISR (with their state)."""
+        missing: list[str] = []
+        registered = self.registered()
+        if registered != self.ids:
+            missing.append(f"registered brokers {sorted(registered)}")
+        if self.controller() is None:
+            missing.append("no controller")
         for topic, partitions in topics.items():
             for p in range(partitions):
                 st = self.state(topic, p)
                 if st is None or st.leader < 0 or len(st.isr) != len(self.brokers):
-                    return False
-        return True
+                    missing.append(f"{topic}-{p} " + ("no state" if st is None else
+                                   f"leader {st.leader} epoch {st.leader_epoch} "
+                                   f"ISR {list(st.isr)}"))
+        return missing
 
     def wait_healthy(self, topics: dict[str, int], timeout: float = 120.0) -> None:
-        wait_for(lambda: self.healthy(topics), timeout,
-                 "every broker registered and every partition led with a full ISR")
+        try:
+            wait_for(lambda: self.healthy(topics), timeout,
+                     "every broker registered and every partition led with a full ISR")
+        except ClusterError as exc:
+            try:
+                missing = "; ".join(self.unhealthy(topics))
+            except Exception as e:  # noqa: BLE001 - ZooKeeper down: the first message stands
+                missing = f"not known: {e!r}"
+            raise ClusterError(f"{exc} (missing: {missing})") from None
 
     def wait_unregistered(self, broker_id: int, timeout: float = SESSION_MS / 1000 + 60) -> None:
         """Until ``/brokers/ids/<id>`` is gone (the old session expired): a broker restarted

@@ -61,13 +61,6 @@ def test_compacted_topic_keeps_every_latest_value_under_seeded_faults(tmp_path,
     assert figures.ok, figures.summary()
 
 
-# Open finding (issue 19): after a broker is paused past its session, its copy of a
-# __transaction_state partition can stay out of the ISR for minutes, and the harness then
-# times out waiting for a full ISR before it checks anything. Seen in 2 of 4 CI-like runs.
-# Non-strict: the run and every check still happen; a loss or duplicate still shows as a
-# failed check in its output, and a pass reports XPASS.
-@pytest.mark.xfail(reason="a follower of __transaction_state can stay out of the ISR after "
-                          "a SIGSTOP (issue 19, open)", strict=False)
 @pytest.mark.parametrize("seed", WORKLOAD_SEEDS)
 def test_transactions_all_or_nothing_under_seeded_faults(tmp_path, seed: int) -> None:
     figures = _run(tmp_path, seed, "txn")

@@ -342,7 +342,8 @@ class CoordinatorRuntime:
                 log.error("cannot load %s-%d (attempt %d): %s: %s; retrying in %d ms", self.spec.name,
                           p.index, p.failures, type(exc).__name__, exc, delay_ms,
                           exc_info=not isinstance(exc, (OSError, logcore.LogcoreError)))
-                await asyncio.sleep(delay_ms / 1000.0)
+                # On the broker's clock: a virtual clock (pylog.testing) retries on advance().
+                await self.broker.clock.sleep(delay_ms / 1000.0)
                 continue
             if not self._current(p):
                 return

@@ -12,9 +12,9 @@ The logs come from a callable (the LogManager's open partitions); ``upper_bound`
 give each log's high watermark, above which nothing is cleaned. A log whose clean fails
 (a corrupt batch, an I/O error) is marked uncleanable and skipped from then on, as
 Kafka's ``markPartitionUncleanable``; a log closed meanwhile (topic deleted) is not an
-error. ``pause(log)`` waits for a running clean of that log to end and keeps the threads
-off it until ``resume(log)`` (Kafka's ``abortAndPauseCleaning`` before a truncation or a
-deletion). After each pass a thread runs retention (``apply_retention``) on the compacted
+error. ``pause(log)`` aborts a running clean of that log (it stops at its next batch or
+swap: Kafka's ``abortAndPauseCleaning`` before a truncation or a deletion), waits for it
+to stop and keeps the threads off the log until ``resume(log)``. After each pass a thread runs retention (``apply_retention``) on the compacted
 logs no thread is cleaning (Kafka's ``deletableLogs``): segments below the log start
 offset go, time and size retention apply to ``compact,delete`` logs, and the ``.deleted``
 files of earlier swaps are unlinked once their ``file.delete.delay.ms`` passed; the owner
@@ -42,6 +42,7 @@ from logcore.cleaner import (
     DEFAULT_IO_BUFFER_SIZE,
     DEFAULT_LOAD_FACTOR,
     Cleaner,
+    CleaningAbortedError,
     CleanStats,
     filthiest,
 )
@@ -102,6 +103,8 @@ class LogCleaner:
         self._n_threads = threads
         self._lock = threading.Condition()
         self._in_progress: set[Any] = set()
+        # Logs whose running clean was asked to stop (by ``pause``).
+        self._aborting: set[Any] = set()
         self._paused: dict[Any, int] = {}
         #: Logs whose clean failed (skipped from then on; Kafka's uncleanable partitions).
         self.uncleanable: set[Any] = set()
@@ -163,7 +166,8 @@ class LogCleaner:
 
     # ------------------------------------------------------------------ pausing
     def pause(self, plog: Any, timeout_s: float | None = None) -> bool:
-        """Wait until no thread cleans ``plog`` and keep them off it until ``resume``.
+        """Abort a running clean of ``plog`` (Kafka's ``abortAndPauseCleaning``), wait until
+        no thread cleans it, and keep them off it until ``resume``.
 
         Returns False if a running clean did not end within ``timeout_s`` (the log
         stays paused either way: call ``resume``)."""
@@ -171,6 +175,8 @@ class LogCleaner:
         waited = 0.0
         with self._lock:
             self._paused[plog] = self._paused.get(plog, 0) + 1
+            if plog in self._in_progress:
+                self._aborting.add(plog)
             while plog in self._in_progress:
                 step = PAUSE_WARN_S if deadline is None else min(PAUSE_WARN_S,
                                                                 deadline - time.monotonic())
@@ -233,7 +239,12 @@ class LogCleaner:
             self._in_progress.add(target)
             cleaner = self._free.pop()
         try:
-            stats = cleaner.clean(target, upper_bound=None if bounds is None else bounds.get(target))
+            stats = cleaner.clean(target, upper_bound=None if bounds is None else bounds.get(target),
+                                  should_abort=lambda: target in self._aborting)
+        except CleaningAbortedError:
+            log.info("log cleaner: the clean of %s was aborted (paused for a truncation or a "
+                     "deletion)", target.directory)
+            return None
         except logcore.LogcoreError as exc:
             if target.closed:
                 return None
@@ -247,6 +258,7 @@ class LogCleaner:
         finally:
             with self._lock:
                 self._in_progress.discard(target)
+                self._aborting.discard(target)
                 self._free.append(cleaner)
                 self._lock.notify_all()
         if stats is not None:
@@ -285,6 +297,7 @@ class LogCleaner:
         finally:
             with self._lock:
                 self._in_progress.difference_update(mine)
+                self._aborting.difference_update(mine)  # retention is not aborted: it ended
                 self._lock.notify_all()
         return removed
 

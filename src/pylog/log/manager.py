@@ -93,8 +93,9 @@ _LOGCORE_KEYS = (
     "max.compaction.lag.ms",
     "min.cleanable.dirty.ratio",
 )
-# How long a topic deletion or a truncation waits for a clean of the log in progress to end
-# before it goes ahead anyway (the clean then fails on the closed log, which is not an error).
+# How long a topic deletion or a truncation waits for a clean of the log in progress to stop
+# (it is aborted at its next batch or swap) before it goes ahead anyway (the clean then fails
+# on the closed log, which is not an error).
 _PAUSE_TIMEOUT_S = 30.0
 
 

@@ -42,7 +42,7 @@ from pylog import errors
 from pylog.protocol.messages import ProduceResponse
 
 __all__ = ["INLINE_APPEND_MAX_BYTES", "LEADER_EPOCH", "AppendError", "append_records",
-           "append_replicated"]
+           "append_replicated", "must_wait_for_acks"]
 
 log = logging.getLogger("pylog.replication.append")
 
@@ -275,7 +275,7 @@ async def append_replicated(broker: Any, partition: Any, records: Any, timeout_m
     info = await append_records(broker, partition, records, -1)
     replicas = broker.replicas
     key = (partition.topic, partition.index)
-    if not info.duplicate and replicas.active and key in replicas.partitions:
+    if not info.duplicate and must_wait_for_acks(broker, key):
         code = await replicas.wait_for_acks(key, info.last_offset + 1, timeout_ms)
         if code:
             raise AppendError(code, f"the append to {partition.topic}-{partition.index} at offset "
@@ -299,3 +299,14 @@ def _replica_checks(broker: Any, state: Any, acks: int) -> tuple[int, int]:
     except errors.NotEnoughReplicasError as exc:
         raise AppendError(exc.code, f"{exc} for partition {state.topic}-{state.index}") from None
     return 1, state.leader_epoch
+
+
+def must_wait_for_acks(broker: Any, key: tuple[str, int]) -> bool:
+    """Whether an acks=-1 append to ``key`` waits for the ISR. In cluster mode always (an
+    append is refused without a role, so a state gone by now was lost while appending:
+    ``wait_for_acks`` answers NOT_LEADER_OR_FOLLOWER, the records may be truncated away);
+    with LeaderAndIsr applied in-process, for the partitions it gave a role."""
+    replicas = broker.replicas
+    if not replicas.active:
+        return False
+    return key in replicas.partitions or getattr(broker, "cluster", None) is not None

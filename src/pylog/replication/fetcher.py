@@ -318,10 +318,17 @@ def _truncate(log_manager: Any, partition: Any, leader_epoch: int, leader_end: i
     if offset < high_watermark:
         log.warning("%s-%d: truncating to %d, below the high watermark %d", partition.topic,
                     partition.index, offset, high_watermark)
+    epochs = plog.leader_epoch_cache.entries
     if log_manager.truncate_to(partition, offset):
         log.info("%s-%d: truncated from %d to %d (leader epoch %d ends at %d on the leader%s)",
                  partition.topic, partition.index, leo, plog.log_end_offset, leader_epoch,
                  leader_end, "" if settled else "; checking an older epoch next")
+    elif plog.leader_epoch_cache.entries != epochs:
+        # An epoch this broker began as leader at its log end, with no record in it.
+        log.info("%s-%d: no record to truncate at %d; leader epochs %s dropped (the leader's "
+                 "epoch %d ends at %d)", partition.topic, partition.index, leo,
+                 [e for e, _s in epochs[len(plog.leader_epoch_cache.entries):]],
+                 leader_epoch, leader_end)
 
 
 def _reset_out_of_range(log_manager: Any, partition: Any, leader_start: int, leader_hw: int) -> None:

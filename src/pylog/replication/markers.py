@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import logcore
 from pylog import errors
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
-from pylog.replication.append import LEADER_EPOCH
+from pylog.replication.append import LEADER_EPOCH, must_wait_for_acks
 
 __all__ = ["MARKER_APPEND_TIMEOUT_MS", "TxnMarker", "TxnMarkerResult", "write_markers"]
 
@@ -84,8 +84,13 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
     io = broker.io
     replicas = broker.replicas
     epoch = LEADER_EPOCH
+    cluster = getattr(broker, "cluster", None)
     if replicas.active:  # cluster mode: only the leader writes markers, in its epoch
         state = replicas.partitions.get(key)
+        if state is None and cluster is not None:
+            # No role here (after StopReplica, before the first LeaderAndIsr): as
+            # append_records, never written; the coordinator retries with the leader.
+            return result(errors.NotLeaderOrFollowerError.code)
         if state is not None:
             if state.leader is None:
                 return result(errors.NotLeaderOrFollowerError.code)
@@ -110,9 +115,11 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
     if replicas.active:
         replicas.on_local_append(key, partition.log.log_end_offset)
     broker.waiters.notify(key)
-    if replicas.active and key in replicas.partitions:
+    if must_wait_for_acks(broker, key):
         # acks=-1, as Kafka appends markers: acknowledged once the ISR has the marker, so a
-        # completed transaction's markers survive the loss of this leader.
+        # completed transaction's markers survive the loss of this leader. A role lost
+        # while the marker was appended (StopReplica dropped the partition's state) is
+        # NOT_LEADER_OR_FOLLOWER, never a success: the marker may be truncated away.
         code = await replicas.wait_for_acks(key, info.first_offset + 1, MARKER_APPEND_TIMEOUT_MS)
         if code:
             log.info("marker for producer %d on %s-%d not replicated to the ISR (error %d)",

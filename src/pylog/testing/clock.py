@@ -14,9 +14,10 @@ timeouts and ``group.initial.rebalance.delay.ms``, offsets retention
 (``offsets.retention.check.interval.ms``, ``offsets.retention.minutes``), transaction
 timeouts and transactional-id expiration, the retention check
 (``log.retention.check.interval.ms`` with ``retention.ms``), ``segment.ms`` rolls (judged at
-the next append) and the log manager's scheduled flushes and checkpoints. What does not:
-the network (``connections.max.idle.ms``, request and fetch waits, which clients time in
-real time), retry backoffs, and every client-side timer.
+the next append), the log manager's scheduled flushes and checkpoints, and the backoff
+before a failed coordinator load is retried. What does not: the network
+(``connections.max.idle.ms``, request and fetch waits, which clients time in real time),
+other retry backoffs, and every client-side timer.
 
 Thread-safety: reading (``time_ms``, ``monotonic``) from any thread. ``call_later`` and
 ``sleep`` on the loop the clock is bound to (the broker's); ``run_due`` too (``KafkaBroker

@@ -62,7 +62,7 @@ from pylog.broker.handlers._common import lookup_topic
 from pylog.broker.quotas import produce_throttle
 from pylog.log.internal_topics import is_internal
 from pylog.protocol.messages import ProduceResponse
-from pylog.replication.append import AppendError, append_records
+from pylog.replication.append import AppendError, append_records, must_wait_for_acks
 
 if TYPE_CHECKING:
     from pylog.broker.handlers import RequestContext
@@ -173,7 +173,7 @@ async def _produce_partition(ctx: RequestContext, topic: Any, pd: Any, acks: int
     resp.log_append_time_ms = info.log_append_time_ms
     resp.log_start_offset = info.log_start_offset
     replicas = ctx.broker.replicas
-    if acks == -1 and replicas.active and (partition.topic, partition.index) in replicas.partitions:
+    if acks == -1 and must_wait_for_acks(ctx.broker, (partition.topic, partition.index)):
         # acks=all on a replicated partition: wait until the high watermark passes the
         # batch (remote time; partitions wait concurrently, so their waits overlap).
         loop = asyncio.get_running_loop()

@@ -168,6 +168,37 @@ def test_a_load_whose_replay_fails_once_is_retried_and_becomes_active(broker) ->
     run(scenario())
 
 
+def test_a_failed_load_is_retried_on_the_brokers_clock(tmp_path) -> None:
+    """The retry's backoff is the broker's clock time: on a virtual clock (pylog.testing)
+    real time passing does not retry it, advancing the clock past the backoff does."""
+    from pylog.testing.clock import VirtualClock, settle_loop
+
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "num.partitions": "1"})
+    clock = VirtualClock(time_ms=T0)
+    b = Broker(config, clock=clock, allow_pure_python=True)
+    b.log_manager.startup()
+
+    async def scenario() -> None:
+        await _topic_with(b, 2)
+        handler = Recorder(fail_replays=1)
+        rt = _runtime(b, handler, load_chunk_bytes=1 << 20, retry_backoff_ms=50)
+        await rt.start()
+        await _until(lambda: rt.state(0) is PartitionState.FAILED, "the failed load")
+        await asyncio.sleep(0.15)  # three backoffs of real time
+        assert rt.state(0) is PartitionState.FAILED and handler.begun == [(0, None)]
+        await clock.run_due(0.049, settle_loop)
+        assert rt.state(0) is PartitionState.FAILED
+        await clock.run_due(0.001, settle_loop)
+        await _until(lambda: rt.state(0) is PartitionState.ACTIVE, "the retried load")
+        assert handler.loaded == {0: 4}
+        await rt.shutdown()
+    try:
+        run(scenario())
+    finally:
+        b.log_manager.shutdown()
+        b.io.shutdown()
+
+
 def test_a_failed_load_waits_longer_each_time_and_stops_when_resigned(broker, monkeypatch) -> None:
     async def scenario() -> None:
         await _topic_with(broker, 1)

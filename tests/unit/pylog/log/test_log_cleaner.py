@@ -7,6 +7,7 @@ import time
 import pytest
 
 from logcore import BatchBuilder, Log, LogConfig, ManualClock, iter_batches
+from logcore.cleaner import Throttler
 from pylog.log.cleaner import LogCleaner
 
 T0 = 1_700_000_000_000
@@ -131,3 +132,34 @@ def test_a_log_deleted_during_its_clean_is_not_an_error(logs, monkeypatch) -> No
                         lambda phase: a.delete() if phase == "cleaned" else None)
     assert lc.clean_once() is None
     assert not lc.uncleanable and a.closed
+
+
+def test_pause_aborts_a_clean_in_progress_and_cleaning_resumes_after(logs) -> None:
+    """Kafka's abortAndPauseCleaning: a pause (before a follower's truncation or a topic
+    deletion) does not wait for a slow round to end; the round stops at its next batch,
+    swaps nothing in, is no failure, and a round after resume cleans the log."""
+    import threading
+
+    a, _b, _d = logs
+    fill(a, 300, 5)  # about 20 KB of batches
+    lc = LogCleaner(lambda: [a], threads=0, dedupe_buffer_size=1 << 20)
+    # A round of several seconds, throttled from its first batch (the default throttler
+    # lets the first 10 ms run free: time enough to swap a group in before the pause).
+    lc._cleaners[0].throttler = Throttler(4096, check_interval_s=0.0)
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(lc.clean_once()))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while a not in lc._in_progress and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert a in lc._in_progress
+    started = time.monotonic()
+    assert lc.pause(a, timeout_s=30)
+    assert time.monotonic() - started < 2.0
+    worker.join(10)
+    assert results == [None] and lc.rounds == 0 and a not in lc.uncleanable
+    assert count(a) == 300
+    assert lc.clean_once() is None  # paused
+    lc.resume(a)
+    lc._cleaners[0].throttler.rate = float("inf")
+    assert lc.clean_once() is not None and count(a) == 5

@@ -129,3 +129,36 @@ def test_truncation_over_several_epochs_takes_several_rounds(tmp_path) -> None:
     finally:
         lead.close()
         foll.close()
+
+
+def test_a_follower_that_led_an_epoch_without_appending_drops_it_and_catches_up(tmp_path) -> None:
+    """The __transaction_state stall of issue 19: a broker became leader in epoch 1 at its
+    log end (1) and appended nothing before it lost the leadership. Following the new
+    leader it fetches at 1 with last epoch 1; the leader (epoch 0 ended at 1 there) answers
+    diverging (0, 1) and the truncation point is 1, the log end: nothing to cut, but the
+    empty epoch 1 must leave the cache (Kafka's truncateTo always truncates it), else
+    every fetch asks about epoch 1 again and the follower never moves."""
+    lead = logcore.Log(tmp_path / "l" / "t-0")
+    foll = logcore.Log(tmp_path / "f" / "t-0")
+    try:
+        lead.append(_batch(1, b"a"), leader_epoch=0)
+        _replicate(lead, foll)
+        foll.assign_leader_epoch(1)  # led epoch 1, appended nothing
+        lead.assign_leader_epoch(2)
+        lead.append(_batch(5, b"b"), leader_epoch=2)
+        leader_epochs = lead.leader_epoch_cache.entries
+        assert diverging_epoch(leader_epochs, 1, 1, lead.log_end_offset) == (0, 1)
+        assert not foll.truncate_to(1)  # no record to remove...
+        assert foll.leader_epoch_cache.entries == [(0, 0)]  # ...but epoch 1 is gone
+        _replicate(lead, foll)
+        assert _read_all(lead) == _read_all(foll)
+        assert lead.leader_epoch_cache.entries == [(0, 0), (2, 1)]
+        assert foll.leader_epoch_cache.entries == lead.leader_epoch_cache.entries
+    finally:
+        lead.close()
+        foll.close()
+    reopened = logcore.Log(tmp_path / "f" / "t-0")  # the leader-epoch file agrees
+    try:
+        assert reopened.leader_epoch_cache.entries == [(0, 0), (2, 1)]
+    finally:
+        reopened.close()

@@ -246,6 +246,47 @@ def test_transaction_markers_are_written_by_the_leader_only_in_its_epoch(broker)
     run(broker, scenario)
 
 
+def test_an_append_whose_role_is_lost_meanwhile_is_not_acknowledged(broker, monkeypatch) -> None:
+    """Found by the txn fault harness (seed 11): a controlled shutdown's StopReplica
+    dropped the leader's partition state while an ABORT marker was being appended on the
+    I/O thread; the acks=-1 wait was skipped for a partition without a state and the
+    marker was answered as written, then truncated away when the broker came back as a
+    follower. The coordinator completed the abort, the producer's next transaction's
+    COMMIT covered the aborted record, and a read_committed consumer saw it. A produce
+    with acks=all had the same hole. In cluster mode such an append now answers
+    NOT_LEADER_OR_FOLLOWER (the coordinator, the client retry with the new leader)."""
+    import threading
+    from types import SimpleNamespace
+
+    from pylog.replication.markers import TxnMarker, write_markers
+    gate = threading.Event()
+
+    async def scenario() -> None:
+        await lead(broker, epoch=0, isr=(ME, OTHER))
+        monkeypatch.setattr(broker, "cluster", SimpleNamespace(), raising=False)  # cluster mode
+        key = ("t", 0)
+        # Something already queued on the partition's I/O thread: the appends wait behind it.
+        blocker = asyncio.ensure_future(broker.io.run_ordered(key, gate.wait, 5))
+        marker = TxnMarker(producer_id=5, producer_epoch=0, commit=False, coordinator_epoch=0,
+                           partitions=[key])
+        writing = asyncio.ensure_future(write_markers(broker, [marker]))
+        producing = asyncio.ensure_future(produce(broker, acks=-1))
+        await asyncio.sleep(0.05)
+        assert not writing.done() and not producing.done()
+        await broker.replicas.stop_replicas(1, 1, [("t", 0, False)])  # controlled shutdown
+        gate.set()
+        await blocker
+        (res,) = await asyncio.wait_for(writing, 5)
+        assert res.error_code == errors.NotLeaderOrFollowerError.code
+        assert (await asyncio.wait_for(producing, 5)).error_code == errors.NotLeaderOrFollowerError.code
+        # And with no role at all, a marker is not even written.
+        end = broker.log_manager.get_partition("t", 0).log.log_end_offset
+        (res,) = await write_markers(broker, [marker])
+        assert res.error_code == errors.NotLeaderOrFollowerError.code
+        assert broker.log_manager.get_partition("t", 0).log.log_end_offset == end
+    run(broker, scenario)
+
+
 def test_high_watermark_is_checkpointed_and_restored_after_a_restart(broker, tmp_path) -> None:
     async def first() -> None:
         await lead(broker)

@@ -405,6 +405,24 @@ def test_timed_out_transaction_is_fenced_and_aborted() -> None:
     assert h.init().producer_epoch == epoch + 2
 
 
+def test_a_timed_out_transaction_shows_the_bumped_epoch_before_prepare_abort_is_written() -> None:
+    """Kafka's prepareFenceProducerEpoch: the epoch is bumped in memory at once, the state
+    stays Ongoing until the PrepareAbort write is acknowledged. DescribeTransactions in
+    between answers (Ongoing, epoch + 1): a client must wait for the state, not the epoch
+    (what made test_open_transaction_times_out_and_is_aborted flaky under load)."""
+    h = Harness(TransactionConfig(num_partitions=3, abort_timed_out_interval_ms=1_000))
+    h.host_all()
+    r = h.init("tx", timeout=1_000)
+    assert h.add("tx", r.producer_id, r.producer_epoch) == 0
+    h.clock.advance(2_000)
+    h.coord.tick()  # the abort of the timed-out transaction starts; its write is pending
+    d = h.coord.describe("tx")
+    assert (d.state, d.producer_epoch) == ("Ongoing", r.producer_epoch + 1)
+    h.flush()
+    d = h.coord.describe("tx")
+    assert (d.state, d.producer_epoch) == ("PrepareAbort", r.producer_epoch + 1)
+
+
 def test_failed_fence_write_does_not_bump_twice() -> None:
     h = Harness(TransactionConfig(num_partitions=3, abort_timed_out_interval_ms=1_000))
     h.host_all()

@@ -111,6 +111,10 @@ def test_coordinator_follows_leadership_and_sends_remote_markers(broker) -> None
         assert (await txns.init_producer_id("tx", 60000, None)).error_code == \
             errors.NotCoordinatorError.code
         await _lead(broker, ME, 5)
+        # d-0 is led here too (its marker is written locally; a partition with no role
+        # here refuses markers, as the controller's LeaderAndIsr gives every replica one).
+        d0 = PartitionInfo("d", 0, ME, 0, (ME,), 0, (ME,))
+        assert (await broker.replicas.become_leader_or_follower(1, 1, -1, [d0], {}))[("d", 0)] == 0
         assert txns.coordinator.coordinator_epoch_of(0) == 5
         await _until(lambda: not txns.coordinator.is_loading(0), "the load")
         init = await txns.init_producer_id("tx", 60000, None)
