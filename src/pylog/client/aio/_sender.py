@@ -92,6 +92,7 @@ class Sender:
         self._tasks: set[asyncio.Task[None]] = set()
         self.flush_mark = -1
         self.closing = False
+        self._give_up = False  # close()'s time is up: the loop ends at its next turn
         self._task: asyncio.Task[None] | None = None
         self._pid_error: BaseException | None = None
         # A transactional producer's manager: it sets the producer id, adds partitions to
@@ -132,11 +133,15 @@ class Sender:
             try:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
             except asyncio.TimeoutError:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+                # Cancel until it ends: Python 3.11's wait_for inside the loop (a request's
+                # timeout) can swallow a cancel that lands as its own wait completes, and
+                # the loop would then run on until delivery.timeout.ms.
+                self._give_up = True
+                while not task.done():
+                    task.cancel()
+                    await asyncio.wait({task}, timeout=0.1)
+                if not task.cancelled() and task.exception() is not None:
+                    log.debug("sender loop ended with %r while closing", task.exception())
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
@@ -152,7 +157,7 @@ class Sender:
 
     async def _run(self) -> None:
         while True:
-            if self.closing and not self.acc.incomplete:
+            if self.closing and (self._give_up or not self.acc.incomplete):
                 return
             now = time.monotonic()
             if self.cluster.needs_update():
