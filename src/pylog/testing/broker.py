@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Coroutine, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -36,6 +37,7 @@ from pylog.broker.server import Broker, event_loop_factory
 from pylog.config import BROKER_CONFIG_DEFS, BrokerConfig, ConfigError
 from pylog.testing.clock import VirtualClock, settle_loop
 from pylog.testing.faults import Faults, resolve_api, resolve_error
+from pylog.testing.tls import CertificateAuthority, ClientCertificate
 
 __all__ = ["KafkaBroker", "Record", "BrokerNotRunningError"]
 
@@ -57,7 +59,11 @@ TEST_DEFAULTS: dict[str, Any] = {
     "num.io.threads": 2,
     "background.threads": 2,
 }
-_OWN_SETTINGS = ("listeners", "advertised.listeners", "log.dirs", "log.dir")
+_OWN_SETTINGS = ("listeners", "advertised.listeners", "log.dirs", "log.dir",
+                 "listener.security.protocol.map")
+#: ``security_protocol`` values a test broker serves.
+_TEST_PROTOCOLS = ("PLAINTEXT", "SSL")
+_CLIENT_AUTH = ("none", "requested", "required")
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -155,6 +161,13 @@ class KafkaBroker:
             directory that ``stop`` removes unless ``keep_data``.
         keep_data: keep the temporary directory after ``stop`` (its path is ``data_dir``).
         port: the port to listen on; 0 (default) lets the OS pick one.
+        security_protocol: the listener's protocol: ``"PLAINTEXT"`` (default) or ``"SSL"``.
+            With SSL the broker makes a throwaway CA (``ca``) and a certificate for
+            127.0.0.1 and localhost signed by it; ``client_config()`` gives clients what
+            they need to trust it, ``client_certificate(name)`` a certificate for mTLS.
+        ssl_client_auth: Kafka's ``ssl.client.auth`` for the SSL listener: ``"none"``
+            (default), ``"requested"`` or ``"required"`` (clients must present a
+            certificate signed by ``ca``; their principal is ``User:CN=<name>,O=pylog-test``).
         log_level: the level of pylog's loggers while test brokers run, when the
             application has not set one (its log is kept in ``log_text()``; the level is
             restored when the last broker stops).
@@ -169,8 +182,26 @@ class KafkaBroker:
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, clock: str | Clock = "system",
                  data_dir: str | os.PathLike[str] | None = None, keep_data: bool = False,
-                 port: int = 0, log_level: str | int = "INFO", **settings: Any) -> None:
+                 port: int = 0, log_level: str | int = "INFO",
+                 security_protocol: str = "PLAINTEXT", ssl_client_auth: str = "none",
+                 **settings: Any) -> None:
+        self.security_protocol = security_protocol.upper()
+        if self.security_protocol not in _TEST_PROTOCOLS:
+            raise ValueError(f"security_protocol={security_protocol!r}: a KafkaBroker serves "
+                             f"{' or '.join(_TEST_PROTOCOLS)}")
+        if ssl_client_auth not in _CLIENT_AUTH:
+            raise ValueError(f"ssl_client_auth={ssl_client_auth!r}: give one of "
+                             f"{', '.join(_CLIENT_AUTH)}")
         self.settings = {**TEST_DEFAULTS, **broker_settings(config, settings)}
+        #: The throwaway certificate authority of an SSL broker (None for PLAINTEXT).
+        self.ca: CertificateAuthority | None = None
+        if self.security_protocol == "SSL":
+            self.ca = self._make_ca()
+            self.settings = {"ssl.keystore.type": "PEM",
+                             "ssl.keystore.location": self.ca.server_certificate(),
+                             "ssl.truststore.type": "PEM",
+                             "ssl.truststore.location": self.ca.ca_location,
+                             "ssl.client.auth": ssl_client_auth, **self.settings}
         BrokerConfig({**self.settings, "log.dirs": "/nonexistent"})  # fail here on a bad value
         if clock == "system":
             self.clock: Clock = SYSTEM_CLOCK
@@ -204,6 +235,37 @@ class KafkaBroker:
         self._require()
         return f"127.0.0.1:{self.port}"
 
+    def client_config(self, certificate: ClientCertificate | None = None,
+                      **extra: Any) -> dict[str, Any]:
+        """Settings for a librdkafka client (confluent-kafka, kcat's ``-X``) or pylog.client
+        to reach this broker: ``bootstrap.servers``, and for SSL ``security.protocol`` and
+        ``ssl.ca.location`` (plus ``certificate``'s files for mTLS). ``extra`` settings are
+        added with underscores for dots (``group_id="g"``)."""
+        out: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security_protocol != "PLAINTEXT":
+            out["security.protocol"] = self.security_protocol
+        if self.ca is not None:
+            out["ssl.ca.location"] = self.ca.ca_location
+        if certificate is not None:
+            out["ssl.certificate.location"] = certificate.cert_location
+            out["ssl.key.location"] = certificate.key_location
+        out.update((k.replace("_", "."), v) for k, v in extra.items())
+        return out
+
+    def client_certificate(self, common_name: str) -> ClientCertificate:
+        """A client certificate for ``common_name`` signed by this broker's CA (SSL only);
+        the broker's principal for it is ``ClientCertificate.principal``."""
+        if self.ca is None:
+            raise RuntimeError("client certificates need KafkaBroker(security_protocol='SSL')")
+        return self.ca.client_certificate(common_name)
+
+    def _make_ca(self) -> CertificateAuthority:
+        directory = tempfile.mkdtemp(prefix="pylog-test-tls-")
+        # The certificates outlive restarts (clients keep trusting the broker) and go with
+        # this object.
+        weakref.finalize(self, shutil.rmtree, directory, True)
+        return CertificateAuthority(directory)
+
     @property
     def name(self) -> str:
         return f"broker {self.port}" if self.port else "broker"
@@ -214,8 +276,10 @@ class KafkaBroker:
             raise RuntimeError(f"{self.name} is already running at {self.bootstrap_servers}")
         if self.data_dir is None:
             self.data_dir = tempfile.mkdtemp(prefix="pylog-test-")
-        config = BrokerConfig({**self.settings, "log.dirs": self.data_dir,
-                               "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"})
+        inter = {} if "inter.broker.listener.name" in self.settings else \
+            {"security.inter.broker.protocol": self.security_protocol}
+        config = BrokerConfig({**inter, **self.settings, "log.dirs": self.data_dir,
+                               "listeners": f"{self.security_protocol}://127.0.0.1:{self.port}"})
         self._start_loop()
         _raise_log_level(self.log_level)
         logging.getLogger("pylog").addHandler(self._capture)
