@@ -62,7 +62,7 @@ from pylog.client.errors import (
     TransactionError,
 )
 from pylog.client.partitioner import murmur2, partition_for_key
-from pylog.client.producer import Producer
+from pylog.client.producer import BatchDelivery, Producer, SendManyFuture
 from pylog.client.records import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -87,6 +87,7 @@ def embedded_metrics(log_dir: str) -> str:
 __all__ = [
     "AbortableTransactionError",
     "Admin",
+    "BatchDelivery",
     "BrokerDescription",
     "ClientClosedError",
     "CommitFailedError",
@@ -116,6 +117,7 @@ __all__ = [
     "RecordMetadata",
     "RecordTooLargeError",
     "RetriableTransactionError",
+    "SendManyFuture",
     "TopicDescription",
     "TopicPartition",
     "TransactionAbortedError",

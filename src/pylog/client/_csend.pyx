@@ -6,9 +6,10 @@
 # which stays the reference (LOGCORE_PUREPYTHON=1 runs it alone; the unit tests run both).
 """The producer's per-record path in C (see ``pylog.client._native``)."""
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.time cimport monotonic as _monotonic
 from cpython.time cimport time_ns as _time_ns
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 
 import collections
 import threading
@@ -20,11 +21,71 @@ from pylog.client._future import BatchResult
 from pylog.client.aio._accumulator import BATCH_OVERHEAD as _PY_BATCH_OVERHEAD
 from pylog.client.aio._accumulator import RECORD_OVERHEAD as _PY_RECORD_OVERHEAD
 from pylog.client.errors import KafkaTimeoutError
-from pylog.client.partitioner import partition_for_key
 from pylog.client.records import RecordMetadata
 
 cdef Py_ssize_t BATCH_OVERHEAD = _PY_BATCH_OVERHEAD
 cdef Py_ssize_t RECORD_OVERHEAD = _PY_RECORD_OVERHEAD
+
+
+cdef inline uint32_t _murmur2(const unsigned char *data, Py_ssize_t length) noexcept nogil:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as ``partitioner.murmur2`` unsigned."""
+    cdef uint32_t m = 0x5BD1E995U
+    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i, n4 = length & ~3
+    for i in range(0, n4, 4):
+        k = (<uint32_t>data[i] | (<uint32_t>data[i + 1] << 8) | (<uint32_t>data[i + 2] << 16)
+             | (<uint32_t>data[i + 3] << 24))
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h = (h * m) ^ k
+    i = length & 3
+    if i == 3:
+        h ^= <uint32_t>data[n4 + 2] << 16
+    if i >= 2:
+        h ^= <uint32_t>data[n4 + 1] << 8
+    if i >= 1:
+        h ^= <uint32_t>data[n4]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+cdef inline Py_ssize_t _key_partition(bytes key, Py_ssize_t n):
+    return <Py_ssize_t>((_murmur2(<const unsigned char *>PyBytes_AS_STRING(key),
+                                  PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % <uint32_t>n)
+
+
+def partition_for_key(bytes key not None, Py_ssize_t num_partitions):
+    """``toPositive(murmur2(key)) % num_partitions`` (twin: ``partitioner.partition_for_key``)."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return _key_partition(key, num_partitions)
+
+
+def partitions_for_keys(list keys not None, Py_ssize_t num_partitions):
+    """The partition of every key (-1 for a None key), as a list (twin:
+    ``partitioner.partitions_for_keys``).
+
+    Raises:
+        TypeError: a key that is neither bytes nor None (naming its index).
+    """
+    cdef Py_ssize_t i, n = len(keys)
+    cdef list out
+    cdef object k
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    out = [-1] * n
+    for i in range(n):
+        k = keys[i]
+        if type(k) is bytes:
+            out[i] = _key_partition(<bytes>k, num_partitions)
+        elif k is not None:
+            raise TypeError(f"key {i} must be bytes or None, got {type(k).__name__}")
+    return out
 
 
 cdef class PendingBatch:
@@ -208,6 +269,31 @@ cdef class RecordAccumulator:
             self.on_ready()
         return batch, index
 
+    def append_batch(self, str topic, int partition, list values, object keys,
+                     list timestamps, Py_ssize_t size):
+        """Queue ``values`` (``keys`` a list or None) as a new batch of the partition,
+        behind its open one; ``size`` bytes (the records' estimates) were reserved."""
+        cdef PendingBatch batch
+        cdef object q
+        self._acquire()
+        try:
+            qkey = (topic, partition)
+            q = self.queues.get(qkey)
+            if q is None:
+                q = self.queues[qkey] = collections.deque()
+            batch = PendingBatch(topic, partition, self.next_batch_id, _monotonic())
+            self.next_batch_id += 1
+            batch.values = values
+            batch.keys = keys
+            batch.timestamps = timestamps
+            batch.size += size
+            self.incomplete[batch.batch_id] = batch
+            q.append(batch)
+        finally:
+            self._release()
+        self.on_ready()
+        return batch
+
     def release(self, PendingBatch batch):
         """A batch completed: give its memory back and forget it."""
         with self.lock:
@@ -378,7 +464,7 @@ cdef class FastSend:
                 return self.slow(topic, value, key, headers, partition, timestamp_ms)
             p = partition
         elif key is not None and not self.ignore_keys:
-            p = partition_for_key(key, n)
+            p = _key_partition(<bytes>key, n)
         else:
             with self.plock:
                 p = self.partitioner.partition(topic, n, info.available(), size)

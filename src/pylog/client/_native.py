@@ -1,7 +1,7 @@
 """The client's per-record paths: compiled or their pure-Python twins.
 
-``send()`` of the blocking producer, the accumulator it appends to and the future it hands
-out (``_csend.pyx``), and the consumer's record decoding with ``ConsumerRecord``
+``send()`` of the blocking producer, the accumulator it appends to, the future it hands
+out and the keys' partitions of ``send_many()`` (``_csend.pyx``), and the consumer's record decoding with ``ConsumerRecord``
 (``_crecords.pyx``, chosen in ``records.py``) have two implementations with the same
 behaviour: the compiled ones and the Python code of ``aio/_accumulator.py``, ``_future.py``,
 ``records.py`` and ``aio/_fetcher.py``, which is the reference and serves alone under
@@ -16,14 +16,17 @@ from typing import Any
 import logcore
 from pylog.client._future import RecordFuture as PyRecordFuture
 from pylog.client.aio._accumulator import RecordAccumulator as PyRecordAccumulator
+from pylog.client.partitioner import partitions_for_keys as py_partitions_for_keys
 from pylog.client.records import ConsumerRecord, PyConsumerRecord
 
-__all__ = ["IMPLEMENTATION", "FastSend", "RecordAccumulator", "RecordFuture", "decode_records"]
+__all__ = ["IMPLEMENTATION", "FastSend", "RecordAccumulator", "RecordFuture", "decode_records",
+           "partitions_for_keys"]
 
 FastSend: Any = None
 decode_records: Any = None
 RecordAccumulator: Any = PyRecordAccumulator
 RecordFuture: Any = PyRecordFuture
+partitions_for_keys: Any = py_partitions_for_keys
 IMPLEMENTATION = "python"
 
 if logcore.IMPLEMENTATION == "c":
@@ -34,6 +37,7 @@ if logcore.IMPLEMENTATION == "c":
     else:
         FastSend, RecordAccumulator, RecordFuture = (_csend.FastSend, _csend.RecordAccumulator,
                                                      _csend.RecordFuture)
+        partitions_for_keys = _csend.partitions_for_keys
         IMPLEMENTATION = "c"
 if ConsumerRecord is not PyConsumerRecord:
     from pylog.client._crecords import decode_records  # noqa: F811

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["murmur2", "partition_for_key", "StickyPartitioner"]
+__all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "StickyPartitioner"]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -50,6 +50,23 @@ def murmur2(data: bytes) -> int:
 def partition_for_key(key: bytes, num_partitions: int) -> int:
     """``toPositive(murmur2(key)) % num_partitions`` (``BuiltInPartitioner.partitionForKey``)."""
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def partitions_for_keys(keys: list[bytes | None], num_partitions: int) -> list[int]:
+    """The partition of every key, -1 for a None key (``Producer.send_many``).
+
+    Raises:
+        TypeError: a key that is neither bytes nor None (naming its index).
+    """
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    out = [-1] * len(keys)
+    for i, k in enumerate(keys):
+        if type(k) is bytes:
+            out[i] = (murmur2(k) & 0x7FFFFFFF) % num_partitions
+        elif k is not None:
+            raise TypeError(f"key {i} must be bytes or None, got {type(k).__name__}")
+    return out
 
 
 class StickyPartitioner:

@@ -31,14 +31,15 @@ from typing import Any
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.client._future import RecordFuture
 from pylog.client._loop import LoopThread
+from pylog.client._many import BatchDelivery, SendManyFuture, column_args, send_many
 from pylog.client._native import FastSend
 from pylog.client._native import RecordFuture as _RecordFuture
 from pylog.client.aio.producer import ProducerCore, producer_settings
 from pylog.client.config import Resolved
-from pylog.client.errors import KafkaTimeoutError
+from pylog.client.errors import ClientClosedError, KafkaTimeoutError
 from pylog.client.records import RecordMetadata
 
-__all__ = ["Producer"]
+__all__ = ["BatchDelivery", "Producer", "SendManyFuture"]
 
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
 
@@ -145,6 +146,53 @@ class Producer:
             fut.add_done_callback(lambda f: on_delivery(f.exception(0),
                                                         None if f.exception(0) else f.result(0)))
         return fut
+
+    def send_many(self, topic: str, values: Any, keys: Any = None, *,
+                  partition: int | None = None, timestamp_ms: int | None = None
+                  ) -> SendManyFuture:
+        """Queue many records at once: a column of values (and keys) in, whole batches out.
+
+        Much cheaper per record than ``send()`` (no per-record call, future or lock): the
+        columns are checked, partitioned and cut into batches of ``batch.size`` bytes a
+        column or a batch at a time (``pylog.client._many``).
+
+        Args:
+            values: the records' values, bytes or None: a list or tuple, a numpy array of
+                ``dtype=object``, a pyarrow binary or string array (strings as UTF-8), or
+                any iterable (the configured value serializer applies to each).
+            keys: None, or a column of keys as long as ``values`` (murmur2 partitioning as
+                ``send()``; order is kept within each partition).
+            partition: send every record to this partition.
+            timestamp_ms: one timestamp for every record (default: now).
+
+        Returns:
+            A ``SendManyFuture``: ``result(timeout)`` lists each batch's partition, base
+            offset and record count once all are delivered, or raises the first error.
+
+        Raises:
+            KafkaTimeoutError: no metadata for the topic, or no room in ``buffer.memory``,
+                within ``max.block.ms`` (the batches queued before it stay queued; the
+                message says how many records).
+            RecordTooLargeError: a record larger than ``max.request.size`` (nothing queued).
+            TypeError, ValueError: a bad column, item, partition or timestamp (nothing
+                queued).
+            ClientClosedError: the producer is closed.
+        """
+        core = self._core
+        if core.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if core.txn is not None:
+            core.txn.state.check_in_transaction("send_many()")
+        vals, ks = column_args(values, keys)
+        started = time.monotonic()
+        info = core.cluster.topic(topic)
+        if info is None:
+            info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
+        left = core.max_block - (time.monotonic() - started)
+        return send_many(core, info, topic, vals, ks, partition, timestamp_ms, left,
+                         lambda size, timeout: core.acc.reserve(size, timeout, blocking=True))
 
     def flush(self, timeout: float | None = None) -> None:
         """Send every record queued so far and wait until each succeeded or failed.

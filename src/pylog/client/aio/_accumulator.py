@@ -217,6 +217,25 @@ class RecordAccumulator:
             self.on_ready()
         return batch, index
 
+    def append_batch(self, topic: str, partition: int, values: list[bytes | None],
+                     keys: list[bytes | None] | None, timestamps: list[int],
+                     size: int) -> PendingBatch:
+        """Queue ``values`` (with ``keys``, or None) as a new batch of the partition, behind
+        its open one (``Producer.send_many``); ``size`` bytes (the records' estimates) were
+        taken with ``reserve``. A later ``append`` may add to it while it has room."""
+        with self.lock:
+            q = self.queues.get((topic, partition))
+            if q is None:
+                q = self.queues[(topic, partition)] = collections.deque()
+            batch = PendingBatch(topic, partition, self.next_batch_id, time.monotonic())
+            self.next_batch_id += 1
+            batch.values, batch.keys, batch.timestamps = values, keys, timestamps
+            batch.size += size
+            self.incomplete[batch.batch_id] = batch
+            q.append(batch)
+        self.on_ready()
+        return batch
+
     # ------------------------------------------------------------------ sender's side
 
     def release(self, batch: PendingBatch) -> None:

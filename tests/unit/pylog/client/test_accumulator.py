@@ -135,3 +135,26 @@ def test_headers_switch_to_per_record_appends() -> None:
     recs = list(logcore.RecordBatch(data))
     assert [list(r.headers) for r in recs] == [[], [("h", b"1"), ("n", None)], []]
     assert acc.queues[("t", 0)][0].size > BATCH_OVERHEAD
+
+
+def test_append_batch_queues_a_whole_batch_behind_the_open_one() -> None:
+    acc, wakes = _acc(batch_size=1000, memory=10_000)
+    first = _add(acc, 0, b"a" * 10)
+    values, keys = [b"v1", None, b"v3"], [b"k1", b"k2", None]
+    size = sum(estimate_size(k, v, None) for k, v in zip(keys, values, strict=True))
+    assert acc.reserve(size, 0, blocking=False)
+    wakes.clear()
+    batch = acc.append_batch("t", 0, values, keys, [7, 7, 7], size)
+    assert wakes == [1]
+    q = acc.queues[("t", 0)]
+    assert [len(b) for b in q] == [1, 3] and q[-1] is batch
+    assert (batch.values, batch.keys, batch.timestamps) == (values, keys, [7, 7, 7])
+    assert batch.size == BATCH_OVERHEAD + size and acc.used == first + size
+    # A record sent after it joins it (it is the partition's open batch now), in order.
+    _add(acc, 0, b"late")
+    assert batch.values == [b"v1", None, b"v3", b"late"] and batch.keys[-1] is None
+    built = batch.encode("none", -1, -1, -1)
+    assert [(r.key, r.value) for r in logcore.RecordBatch(built)] == [
+        (b"k1", b"v1"), (b"k2", None), (None, b"v3"), (None, b"late")]
+    acc.release(batch)
+    assert acc.used == first and batch.batch_id not in acc.incomplete
