@@ -187,3 +187,24 @@ def test_in_a_transaction(broker, topic_name) -> None:
         assert fut.done() and fut.exception(0) is None
     got = _read_all(broker.bootstrap, topic_name, 50, **{"isolation.level": "read_committed"})
     assert sorted(r.value for r in got) == sorted(b"c-%d" % i for i in range(50))
+
+
+def test_the_asyncio_producer(broker, topic_name) -> None:
+    import asyncio
+
+    from pylog.client.aio import Producer as AioProducer
+
+    _create(broker.bootstrap, topic_name)
+
+    async def main() -> list[BatchDelivery]:
+        async with AioProducer({"bootstrap.servers": broker.bootstrap,
+                                "batch.size": 4096}) as p:
+            fut = await p.send_many(topic_name, [b"a%04d" % i for i in range(2000)],
+                                    [b"k%d" % (i % 9) for i in range(2000)])
+            return await asyncio.wait_for(fut, 60)
+
+    deliveries = asyncio.run(main())
+    assert sum(d.record_count for d in deliveries) == 2000
+    records = _read_all(broker.bootstrap, topic_name, 2000)
+    assert all(r.partition == partition_for_key(r.key, PARTITIONS) for r in records)
+    assert sorted(r.value for r in records) == [b"a%04d" % i for i in range(2000)]

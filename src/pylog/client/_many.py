@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pylog.client.aio._cluster import TopicInfo
     from pylog.client.aio.producer import ProducerCore
 
-__all__ = ["BatchDelivery", "SendManyFuture", "as_column", "send_many"]
+__all__ = ["BatchDelivery", "Run", "SendManyFuture", "as_column", "plan", "queue", "send_many"]
 
 _NONE = type(None)
 
@@ -205,11 +205,23 @@ def _take(column: list[Any], index: np.ndarray) -> list[Any]:
     return list(operator.itemgetter(*index.tolist())(column))
 
 
-def send_many(core: ProducerCore, info: TopicInfo, topic: str, values: list[Any],
-              keys: list[Any] | None, partition: int | None, timestamp_ms: int | None,
-              max_block: float, wait_for_room: Callable[[int, float], bool]) -> SendManyFuture:
-    """Queue the records (see the module docstring); ``wait_for_room(size, timeout)``
-    reserves ``buffer.memory`` blocking, ``max_block`` is what is left of ``max.block.ms``."""
+class Run(NamedTuple):
+    """One batch to queue: its records and their reserved size; ``partition`` None means
+    where the sticky partitioner points when it is queued."""
+
+    partition: int | None
+    values: list[Any]
+    keys: list[Any] | None
+    size: int
+
+
+def plan(core: ProducerCore, info: TopicInfo, values: list[Any], keys: list[Any] | None,
+         partition: int | None) -> list[Run]:
+    """Check the columns and cut them into batches (steps 1-3 of the module docstring).
+
+    Raises:
+        TypeError, ValueError, RecordTooLargeError: nothing is queued.
+    """
     n = len(values)
     if keys is not None and len(keys) != n:
         raise ValueError(f"{len(keys)} keys for {n} values")
@@ -228,12 +240,6 @@ def send_many(core: ProducerCore, info: TopicInfo, topic: str, values: list[Any]
             f"record {i} of about {int(sizes[i])} bytes is larger than max.request.size "
             f"({core.settings['max.request.size']}) or buffer.memory "
             f"({core.settings['buffer.memory']})")
-    if timestamp_ms is None:
-        ts = time.time_ns() // 1_000_000 if core._system_clock else core.clock.time_ms()
-    else:
-        ts = int(timestamp_ms)
-        if ts < 0:
-            raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
     # (partition or None for "sticky, per run", values, keys, sizes) groups, in order.
     groups: list[tuple[int | None, list[Any], list[Any] | None, np.ndarray]] = []
     if partition is not None:
@@ -247,35 +253,64 @@ def send_many(core: ProducerCore, info: TopicInfo, topic: str, values: list[Any]
             assert keys is not None
             parts = np.array(partitions_for_keys(keys, info.num_partitions), dtype=np.int64)
         order = np.argsort(parts, kind="stable")
-        ordered = parts[order]
-        bounds = np.flatnonzero(np.diff(ordered)) + 1
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
         for index in np.split(order, bounds) if n else []:
             p = int(parts[index[0]])
             groups.append((p if p >= 0 else None, _take(values, index),
                            _take(keys, index) if keys is not None else None, sizes[index]))
     else:
         groups.append((None, values, keys, sizes))
+    runs = []
+    for group_partition, vals, ks, szs in groups:
+        for start, end in _runs(szs, core.acc.batch_size):
+            runs.append(Run(group_partition, vals[start:end],
+                            ks[start:end] if ks is not None else None,
+                            int(szs[start:end].sum())))
+    return runs
 
-    acc = core.acc
+
+def timestamp(core: ProducerCore, timestamp_ms: int | None) -> int:
+    if timestamp_ms is None:
+        return time.time_ns() // 1_000_000 if core._system_clock else core.clock.time_ms()
+    ts = int(timestamp_ms)
+    if ts < 0:
+        raise ValueError(f"timestamp_ms must be >= 0, got {ts}")
+    return ts
+
+
+def queue(core: ProducerCore, info: TopicInfo, topic: str, run: Run,
+          ts: int) -> tuple[str, int, int, BatchResult]:
+    """Queue one run whose ``run.size`` bytes of ``buffer.memory`` are reserved."""
+    target = run.partition if run.partition is not None else core.place(info, None, run.size,
+                                                                        None)
+    core.check_send(topic, target)
+    count = len(run.values)
+    batch = core.acc.append_batch(topic, target, run.values, run.keys, [ts] * count, run.size)
+    return topic, target, count, batch.result
+
+
+def memory_timeout(core: ProducerCore, queued: list[tuple[str, int, int, BatchResult]],
+                   total: int) -> KafkaTimeoutError:
+    return KafkaTimeoutError(
+        f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
+        f"max.block.ms ({core.settings['max.block.ms']} ms); "
+        f"{sum(q[2] for q in queued)} of {total} records were queued")
+
+
+def send_many(core: ProducerCore, info: TopicInfo, topic: str, values: list[Any],
+              keys: list[Any] | None, partition: int | None, timestamp_ms: int | None,
+              max_block: float) -> SendManyFuture:
+    """Queue the records from a caller's thread (the blocking ``Producer``), waiting for
+    ``buffer.memory`` up to ``max_block`` seconds in all."""
+    ts = timestamp(core, timestamp_ms)
+    runs = plan(core, info, values, keys, partition)
     deadline = time.monotonic() + max_block
     out: list[tuple[str, int, int, BatchResult]] = []
-    for group_partition, vals, ks, szs in groups:
-        for start, end in _runs(szs, acc.batch_size):
-            size = int(szs[start:end].sum())
-            target = (group_partition if group_partition is not None
-                      else core.place(info, None, size, None))
-            core.check_send(topic, target)
-            if not acc.reserve(size, 0.0, blocking=False) and not wait_for_room(
-                    size, max(0.0, deadline - time.monotonic())):
-                raise KafkaTimeoutError(
-                    f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) within "
-                    f"max.block.ms ({core.settings['max.block.ms']} ms); "
-                    f"{sum(o[2] for o in out)} of {n} records were queued")
-            count = end - start
-            batch = acc.append_batch(topic, target, vals[start:end],
-                                     ks[start:end] if ks is not None else None, [ts] * count,
-                                     size)
-            out.append((topic, target, count, batch.result))
+    for run in runs:
+        if not core.acc.reserve(run.size, max(0.0, deadline - time.monotonic()),
+                                blocking=True):
+            raise memory_timeout(core, out, len(values))
+        out.append(queue(core, info, topic, run, ts))
     return SendManyFuture(out)
 
 

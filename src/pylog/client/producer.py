@@ -191,8 +191,7 @@ class Producer:
         if info is None:
             info = self._thread.run(core.cluster.wait_for_topic(topic, core.max_block))
         left = core.max_block - (time.monotonic() - started)
-        return send_many(core, info, topic, vals, ks, partition, timestamp_ms, left,
-                         lambda size, timeout: core.acc.reserve(size, timeout, blocking=True))
+        return send_many(core, info, topic, vals, ks, partition, timestamp_ms, left)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send every record queued so far and wait until each succeeded or failed.

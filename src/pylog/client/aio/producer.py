@@ -27,6 +27,8 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from pylog._clock import SYSTEM_CLOCK, Clock, SystemClock
+from pylog.client import _many as many
+from pylog.client._many import BatchDelivery, SendManyFuture, column_args
 from pylog.client._native import RecordAccumulator
 from pylog.client.aio._accumulator import RECORD_OVERHEAD, estimate_size
 from pylog.client.aio._cluster import TopicInfo, make_cluster
@@ -320,6 +322,61 @@ class Producer:
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if core.acc.append(topic, p, value, key, ts, hdrs, size, fut) is not None:
             return fut
+        if not await self._reserve(size, deadline):
+            raise KafkaTimeoutError(
+                f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) "
+                f"within max.block.ms ({core.settings['max.block.ms']} ms)")
+        core.acc.append(topic, p, value, key, ts, hdrs, size, fut, reserved=True)
+        return fut
+
+    async def send_many(self, topic: str, values: Any, keys: Any = None, *,
+                        partition: int | None = None, timestamp_ms: int | None = None
+                        ) -> asyncio.Future[list[BatchDelivery]]:
+        """Queue a column of records as whole batches (the blocking ``Producer.send_many``,
+        whose arguments and errors these are); returns a future of each batch's
+        ``BatchDelivery``, failed with the first failed batch's error.
+
+        Waits (up to ``max.block.ms``) only for the topic's metadata and for room in
+        ``buffer.memory``.
+        """
+        await self.start()
+        core = self._core
+        if core.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if core.txn is not None:
+            core.txn.state.check_in_transaction("send_many()")
+        deadline = time.monotonic() + core.max_block
+        vals, ks = column_args(values, keys)
+        info = core.cluster.topic(topic)
+        if info is None:
+            info = await core.cluster.wait_for_topic(topic, core.max_block)
+        ts = many.timestamp(core, timestamp_ms)
+        queued: list[tuple[str, int, int, Any]] = []
+        for run in many.plan(core, info, vals, ks, partition):
+            if not await self._reserve(run.size, deadline):
+                raise many.memory_timeout(core, queued, len(vals))
+            queued.append(many.queue(core, info, topic, run, ts))
+        done = SendManyFuture(queued)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[BatchDelivery]] = loop.create_future()
+
+        def complete(_: SendManyFuture) -> None:
+            if fut.done():
+                return
+            error = done.exception(0)
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(done.result(0))
+
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(complete, f))
+        return fut
+
+    async def _reserve(self, size: int, deadline: float) -> bool:
+        """Take ``size`` bytes of ``buffer.memory``, waiting for room until ``deadline``."""
+        core = self._core
         while not core.acc.reserve(size, 0, blocking=False):
             left = deadline - time.monotonic()
             self._memory.clear()
@@ -329,14 +386,11 @@ class Producer:
             try:
                 await asyncio.wait_for(self._memory.wait(), max(0.0, left))
             except asyncio.TimeoutError:
-                raise KafkaTimeoutError(
-                    f"no room in buffer.memory ({core.settings['buffer.memory']} bytes) "
-                    f"within max.block.ms ({core.settings['max.block.ms']} ms)") from None
+                return False
             finally:
                 with core.acc.lock:
                     core.acc.waiting_for_memory -= 1
-        core.acc.append(topic, p, value, key, ts, hdrs, size, fut, reserved=True)
-        return fut
+        return True
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             headers: Any = None, partition: int | None = None,
