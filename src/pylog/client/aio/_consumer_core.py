@@ -158,7 +158,7 @@ class ConsumerCore:
         for tp in list(self.assignment):
             if tp not in keep:
                 del self.assignment[tp]
-                self.fetcher.completed.pop(tp, None)
+                self.fetcher.drop(tp)
         for tp in partitions:
             self.assignment.setdefault(tp, PartitionState()).pending_revocation = False
         self.refresh_wanted_topics()
@@ -171,7 +171,7 @@ class ConsumerCore:
             st = self.assignment.get(tp)
             if st is not None:
                 st.pending_revocation = True
-                self.fetcher.completed.pop(tp, None)
+                self.fetcher.drop(tp)
 
     def refresh_wanted_topics(self) -> None:
         wanted = set(self.subscription.topics) | {tp.topic for tp in self.assignment}
@@ -280,7 +280,7 @@ class ConsumerCore:
         st = self._state(tp)
         st.position = offset
         st.reset_to = None
-        self.fetcher.completed.pop(tp, None)
+        self.fetcher.drop(tp)
 
     def request_reset(self, tps: list[TopicPartition], strategy: str) -> None:
         self._check()
@@ -288,7 +288,7 @@ class ConsumerCore:
             st = self._state(tp)
             st.position = None
             st.reset_to = strategy
-            self.fetcher.completed.pop(tp, None)
+            self.fetcher.drop(tp)
 
     async def update_positions(self, timeout: float | None = None, *, from_poll: bool = False) -> None:
         """Give every assigned partition without a position one: a pending seek, else the
@@ -545,7 +545,7 @@ class ConsumerCore:
                     await task
                 except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
                     pass
-            self.fetcher.completed.clear()
+            self.fetcher.clear()
             if self.coordinator is not None:
                 await self.coordinator.close_link()
             await self.cluster.close()

@@ -2,8 +2,13 @@
 columns.
 
 One Fetch per broker at a time, for the assigned, unpaused partitions it leads that have a
-position and no data waiting to be polled (prefetching: the next fetch is sent as soon as
-a partition's data is handed out, so it overlaps the application's processing).
+position and at most one fetch's data waiting to be polled. Prefetching: when a fetch's
+data arrives, the offset after its last whole batch is read from the batch headers at
+once, and the next fetch for the partition (from there) goes out as soon as the broker has
+none in flight, so that the broker's read and the network overlap the decoding and the
+application's processing, as librdkafka's fetch queue does. A partition holds at most two
+fetches' data (``completed``, then ``prefetched``), so memory stays bounded by twice
+``max.partition.fetch.bytes`` per partition.
 Incremental fetch sessions (KIP-227), one per broker (``FetchSession``): the first fetch
 names every partition and asks for a session (epoch 0); the next ones name only the
 partitions added or whose position moved, list those no longer fetched as forgotten, and
@@ -146,6 +151,10 @@ class Fetcher:
         self.request_timeout = settings["request.timeout.ms"] / 1000
         self.completed: collections.OrderedDict[TopicPartition, CompletedFetch] = (
             collections.OrderedDict())
+        # The next fetch's data of a partition whose ``completed`` data is not all handed
+        # out yet; it becomes ``completed`` when that is done (if the position still
+        # follows on).
+        self.prefetched: dict[TopicPartition, CompletedFetch] = {}
         self.in_flight: dict[int, asyncio.Task[None]] = {}
         self.sessions: dict[int, FetchSession] = {}  # by broker
         self.arrived = asyncio.Event()
@@ -154,11 +163,38 @@ class Fetcher:
 
     # ------------------------------------------------------------------ sending
 
+    def drop(self, tp: TopicPartition) -> None:
+        """Forget a partition's fetched data (seek, reset, revocation, unassignment)."""
+        self.completed.pop(tp, None)
+        self.prefetched.pop(tp, None)
+
+    def clear(self) -> None:
+        self.completed.clear()
+        self.prefetched.clear()
+
+    def _fetch_offset(self, tp: TopicPartition, st: PartitionState) -> int | None:
+        """Where the partition's next fetch starts, or None when it has enough data waiting."""
+        c = self.completed.get(tp)
+        if c is None:
+            return st.position
+        if tp in self.prefetched or c.next_offset <= c.fetch_offset:
+            return None
+        return c.next_offset
+
+    def _promote(self, tp: TopicPartition, st: PartitionState) -> None:
+        """The partition's completed data is all handed out: its prefetched data follows."""
+        p = self.prefetched.pop(tp, None)
+        if p is not None and p.fetch_offset == st.position:
+            self.completed[tp] = p
+
     def send_fetches(self) -> None:
         """Start a fetch to every leader without one in flight that has work."""
         by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
         for tp, st in self.assignment.items():
-            if st.paused or st.pending_revocation or st.position is None or tp in self.completed:
+            if st.paused or st.pending_revocation or st.position is None:
+                continue
+            offset = self._fetch_offset(tp, st)
+            if offset is None:
                 continue
             info = self.cluster.topic(tp.topic)
             p = info.partitions.get(tp.partition) if info is not None else None
@@ -167,7 +203,7 @@ class Fetcher:
                 continue
             if p.leader in self.in_flight:
                 continue
-            by_node.setdefault(p.leader, []).append((tp, st.position))
+            by_node.setdefault(p.leader, []).append((tp, offset))
         for node, parts in by_node.items():
             task = asyncio.get_running_loop().create_task(self._fetch(node, parts))
             self.in_flight[node] = task
@@ -218,12 +254,20 @@ class Fetcher:
                 session.reset()  # cancelled, failed or refused: the next fetch starts over
             self.in_flight.pop(node, None)
             self.arrived.set()
+        if settled:
+            self.send_fetches()  # prefetch: the next request goes out before the decoding
 
     def _on_partition(self, tp: TopicPartition, p: Any, asked: dict[TopicPartition, int]) -> None:
         st = self.assignment.get(tp)
         fetch_offset = asked.get(tp)
-        if st is None or fetch_offset is None or st.position != fetch_offset:
-            return  # unassigned or seeked while in flight: stale
+        if st is None or fetch_offset is None or st.position is None:
+            return  # unassigned while in flight: stale
+        waiting = self.completed.get(tp)
+        if waiting is None:
+            if st.position != fetch_offset:
+                return  # seeked while in flight: stale
+        elif waiting.next_offset != fetch_offset or tp in self.prefetched:
+            return  # a prefetch that no longer follows on (seek, or already have one)
         if p.error_code == 0:
             st.high_watermark = p.high_watermark
             st.last_stable_offset = p.last_stable_offset
@@ -232,9 +276,15 @@ class Fetcher:
             if data is not None and len(data):
                 aborted = sorted((a.first_offset, a.producer_id)
                                  for a in (p.aborted_transactions or ()))
-                self.completed[tp] = CompletedFetch(tp, data, fetch_offset,
-                                                    [(pid, off) for off, pid in aborted])
+                c = CompletedFetch(tp, data, fetch_offset, [(pid, off) for off, pid in aborted])
+                c.next_offset = _next_offset(data, fetch_offset)
+                if waiting is None:
+                    self.completed[tp] = c
+                else:
+                    self.prefetched[tp] = c
             return
+        if waiting is not None:
+            return  # the error is for later offsets: met again when they are fetched
         cls = errors.error_for_code(p.error_code) or errors.UnknownServerError
         if p.error_code == OFFSET_OUT_OF_RANGE:
             self.out_of_range.append(tp)
@@ -294,7 +344,7 @@ class Fetcher:
             tp, c = next(iter(self.completed.items()))
             st = self.assignment.get(tp)
             if st is None or st.position is None or st.paused or st.pending_revocation:
-                del self.completed[tp]
+                self.drop(tp)
                 continue
             if c.records is None:
                 batches, c.next_offset = self._select(c)
@@ -314,6 +364,7 @@ class Fetcher:
             if i >= len(recs):
                 st.position = max(st.position, c.next_offset)
                 del self.completed[tp]
+                self._promote(tp, st)
         return out
 
     def _decode(self, tp: TopicPartition, batches: list[Any], position: int
@@ -352,20 +403,26 @@ class Fetcher:
     def take_columns(self) -> dict[TopicPartition, logcore.Columns]:
         """Every fetched partition's records as ``logcore.Columns``; positions move past."""
         out: dict[TopicPartition, logcore.Columns] = {}
+        # Partitions whose prefetched data follows on, made completed after the loop (one
+        # fetch's columns per partition per call).
+        followed: list[tuple[TopicPartition, PartitionState]] = []
         while self.completed:
             tp, c = self.completed.popitem(last=False)
             st = self.assignment.get(tp)
             if st is None or st.position is None or st.paused or st.pending_revocation:
+                self.prefetched.pop(tp, None)
                 continue
             if c.records is not None:  # half handed out as records: finish as columns
                 recs = c.records[c.index:]
                 if recs:
                     out[tp] = _columns_from_records(recs)
                 st.position = max(recs[-1].offset + 1 if recs else st.position, c.next_offset)
+                followed.append((tp, st))
                 continue
             batches, next_offset = self._select(c)
             position = st.position
             st.position = max(position, next_offset)
+            followed.append((tp, st))
             if not batches:
                 continue
             view = memoryview(c.data).cast("B")
@@ -379,7 +436,22 @@ class Fetcher:
                 cols = _slice_columns(cols, int(np.searchsorted(cols.offsets, position)))
             if cols.num_records:
                 out[tp] = cols
+        for tp, st in followed:
+            self._promote(tp, st)
         return out
+
+
+def _next_offset(data: Any, fetch_offset: int) -> int:
+    """The offset after the last whole batch of fetched data (``fetch_offset`` when there
+    is none, or when a header is corrupt: the data is then checked when it is handed out,
+    and nothing is prefetched after it)."""
+    last = -1
+    try:
+        for batch in logcore.iter_batches(data):
+            last = batch.last_offset
+    except logcore.CorruptRecordError:
+        return fetch_offset
+    return max(fetch_offset, last + 1)
 
 
 def _slice_columns(c: Any, i: int) -> Any:

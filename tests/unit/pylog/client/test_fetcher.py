@@ -152,3 +152,75 @@ def test_a_fetch_session_names_only_what_moved() -> None:
     s.epoch = 2**31 - 1
     s.answered(7, {a: 1})
     assert s.epoch == 1
+
+
+# -- prefetching: the next fetch of a partition goes out before its data is handed out --------
+
+class _Answer:
+    """A Fetch response's partition, as ``_on_partition`` reads it."""
+
+    def __init__(self, records: bytes | None, error_code: int = 0) -> None:
+        self.error_code = error_code
+        self.records = records
+        self.high_watermark = self.last_stable_offset = 100
+        self.log_start_offset = 0
+        self.aborted_transactions = None
+
+
+def test_the_next_fetch_follows_the_data_waiting_and_is_handed_out_after_it() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    f._on_partition(TP, _Answer(_batch(0, 3)), {TP: 0})
+    assert f.completed[TP].next_offset == 3  # read from the headers on arrival
+    assert f._fetch_offset(TP, st) == 3  # the prefetch starts after the waiting data
+    f._on_partition(TP, _Answer(_batch(3, 3)), {TP: 3})
+    assert TP in f.prefetched and f._fetch_offset(TP, st) is None  # two fetches' data: enough
+    assert [r.offset for r in f.take_records(2)] == [0, 1]
+    assert [r.offset for r in f.take_records(10)] == [2, 3, 4, 5]  # followed on in one poll
+    assert st.position == 6 and not f.completed and not f.prefetched
+    assert f._fetch_offset(TP, st) == 6
+
+
+def test_a_prefetch_that_no_longer_follows_on_is_dropped() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    f._on_partition(TP, _Answer(_batch(0, 3)), {TP: 0})
+    f.drop(TP)  # seek(10) while the prefetch from 3 is in flight
+    st.position = 10
+    f._on_partition(TP, _Answer(_batch(3, 3)), {TP: 3})
+    assert not f.completed and not f.prefetched
+    # Promoted data must start at the position: a prefetch kept across a seek is dropped.
+    f._on_partition(TP, _Answer(_batch(10, 2)), {TP: 10})
+    f.prefetched[TP] = CompletedFetch(TP, _batch(20, 2), 20, [])
+    assert [r.offset for r in f.take_records(10)] == [10, 11]
+    assert not f.completed and not f.prefetched
+
+
+def test_an_error_for_the_prefetched_offsets_waits_until_they_are_fetched() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    f._on_partition(TP, _Answer(_batch(0, 3)), {TP: 0})
+    f._on_partition(TP, _Answer(None, error_code=1), {TP: 3})  # OFFSET_OUT_OF_RANGE
+    assert f.out_of_range == [] and not f.errors and TP not in f.prefetched
+    assert [r.offset for r in f.take_records(10)] == [0, 1, 2]
+
+
+def test_columns_hand_out_one_fetch_per_partition_per_call() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    f._on_partition(TP, _Answer(_batch(0, 3)), {TP: 0})
+    f._on_partition(TP, _Answer(_batch(3, 2)), {TP: 3})
+    assert list(f.take_columns()[TP].offsets) == [0, 1, 2]
+    assert list(f.take_columns()[TP].offsets) == [3, 4]
+    assert st.position == 5 and not f.completed and not f.prefetched
+
+
+def test_corrupt_headers_stop_the_prefetch_and_fail_when_handed_out() -> None:
+    f, st = _fetcher()
+    st.position = 0
+    bad = bytearray(_batch(0, 3))
+    bad[16] = 7  # magic
+    f._on_partition(TP, _Answer(bytes(bad)), {TP: 0})
+    assert f._fetch_offset(TP, st) is None  # nothing is fetched after data we cannot read
+    with pytest.raises(errors.CorruptMessageError):
+        f.take_records(10)
