@@ -40,10 +40,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.client.aio._group_base import NO_GENERATION, MemberState
+from pylog.client.aio._group_base import NO_GENERATION, rebalancing
 from pylog.client.errors import (
     ClientClosedError,
-    CommitFailedError,
     KafkaConnectionError,
     KafkaTimeoutError,
 )
@@ -53,26 +52,21 @@ from pylog.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 if TYPE_CHECKING:
     from pylog.client.aio._coordinator import ConsumerCoordinator
 
-__all__ = ["commit_offsets", "fetch_committed", "is_retriable"]
+__all__ = ["MEMBERSHIP_ERRORS", "commit_offsets", "fetch_committed", "is_retriable"]
 
 log = logging.getLogger("pylog.client.consumer")
 
-_COMMIT_FAILED = (
-    "Commit cannot be completed since the group has already rebalanced and assigned the "
-    "partitions to another member. The time between poll() calls was probably longer than "
-    "max.poll.interval.ms: poll more often, lower max.poll.records or raise "
-    "max.poll.interval.ms. The consumer rejoins on its next poll().")
+# OffsetCommit codes about the member rather than the offsets: the membership (classic or
+# consumer protocol) decides what they mean (``commit_error``).
+MEMBERSHIP_ERRORS = frozenset({
+    errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code,
+    errors.FencedInstanceIdError.code, errors.StaleMemberEpochError.code,
+})
 
 
 def is_retriable(exc: BaseException) -> bool:
     return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) or bool(
         getattr(exc, "retriable", False))
-
-
-def _rebalancing(detail: str) -> errors.RebalanceInProgressError:
-    return errors.RebalanceInProgressError(
-        f"Offset commit cannot be completed since {detail}. Call poll() to complete the "
-        "rebalance, then commit again.")
 
 
 def _check_open(coord: ConsumerCoordinator) -> None:
@@ -200,14 +194,7 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
     """One OffsetCommit; the partitions answered UNKNOWN_TOPIC_OR_PARTITION (the others
     were committed). Other errors are raised."""
     if group_managed:
-        gen = coord.generation_if_stable()
-        if gen is None:
-            if coord.rebalance_in_progress():
-                raise _rebalancing("the consumer is rebalancing")
-            raise CommitFailedError(
-                "Offset commit cannot be completed since the consumer is not part of an active "
-                "group: it left or was removed (e.g. no poll() within max.poll.interval.ms); it "
-                "rejoins on its next poll().")
+        gen = coord.commit_generation()
         instance = coord.group_instance_id
     else:
         gen, instance = NO_GENERATION, None
@@ -250,19 +237,9 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
                 raise cls(f"OffsetCommit {where}: {cls.name}")
             if code == errors.RebalanceInProgressError.code:
                 coord.request_rejoin("offset commit failed since group is already rebalancing")
-                raise _rebalancing("the group is rebalancing")
-            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code,
-                        errors.FencedInstanceIdError.code):
-                changed = coord.generation != gen
-                if code == errors.FencedInstanceIdError.code and not changed:
-                    raise coord._fatal_error(code, "OffsetCommit")
-                if changed and coord.state is MemberState.PREPARING_REBALANCE:
-                    raise _rebalancing("the member already joined a newer generation")
-                if code != errors.FencedInstanceIdError.code:
-                    # The member id survives ILLEGAL_GENERATION.
-                    coord.reset_state_and_rejoin(f"encountered {cls.name} from OffsetCommit",
-                                                 code == errors.UnknownMemberIdError.code)
-                raise CommitFailedError(_COMMIT_FAILED)
+                raise rebalancing("the group is rebalancing")
+            if code in MEMBERSHIP_ERRORS:
+                raise coord.commit_error(code, gen)
             if code == errors.OffsetMetadataTooLargeError.code:
                 raise cls(f"OffsetCommit {where}: the metadata string is longer than the "
                           "broker's offset.metadata.max.bytes")
@@ -309,8 +286,9 @@ async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[To
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     version = conn.version_for(R)
     if version >= 8:
+        member_id, member_epoch = coord.fetch_member()
         req = R(groups=[R.OffsetFetchRequestGroup(
-            group_id=coord.group_id, member_id=None, member_epoch=-1,
+            group_id=coord.group_id, member_id=member_id, member_epoch=member_epoch,
             topics=[R.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
             require_stable=True)
     else:
@@ -335,7 +313,12 @@ async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[To
         cls = errors.error_for_code(code) or errors.UnknownServerError
         if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code):
             coord.mark_coordinator_unknown(cls.name)
-        raise cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+        exc = cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+        if code in (errors.StaleMemberEpochError.code, errors.UnknownMemberIdError.code):
+            # Consumer protocol: the member's epoch moved on (or it was fenced) between
+            # the request and its answer; the heartbeat brings the new one, so ask again.
+            exc.retriable = True
+        raise exc
     out: dict[TopicPartition, OffsetAndMetadata | None] = {}
     unstable = []
     for t in topics:
