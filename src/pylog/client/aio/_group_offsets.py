@@ -50,7 +50,12 @@ from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 if TYPE_CHECKING:
+    from pylog.client.aio._consumer_membership import ConsumerMembership
     from pylog.client.aio._coordinator import ConsumerCoordinator
+
+    # Either protocol's membership: both answer commit_generation, commit_error and
+    # fetch_member, and find the coordinator the same way (CoordinatorLink).
+    GroupMember = ConsumerCoordinator | ConsumerMembership
 
 __all__ = ["MEMBERSHIP_ERRORS", "commit_offsets", "fetch_committed", "is_retriable"]
 
@@ -69,14 +74,14 @@ def is_retriable(exc: BaseException) -> bool:
         getattr(exc, "retriable", False))
 
 
-def _check_open(coord: ConsumerCoordinator) -> None:
+def _check_open(coord: GroupMember) -> None:
     if coord.closed:
         raise ClientClosedError("the consumer is closed: nothing more can be committed or "
                                 "fetched (a rebalance callback that commits during close() must "
                                 "finish within close's timeout)")
 
 
-async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+async def commit_offsets(coord: GroupMember, offsets: dict[TopicPartition, OffsetAndMetadata],
                          *, group_managed: bool, deadline: float | None, retry: bool,
                          skip_deleted: bool = False) -> None:
     """Commit ``offsets``; with ``retry``, retriable failures are retried until ``deadline``
@@ -121,7 +126,7 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
             attempts += 1
 
 
-async def _backoff_or_give_up(coord: ConsumerCoordinator, attempts: int, deadline: float | None,
+async def _backoff_or_give_up(coord: GroupMember, attempts: int, deadline: float | None,
                               exc: BaseException, what: str) -> None:
     """Sleep the retry backoff before attempt ``attempts + 1``, or raise when that would pass
     ``deadline``: ``exc`` itself if it is a timeout, else a KafkaTimeoutError saying ``what``."""
@@ -133,7 +138,7 @@ async def _backoff_or_give_up(coord: ConsumerCoordinator, attempts: int, deadlin
     await asyncio.sleep(pause)
 
 
-async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
+async def _deleted(coord: GroupMember, tps: list[TopicPartition],
                    deadline: float | None) -> set[TopicPartition]:
     """Of ``tps`` (answered UNKNOWN_TOPIC_OR_PARTITION), those whose topic (or partition)
     fresh metadata says does not exist; none if the metadata could not be had in time."""
@@ -155,7 +160,7 @@ async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
     return gone
 
 
-def _without_deleted(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+def _without_deleted(coord: GroupMember, offsets: dict[TopicPartition, OffsetAndMetadata],
                      gone: set[TopicPartition], skip_deleted: bool
                      ) -> dict[TopicPartition, OffsetAndMetadata]:
     names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(gone))
@@ -188,7 +193,7 @@ async def _request(conn: Any, req: Any, deadline: float | None, version: int | N
         raise _PastDeadline from None
 
 
-async def _send_commit(coord: ConsumerCoordinator, conn: Any,
+async def _send_commit(coord: GroupMember, conn: Any,
                        offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool,
                        deadline: float | None = None) -> list[TopicPartition]:
     """One OffsetCommit; the partitions answered UNKNOWN_TOPIC_OR_PARTITION (the others
@@ -250,7 +255,7 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
     return unknown
 
 
-async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
+async def fetch_committed(coord: GroupMember, partitions: list[TopicPartition],
                           deadline: float | None, *, bound_answer: bool = True
                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """The committed offset of each partition (None where none is). ``bound_answer``
@@ -278,7 +283,7 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
             attempts += 1
 
 
-async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[TopicPartition],
+async def _send_fetch(coord: GroupMember, conn: Any, partitions: list[TopicPartition],
                       deadline: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
     R = OffsetFetchRequest
     by_topic: dict[str, list[int]] = {}
