@@ -232,7 +232,7 @@ def test_a_member_leaving_moves_only_its_partitions(kbroker: BrokerProcess, topi
                  state=lambda: split(stayers))
         produce(kbroker.bootstrap, topic_name, 120, start=120)
         wait_for(lambda: len({r for m in members for r in m.consumed}) >= 240, "all 240 records")
-        for m, held, mark, ev in zip(stayers, before, marks, events):
+        for m, held, mark, ev in zip(stayers, before, marks, events, strict=True):
             # No stop-the-world: each kept what it had at every step, and gave up nothing.
             assert all(held <= h for h in m.history[mark:]), (held, m.history[mark:])
             assert not any(kind in ("revoked", "lost") for kind, _ in m.events[ev:]), m.events[ev:]

@@ -318,12 +318,12 @@ async def _send_fetch(coord: GroupMember, conn: Any, partitions: list[TopicParti
         cls = errors.error_for_code(code) or errors.UnknownServerError
         if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code):
             coord.mark_coordinator_unknown(cls.name)
-        exc = cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+        failure = cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
         if code in (errors.StaleMemberEpochError.code, errors.UnknownMemberIdError.code):
             # Consumer protocol: the member's epoch moved on (or it was fenced) between
             # the request and its answer; the heartbeat brings the new one, so ask again.
-            exc.retriable = True
-        raise exc
+            failure.retriable = True
+        raise failure
     out: dict[TopicPartition, OffsetAndMetadata | None] = {}
     unstable = []
     for t in topics:
