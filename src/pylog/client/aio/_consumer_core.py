@@ -1,9 +1,11 @@
 """The consumer's core, shared by the asyncio and the blocking ``Consumer``.
 
 Holds the assignment (``PartitionState`` per partition: position, pause, pending
-revocation), the fetcher, and, with ``group.id``, the group coordinator client
-(``_coordinator.ConsumerCoordinator``). Partitions come from ``assign()`` (manual) or from
-the group after ``subscribe()``; the two are exclusive, as in Kafka.
+revocation), the fetcher, and, with ``group.id``, the group membership: the classic
+protocol's coordinator client (``_coordinator.ConsumerCoordinator``) or, with
+``group.protocol=consumer``, KIP-848's (``_consumer_membership.ConsumerMembership``).
+Partitions come from ``assign()`` (manual) or from the group after ``subscribe()``; the two
+are exclusive, as in Kafka.
 
 Positions: a partition without one takes its group's committed offset (OffsetFetch) when
 the consumer has a ``group.id``, else (or when nothing is committed) ``auto.offset.reset``.
