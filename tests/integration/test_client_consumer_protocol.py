@@ -438,6 +438,34 @@ def test_a_member_that_stops_polling_leaves_and_its_commit_fails(kbroker: Broker
         c.commit({TopicPartition(topic_name, 0): 5})
 
 
+def test_members_carry_on_through_a_broker_restart(new_broker: Callable[..., BrokerProcess],
+                                                  topic_name: str) -> None:
+    b = new_broker(OVERRIDES).start()
+    create_topic(b.bootstrap, topic_name)
+    produce(b.bootstrap, topic_name, 60)
+    group = f"g-{topic_name}"
+    members = [Member(b.bootstrap, group, [topic_name]) for _ in range(2)]
+    try:
+        wait_for(lambda: balanced(members) and len({r for m in members for r in m.consumed}) >= 60,
+                 "2 members to share the partitions and read 60 records", state=lambda: split(members))
+        held = [m.assignment for m in members]
+        epochs = [m.metadata.generation_id for m in members]
+        b.stop(sig=signal.SIGKILL)
+        b.start()
+        # The coordinator reloads the group from __consumer_offsets; the members find it
+        # again, resend their full state and carry on at their epochs, losing nothing.
+        produce(b.bootstrap, topic_name, 60, start=60)
+        wait_for(lambda: len({r for m in members for r in m.consumed}) >= 120, "all 120 records",
+                 state=lambda: len({r for m in members for r in m.consumed}))
+        assert [m.assignment for m in members] == held
+        assert [m.metadata.generation_id for m in members] == epochs
+        assert not any(kind == "lost" for m in members for kind, _ in m.events)
+    finally:
+        for m in members:
+            m.close()
+    check_once(members, topic_name, 120)
+
+
 def test_consume_transform_produce_on_the_consumer_protocol(kbroker: BrokerProcess, topic_name: str) -> None:
     src, dst = f"{topic_name}-in", f"{topic_name}-out"
     create_topic(kbroker.bootstrap, src, 2)

@@ -702,7 +702,7 @@ class ConsumerMembership(CoordinatorLink):
                 self._restart()
                 self._set_state(MemberState.UNSUBSCRIBED)
         else:
-            if owned and state in (MemberState.FENCED, MemberState.STALE):
+            if owned and state in (MemberState.FENCED, MemberState.STALE, MemberState.LEAVING):
                 failure = await self.owner.invoke_listener("lost", owned)
             self.owner.set_assignment([])
             self._restart()
