@@ -29,7 +29,6 @@ from pylog.client import (
     AbortableTransactionError,
     Admin,
     CommitFailedError,
-    ConfigError,
     Consumer,
     NewTopic,
     Producer,
@@ -560,13 +559,3 @@ def test_fatal_heartbeat_errors_surface_from_poll(kbroker: BrokerProcess, topic_
         with Admin(bootstrap_servers=kbroker.bootstrap) as admin:
             desc = admin.describe_groups([f"g3-{topic_name}"])[f"g3-{topic_name}"]
         assert desc.group_type == "consumer" and desc.protocol == "range"
-
-
-def test_settings_of_the_classic_protocol_are_refused() -> None:
-    base = {"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "group.protocol": "consumer"}
-    for name, value in [("session.timeout.ms", 10000), ("heartbeat.interval.ms", 1000),
-                        ("partition.assignment.strategy", "range")]:
-        with pytest.raises(ConfigError, match=f"{name} cannot be set when group.protocol=consumer"):
-            Consumer({**base, name: value})
-    with pytest.raises(ConfigError, match="group.remote.assignor cannot be set"):
-        Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "group.remote.assignor": "uniform"})
