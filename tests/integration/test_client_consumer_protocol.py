@@ -559,3 +559,31 @@ def test_fatal_heartbeat_errors_surface_from_poll(kbroker: BrokerProcess, topic_
         with Admin(bootstrap_servers=kbroker.bootstrap) as admin:
             desc = admin.describe_groups([f"g3-{topic_name}"])[f"g3-{topic_name}"]
         assert desc.group_type == "consumer" and desc.protocol == "range"
+
+
+def test_embedded_consumers_share_a_group(tmp_path: Any) -> None:
+    """Embedded mode (``log.dir``): the in-process coordinator serves the protocol too."""
+    conf = {"log.dir": str(tmp_path / "data"),
+            "broker.config": {"num.partitions": 4, "group.consumer.heartbeat.interval.ms": 500,
+                              "group.consumer.min.heartbeat.interval.ms": 100}}
+    with Producer(conf) as p:
+        for i in range(40):
+            p.send("embedded", b"v%d" % i, partition=i % 4)
+        p.flush(30)
+        consumers = [Consumer({**conf, "group.id": "g", **MEMBER}) for _ in range(2)]
+        try:
+            for c in consumers:
+                c.subscribe(["embedded"])
+            seen: set[tuple[int, int]] = set()
+            deadline = time.monotonic() + DEADLINE
+            while time.monotonic() < deadline:
+                for c in consumers:
+                    seen |= {(r.partition, r.offset) for r in c.poll(0.1)}
+                if len(seen) == 40 and all(len(c.assignment()) == 2 for c in consumers):
+                    break
+            assert len(seen) == 40
+            assert sorted(len(c.assignment()) for c in consumers) == [2, 2]
+            assert all(c.consumer_group_metadata().generation_id > 0 for c in consumers)
+        finally:
+            for c in consumers:
+                c.close()
