@@ -128,3 +128,29 @@ def test_an_unreleased_instance_id_is_fatal_until_subscribing_again(broker: Kafk
             c.poll(0.1)
         c.subscribe(["faults"], listener=rec)  # ...a new subscription starts over
         poll_until(c, lambda: len(c.assignment()) == 2, "the member to join again")
+
+
+def test_a_broker_without_the_protocol_is_a_clear_error() -> None:
+    from pylog import errors
+
+    with KafkaBroker({"group.coordinator.rebalance.protocols": "classic"}) as b:
+        b.create_topic("classic-only")
+        with Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g",
+                       "group.protocol": "consumer"}) as c:
+            c.subscribe(["classic-only"])
+            with pytest.raises(errors.UnsupportedVersionError, match="set group.protocol=classic"):
+                poll_until(c, lambda: False, "the error")
+
+
+def test_a_classic_group_with_members_refuses_a_consumer_protocol_member(broker: KafkaBroker) -> None:
+    from pylog import errors
+
+    with Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "mixed",
+                   "auto.offset.reset": "earliest"}) as classic:
+        classic.subscribe(["faults"])
+        poll_until(classic, lambda: len(classic.assignment()) == 2, "the classic member to join")
+        with Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "mixed",
+                       "group.protocol": "consumer"}) as c:
+            c.subscribe(["faults"])
+            with pytest.raises(errors.GroupIdNotFoundError, match="cannot mix the two protocols"):
+                poll_until(c, lambda: False, "the error")

@@ -144,6 +144,8 @@ _HINTS = {
                                                "regular expression",
     errors.UnsupportedVersionError.code: "the cluster does not serve the consumer group "
                                          "protocol: set group.protocol=classic",
+    errors.GroupIdNotFoundError.code: "the group is a classic group with members, and one "
+                                      "group cannot mix the two protocols",
 }
 
 
