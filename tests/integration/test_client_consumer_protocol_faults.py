@@ -154,3 +154,20 @@ def test_a_classic_group_with_members_refuses_a_consumer_protocol_member(broker:
             c.subscribe(["faults"])
             with pytest.raises(errors.GroupIdNotFoundError, match="cannot mix the two protocols"):
                 poll_until(c, lambda: False, "the error")
+
+
+def test_a_full_group_refuses_another_member() -> None:
+    from pylog import errors
+
+    with KafkaBroker({**CONFIG, "group.consumer.max.size": "1"}) as b:
+        b.create_topic("small")
+        settings = {"bootstrap.servers": b.bootstrap_servers, "group.id": "g",
+                    "group.protocol": "consumer"}
+        with Consumer(settings) as first, Consumer(settings) as second:
+            first.subscribe(["small"])
+            poll_until(first, lambda: len(first.assignment()) == 1, "the first member to join")
+            second.subscribe(["small"])
+            with pytest.raises(errors.GroupMaxSizeReachedError, match="group.consumer.max.size"):
+                poll_until(second, lambda: False, "the error")
+            first.poll(0.1)
+            assert len(first.assignment()) == 1
