@@ -29,6 +29,15 @@ Rules of the Java client's ``ConsumerCoordinator`` (``sendOffsetCommitRequest``,
   (a commit in a revoke callback during ``close`` ends with close's timeout).
 - OffsetFetch asks with ``require_stable`` (v7+): a partition with a pending transactional
   commit answers UNSTABLE_OFFSET_COMMIT and is asked again. Offset -1 means none committed.
+- The membership decides the member's part, for either group protocol: which generation a
+  commit names (``commit_generation``: the classic generation, or the member epoch of the
+  consumer protocol, OffsetCommit v9), what UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+  FENCED_INSTANCE_ID and STALE_MEMBER_EPOCH mean (``commit_error``; the consumer protocol
+  retries STALE_MEMBER_EPOCH when a newer epoch arrived meanwhile, as Kafka's
+  ``CommitRequestManager`` does for the commit before a revocation), and the member id and
+  epoch an OffsetFetch v9 names (``fetch_member``; the consumer protocol's coordinator
+  checks them, and answers STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID while a heartbeat brings
+  the new epoch: asked again).
 
 Event-loop affinity: the consumer's loop.
 """
