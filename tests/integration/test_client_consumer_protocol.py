@@ -188,12 +188,18 @@ def test_three_members_share_six_partitions_and_read_every_record_once(
     group = f"g-{topic_name}"
     members: list[Member] = []
     try:
+        marks: list[int] = []
         for _ in range(3):
+            marks = [len(m.history) for m in members]
             members.append(Member(kbroker.bootstrap, group, [topic_name]))
             wait_for(lambda: balanced(members), f"{len(members)} members to share 6 partitions",
                      state=lambda: split(members))
         wait_for(lambda: all(len(m.assignment) == 2 for m in members), "2 partitions each",
                  state=lambda: split(members))
+        # The third member's join took from the other two only what moved: each kept the
+        # partitions it ends with all along (no stop-the-world).
+        for m, mark in zip(members[:2], marks, strict=True):
+            assert all(m.assignment <= h for h in m.history[mark - 1:]), (m.assignment, m.history)
         produce(kbroker.bootstrap, topic_name, n // 2, start=n // 2)
         wait_for(lambda: len({r for m in members for r in m.consumed}) >= n, f"all {n} records",
                  state=lambda: len({r for m in members for r in m.consumed}))
