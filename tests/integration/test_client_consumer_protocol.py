@@ -349,6 +349,35 @@ def test_a_regex_subscription_picks_up_a_new_topic(kbroker: BrokerProcess, topic
         m.close()
 
 
+def test_a_changed_subscription_reaches_the_broker(kbroker: BrokerProcess, topic_name: str) -> None:
+    a, b = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(kbroker.bootstrap, a, 2)
+    create_topic(kbroker.bootstrap, b, 2)
+    events: list[tuple[str, list[TopicPartition]]] = []
+    with Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": f"g-{topic_name}",
+                   **MEMBER}) as c:
+
+        def topics() -> set[str]:
+            return {tp.topic for tp in c.assignment()}
+
+        def until(cond: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + DEADLINE
+            while not cond() and time.monotonic() < deadline:
+                c.poll(0.1)
+            assert cond(), f"{what}: {sorted(c.assignment())}"
+
+        callbacks = {"on_assign": lambda _c, p: events.append(("assigned", p)),
+                     "on_revoke": lambda _c, p: events.append(("revoked", p))}
+        c.subscribe([a], **callbacks)
+        until(lambda: topics() == {a}, "the first topic")
+        c.subscribe([a, b], **callbacks)  # sent with the next heartbeat
+        until(lambda: topics() == {a, b}, "both topics")
+        c.subscribe([b], **callbacks)
+        until(lambda: topics() == {b}, "the second topic only")
+    assert ("revoked", [TopicPartition(a, 0), TopicPartition(a, 1)]) in events, events
+    assert ("assigned", [TopicPartition(b, 0), TopicPartition(b, 1)]) in events, events
+
+
 def test_a_group_of_pylog_and_confluent_kafka_members(kbroker: BrokerProcess, topic_name: str) -> None:
     create_topic(kbroker.bootstrap, topic_name)
     n = 300
