@@ -18,8 +18,9 @@ Java client's ``ConsumerMembershipManager``, ``AbstractMembershipManager`` and
 - **Reconciliation** (``_reconcile``, a task ``poll`` starts, so the callbacks run inside
   ``poll`` as Kafka runs them): topic ids are resolved to names through Metadata (an id
   the metadata does not know yet waits for the next refresh); partitions no longer in the
-  target are revoked first (fetching stops, auto commit, ``on_revoke``), then the new ones
-  are added (``on_assign``), then the next heartbeat acknowledges the owned set at once. The
+  target are revoked first (fetching stops, auto commit of what was consumed,
+  ``on_revoke``), then the new ones are added (``on_assign``, called on every change, also
+  when nothing was added), then the next heartbeat acknowledges the owned set at once. The
   coordinator hands a partition over only after its previous owner acknowledged giving it
   up, so the members that keep theirs never stop.
 - **Errors.** FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID: the partitions are lost
@@ -457,17 +458,23 @@ class ConsumerMembership(CoordinatorLink):
         revoked = sorted(owned - assigned, key=_order)
         added = sorted(assigned - owned, key=_order)
         failure: BaseException | None = None
-        if revoked:
-            log.info("group %s: epoch %d revokes %s", self.group_id, epoch, revoked)
+        if revoked or added:
+            # As Kafka's AbstractMembershipManager: auto commit of everything consumed, then
+            # onPartitionsRevoked, then onPartitionsAssigned (also when nothing was added).
+            # The revoked partitions stop fetching first, so the commit covers what was
+            # handed out of them.
+            log.info("group %s: epoch %d reconciles: revoking %s, adding %s", self.group_id,
+                     epoch, revoked, added)
             self.owner.mark_pending_revocation(revoked)
-            await self.owner.commit_before_revocation(revoked, self.rebalance_timeout_ms / 1000)
-            failure = await self.owner.invoke_listener("revoked", revoked)
+            await self.owner.commit_before_revocation(None, self.rebalance_timeout_ms / 1000)
             if session != self._session:
                 return  # fenced meanwhile: the partitions are lost instead
+        if revoked:
+            failure = await self.owner.invoke_listener("revoked", revoked)
+            if session != self._session:
+                return
             self.owner.set_assignment(sorted(owned - set(revoked), key=_order))
-        if added or self._announce:
-            if added:
-                log.info("group %s: epoch %d assigns %s", self.group_id, epoch, added)
+        if revoked or added or self._announce:
             self._announce = False
             self.owner.set_assignment(sorted(assigned, key=_order))
             failure2 = await self.owner.invoke_listener("assigned", added)

@@ -195,8 +195,9 @@ def test_reconciliation_revokes_first_then_assigns() -> None:
         await m._heartbeat()  # acknowledges a-0..2; the answer revokes a-1, a-2
         assert m.state is S.RECONCILING
         await m._reconcile()
-        assert owner.events[-1] == ("revoked", tps(("a", 1), ("a", 2)))
-        assert owner.commits == [tps(("a", 1), ("a", 2))]  # committed before the callback
+        # Kafka's order: commit what was consumed, on_revoke, then on_assign (even empty).
+        assert owner.events[-2:] == [("revoked", tps(("a", 1), ("a", 2))), ("assigned", [])]
+        assert owner.commits == [None, None]  # all consumed, before each change
         assert owner.assignment == tps(("a", 0)) and m.current_epoch == 1
         await m._heartbeat()  # acknowledges a-0 alone; then epoch 2 adds b-2
         assert [(t.topic_id, t.partitions) for t in conn.sent[2].topic_partitions] == [(T1, [0])]
