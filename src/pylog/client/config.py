@@ -33,7 +33,8 @@ from typing import Any
 
 from pylog.errors import KafkaError
 
-__all__ = ["ConfigError", "Setting", "PRODUCER", "CONSUMER", "ADMIN", "Resolved", "resolve"]
+__all__ = ["ConfigError", "Setting", "PRODUCER", "CONSUMER", "ADMIN", "Resolved", "resolve",
+           "check_group_protocol"]
 
 
 class ConfigError(KafkaError, ValueError):
@@ -323,6 +324,12 @@ def _non_empty_or_none(name: str, value: Any) -> str | None:
 CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("group.id", _str_or_none, None,
             "Consumer group: needed by subscribe(), commit() and committed()."),
+    Setting("group.protocol", _choice("classic", "consumer"), "classic",
+            "classic: JoinGroup/SyncGroup, the members assign; consumer: KIP-848's "
+            "ConsumerGroupHeartbeat, the broker assigns and moves only what changes owner."),
+    Setting("group.remote.assignor", _non_empty_or_none, None,
+            "group.protocol=consumer: the server-side assignor to ask for (uniform, range); "
+            "unset: the broker's default."),
     Setting("group.instance.id", _non_empty_or_none, None,
             "Static membership (KIP-345): a restart within session.timeout.ms keeps the "
             "partitions without a rebalance; no LeaveGroup on close."),
@@ -362,6 +369,35 @@ CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
 ADMIN: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("default.api.timeout.ms", _int(0), 60000, "Timeout of an admin call."),
 ]}
+
+
+# Settings the broker owns under group.protocol=consumer (KIP-848): the Java client's
+# ConsumerConfig refuses them there, and group.remote.assignor under classic.
+CONSUMER_PROTOCOL_UNSUPPORTED = ("partition.assignment.strategy", "heartbeat.interval.ms",
+                                 "session.timeout.ms")
+
+
+def check_group_protocol(settings: Resolved) -> None:
+    """Refuse the settings that do not apply to the chosen ``group.protocol``, as Kafka's
+    ``ConsumerConfig`` does.
+
+    Raises:
+        ConfigError: ``partition.assignment.strategy``, ``heartbeat.interval.ms`` or
+            ``session.timeout.ms`` given with ``group.protocol=consumer`` (the broker's
+            ``group.consumer.*`` settings rule them), or ``group.remote.assignor`` with
+            ``group.protocol=classic``.
+    """
+    if settings["group.protocol"] == "consumer":
+        given = [name for name in CONSUMER_PROTOCOL_UNSUPPORTED if name in settings.explicit]
+        if given:
+            raise ConfigError(f"{', '.join(given)} cannot be set when group.protocol=consumer: "
+                              "the broker decides them (group.consumer.assignors, "
+                              "group.consumer.heartbeat.interval.ms, "
+                              "group.consumer.session.timeout.ms); ask for a server-side "
+                              "assignor with group.remote.assignor")
+    elif settings["group.remote.assignor"] is not None:
+        raise ConfigError("group.remote.assignor cannot be set when group.protocol=classic "
+                          "(it names a server-side assignor of group.protocol=consumer)")
 
 
 class Resolved(dict):  # type: ignore[type-arg]

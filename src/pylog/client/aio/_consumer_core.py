@@ -1,9 +1,11 @@
 """The consumer's core, shared by the asyncio and the blocking ``Consumer``.
 
 Holds the assignment (``PartitionState`` per partition: position, pause, pending
-revocation), the fetcher, and, with ``group.id``, the group coordinator client
-(``_coordinator.ConsumerCoordinator``). Partitions come from ``assign()`` (manual) or from
-the group after ``subscribe()``; the two are exclusive, as in Kafka.
+revocation), the fetcher, and, with ``group.id``, the group membership: the classic
+protocol's coordinator client (``_coordinator.ConsumerCoordinator``) or, with
+``group.protocol=consumer``, KIP-848's (``_consumer_membership.ConsumerMembership``).
+Partitions come from ``assign()`` (manual) or from the group after ``subscribe()``; the two
+are exclusive, as in Kafka.
 
 Positions: a partition without one takes its group's committed offset (OffsetFetch) when
 the consumer has a ``group.id``, else (or when nothing is committed) ``auto.offset.reset``.
@@ -36,12 +38,13 @@ import logcore
 from pylog import errors
 from pylog.client.aio._assignors import EAGER
 from pylog.client.aio._cluster import make_cluster
+from pylog.client.aio._consumer_membership import ConsumerMembership
 from pylog.client.aio._coordinator import ConsumerCoordinator, SubscriptionState
 from pylog.client.aio._fetcher import Fetcher, PartitionState
 from pylog.client.aio._group_offsets import commit_offsets, fetch_committed, is_retriable
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
 from pylog.client.aio._rebalance import RebalanceListener
-from pylog.client.config import ConfigError, Resolved
+from pylog.client.config import ConfigError, Resolved, check_group_protocol
 from pylog.client.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -90,12 +93,15 @@ class ConsumerCore:
             raise ConfigError("enable.auto.commit cannot be true without a group.id")
         self.auto_commit = self.group_id is not None and settings["enable.auto.commit"]
         self.auto_commit_interval = settings["auto.commit.interval.ms"] / 1000
-        if self.group_id is not None and settings["heartbeat.interval.ms"] >= settings["session.timeout.ms"]:
+        check_group_protocol(settings)
+        self.group_protocol: str = settings["group.protocol"]
+        if (self.group_id is not None and self.group_protocol == "classic"
+                and settings["heartbeat.interval.ms"] >= settings["session.timeout.ms"]):
             raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms "
                               f"({settings['heartbeat.interval.ms']} >= {settings['session.timeout.ms']})")
         self.mode = "none"  # "assigned" (assign()) or "subscribed" (subscribe())
         self.subscription = SubscriptionState()
-        self.coordinator: ConsumerCoordinator | None = None
+        self.coordinator: ConsumerCoordinator | ConsumerMembership | None = None
         self.next_auto_commit: float | None = None
         self.async_commits: set[asyncio.Task[Any]] = set()
         # Replaced by the blocking consumer to run callbacks on the application's thread.
@@ -122,8 +128,9 @@ class ConsumerCore:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned")
         return st
 
-    def group(self, what: str) -> ConsumerCoordinator:
-        """The group coordinator client (made on first use).
+    def group(self, what: str) -> ConsumerCoordinator | ConsumerMembership:
+        """The group membership (made on first use): the classic protocol's coordinator
+        client, or the consumer protocol's membership (``group.protocol=consumer``).
 
         Raises:
             InvalidGroupIdError: no ``group.id``.
@@ -131,13 +138,15 @@ class ConsumerCore:
         if self.group_id is None:
             raise errors.InvalidGroupIdError(f"{what} {_NO_GROUP}")
         if self.coordinator is None:
-            self.coordinator = ConsumerCoordinator(self.cluster, self.settings, self.client_id,
-                                                   self.subscription, self)
+            kind = ConsumerMembership if self.group_protocol == "consumer" else ConsumerCoordinator
+            self.coordinator = kind(self.cluster, self.settings, self.client_id,
+                                    self.subscription, self)
         return self.coordinator
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """Group id, generation, member id and group instance id now, for a transactional
-        producer's ``send_offsets_to_transaction`` (Kafka's ``groupMetadata()``).
+        producer's ``send_offsets_to_transaction`` (Kafka's ``groupMetadata()``; under
+        ``group.protocol=consumer`` the generation is the member epoch).
 
         Raises:
             InvalidGroupIdError: no ``group.id``.

@@ -57,6 +57,7 @@ from pylog.client.aio._assignors import (
 )
 from pylog.client.aio._cluster import Cluster
 from pylog.client.aio._group_base import (
+    COMMIT_FAILED,
     NO_GENERATION,
     TRANSITIONS,
     ConsumerOwner,
@@ -64,8 +65,14 @@ from pylog.client.aio._group_base import (
     Generation,
     MemberState,
     SubscriptionState,
+    rebalancing,
 )
-from pylog.client.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
+from pylog.client.errors import (
+    CommitFailedError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from pylog.client.records import TopicPartition
 from pylog.net.connection import Connection
 from pylog.protocol.messages import (
@@ -185,6 +192,44 @@ class ConsumerCoordinator(CoordinatorLink):
 
     def generation_if_stable(self) -> Generation | None:
         return self.generation if self.state is MemberState.STABLE else None
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_generation(self) -> Generation:
+        """The generation a group-managed OffsetCommit carries (only a stable member commits).
+
+        Raises:
+            RebalanceInProgressError: a rebalance is under way. CommitFailedError: not in
+                the group.
+        """
+        gen = self.generation_if_stable()
+        if gen is None:
+            if self.rebalance_in_progress():
+                raise rebalancing("the consumer is rebalancing")
+            raise CommitFailedError(
+                "Offset commit cannot be completed since the consumer is not part of an active "
+                "group: it left or was removed (e.g. no poll() within max.poll.interval.ms); it "
+                "rejoins on its next poll().")
+        return gen
+
+    def commit_error(self, code: int, sent: Generation) -> BaseException:
+        """What an OffsetCommit answered ``code`` (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+        FENCED_INSTANCE_ID) for generation ``sent`` raises; resets the generation as Kafka's
+        ``OffsetCommitResponseHandler`` does (the member id survives ILLEGAL_GENERATION)."""
+        changed = self.generation != sent
+        if code == errors.FencedInstanceIdError.code and not changed:
+            return self._fatal_error(code, "OffsetCommit")
+        if changed and self.state is MemberState.PREPARING_REBALANCE:
+            return rebalancing("the member already joined a newer generation")
+        if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code):
+            name = (errors.error_for_code(code) or errors.UnknownServerError).name
+            self.reset_state_and_rejoin(f"encountered {name} from OffsetCommit",
+                                        code == errors.UnknownMemberIdError.code)
+        return CommitFailedError(COMMIT_FAILED)
+
+    def fetch_member(self) -> tuple[str | None, int]:
+        """Member id and epoch of an OffsetFetch v9+: none (classic groups do not check)."""
+        return None, -1
 
     def rebalance_in_progress(self) -> bool:
         return self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE)

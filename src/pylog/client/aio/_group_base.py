@@ -29,9 +29,22 @@ from pylog.net.connection import Connection
 from pylog.protocol.messages import FindCoordinatorRequest
 
 __all__ = ["Generation", "NO_GENERATION", "MemberState", "TRANSITIONS", "SubscriptionState",
-           "ConsumerOwner", "CoordinatorLink"]
+           "ConsumerOwner", "CoordinatorLink", "COMMIT_FAILED", "rebalancing"]
 
 log = logging.getLogger("pylog.client.consumer")
+
+
+COMMIT_FAILED = (
+    "Commit cannot be completed since the group has already rebalanced and assigned the "
+    "partitions to another member. The time between poll() calls was probably longer than "
+    "max.poll.interval.ms: poll more often, lower max.poll.records or raise "
+    "max.poll.interval.ms. The consumer rejoins on its next poll().")
+
+
+def rebalancing(detail: str) -> errors.RebalanceInProgressError:
+    return errors.RebalanceInProgressError(
+        f"Offset commit cannot be completed since {detail}. Call poll() to complete the "
+        "rebalance, then commit again.")
 
 
 class Generation(NamedTuple):

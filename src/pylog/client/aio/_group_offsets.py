@@ -29,6 +29,15 @@ Rules of the Java client's ``ConsumerCoordinator`` (``sendOffsetCommitRequest``,
   (a commit in a revoke callback during ``close`` ends with close's timeout).
 - OffsetFetch asks with ``require_stable`` (v7+): a partition with a pending transactional
   commit answers UNSTABLE_OFFSET_COMMIT and is asked again. Offset -1 means none committed.
+- The membership decides the member's part, for either group protocol: which generation a
+  commit names (``commit_generation``: the classic generation, or the member epoch of the
+  consumer protocol, OffsetCommit v9), what UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+  FENCED_INSTANCE_ID and STALE_MEMBER_EPOCH mean (``commit_error``; the consumer protocol
+  retries STALE_MEMBER_EPOCH when a newer epoch arrived meanwhile, as Kafka's
+  ``CommitRequestManager`` does for the commit before a revocation), and the member id and
+  epoch an OffsetFetch v9 names (``fetch_member``; the consumer protocol's coordinator
+  checks them, and answers STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID while a heartbeat brings
+  the new epoch: asked again).
 
 Event-loop affinity: the consumer's loop.
 """
@@ -40,10 +49,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.client.aio._group_base import NO_GENERATION, MemberState
+from pylog.client.aio._group_base import NO_GENERATION, rebalancing
 from pylog.client.errors import (
     ClientClosedError,
-    CommitFailedError,
     KafkaConnectionError,
     KafkaTimeoutError,
 )
@@ -51,17 +59,23 @@ from pylog.client.records import OffsetAndMetadata, TopicPartition
 from pylog.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 if TYPE_CHECKING:
+    from pylog.client.aio._consumer_membership import ConsumerMembership
     from pylog.client.aio._coordinator import ConsumerCoordinator
 
-__all__ = ["commit_offsets", "fetch_committed", "is_retriable"]
+    # Either protocol's membership: both answer commit_generation, commit_error and
+    # fetch_member, and find the coordinator the same way (CoordinatorLink).
+    GroupMember = ConsumerCoordinator | ConsumerMembership
+
+__all__ = ["MEMBERSHIP_ERRORS", "commit_offsets", "fetch_committed", "is_retriable"]
 
 log = logging.getLogger("pylog.client.consumer")
 
-_COMMIT_FAILED = (
-    "Commit cannot be completed since the group has already rebalanced and assigned the "
-    "partitions to another member. The time between poll() calls was probably longer than "
-    "max.poll.interval.ms: poll more often, lower max.poll.records or raise "
-    "max.poll.interval.ms. The consumer rejoins on its next poll().")
+# OffsetCommit codes about the member rather than the offsets: the membership (classic or
+# consumer protocol) decides what they mean (``commit_error``).
+MEMBERSHIP_ERRORS = frozenset({
+    errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code,
+    errors.FencedInstanceIdError.code, errors.StaleMemberEpochError.code,
+})
 
 
 def is_retriable(exc: BaseException) -> bool:
@@ -69,20 +83,14 @@ def is_retriable(exc: BaseException) -> bool:
         getattr(exc, "retriable", False))
 
 
-def _rebalancing(detail: str) -> errors.RebalanceInProgressError:
-    return errors.RebalanceInProgressError(
-        f"Offset commit cannot be completed since {detail}. Call poll() to complete the "
-        "rebalance, then commit again.")
-
-
-def _check_open(coord: ConsumerCoordinator) -> None:
+def _check_open(coord: GroupMember) -> None:
     if coord.closed:
         raise ClientClosedError("the consumer is closed: nothing more can be committed or "
                                 "fetched (a rebalance callback that commits during close() must "
                                 "finish within close's timeout)")
 
 
-async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+async def commit_offsets(coord: GroupMember, offsets: dict[TopicPartition, OffsetAndMetadata],
                          *, group_managed: bool, deadline: float | None, retry: bool,
                          skip_deleted: bool = False) -> None:
     """Commit ``offsets``; with ``retry``, retriable failures are retried until ``deadline``
@@ -127,7 +135,7 @@ async def commit_offsets(coord: ConsumerCoordinator, offsets: dict[TopicPartitio
             attempts += 1
 
 
-async def _backoff_or_give_up(coord: ConsumerCoordinator, attempts: int, deadline: float | None,
+async def _backoff_or_give_up(coord: GroupMember, attempts: int, deadline: float | None,
                               exc: BaseException, what: str) -> None:
     """Sleep the retry backoff before attempt ``attempts + 1``, or raise when that would pass
     ``deadline``: ``exc`` itself if it is a timeout, else a KafkaTimeoutError saying ``what``."""
@@ -139,7 +147,7 @@ async def _backoff_or_give_up(coord: ConsumerCoordinator, attempts: int, deadlin
     await asyncio.sleep(pause)
 
 
-async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
+async def _deleted(coord: GroupMember, tps: list[TopicPartition],
                    deadline: float | None) -> set[TopicPartition]:
     """Of ``tps`` (answered UNKNOWN_TOPIC_OR_PARTITION), those whose topic (or partition)
     fresh metadata says does not exist; none if the metadata could not be had in time."""
@@ -161,7 +169,7 @@ async def _deleted(coord: ConsumerCoordinator, tps: list[TopicPartition],
     return gone
 
 
-def _without_deleted(coord: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata],
+def _without_deleted(coord: GroupMember, offsets: dict[TopicPartition, OffsetAndMetadata],
                      gone: set[TopicPartition], skip_deleted: bool
                      ) -> dict[TopicPartition, OffsetAndMetadata]:
     names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(gone))
@@ -194,20 +202,13 @@ async def _request(conn: Any, req: Any, deadline: float | None, version: int | N
         raise _PastDeadline from None
 
 
-async def _send_commit(coord: ConsumerCoordinator, conn: Any,
+async def _send_commit(coord: GroupMember, conn: Any,
                        offsets: dict[TopicPartition, OffsetAndMetadata], group_managed: bool,
                        deadline: float | None = None) -> list[TopicPartition]:
     """One OffsetCommit; the partitions answered UNKNOWN_TOPIC_OR_PARTITION (the others
     were committed). Other errors are raised."""
     if group_managed:
-        gen = coord.generation_if_stable()
-        if gen is None:
-            if coord.rebalance_in_progress():
-                raise _rebalancing("the consumer is rebalancing")
-            raise CommitFailedError(
-                "Offset commit cannot be completed since the consumer is not part of an active "
-                "group: it left or was removed (e.g. no poll() within max.poll.interval.ms); it "
-                "rejoins on its next poll().")
+        gen = coord.commit_generation()
         instance = coord.group_instance_id
     else:
         gen, instance = NO_GENERATION, None
@@ -250,19 +251,9 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
                 raise cls(f"OffsetCommit {where}: {cls.name}")
             if code == errors.RebalanceInProgressError.code:
                 coord.request_rejoin("offset commit failed since group is already rebalancing")
-                raise _rebalancing("the group is rebalancing")
-            if code in (errors.UnknownMemberIdError.code, errors.IllegalGenerationError.code,
-                        errors.FencedInstanceIdError.code):
-                changed = coord.generation != gen
-                if code == errors.FencedInstanceIdError.code and not changed:
-                    raise coord._fatal_error(code, "OffsetCommit")
-                if changed and coord.state is MemberState.PREPARING_REBALANCE:
-                    raise _rebalancing("the member already joined a newer generation")
-                if code != errors.FencedInstanceIdError.code:
-                    # The member id survives ILLEGAL_GENERATION.
-                    coord.reset_state_and_rejoin(f"encountered {cls.name} from OffsetCommit",
-                                                 code == errors.UnknownMemberIdError.code)
-                raise CommitFailedError(_COMMIT_FAILED)
+                raise rebalancing("the group is rebalancing")
+            if code in MEMBERSHIP_ERRORS:
+                raise coord.commit_error(code, gen)
             if code == errors.OffsetMetadataTooLargeError.code:
                 raise cls(f"OffsetCommit {where}: the metadata string is longer than the "
                           "broker's offset.metadata.max.bytes")
@@ -273,7 +264,7 @@ async def _send_commit(coord: ConsumerCoordinator, conn: Any,
     return unknown
 
 
-async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPartition],
+async def fetch_committed(coord: GroupMember, partitions: list[TopicPartition],
                           deadline: float | None, *, bound_answer: bool = True
                           ) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """The committed offset of each partition (None where none is). ``bound_answer``
@@ -301,7 +292,7 @@ async def fetch_committed(coord: ConsumerCoordinator, partitions: list[TopicPart
             attempts += 1
 
 
-async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[TopicPartition],
+async def _send_fetch(coord: GroupMember, conn: Any, partitions: list[TopicPartition],
                       deadline: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
     R = OffsetFetchRequest
     by_topic: dict[str, list[int]] = {}
@@ -309,8 +300,9 @@ async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[To
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     version = conn.version_for(R)
     if version >= 8:
+        member_id, member_epoch = coord.fetch_member()
         req = R(groups=[R.OffsetFetchRequestGroup(
-            group_id=coord.group_id, member_id=None, member_epoch=-1,
+            group_id=coord.group_id, member_id=member_id, member_epoch=member_epoch,
             topics=[R.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
             require_stable=True)
     else:
@@ -335,7 +327,12 @@ async def _send_fetch(coord: ConsumerCoordinator, conn: Any, partitions: list[To
         cls = errors.error_for_code(code) or errors.UnknownServerError
         if code in (errors.CoordinatorNotAvailableError.code, errors.NotCoordinatorError.code):
             coord.mark_coordinator_unknown(cls.name)
-        raise cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+        failure = cls(f"OffsetFetch for group {coord.group_id!r}: {cls.name}")
+        if code in (errors.StaleMemberEpochError.code, errors.UnknownMemberIdError.code):
+            # Consumer protocol: the member's epoch moved on (or it was fenced) between
+            # the request and its answer; the heartbeat brings the new one, so ask again.
+            failure.retriable = True
+        raise failure
     out: dict[TopicPartition, OffsetAndMetadata | None] = {}
     unstable = []
     for t in topics:

@@ -84,15 +84,16 @@ log = logging.getLogger("pylog.client.producer")
 
 T = TypeVar("T")
 
-# Members the group no longer knows: the offsets belong to a consumer that lost its
-# partitions (Java: CommitFailedException, abortable).
 # The first AddPartitionsToTxn of a transaction usually meets CONCURRENT_TRANSACTIONS while
 # the coordinator still writes the previous one's markers: retried after this instead of
 # retry.backoff.ms (the Java client's ADD_PARTITIONS_RETRY_BACKOFF_MS).
 ADD_PARTITIONS_RETRY_BACKOFF = 0.020
 
+# Members the group no longer knows: the offsets belong to a consumer that lost its
+# partitions (Java: CommitFailedException, abortable). STALE_MEMBER_EPOCH: a consumer
+# group member's metadata from an epoch it has left (group.protocol=consumer).
 _MEMBER_ERRORS = (errors.UnknownMemberIdError, errors.IllegalGenerationError,
-                  errors.FencedInstanceIdError)
+                  errors.FencedInstanceIdError, errors.StaleMemberEpochError)
 
 
 class _Again(Exception):

@@ -3,7 +3,8 @@
 A pull consumer that controls its own position (Kafka's consumer design). Partitions come
 from ``assign()``, or from a consumer group after ``subscribe()`` (with ``group.id``): the
 group's members share the partitions of the subscribed topics, rebalancing when members
-come and go, through Kafka's classic group protocol. ``poll()`` returns records,
+come and go, through Kafka's classic group protocol or, with ``group.protocol=consumer``,
+the consumer group protocol of KIP-848 (the broker assigns). ``poll()`` returns records,
 ``poll_columns()`` numpy columns. Positions start from the group's committed offsets, else
 ``auto.offset.reset``; ``commit()`` and auto commit store them.
 

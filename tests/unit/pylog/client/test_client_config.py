@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pylog.client.aio.producer import producer_settings
-from pylog.client.config import ADMIN, CONSUMER, PRODUCER, ConfigError, resolve
+from pylog.client.config import (
+    ADMIN,
+    CONSUMER,
+    PRODUCER,
+    ConfigError,
+    check_group_protocol,
+    resolve,
+)
 
 B = {"bootstrap.servers": "127.0.0.1:9092"}
 
@@ -114,3 +121,23 @@ def test_tls_settings_fail_at_construction_naming_the_setting(tmp_path) -> None:
     with pytest.raises(ConfigError, match="ssl.certificate.location goes with ssl.key.location"):
         Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL",
                   "ssl.certificate.location": str(tmp_path / "c.pem")})
+
+
+def test_group_protocol_refuses_the_settings_that_do_not_apply() -> None:
+    consumer = {**B, "group.id": "g", "group.protocol": "consumer"}
+    assert resolve(CONSUMER, B, {})["group.protocol"] == "classic"
+    check_group_protocol(resolve(CONSUMER, {**consumer, "group.remote.assignor": "range",
+                                            "max.poll.interval.ms": 1000}, {}))
+    # The broker owns these under the consumer protocol (Kafka's ConsumerConfig refuses them).
+    for name, value in [("session.timeout.ms", 10000), ("heartbeat.interval.ms", 1000),
+                        ("partition.assignment.strategy", "range")]:
+        with pytest.raises(ConfigError, match=f"{name} cannot be set when group.protocol=consumer"):
+            check_group_protocol(resolve(CONSUMER, {**consumer, name: value}, {}))
+    with pytest.raises(ConfigError, match="group.remote.assignor cannot be set when group.protocol=classic"):
+        check_group_protocol(resolve(CONSUMER, {**B, "group.remote.assignor": "uniform"}, {}))
+    with pytest.raises(ConfigError, match="group.protocol: 'eager' is not one of classic, consumer"):
+        resolve(CONSUMER, {**B, "group.protocol": "eager"}, {})
+    from pylog.client import Consumer
+
+    with pytest.raises(ConfigError, match="session.timeout.ms cannot be set"):
+        Consumer({**consumer, "session.timeout.ms": 10000})  # refused before connecting
