@@ -49,6 +49,7 @@ class SaslConnection(Connection):
                                          advertised=broker.api_advertised)
         self._listener_sasl = sasl
         self.sasl = sasl.authenticator()
+        self._reauths = 0
 
     async def _admit(self, size: int) -> None:
         if not self.sasl.authenticated and size > self._listener_sasl.max_receive_size:
@@ -96,6 +97,10 @@ class SaslConnection(Connection):
     def _after_exchange(self) -> None:
         auth = self.sasl
         self.conn.raw_tokens = auth.raw
+        if auth.reauthentications != self._reauths:
+            self._reauths = auth.reauthentications
+            auth_log.info("connection %s (listener %s): %s re-authenticated (%s)", self.peer,
+                          self.listener, auth.principal, auth.mechanism)
         principal = auth.principal
         if principal is not None and auth.authenticated and principal != self.principal:
             self.principal = principal

@@ -316,7 +316,9 @@ class ScramServer:
             raise SaslProtocolError("invalid SCRAM client-final message: no proof")
         attrs = dict(_attributes(without_proof))
         nonce = self._server_first.split(",", 1)[0][2:]
-        if attrs.get("r") != nonce:
+        # Kafka checks endsWith, not equality: librdkafka before 2.1 sends the client nonce
+        # twice (client nonce + the server's whole nonce). The proof still covers what was sent.
+        if not attrs.get("r", "").endswith(nonce):
             raise SaslProtocolError("Invalid client nonce in the final client message.")
         try:
             binding = _unb64(attrs.get("c", ""))

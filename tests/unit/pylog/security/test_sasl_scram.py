@@ -119,6 +119,20 @@ def test_client_final_checks_nonce_binding_and_proof() -> None:
         assert not server.complete
 
 
+def test_final_nonce_may_repeat_the_client_nonce_as_kafka_allows() -> None:
+    # librdkafka < 2.1 sends r=<client nonce><server's nonce>; Kafka checks endsWith.
+    creds = {"user": make_credential(MECH, "pencil", 4096)}
+    server = ScramServer(MECH, lambda u, m: creds.get(u), b"k")
+    client = ScramClient(MECH, "user", "pencil", nonce="abc")
+    server_first = server.evaluate(client.initial())
+    nonce = server_first.decode().split(",")[0][2:]
+    final = client.evaluate(server_first.replace(f"r={nonce}".encode(), f"r=abc{nonce}".encode()))
+    assert final is not None and f"r=abc{nonce}".encode() in final
+    # The proof was computed over a different AuthMessage, so this one fails, but on the proof.
+    with pytest.raises(SaslAuthenticationError):
+        server.evaluate(final)
+
+
 def test_iteration_bounds_are_kafkas() -> None:
     assert check_iterations(4096) is None and check_iterations(16384) is None
     assert "minimum 4096" in (check_iterations(4095) or "")
