@@ -352,7 +352,6 @@ def test_wrong_password_and_unknown_user_fail_alike(sasl, mech: str) -> None:
     finally:
         p.purge()
         p.flush(1)
-        del p
     assert any(sentence in e for e in errs), errs
     topic = _topic()
     assert sorted(_pylog(f"127.0.0.1:{ports['SASL_SSL']}", pki, "PLAIN", topic, [b"a", b"b"])) == [b"a", b"b"]
