@@ -418,3 +418,68 @@ def test_sasl_requests_on_a_plaintext_listener_are_illegal(sasl) -> None:
         s.sendall(_frame(17, 1, 1, struct.pack(">h", len(mech)) + mech))
         cid, code = struct.unpack_from(">ih", _recv_frame(s))
         assert (cid, code) == (1, 34)  # ILLEGAL_SASL_STATE
+
+
+# --- KIP-368: connections.max.reauth.ms ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reauth(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("reauth") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": "2000",
+        "auto.create.topics.enable": "true",
+    })
+    b.start()
+    b.port = int(re.findall(r"listening on SASL_PLAINTEXT://127\.0\.0\.1:(\d+)", b.read_log())[0])
+    yield b
+    b.stop()
+
+
+def test_clients_reauthenticate_on_live_connections(reauth) -> None:
+    import confluent_kafka
+
+    b = reauth
+    topic = _topic()
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    p = confluent_kafka.Producer({**conf, "linger.ms": 0})
+    delivered = []
+    with Producer(conf) as ours:
+        deadline = time.monotonic() + 7
+        i = 0
+        while time.monotonic() < deadline:
+            p.produce(topic, f"c{i}".encode(), on_delivery=lambda e, m: delivered.append(e))
+            ours.send(topic, f"p{i}".encode()).result(15)
+            p.poll(0.1)
+            i += 1
+            time.sleep(0.1)
+        assert p.flush(15) == 0
+    assert delivered and all(e is None for e in delivered)
+    log = b.read_log()
+    assert log.count("User:alice re-authenticated (PLAIN)") >= 4, log[-3000:]
+    assert "expired" not in log
+
+
+def test_expired_session_without_reauthentication_is_closed(reauth) -> None:
+    b = reauth
+    mech = b"PLAIN"
+    token = b"\x00alice\x00alice-secret"
+    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+        s.sendall(_frame(17, 1, 1, struct.pack(">h", len(mech)) + mech))
+        _recv_frame(s)
+        s.sendall(_frame(36, 1, 2, struct.pack(">i", len(token)) + token))
+        resp = _recv_frame(s)
+        cid, code = struct.unpack_from(">ih", resp)
+        assert (cid, code) == (2, 0)
+        assert struct.unpack(">q", resp[-8:])[0] == 2000  # session_lifetime_ms
+        s.sendall(_frame(18, 0, 3, b""))
+        assert struct.unpack_from(">ih", _recv_frame(s)) == (3, 0)
+        time.sleep(2.5)
+        s.sendall(_frame(18, 0, 4, b""))  # not a re-authentication: closed
+        assert s.recv(100) == b""
+    wait_until(lambda: "expired (connections.max.reauth.ms)" in b.read_log(), 10, "the log line")
