@@ -159,7 +159,9 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 def _split_top(text: str) -> list[str]:
     """Split on commas outside ``[...]`` (kafka-configs.sh's
     ``SCRAM-SHA-256=[iterations=8192,password=x],producer_byte_rate=1024``)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in text:
         if c == "[":
             depth += 1

@@ -73,8 +73,8 @@ async def alter_user_scram_credentials(conn: Any, upsertions: Mapping[str, Mappi
             ups.append(R.ScramCredentialUpsertion(
                 name=user, mechanism=mech_id, iterations=int(iterations), salt=salt,
                 salted_password=salted_password(mechanism, password, salt, int(iterations))))
-    for user, mechs in deletions.items():
-        for mechanism in mechs:
+    for user, names in deletions.items():
+        for mechanism in names:
             mech_id = MECHANISM_IDS.get(mechanism)
             if mech_id is None:
                 raise errors.UnsupportedSaslMechanismError(f"{mechanism} is not a SCRAM mechanism")
