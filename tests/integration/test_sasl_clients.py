@@ -67,9 +67,11 @@ def sasl(tmp_path_factory: pytest.TempPathFactory):
     }
     assert set(ports) == {"PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT"}, b.read_log()
     b.port = ports["PLAINTEXT"]
-    _create_users(b, ports, pki)
-    yield b, pki, ports
-    b.stop()
+    try:
+        _create_users(b, ports, pki)
+        yield b, pki, ports
+    finally:
+        b.stop()
 
 
 def _create_users(b: BrokerProcess, ports: dict[str, int], pki: dict[str, str]) -> None:
