@@ -140,6 +140,7 @@ class BrokerConnection:
         self.ssl_context = ssl_context  # TLS (security.protocol=SSL) when given
         self.sasl = sasl  # SaslClientConfig (security.protocol=SASL_*) when given
         self._reauth: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
         self.reauthentications = 0
         self.node_id = node_id
         self.address = f"{host}:{port}"
@@ -259,7 +260,11 @@ class BrokerConnection:
 
             delay = lifetime / 1000.0 * random.uniform(0.85, 0.95)  # noqa: S311 - jitter
             loop = asyncio.get_running_loop()
-            self._reauth = loop.call_later(delay, lambda: loop.create_task(self._reauthenticate()))
+            self._reauth = loop.call_later(delay, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        # Held here: the loop keeps only a weak reference to a task.
+        self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate())
 
     async def _reauthenticate(self) -> None:
         """KIP-368 on this live connection; a failure closes it (its requests fail)."""
