@@ -487,3 +487,37 @@ def test_expired_session_without_reauthentication_is_closed(reauth) -> None:
         s.sendall(_frame(18, 0, 4, b""))  # not a re-authentication: closed
         assert s.recv(100) == b""
     wait_until(lambda: "expired (connections.max.reauth.ms)" in b.read_log(), 10, "the log line")
+
+
+def test_the_sasl_user_is_the_quota_user(sasl) -> None:
+    """A producer_byte_rate quota on /config/users/scram throttles what user scram produces
+    over SASL (the principal's name is the quota user), not what others produce."""
+    import confluent_kafka
+
+    from pylog.client import Admin
+
+    b, pki, ports = sasl
+    with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+        admin.alter_client_quotas({"user": "scram"}, {"producer_byte_rate": 2048})
+
+    def throttled(mech: str) -> int:
+        seen: list[int] = []
+        user, password = USERS[mech]
+        p = confluent_kafka.Producer({
+            "bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": pki["ca"], "sasl.mechanism": mech, "sasl.username": user,
+            "sasl.password": password, "linger.ms": 0,
+            "throttle_cb": lambda ev: seen.append(ev.throttle_time)})
+        topic = _topic()
+        for _ in range(8):
+            p.produce(topic, b"x" * 2000)
+            p.flush(30)
+        p.poll(0.5)
+        return len([t for t in seen if t > 0])
+
+    try:
+        assert throttled("SCRAM-SHA-256") > 0  # user "scram"
+        assert throttled("PLAIN") == 0  # user "alice": no quota
+    finally:
+        with Admin({"bootstrap.servers": b.bootstrap}) as admin:
+            admin.alter_client_quotas({"user": "scram"}, {"producer_byte_rate": None})
