@@ -523,3 +523,25 @@ def test_the_sasl_user_is_the_quota_user(sasl) -> None:
     finally:
         with Admin({"bootstrap.servers": b.bootstrap}) as admin:
             admin.alter_client_quotas({"user": "scram"}, {"producer_byte_rate": None})
+
+
+def test_pylog_configs_deletes_scram_credentials(sasl) -> None:
+    b, _pki, _ports = sasl
+    cli = [sys.executable, "-m", "pylog", "configs"]
+    x = ["--bootstrap-server", b.bootstrap]
+    user = ["--entity-type", "users", "--entity-name", "temp"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cli + list(args) + x, capture_output=True, text=True, timeout=60)
+
+    assert run("alter", *user, "--add-config",
+               "SCRAM-SHA-256=[password=t1],SCRAM-SHA-512=[iterations=4096,password=t2]").returncode == 0
+    assert run("alter", *user, "--delete-config", "SCRAM-SHA-512").returncode == 0
+    out = run("describe", *user)
+    assert "SCRAM credential configs for user-principal 'temp' are SCRAM-SHA-256=iterations=4096" \
+        in out.stdout, out.stdout + out.stderr
+    gone = run("alter", *user, "--delete-config", "SCRAM-SHA-512")
+    assert gone.returncode != 0 and "RESOURCE_NOT_FOUND" in gone.stderr, gone.stderr
+    low = run("alter", *user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
+    assert low.returncode != 0 and "UNACCEPTABLE_CREDENTIAL" in low.stderr, low.stderr
+    assert "Iterations 100 is less than the minimum 4096" in low.stderr
