@@ -78,6 +78,29 @@ PYLOG_NOTES: dict[str, str] = {
                        "mapped certificate subject, else `User:ANONYMOUS`.",
     "ssl.endpoint.identification.algorithm": _SSL + " Applies to the broker's inter-broker "
                                              "connections (https: host name checked).",
+    "sasl.enabled.mechanisms": "Honoured per SASL listener: PLAIN, SCRAM-SHA-256, "
+                               "SCRAM-SHA-512, OAUTHBEARER; GSSAPI (the default) is refused at "
+                               "start. See [security.md](security.md).",
+    "sasl.mechanism.inter.broker.protocol": "Honoured: brokers authenticate to each other with "
+                                            "it, using the inter-broker listener's JAAS "
+                                            "username and password.",
+    "sasl.jaas.config": "Honoured, usually as `listener.name.<l>.<mechanism>.sasl.jaas.config`: "
+                        "PlainLoginModule users, the broker's own credentials, OAUTHBEARER's "
+                        "unsecured validator options.",
+    "sasl.server.callback.handler.class": "Only Kafka's OAuthBearerValidatorCallbackHandler "
+                                          "(JWKS validation) is accepted.",
+    "connections.max.reauth.ms": "Honoured (KIP-368): expired sessions must re-authenticate.",
+    "connection.failed.authentication.delay.ms": "Honoured: a failed login is answered this "
+                                                 "late, then the connection is closed.",
+    "sasl.server.max.receive.size": "Honoured: larger frames before authentication close the "
+                                    "connection.",
+    "sasl.oauthbearer.jwks.endpoint.url": "Honoured: `file:` or http(s) URL of the JWKS.",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "Honoured.",
+    "sasl.oauthbearer.expected.issuer": "Honoured (JWKS validation).",
+    "sasl.oauthbearer.expected.audience": "Honoured (JWKS validation).",
+    "sasl.oauthbearer.sub.claim.name": "Honoured (JWKS validation).",
+    "sasl.oauthbearer.scope.claim.name": "Honoured (JWKS validation).",
+    "sasl.oauthbearer.clock.skew.seconds": "Honoured (JWKS validation).",
     "ssl.principal.mapping.rules": _SSL + " Kafka's `RULE:pattern/replacement/[LU]` and "
                                    "`DEFAULT` syntax, first match wins.",
     "metrics.listener": "pylog's own (Kafka exposes JMX; this serves what Prometheus's JMX "

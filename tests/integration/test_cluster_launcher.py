@@ -91,3 +91,44 @@ def _port_ok(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def test_start_a_sasl_cluster(tmp_path) -> None:
+    """``--sasl``: SCRAM on SASL_PLAINTEXT listeners, brokers authenticating to each other;
+    the admin's settings file works with --command-config; without them a client fails."""
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    data = tmp_path / "cl"
+    base, zk = _free_port(), _free_port()
+    while base + 1 == zk or not _port_ok(base + 1):
+        base = _free_port()
+    out = _pylog("cluster", "start", "--brokers", "2", "--sasl", "--data-dir", str(data),
+                 "--base-port", str(base), "--zookeeper-port", str(zk))
+    try:
+        assert out.returncode == 0, out.stderr + (data / "broker-0.log").read_text(errors="replace")
+        props = data / "client.properties"
+        assert str(props) in out.stdout
+        assert oct(props.stat().st_mode & 0o777) == "0o600"
+        boot = f"127.0.0.1:{base}"
+        created = _pylog("topics", "create", "secured", "--partitions", "2",
+                         "--replication-factor", "2", "--bootstrap-server", boot,
+                         "--command-config", str(props))
+        assert created.returncode == 0, created.stderr
+        info = _pylog("cluster", "info", "--json", "--bootstrap-server", boot,
+                      "--command-config", str(props))
+        assert info.returncode == 0, info.stderr
+        assert sorted(b["node_id"] for b in json.loads(info.stdout)["brokers"]) == [0, 1]
+        refused = _pylog("cluster", "info", "--bootstrap-server", boot, "--timeout", "3")
+        assert refused.returncode != 0
+        import re
+
+        secret = re.search(r'password="([^"]+)"', (data / "sasl-broker.properties").read_text())
+        assert secret is not None
+        for i in (0, 1):
+            log = (data / f"broker-{i}.log").read_text()
+            assert "authenticated as User:broker (SCRAM-SHA-512)" in log, log[-2000:]
+            assert secret.group(1) not in log
+    finally:
+        stop = _pylog("cluster", "stop", "--data-dir", str(data))
+    assert stop.returncode == 0, stop.stderr

@@ -20,7 +20,10 @@ sent with ``os.sendfile`` from the page cache (``FileRegion.transfer_to``), wait
 socket to become writable when its buffer is full. Sockets are driven directly (no asyncio
 transport), so nothing else writes to them between chunks.
 
-TLS (listeners whose security protocol is SSL): the connection first completes its
+SASL (SASL_PLAINTEXT and SASL_SSL listeners): connections are ``sasl_net.SaslConnection``, this
+class plus the authenticator; nothing of SASL runs on other listeners' connections.
+
+TLS (listeners whose security protocol is SSL or SASL_SSL): the connection first completes its
 handshake, then reads and writes through ``tls_io.TlsStream`` (``ssl.SSLObject`` over
 memory BIOs); file regions are copied through it, as TLS cannot use sendfile. The client's
 principal (``pylog.security.principal``: ``User:`` + its certificate's subject mapped by
@@ -84,11 +87,14 @@ class Listener:
 
     def __init__(self, broker: Broker, host: str, port: int, name: str = "PLAINTEXT",
                  tls: ssl.SSLContext | None = None,
-                 mapper: PrincipalMapper | None = None) -> None:
+                 mapper: PrincipalMapper | None = None, sasl: Any = None) -> None:
         self.broker = broker
         self.name = name
         self.tls = tls  # the listener's one context (SSL listeners)
         self.mapper = mapper  # ssl.principal.mapping.rules
+        # SASL listeners: their mechanisms (pylog.security.sasl.listener.ListenerSasl); their
+        # connections are sasl_net.SaslConnection, the others pay nothing for SASL.
+        self.sasl = sasl
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -117,7 +123,12 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            Connection(self.broker, conn, addr, self.name, self.tls, self.mapper).start()
+            if self.sasl is None:
+                Connection(self.broker, conn, addr, self.name, self.tls, self.mapper).start()
+            else:
+                from pylog.broker.sasl_net import SaslConnection
+
+                SaslConnection(self.broker, conn, addr, self.name, self.tls, self.sasl).start()
 
     async def close(self) -> None:
         if self._task is not None:

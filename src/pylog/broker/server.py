@@ -103,6 +103,11 @@ class Broker:
         self.replicas = ReplicaManager(self)
         # Client quotas (pylog.broker.quotas): the entities and the three quota managers.
         self.quotas = ClientQuotas(self)
+        # SCRAM credentials (pylog.broker.scram_admin): what SCRAM listeners check.
+        from pylog.broker.scram_admin import ScramService
+
+        self.scram = ScramService(self)
+        self._inter_broker_sasl: Any = False
         # Cluster mode (zookeeper.connect): pylog.controller.runtime.ClusterRuntime; None on
         # a single node (nothing of it is imported or run then).
         self.cluster: Any = None
@@ -195,6 +200,19 @@ class Broker:
             self._inter_broker_tls = ctx
         return self._inter_broker_tls
 
+    def inter_broker_sasl(self) -> Any:
+        """The broker's own SASL client settings on the inter-broker listener (built once;
+        ``sasl.mechanism.inter.broker.protocol`` with that listener's JAAS credentials), or
+        None when that listener is not SASL."""
+        if self._inter_broker_sasl is False:
+            from pylog.security.sasl.client import client_sasl
+            from pylog.security.sasl.listener import inter_broker_client
+
+            settings = inter_broker_client(self.config)
+            self._inter_broker_sasl = None if settings is None else client_sasl(
+                {"security.protocol": "SASL_PLAINTEXT", **settings})
+        return self._inter_broker_sasl
+
     async def start_or_shut_down(self) -> Broker:
         """``start()``; on any failure, shut down what had started, then re-raise."""
         try:
@@ -220,11 +238,13 @@ class Broker:
         # Bind before touching the data directory: a taken port is reported (naming it)
         # before anything is created or written there. Accepting starts once the logs are open.
         tls = self._listener_tls() if self.listen else {}
+        sasl = self._listener_sasl() if self.listen else {}
         for listener in self.config.listeners if self.listen else []:
             host = listener.host or "0.0.0.0"
             ctx, mapper = tls.get(listener.name, (None, None))
             try:
-                lst = Listener(self, host, listener.port, listener.name, ctx, mapper)
+                lst = Listener(self, host, listener.port, listener.name, ctx, mapper,
+                               sasl.get(listener.name))
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {host}:{listener.port} "
                               f"(listeners): {exc.strerror}") from None
@@ -243,6 +263,7 @@ class Broker:
 
         if self.cluster is None:  # cluster mode: from ZooKeeper, with the topic configs
             await loop.run_in_executor(self.executor, self.quotas.load_from_file)
+            await loop.run_in_executor(self.executor, self.scram.load_from_file)
 
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
@@ -268,6 +289,22 @@ class Broker:
         log.info("pylog broker %d started (cluster id %s; logcore implementation: %s; event "
                  "loop: %s)", self.node_id, self.cluster_id, logcore.IMPLEMENTATION,
                  type(asyncio.get_running_loop()).__module__)
+
+    def _listener_sasl(self) -> dict[str, Any]:
+        """{listener name: ListenerSasl} for the SASL listeners, built before anything
+        starts so that a bad mechanism list or JAAS entry fails the start naming its key."""
+        from pylog.security.sasl.listener import ListenerSasl
+
+        out = {}
+        for listener in self.config.listeners:
+            if listener.security_protocol.startswith("SASL_"):
+                out[listener.name] = ListenerSasl(self.config, listener.name,
+                                                  self.scram.credentials, self.clock.time_ms)
+                log.info("listener %s: SASL mechanisms %s", listener.name,
+                         ", ".join(out[listener.name].mechanisms))
+        if self.config.cluster_mode:
+            self.inter_broker_sasl()  # its errors too
+        return out
 
     def _listener_tls(self) -> dict[str, tuple[Any, Any]]:
         """{listener name: (server SSLContext, PrincipalMapper)} for the TLS listeners, built

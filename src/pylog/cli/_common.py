@@ -72,7 +72,7 @@ def read_properties_file(path: str, what: str) -> dict[str, str]:
 
 def base_settings(args: argparse.Namespace) -> dict[str, Any]:
     """Client settings every command takes from ``-b``, ``--timeout``, ``--command-config``
-    and ``-X`` (connection settings only: ``security.protocol`` and ``ssl.*``).
+    and ``-X`` (connection settings only: ``security.protocol``, ``ssl.*`` and ``sasl.*``).
 
     Raises:
         CliError: a malformed ``-X``, an unreadable file, or a setting that is not a
@@ -98,7 +98,7 @@ def connection_settings(args: argparse.Namespace) -> dict[str, str]:
     out.update(parse_properties(getattr(args, "client_property", None) or [], "-X"))
     for key in out:
         if not _is_connection_setting(key):
-            raise CliError(f"{key}: only connection settings (security.protocol, ssl.*) are "
+            raise CliError(f"{key}: only connection settings (security.protocol, ssl.*, sasl.*) are "
                            "taken from -X and --command-config")
     for attr in ("producer_property", "consumer_property"):
         items = parse_properties(getattr(args, attr, None) or [], "-X")
@@ -107,7 +107,7 @@ def connection_settings(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _is_connection_setting(key: str) -> bool:
-    return key == "security.protocol" or key.startswith("ssl.")
+    return key == "security.protocol" or key.startswith(("ssl.", "sasl."))
 
 
 def describe_error(exc: BaseException, args: argparse.Namespace) -> str:

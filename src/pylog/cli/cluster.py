@@ -63,6 +63,10 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
     st.add_argument("--zookeeper-port", type=int, default=2181, help="ZooKeeper's port (default 2181)")
     st.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable)")
+    st.add_argument("--sasl", action="store_true",
+                    help="a secured cluster: SASL_PLAINTEXT listeners with SCRAM, brokers "
+                    "authenticating to each other; an admin user's settings are written to "
+                    "DATA_DIR/client.properties (use with --command-config)")
     sp = csub.add_parser("stop", help="stop a cluster started by `pylog cluster start`",
                          description="SIGTERM the brokers (controlled shutdown), then ZooKeeper.")
     sp.add_argument("--data-dir", default="./pylog-cluster",
@@ -80,7 +84,7 @@ def _start(args: argparse.Namespace) -> int:
         return 2
     try:
         state = launcher.start(args.data_dir, args.brokers, args.base_port, args.zookeeper_port,
-                               args.override)
+                               args.override, sasl=args.sasl)
     except launcher.LauncherError as exc:
         print(f"pylog cluster start: {exc}", file=sys.stderr)
         return 1
@@ -88,6 +92,10 @@ def _start(args: argparse.Namespace) -> int:
     print("bootstrap.servers=" + ",".join(f"{b['host']}:{b['port']}" for b in state["brokers"]))
     for b in state["brokers"]:
         print(f"broker {b['id']}  {b['host']}:{b['port']}  pid {b['pid']}")
+    if state.get("client_properties"):
+        print(f"SASL_PLAINTEXT with SCRAM: client settings (user admin) in "
+              f"{state['client_properties']}: pylog ... --command-config "
+              f"{state['client_properties']}")
     print(f"logs and data in {args.data_dir}; stop with: pylog cluster stop --data-dir {args.data_dir}")
     return 0
 

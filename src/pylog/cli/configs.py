@@ -82,10 +82,11 @@ def _add_entity_options(p: argparse.ArgumentParser) -> None:
 def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None]) -> None:
     c = sub.add_parser(
         "configs",
-        help="describe and alter client quotas (kafka-configs.sh)",
+        help="describe and alter client quotas and SCRAM credentials (kafka-configs.sh)",
         description="Client quotas (producer_byte_rate, consumer_byte_rate in bytes/s, "
         "request_percentage) of client ids and users, as kafka-configs.sh --entity-type "
-        "clients|users sets them; docs/quotas.md.",
+        "clients|users sets them (docs/quotas.md), and users' SCRAM credentials "
+        "(SCRAM-SHA-256=[iterations=8192,password=...], docs/security.md).",
     )
     csub = c.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
     d = csub.add_parser(
@@ -111,14 +112,15 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
         default=[],
         metavar="K=V[,K=V...]",
         help="quotas to set: producer_byte_rate, consumer_byte_rate (bytes/s), "
-        "request_percentage (repeatable)",
+        "request_percentage; for a user also SCRAM-SHA-256=[iterations=N,password=P] and "
+        "SCRAM-SHA-512=[...] (repeatable)",
     )
     a.add_argument(
         "--delete-config",
         action="append",
         default=[],
         metavar="K[,K...]",
-        help="quotas to remove (repeatable)",
+        help="quotas (or SCRAM-SHA-256, SCRAM-SHA-512 credentials) to remove (repeatable)",
     )
     a.add_argument(
         "--validate-only",
@@ -151,6 +153,71 @@ def _entity(args: argparse.Namespace, *, named: bool) -> dict[str, str | None]:
     return out
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside ``[...]`` (kafka-configs.sh's
+    ``SCRAM-SHA-256=[iterations=8192,password=x],producer_byte_rate=1024``)."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for c in text:
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            depth = max(0, depth - 1)
+        if c == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    out.append("".join(cur))
+    return out
+
+
+def _scram_changes(args: argparse.Namespace) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """The SCRAM part of --add-config / --delete-config: ({mechanism: (password, iterations)},
+    [mechanism to delete]); those items are removed from ``args``."""
+    from pylog.security.sasl.scram import DEFAULT_ITERATIONS
+
+    ups: dict[str, tuple[str, int]] = {}
+    rest = []
+    for item in _split_top(",".join(args.add_config)):
+        key, sep, value = item.partition("=")
+        if key.strip().upper() not in SCRAM_MECHANISMS:
+            rest.append(item)
+            continue
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        fields: dict[str, str] = {}
+        for part in value.split(","):
+            k, s2, v = part.partition("=")
+            if s2:
+                fields[k.strip()] = v
+            elif part.strip():
+                fields["password"] = part  # SCRAM-SHA-256=secret
+        if "password" not in fields:
+            raise CliError(f"--add-config {key.strip()}: give [password=...] "
+                           "(and optionally iterations=N)")
+        try:
+            iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+        except ValueError:
+            raise CliError(f"--add-config {key.strip()}: iterations must be a number") from None
+        ups[key.strip().upper()] = (fields["password"], iterations)
+    dels = []
+    keep = []
+    for key in ",".join(args.delete_config).split(","):
+        if key.strip().upper() in SCRAM_MECHANISMS:
+            dels.append(key.strip().upper())
+        elif key.strip():
+            keep.append(key)
+    args.add_config = [",".join(rest)] if any(r.strip() for r in rest) else []
+    args.delete_config = keep
+    return ups, dels
+
+
 def _changes(args: argparse.Namespace) -> dict[str, float | None]:
     changes: dict[str, float | None] = {}
     for item in ",".join(args.add_config).split(","):
@@ -181,9 +248,18 @@ def _admin(args: argparse.Namespace) -> Any:
 
 def alter(args: argparse.Namespace) -> int:
     entity = _entity(args, named=True)
-    changes = _changes(args)
+    ups, dels = _scram_changes(args)
+    if (ups or dels) and (list(entity) != ["user"] or entity["user"] is None):
+        raise CliError("SCRAM credentials belong to one user: --entity-type users "
+                       "--entity-name NAME")
+    changes = _changes(args) if (args.add_config or args.delete_config or not (ups or dels)) else {}
     with _admin(args) as admin:
-        admin.alter_client_quotas(entity, changes, validate_only=args.validate_only)
+        if changes:
+            admin.alter_client_quotas(entity, changes, validate_only=args.validate_only)
+        if (ups or dels) and not args.validate_only:
+            user = str(entity["user"])
+            admin.alter_user_scram_credentials({user: ups} if ups else {},
+                                               {user: dels} if dels else {})
     etype, name = args.entities[0]
     if args.validate_only:
         print("Validated the change (nothing was altered).")
@@ -206,8 +282,17 @@ def describe(args: argparse.Namespace) -> int:
             filters.append(QuotaFilter.of_default(kind))
         else:
             filters.append(QuotaFilter.of_entity(kind, name))
+    scram: dict[str, dict[str, int]] = {}
     with _admin(args) as admin:
         quotas = admin.describe_client_quotas(filters, strict=bool(filters))
+        users = [n for t, n in args.entities if t == "users" and n not in (None, _DEFAULT)]
+        if len(args.entities) == 1 and args.entities[0][0] == "users" and args.entities[0][1] != _DEFAULT:
+            from pylog import errors
+
+            try:
+                scram = admin.describe_user_scram_credentials(users or None)
+            except errors.ResourceNotFoundError:
+                scram = {}
     for entity, values in sorted(quotas.items(), key=lambda kv: [(t, n or "") for t, n in kv[0]]):
         parts = dict(entity)
         names = [
@@ -219,4 +304,7 @@ def describe(args: argparse.Namespace) -> int:
         ]
         values_text = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         print(f"Quota configs for {', '.join(names)} are {values_text}")
+    for user, mechs in sorted(scram.items()):
+        text = ",".join(f"{m}=iterations={i}" for m, i in sorted(mechs.items()))
+        print(f"SCRAM credential configs for user-principal '{user}' are {text}")
     return 0

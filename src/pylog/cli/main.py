@@ -43,11 +43,12 @@ def _add_bootstrap(p: argparse.ArgumentParser) -> None:
         p.add_argument("-X", dest="client_property", action="append", default=[],
                        metavar="KEY=VALUE",
                        help="a connection setting for the client, as kcat's -X (repeatable): "
-                       "security.protocol=SSL, ssl.ca.location=ca.pem, ... (docs/security.md)")
+                       "security.protocol=SASL_SSL, ssl.ca.location=ca.pem, sasl.mechanism=PLAIN, "
+                       "sasl.username=..., ... (docs/security.md)")
     if "--command-config" not in own:
         p.add_argument("--command-config", metavar="FILE",
                        help="a client.properties file of connection settings "
-                       "(security.protocol, ssl.*), as Kafka's tools take it; -X wins")
+                       "(security.protocol, ssl.*, sasl.*), as Kafka's tools take it; -X wins")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -252,6 +252,28 @@ class Admin:
         """
         self._run(self._aio.alter_client_quotas(entity, changes, validate_only))
 
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, dict[str, int]]:
+        """SCRAM credentials (KIP-554): ``{user: {mechanism: iterations}}`` of ``users`` (None:
+        every user with one). Salts and keys are never shown.
+
+        Raises:
+            ResourceNotFoundError: a named user has no SCRAM credential.
+        """
+        return self._run(self._aio.describe_user_scram_credentials(users))  # type: ignore[no-any-return]
+
+    def alter_user_scram_credentials(self, upsertions: Mapping[str, Mapping[str, Any]] | None = None,
+                                     deletions: Mapping[str, list[str]] | None = None) -> None:
+        """Set SCRAM credentials, ``{"alice": {"SCRAM-SHA-256": ("secret", 8192)}}`` (or just
+        the password: 4096 iterations), and delete some, ``{"bob": ["SCRAM-SHA-512"]}``. The
+        password is salted here; the broker stores keys only.
+
+        Raises:
+            UnacceptableCredentialError: iterations outside 4096-16384, an empty user.
+            ResourceNotFoundError: deleting a credential that does not exist.
+        """
+        self._run(self._aio.alter_user_scram_credentials(upsertions, deletions))
+
     def close(self) -> None:
         if self._closed:
             return

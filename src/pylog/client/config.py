@@ -169,11 +169,19 @@ def _callable_or_none(name: str, value: Any) -> Any:
 
 def _protocol(name: str, value: Any) -> str:
     text = str(value).strip().upper()
-    if text in ("SASL_PLAINTEXT", "SASL_SSL"):
-        raise ConfigError(f"{name}: {text} needs SASL, which pylog.client does not speak yet; "
-                          "use PLAINTEXT or SSL")
-    if text not in ("PLAINTEXT", "SSL"):
-        raise ConfigError(f"{name}: {value!r} is not one of PLAINTEXT, SSL")
+    if text not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"{name}: {value!r} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                          "SASL_SSL")
+    return text
+
+
+def _mechanism(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().upper()
+    if text not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"):
+        raise ConfigError(f"{name}: {value!r} is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                          "OAUTHBEARER (GSSAPI is not supported)")
     return text
 
 
@@ -192,7 +200,21 @@ def _secret(name: str, value: Any) -> str | None:
 # pylog.security.tls.client_context reads them (docs/security.md).
 _SECURITY = [
     Setting("security.protocol", _protocol, "PLAINTEXT",
-            "PLAINTEXT, or SSL: TLS to every broker (the brokers' certificates are verified)."),
+            "PLAINTEXT; SSL: TLS to every broker (the brokers' certificates are verified); "
+            "SASL_PLAINTEXT, SASL_SSL: SASL authentication (sasl.*), without or with TLS."),
+    Setting("sasl.mechanism", _mechanism, None,
+            "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER."),
+    Setting("sasl.mechanisms", _mechanism, None, "confluent-kafka's name of sasl.mechanism."),
+    Setting("sasl.username", _secret, None, "PLAIN and SCRAM: the user name."),
+    Setting("sasl.password", _secret, None, "PLAIN and SCRAM: the password."),
+    Setting("sasl.jaas.config", _secret, None,
+            "The Java client's form of the credentials: a PlainLoginModule or ScramLoginModule "
+            "entry with username and password (or OAuthBearerLoginModule with "
+            "unsecuredLoginStringClaim_sub)."),
+    Setting("sasl.oauthbearer.token", _secret, None, "OAUTHBEARER: the token to send."),
+    Setting("sasl.oauthbearer.config", _str_or_none, None,
+            "OAUTHBEARER without a token: librdkafka's 'principal=<name> [scope=a,b] "
+            "[lifeSeconds=N]' for an unsecured (alg none) token."),
     Setting("ssl.truststore.location", _str_or_none, None,
             "CA certificates that sign the brokers' certificates (PEM or PKCS12 file); unset: "
             "the system's CAs."),

@@ -318,6 +318,32 @@ class ZkStore:
             self.client.create(z.CONFIG_CHANGE_PREFIX,
                                z.encode_config_change(f"{entity_type}/{name}"), sequence=True)
 
+    def update_entity_config(self, entity_type: str, name: str,
+                             change: Callable[[dict[str, str]], None]) -> dict[str, str]:
+        """Read ``/config/<type>/<name>``, apply ``change`` (in place) and write it back only
+        if nobody wrote it meanwhile (else read again: a znode shared by several writers,
+        such as a user's quotas and SCRAM credentials), then write a change notice.
+        Returns the config as written."""
+        path = z.config_entity_path(entity_type, name)
+        while True:
+            try:
+                data, stat = self.client.get(path)
+                config = z.decode_entity_config(path, data)
+            except NoNodeError:
+                config, stat = {}, None
+            change(config)
+            encoded = z.encode_entity_config(config)
+            try:
+                if stat is None:
+                    self.client.create(path, encoded, makepath=True)
+                else:
+                    self.client.set(path, encoded, version=stat.version)
+            except (BadVersionError, NodeExistsError):
+                continue
+            self.client.create(z.CONFIG_CHANGE_PREFIX,
+                               z.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+            return config
+
     def get_quota_entity_config(self, entity_path: str) -> dict[str, str]:
         """``/config/<entity_path>`` of a quota entity (``clients/<c>``, ``users/<u>``,
         ``users/<u>/clients/<c>``; sanitized names); {} when absent."""

@@ -15,6 +15,7 @@ from pylog.config.definitions import (
 )
 from pylog.config.security_defs import (
     LISTENER_OVERRIDABLE_PREFIXES,
+    MECHANISM_PREFIXES,
     SECURITY_PROTOCOLS,
     SERVED_PROTOCOLS,
 )
@@ -167,8 +168,7 @@ def parse_protocol_map(key: str, value: str) -> dict[str, str]:
 def parse_listeners(key: str, items: Iterable[str],
                     protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
     """Parse ``listeners`` or ``advertised.listeners`` as Kafka does: each name once, each
-    (non-zero) port once, each name mapped to a security protocol. SASL protocols parse but
-    are refused: they are not built yet."""
+    (non-zero) port once, each name mapped to a security protocol."""
     protocol_map = parse_protocol_map(key, _DEFAULT_PROTOCOL_MAP) if protocol_map is None \
         else protocol_map
     listeners: list[Listener] = []
@@ -185,9 +185,8 @@ def parse_listeners(key: str, items: Iterable[str],
             raise ConfigError(key, f"listener {item!r}: no security protocol defined for "
                               f"listener {name}: add {name}:SSL (or :PLAINTEXT) to "
                               "listener.security.protocol.map")
-        if protocol not in SERVED_PROTOCOLS:
-            raise ConfigError(key, f"listener {item!r}: {protocol} needs SASL: SASL is not "
-                              "available yet; use PLAINTEXT or SSL listeners")
+        if protocol not in SERVED_PROTOCOLS:  # pragma: no cover - every protocol is served
+            raise ConfigError(key, f"listener {item!r}: {protocol} is not served")
         if any(ll.name == name for ll in listeners):
             raise ConfigError(key, f"each listener must have a different name: {name} is "
                               "listed twice")
@@ -209,6 +208,10 @@ def _listener_key(key: str) -> tuple[str, str] | None:
     if not key.startswith(LISTENER_PREFIX):
         return None
     name, sep, sub = key[len(LISTENER_PREFIX):].partition(".")
+    if sep and sub.startswith(MECHANISM_PREFIXES):  # listener.name.<l>.<mechanism>.sasl.*
+        _mech, _, rest = sub.partition(".")
+        if rest.startswith("sasl."):
+            return name.upper(), rest
     if not sep or not name or not sub.startswith(LISTENER_OVERRIDABLE_PREFIXES):
         return None
     return name.upper(), sub
@@ -345,6 +348,22 @@ class BrokerConfig:
         if scoped in self._explicit:
             return self._explicit[scoped]
         return self[key]
+
+    def mechanism_value(self, listener: str, mechanism: str, key: str) -> Any:
+        """``key`` for ``mechanism`` on ``listener``: ``listener.name.<l>.<mechanism>.<key>``,
+        then ``listener.name.<l>.<key>``, then ``key`` (Kafka's lookup for SASL settings)."""
+        scoped = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{key}"
+        if scoped in self._explicit:
+            return self._explicit[scoped]
+        return self.listener_value(listener, key)
+
+    def mechanism_key(self, listener: str, mechanism: str, key: str) -> str:
+        """The key ``mechanism_value`` took its value from (for error messages)."""
+        for scoped in (f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{key}",
+                       f"{LISTENER_PREFIX}{listener.lower()}.{key}"):
+            if scoped in self._explicit:
+                return scoped
+        return key
 
     def listener_settings(self, listener: str, prefix: str = "ssl.") -> dict[str, Any]:
         """Every ``prefix`` key's value for ``listener`` (see ``listener_value``)."""

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pylog.config.quota_defs import quota_config_defs
-from pylog.config.security_defs import security_defs
+from pylog.config.security_defs import sasl_defs, security_defs
 from pylog.config.values import (
     DOUBLE_MAX,
     LONG_MAX,
@@ -794,5 +794,5 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 }
 
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {
-    d.name: d for d in _broker_defs() + quota_config_defs() + security_defs()
+    d.name: d for d in _broker_defs() + quota_config_defs() + security_defs() + sasl_defs()
 }

@@ -21,15 +21,29 @@ from pylog.config.values import ConfigError, one_of
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 #: Protocols with TLS under them.
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
-#: Protocols pylog serves; the SASL ones parse but are refused at start (not built yet).
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+#: Protocols pylog serves (all of Kafka's).
+SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+#: SASL mechanisms pylog serves, and the ones Kafka knows (GSSAPI is refused at start).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+KNOWN_SASL_MECHANISMS = SASL_MECHANISMS + ("GSSAPI",)
+#: Kafka's OAUTHBEARER validators accepted as sasl.server.callback.handler.class (the JWKS one).
+JWKS_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+UNSECURED_VALIDATOR_CLASS = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler")
 
 #: Store types pylog can read (Kafka's JKS needs a Java runtime).
 STORE_TYPES = ("JKS", "PKCS12", "PEM")
 TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 
 #: The keys that ``listener.name.<listener>.`` may prefix.
-LISTENER_OVERRIDABLE_PREFIXES = ("ssl.",)
+LISTENER_OVERRIDABLE_PREFIXES = ("ssl.", "sasl.", "connections.max.reauth.ms")
+#: ``listener.name.<listener>.<mechanism>.<key>``: keys given per listener and mechanism
+#: (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``), mechanism in lower case.
+MECHANISM_PREFIXES = tuple(f"{m.lower()}." for m in KNOWN_SASL_MECHANISMS)
 
 
 def _protocol(key: str, value: Any) -> None:
@@ -52,6 +66,84 @@ def _ssl_protocol(key: str, value: Any) -> None:
         raise ConfigError(
             key, f"{value!r} is not supported; use TLSv1.3 (Kafka's default), TLSv1.2 or TLS"
         )
+
+
+def _mechanisms(key: str, value: Any) -> None:
+    for m in value:
+        if m not in KNOWN_SASL_MECHANISMS:
+            raise ConfigError(key, f"{m!r} is not a SASL mechanism; pylog serves "
+                              f"{', '.join(SASL_MECHANISMS)}")
+
+
+def _callback_class(key: str, value: Any) -> None:
+    if value not in JWKS_VALIDATOR_CLASSES + (UNSECURED_VALIDATOR_CLASS,):
+        raise ConfigError(key, f"{value!r} cannot be loaded (pylog is not Java); the OAUTHBEARER "
+                          f"validators are {JWKS_VALIDATOR_CLASSES[0]} (JWKS) and "
+                          f"{UNSECURED_VALIDATOR_CLASS} (the default)")
+
+
+def _at_least(low: int) -> Any:
+    def check(key: str, value: Any) -> None:
+        if value < low:
+            raise ConfigError(key, f"must be at least {low}, got {value}")
+    return check
+
+
+def sasl_defs() -> list[Any]:
+    """The SASL ConfigDefs (Kafka's ``BrokerSecurityConfigs`` and ``SaslConfigs``)."""
+    from pylog.config.definitions import ConfigDef
+
+    return [
+        ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+                  "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
+                  "SCRAM-SHA-512, OAUTHBEARER (GSSAPI, Kafka's default, is refused at start: "
+                  "set this on every SASL listener). Per listener: "
+                  "listener.name.<listener>.sasl.enabled.mechanisms.", _mechanisms),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+                  "The SASL mechanism brokers use with each other when the inter-broker "
+                  "listener is SASL_PLAINTEXT or SASL_SSL (its JAAS username and password).",
+                  _mechanisms_one),
+        ConfigDef("sasl.jaas.config", "password", None,
+                  "JAAS login module and options (Kafka's syntax). Usually given per listener "
+                  "and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config "
+                  "(PlainLoginModule: username, password, user_<name>=<password>; "
+                  "ScramLoginModule and OAuthBearerLoginModule: the broker's own "
+                  "credentials and the unsecured validator's options).", sensitive=True),
+        ConfigDef("sasl.server.callback.handler.class", "class", None,
+                  "OAUTHBEARER's validator: Kafka's OAuthBearerValidatorCallbackHandler "
+                  "(signed tokens, sasl.oauthbearer.jwks.endpoint.url) or unset (unsecured "
+                  "tokens). Other classes cannot be loaded.", _callback_class),
+        ConfigDef("connections.max.reauth.ms", "long", 0,
+                  "KIP-368: a SASL session lasts this long (or until its OAUTHBEARER token "
+                  "expires); then the client must re-authenticate on the connection, or it "
+                  "is closed at its next request. 0: sessions do not expire.", _at_least(0)),
+        ConfigDef("connection.failed.authentication.delay.ms", "int", 100,
+                  "How long the answer to a failed authentication is delayed before the "
+                  "connection is closed (slows password guessing).", _at_least(0)),
+        ConfigDef("sasl.server.max.receive.size", "int", 524288,
+                  "Largest request accepted from a client that is not authenticated yet.",
+                  _at_least(1)),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.url", "string", None,
+                  "OAUTHBEARER: the JSON Web Key Set that signs tokens (file: path or "
+                  "http(s) URL). Set: tokens must be signed (RS256/ES256 ...)."),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000,
+                  "How often the JWKS is read again.", _at_least(1000)),
+        ConfigDef("sasl.oauthbearer.expected.issuer", "string", None,
+                  "OAUTHBEARER (JWKS): the iss claim tokens must carry."),
+        ConfigDef("sasl.oauthbearer.expected.audience", "list", [],
+                  "OAUTHBEARER (JWKS): tokens' aud claim must name one of these."),
+        ConfigDef("sasl.oauthbearer.sub.claim.name", "string", "sub",
+                  "OAUTHBEARER (JWKS): the claim naming the principal."),
+        ConfigDef("sasl.oauthbearer.scope.claim.name", "string", "scope",
+                  "OAUTHBEARER (JWKS): the claim holding the scope."),
+        ConfigDef("sasl.oauthbearer.clock.skew.seconds", "int", 30,
+                  "OAUTHBEARER (JWKS): clock difference tolerated for exp, iat and nbf.",
+                  _at_least(0)),
+    ]
+
+
+def _mechanisms_one(key: str, value: Any) -> None:
+    _mechanisms(key, [value])
 
 
 def security_defs() -> list[Any]:

@@ -63,7 +63,8 @@ async def wait_propagated(broker: Any, name: str, partitions: int, timeout_s: fl
     async def one(b: Any) -> None:
         conn = BrokerConnection(b.host, b.port, node_id=b.broker_id,
                                 client_id=f"broker-{broker.node_id}-admin", request_timeout=5.0,
-                                ssl_context=broker.inter_broker_tls())
+                                ssl_context=broker.inter_broker_tls(),
+                                sasl=broker.inter_broker_sasl())
         try:
             await conn.connect(5.0)
             while loop.time() < deadline:

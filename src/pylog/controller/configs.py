@@ -165,6 +165,7 @@ class ConfigChangeListener:
         """At start: ZooKeeper's config for every local topic it knows and every client
         quota entity (changes made while this broker was down)."""
         await self.broker.quotas.load_from_zookeeper()
+        await self.broker.scram.load_from_zookeeper()
         store = self.cluster.store
         names = sorted(self.broker.log_manager.topics)
 
@@ -212,6 +213,8 @@ class ConfigChangeListener:
             # quota managers take the entity's config as it is now.
             raw = await self.cluster.zk(store.get_quota_entity_config, entity)
             self.broker.quotas.apply_stored(entity, raw)
+            if kind == "users":  # SCRAM credentials share the znode (pylog.broker.scram_admin)
+                await self.broker.scram.reload_user(name)
             return
         if kind != "topics":
             log.info("config change for %s ignored: only topic configs and client quotas "

@@ -109,7 +109,8 @@ def start_zookeeper(base: pathlib.Path, port: int, timeout: float = 60.0) -> int
 
 
 def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
-                 extra: list[str], timeout: float = 60.0) -> int:
+                 extra: list[str], timeout: float = 60.0, protocol: str = "PLAINTEXT",
+                 config_file: pathlib.Path | None = None) -> int:
     if not _port_free(port):
         raise LauncherError(_port_taken(port, f"broker {broker_id}", "--base-port"))
     data = base / f"broker-{broker_id}"
@@ -117,8 +118,9 @@ def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
     ready = base / f"broker-{broker_id}.ready"
     ready.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pylog", "broker", "--ready-file", str(ready),
+           *(["--config", str(config_file)] if config_file is not None else []),
            "--override", f"broker.id={broker_id}", "--override", f"node.id={broker_id}",
-           "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+           "--override", f"listeners={protocol}://127.0.0.1:{port}",
            "--override", f"log.dirs={data}", "--override", f"zookeeper.connect={zk_connect}"]
     for item in extra:
         cmd += ["--override", item]
@@ -144,8 +146,52 @@ def internal_topic_defaults(brokers: int) -> list[str]:
             f"transaction.state.log.min.isr={min(2, rf)}"]
 
 
+SASL_PROPERTIES = "sasl-broker.properties"
+CLIENT_PROPERTIES = "client.properties"
+
+
+def setup_sasl(base: pathlib.Path, zk_connect: str) -> pathlib.Path:
+    """A secured cluster (``--sasl``): SASL_PLAINTEXT listeners with SCRAM-SHA-256/512, the
+    brokers talking SCRAM-SHA-512 to each other as user ``broker``; an ``admin`` user for
+    clients. Random passwords; the SCRAM credentials go to ZooKeeper (salted) before any
+    broker starts; the brokers' settings and the client's go to files only the owner can
+    read (``sasl-broker.properties``, ``client.properties``, for ``--command-config``).
+    Returns the client settings file."""
+    import secrets
+
+    from pylog.cluster.zk_store import ZkStore
+    from pylog.security.sasl.credentials import zk_alter_user
+    from pylog.security.sasl.scram import make_credential
+
+    broker_pw, admin_pw = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    store = ZkStore(zk_connect)
+    store.start()
+    try:
+        zk_alter_user(store, "broker", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", broker_pw)}, [])
+        zk_alter_user(store, "admin", {m: make_credential(m, admin_pw)
+                                       for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}, [])
+    finally:
+        store.close()
+
+    def write(path: pathlib.Path, lines: list[str]) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    write(base / SASL_PROPERTIES, [
+        "security.inter.broker.protocol=SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="broker" password="{broker_pw}";'])
+    client = base / CLIENT_PROPERTIES
+    write(client, ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512",
+                   "sasl.username=admin", f"sasl.password={admin_pw}"])
+    return client
+
+
 def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
-          overrides: list[str]) -> dict[str, Any]:
+          overrides: list[str], sasl: bool = False) -> dict[str, Any]:
     base = pathlib.Path(data_dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
     state_path = base / STATE_FILE
@@ -161,8 +207,13 @@ def start(data_dir: str, brokers: int, base_port: int, zk_port: int,
     try:
         state["zookeeper"] = {"pid": start_zookeeper(base, zk_port), "port": zk_port}
         zk = f"127.0.0.1:{zk_port}"
+        protocol, config_file = "PLAINTEXT", None
+        if sasl:
+            state["client_properties"] = str(setup_sasl(base, zk))
+            protocol, config_file = "SASL_PLAINTEXT", base / SASL_PROPERTIES
         for i in range(brokers):
-            pid = start_broker(base, i, base_port + i, zk, extra)
+            pid = start_broker(base, i, base_port + i, zk, extra, protocol=protocol,
+                               config_file=config_file)
             state["brokers"].append({"id": i, "pid": pid, "host": "127.0.0.1",
                                      "port": base_port + i})
     except BaseException:

@@ -70,6 +70,7 @@ class ControllerService:
         # The controller's channels reach the brokers on the inter-broker listener.
         self.listener = runtime.config.inter_broker_listener
         self.ssl_context = runtime.broker.inter_broker_tls()
+        self.sasl = runtime.broker.inter_broker_sasl()
         self.core = ControllerCore(self.broker_id, epoch, self._unclean)
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.channels: dict[int, BrokerChannel] = {}
@@ -501,7 +502,7 @@ class ControllerService:
             if b not in self.channels:
                 ep = inter_broker_endpoint(reg, self.listener)
                 self.channels[b] = BrokerChannel(b, ep.host, ep.port, f"controller-{self.broker_id}",
-                                                 ssl_context=self.ssl_context)
+                                                 ssl_context=self.ssl_context, sasl=self.sasl)
 
     def _send(self, req: Requests) -> list[asyncio.Future[Any]]:
         """Queue the requests; returns futures resolved by the StopReplica answers."""
@@ -702,7 +703,8 @@ class ClusterRuntime:
                     conn = BrokerConnection(ep.host, ep.port, node_id=reg.broker_id,
                                             client_id=f"broker-{self.broker_id}-shutdown",
                                             request_timeout=30.0,
-                                            ssl_context=self.broker.inter_broker_tls())
+                                            ssl_context=self.broker.inter_broker_tls(),
+                                            sasl=self.broker.inter_broker_sasl())
                     await conn.connect(30.0)
                     try:
                         resp = await conn.send(ControlledShutdownRequest(

@@ -37,9 +37,10 @@ class BrokerChannel:
     caller can send it elsewhere (the partition's leader may have moved)."""
 
     def __init__(self, broker_id: int, host: str, port: int, client_id: str, *,
-                 retry: bool = True, ssl_context: Any = None) -> None:
+                 retry: bool = True, ssl_context: Any = None, sasl: Any = None) -> None:
         self.broker_id = broker_id
         self.ssl_context = ssl_context  # the inter-broker listener's TLS (None: PLAINTEXT)
+        self.sasl = sasl  # and its SASL client settings (None: not a SASL listener)
         self.host, self.port = host, port
         self.client_id = client_id
         self.retry = retry
@@ -58,7 +59,7 @@ class BrokerChannel:
         if self._conn is None or self._conn.closed:
             conn = BrokerConnection(self.host, self.port, node_id=self.broker_id,
                                     client_id=self.client_id, request_timeout=REQUEST_TIMEOUT_S,
-                                    ssl_context=self.ssl_context)
+                                    ssl_context=self.ssl_context, sasl=self.sasl)
             await conn.connect(REQUEST_TIMEOUT_S)
             self._conn = conn
         return self._conn

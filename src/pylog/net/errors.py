@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pylog.errors import KafkaError
 
-__all__ = ["KafkaConnectionError", "KafkaTimeoutError"]
+__all__ = ["KafkaAuthenticationError", "KafkaConnectionError", "KafkaTimeoutError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -20,3 +20,11 @@ class KafkaConnectionError(KafkaError, ConnectionError):
 
     retriable = True
     invalid_metadata = True
+
+
+class KafkaAuthenticationError(KafkaConnectionError):
+    """SASL authentication with a broker failed (Kafka's ``SaslAuthenticationException``):
+    the connection is closed; the message is the broker's. Not retriable: the same
+    credentials will fail again."""
+
+    retriable = False

@@ -4,8 +4,9 @@
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
 compression when Produce v0 is in the broker's range, KAFKA-18659) but refused with
 UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Transactions are listed
-(transaction.version 0: the coordinator's APIs, the markers, TxnOffsetCommit); SASL and
-ACLs are not, until they work: clients use the newest advertised version, so everything
+(transaction.version 0: the coordinator's APIs, the markers, TxnOffsetCommit), and SASL
+(on every listener, as Kafka: other listeners answer ILLEGAL_SASL_STATE); ACLs are not,
+until they work: clients use the newest advertised version, so everything
 advertised must be implemented.
 
 The codec (``pylog.protocol._schema``) decodes every version of every message in the JSON
@@ -164,6 +165,11 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # "consumer"). Heartbeat v1 adds SubscribedTopicRegex (pylog.group.topic_regex).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # SASL (pylog.security.sasl, pylog.broker.sasl_net) and SCRAM credentials (KIP-554).
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # The APIs of the KIP-848 consumer group protocol.

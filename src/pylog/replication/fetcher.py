@@ -106,7 +106,8 @@ class ReplicaFetcher:
         conn = BrokerConnection(address[0], address[1], node_id=self.leader_id,
                                 client_id=f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
                                 request_timeout=timeout, max_in_flight=1,
-                                ssl_context=self.manager.broker.inter_broker_tls())
+                                ssl_context=self.manager.broker.inter_broker_tls(),
+                                sasl=self.manager.broker.inter_broker_sasl())
         await conn.connect(timeout)
         return conn
 

@@ -164,11 +164,11 @@ class MarkerChannels:
     """One ordered WriteTxnMarkers sender per destination broker."""
 
     def __init__(self, client_id: str, channel_factory: Any = None, *,
-                 ssl_context: Any = None) -> None:
+                 ssl_context: Any = None, sasl: Any = None) -> None:
         self.client_id = client_id
         # The inter-broker listener's TLS context (None: PLAINTEXT) goes to every channel.
         self._factory = channel_factory or functools.partial(_broker_channel,
-                                                             ssl_context=ssl_context)
+                                                             ssl_context=ssl_context, sasl=sasl)
         self._channels: dict[int, Any] = {}
 
     def _channel(self, broker_id: int, host: str, port: int) -> Any:
@@ -216,5 +216,6 @@ class MarkerChannels:
 
 
 def _broker_channel(broker_id: int, host: str, port: int, client_id: str, *,
-                    ssl_context: Any = None) -> Any:
-    return BrokerChannel(broker_id, host, port, client_id, retry=False, ssl_context=ssl_context)
+                    ssl_context: Any = None, sasl: Any = None) -> Any:
+    return BrokerChannel(broker_id, host, port, client_id, retry=False, ssl_context=ssl_context,
+                         sasl=sasl)

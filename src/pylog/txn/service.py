@@ -407,7 +407,8 @@ class TransactionService:
             return errors.CoordinatorLoadInProgressError.code  # led here, not hosted yet
         if self._verify_channels is None:
             self._verify_channels = MarkerChannels(f"pylog-txn-verify-{self.broker.node_id}",
-                                                   ssl_context=self.broker.inter_broker_tls())
+                                                   ssl_context=self.broker.inter_broker_tls(),
+                                                sasl=self.broker.inter_broker_sasl())
         self._verify_channels.retain(metadata.brokers)
         resp = await self._verify_channels.request(
             leader, build_verify_request(transactional_id, producer_id, producer_epoch, topic, partition),
@@ -484,7 +485,8 @@ class TransactionService:
         if where.remote:
             if self._channels is None:
                 self._channels = MarkerChannels(f"pylog-txn-coordinator-{self.broker.node_id}",
-                                                ssl_context=self.broker.inter_broker_tls())
+                                                ssl_context=self.broker.inter_broker_tls(),
+                                                sasl=self.broker.inter_broker_sasl())
             self._channels.retain(metadata.brokers)
             for broker_id, tps in where.remote.items():
                 jobs.append(self._channels.send(metadata.brokers[broker_id], request.producer_id,

@@ -54,7 +54,7 @@ def test_synonym_priority_ms_over_minutes_over_hours() -> None:
         ("auto.create.topics.enable", "yes", "true or false"),
         ("log.message.timestamp.type", "Now", "CreateTime"),
         ("listeners", "PLAINTEXT:/x", "listener"),
-        ("listeners", "SASL_SSL://127.0.0.1:9093", "SASL is not available yet"),
+        ("sasl.enabled.mechanisms", "PLAIN,KERBEROS", "not a SASL mechanism"),
         ("message.max.bytes", str(2**31), "out of range"),
         ("default.replication.factor", "3", "single-node"),
         ("log.dirs", "/a,/b", "one directory"),

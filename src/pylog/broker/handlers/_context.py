@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker
@@ -53,3 +53,6 @@ class RequestContext:
     #: request quota is configured) and whether its time was counted in that quota.
     started_ms = 0.0
     request_time_recorded = False
+    #: The connection's SASL authenticator (``pylog.security.sasl.authenticator``), set for
+    #: SaslHandshake and SaslAuthenticate on SASL listeners (``pylog.broker.sasl_net``).
+    sasl: Any = None

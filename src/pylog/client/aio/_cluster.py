@@ -84,7 +84,7 @@ def make_cluster(settings: Resolved, client_id: str, *, auto_create: bool = Fals
         return EmbeddedCluster(settings["log.dir"], settings["broker.config"], **common)
     return Cluster(settings["bootstrap.servers"],
                    connect_timeout=settings["socket.connection.setup.timeout.ms"] / 1000,
-                   ssl_context=tls_context(settings), **common)
+                   ssl_context=tls_context(settings), sasl=sasl_config(settings), **common)
 
 
 def tls_context(settings: Resolved) -> Any:
@@ -93,13 +93,30 @@ def tls_context(settings: Resolved) -> Any:
     Raises:
         ConfigError: a TLS setting that cannot be used (a missing file, a bad password).
     """
-    if settings["security.protocol"] != "SSL":
+    if settings["security.protocol"] not in ("SSL", "SASL_SSL"):
         return None
     from pylog.config import ConfigError as BrokerConfigError
     from pylog.security.tls import client_context
 
     try:
         return client_context({k: v for k, v in settings.items() if k.startswith("ssl.")})
+    except BrokerConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def sasl_config(settings: Resolved) -> Any:
+    """The client's SASL settings for ``security.protocol=SASL_*`` (None otherwise).
+
+    Raises:
+        ConfigError: a mechanism pylog does not speak, or missing credentials.
+    """
+    if not str(settings["security.protocol"]).startswith("SASL_"):
+        return None
+    from pylog.config import ConfigError as BrokerConfigError
+    from pylog.security.sasl.client import client_sasl
+
+    try:
+        return client_sasl(settings)
     except BrokerConfigError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -121,9 +138,10 @@ class Cluster:
     def __init__(self, bootstrap: list[tuple[str, int]], *, client_id: str,
                  request_timeout: float, connect_timeout: float, metadata_max_age: float,
                  max_in_flight: int = 100, auto_create: bool = False,
-                 retry_backoff: float = 0.1, ssl_context: Any = None) -> None:
+                 retry_backoff: float = 0.1, ssl_context: Any = None, sasl: Any = None) -> None:
         self.bootstrap = bootstrap
-        self.ssl_context = ssl_context  # security.protocol=SSL
+        self.ssl_context = ssl_context  # security.protocol=SSL or SASL_SSL
+        self.sasl = sasl  # security.protocol=SASL_*: a SaslClientConfig
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -194,7 +212,7 @@ class Cluster:
         """
         conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                 request_timeout=self.request_timeout,
-                                ssl_context=self.ssl_context)
+                                ssl_context=self.ssl_context, sasl=self.sasl)
         await conn.connect(self.connect_timeout)
         return conn
 
@@ -221,7 +239,7 @@ class Cluster:
     async def _open(self, node_id: int, addr: tuple[str, int]) -> BrokerConnection:
         conn = BrokerConnection(addr[0], addr[1], node_id=node_id, client_id=self.client_id,
                                 request_timeout=self.request_timeout,
-                                max_in_flight=self.max_in_flight, ssl_context=self.ssl_context)
+                                max_in_flight=self.max_in_flight, ssl_context=self.ssl_context, sasl=self.sasl)
         try:
             await conn.connect(self.connect_timeout)
         finally:
@@ -257,7 +275,7 @@ class Cluster:
                 return known
             conn = BrokerConnection(host, port, node_id=-1 - i, client_id=self.client_id,
                                     request_timeout=self.request_timeout,
-                                    ssl_context=self.ssl_context)
+                                    ssl_context=self.ssl_context, sasl=self.sasl)
             try:
                 await conn.connect(self.connect_timeout)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:

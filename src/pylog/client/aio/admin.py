@@ -338,6 +338,19 @@ class AdminCore:
         conn = await self.cluster.any_connection()
         await _quota_admin.alter_client_quotas(conn, entity, changes, validate_only)
 
+    async def describe_user_scram_credentials(self, users: list[str] | None) -> dict[str, dict[str, int]]:
+        from pylog.client.aio import _scram_admin
+
+        conn = await self.cluster.any_connection()
+        return await _scram_admin.describe_user_scram_credentials(conn, users)
+
+    async def alter_user_scram_credentials(self, upsertions: Mapping[str, Mapping[str, Any]],
+                                           deletions: Mapping[str, list[str]]) -> None:
+        from pylog.client.aio import _scram_admin
+
+        conn = await self.cluster.any_connection()
+        await _scram_admin.alter_user_scram_credentials(conn, upsertions, deletions)
+
     async def close(self) -> None:
         await self.cluster.close()
 
@@ -441,6 +454,16 @@ class Admin:
                                   changes: Mapping[str, float | None],
                                   validate_only: bool = False) -> None:
         await self._core.alter_client_quotas(entity, changes, validate_only)
+
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, dict[str, int]]:
+        return await self._core.describe_user_scram_credentials(
+            None if users is None else list(users))
+
+    async def alter_user_scram_credentials(
+            self, upsertions: Mapping[str, Mapping[str, Any]] | None = None,
+            deletions: Mapping[str, list[str]] | None = None) -> None:
+        await self._core.alter_user_scram_credentials(upsertions or {}, deletions or {})
 
     async def close(self) -> None:
         await self._core.close()

@@ -113,8 +113,11 @@ def test_log_dir_selects_embedded_mode(tmp_path) -> None:
 def test_tls_settings_fail_at_construction_naming_the_setting(tmp_path) -> None:
     from pylog.client import ConfigError, Producer
 
-    with pytest.raises(ConfigError, match="security.protocol: SASL_SSL needs SASL"):
+    with pytest.raises(ConfigError, match="sasl.mechanism: 'GSSAPI' is not one of PLAIN"):
         Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL"})
+    with pytest.raises(ConfigError, match="SCRAM-SHA-256 needs sasl.username and sasl.password"):
+        Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "SCRAM-SHA-256"})
     with pytest.raises(ConfigError, match=r"ssl.ca.location: .*nope.pem: no such file"):
         Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL",
                   "ssl.ca.location": str(tmp_path / "nope.pem")})

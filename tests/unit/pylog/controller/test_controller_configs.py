@@ -89,6 +89,9 @@ def _broker(store: FakeStore, topics: list[str], now_ms: int) -> Any:
                              clock=SimpleNamespace(time_ms=lambda: now_ms,
                                                    monotonic=lambda: now_ms / 1000))
     broker.quotas = ClientQuotas(broker)  # the real quota store, fed by the listener
+    from pylog.broker.scram_admin import ScramService
+
+    broker.scram = ScramService(broker)  # SCRAM credentials share users/<u> notices
     return broker
 
 

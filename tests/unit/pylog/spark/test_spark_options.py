@@ -87,8 +87,8 @@ def test_kafka_settings_go_to_the_client_and_unknown_ones_are_refused() -> None:
     assert conf["max.partition.fetch.bytes"] == "8388608"
     assert conf["isolation.level"] == "read_committed" and conf["auto.offset.reset"] == "none"
     assert o.admin_config() == {"bootstrap.servers": "127.0.0.1:9092"}
-    refused("unknown setting 'sasl.mechanism'.*docs/client.md", subscribe="a",
-            **{"kafka.sasl.mechanism": "PLAIN"})
+    refused("unknown setting 'sasl.kerberos.service.name'.*docs/client.md", subscribe="a",
+            **{"kafka.sasl.kerberos.service.name": "kafka"})
     refused("isolation.level' must be read_uncommitted or read_committed", subscribe="a",
             **{"kafka.isolation.level": "serializable"})
 
