@@ -28,6 +28,7 @@ from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.quotas import ClientQuotas
+from pylog.security.authz.service import AclService, create_authorizer
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.config.security_defs import TLS_PROTOCOLS
@@ -103,6 +104,10 @@ class Broker:
         self.replicas = ReplicaManager(self)
         # Client quotas (pylog.broker.quotas): the entities and the three quota managers.
         self.quotas = ClientQuotas(self)
+        # ACLs (authorizer.class.name; pylog.security.authz): None when none is configured,
+        # and then every check in the handlers is this one attribute test.
+        self.authorizer = create_authorizer(config)
+        self.acls = AclService(self, self.authorizer) if self.authorizer is not None else None
         # Cluster mode (zookeeper.connect): pylog.controller.runtime.ClusterRuntime; None on
         # a single node (nothing of it is imported or run then).
         self.cluster: Any = None
@@ -243,6 +248,8 @@ class Broker:
 
         if self.cluster is None:  # cluster mode: from ZooKeeper, with the topic configs
             await loop.run_in_executor(self.executor, self.quotas.load_from_file)
+            if self.acls is not None:
+                await self.acls.start_single_node()
 
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
@@ -358,6 +365,8 @@ class Broker:
             log.info("shutting down")
         else:  # the caller reports why in one line: closing what was opened is a detail
             log.debug("start failed: closing what was opened")
+        if self.acls is not None:
+            await self.acls.stop()
         if self.cluster is not None:
             await self.cluster.shutdown()
         for server in self.servers:

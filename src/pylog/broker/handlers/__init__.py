@@ -41,11 +41,14 @@ from pylog.broker.handlers import (
     consumer_group_describe,
     consumer_group_heartbeat,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_client_quotas,
     describe_cluster,
     describe_configs,
@@ -133,6 +136,9 @@ _MODULES: tuple[ModuleType, ...] = (
     alter_client_quotas,
     consumer_group_heartbeat,
     consumer_group_describe,
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 

@@ -27,6 +27,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed, cluster_allowed
 from pylog.broker.handlers._common import MAX_PARTITIONS_PER_BATCH, TOO_MANY_PARTITIONS
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
@@ -78,8 +79,14 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     if requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH:
         return error_response(ctx, request, errors.PolicyViolationError.code, TOO_MANY_PARTITIONS)
     counts = Counter(t.name for t in request.topics)
+    # CREATE on the cluster, else on each topic (Kafka's handleCreateTopicsRequest).
+    any_topic = cluster_allowed(ctx, AclOperation.CREATE, log_denied=False)
     results = []
     for t in request.topics:
+        if not any_topic and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name):
+            results.append(_result(t.name, errors.TopicAuthorizationFailedError.code,
+                                   "Authorization failed."))
+            continue
         if counts[t.name] > 1:
             results.append(_result(t.name, errors.InvalidRequestError.code,
                                    f"Create topics request from client contains duplicate topic {t.name}"))
