@@ -28,7 +28,6 @@ from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
 from pylog.broker.quotas import ClientQuotas
-from pylog.security.authz.service import AclService, create_authorizer
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.config.security_defs import TLS_PROTOCOLS
@@ -36,6 +35,7 @@ from pylog.group.service import GroupService
 from pylog.log import LogManager
 from pylog.metrics import BrokerMetrics
 from pylog.replication import ReplicaManager
+from pylog.security.authz.service import AclService, create_authorizer
 from pylog.txn.service import TransactionService
 
 log = logging.getLogger("pylog.broker")

@@ -81,7 +81,7 @@ class AclService:
     async def start_cluster(self) -> None:
         """After the ZooKeeper session is up: every ACL, then watch the change paths."""
         cluster = self.broker.cluster
-        store = self._zk = ZkAclStore(cluster.store.client)
+        store = self._zk = ZkAclStore(cluster.store)
         await cluster.zk(store.ensure_paths)
         self._last_seq = await cluster.zk(store.latest_seqs)
         bindings = await cluster.zk(store.load)
@@ -94,7 +94,7 @@ class AclService:
             loop.call_soon_threadsafe(self._wake.set)
             return None
 
-        client = store.client
+        client = cluster.store.client
         await cluster.zk(lambda: [client.ChildrenWatch(LITERAL_CHANGES, on_children),
                                   client.ChildrenWatch(EXTENDED_CHANGES, on_children)])
         self._task = asyncio.ensure_future(self._run())
@@ -126,7 +126,7 @@ class AclService:
         now = self.broker.clock.time_ms()
 
         def read() -> tuple[set[Any], dict[Any, set[Any]]]:
-            changed, _fresh = store.changes(last, now)
+            changed = store.changes(last, now)
             return changed, {p: store.read_resource(p)[0] for p in changed}
         changed, entries = await cluster.zk(read)
         self._last_seq = last
@@ -194,7 +194,11 @@ class AclService:
             by_pattern.setdefault(b.pattern, (set(), set()))[1].add(b.entry)
 
         def write() -> dict[Any, set[Any]]:
-            return {p: store.update(p, lambda cur, a=a, r=r: (cur | a) - r)
-                    for p, (a, r) in by_pattern.items()}
+            out = {}
+            for p, (a, r) in by_pattern.items():
+                def change(cur: set[Any], a: set[Any] = a, r: set[Any] = r) -> set[Any]:
+                    return (cur | a) - r
+                out[p] = store.update(p, change)
+            return out
         written = await self.broker.cluster.zk(write)
         self._replace(written, written)  # now, not when this broker's own notice arrives

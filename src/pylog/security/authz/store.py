@@ -137,123 +137,82 @@ class FileAclStore:
 
 
 class ZkAclStore:
-    """ACLs in ZooKeeper, Kafka's layout (see the module docstring). Calls block: run them
-    on the ZooKeeper thread (``cluster.zk``)."""
+    """ACLs in ZooKeeper, Kafka's layout (see the module docstring), through the broker's
+    ``pylog.cluster.zk_store.ZkStore``. Calls block: run them on the ZooKeeper thread
+    (``cluster.zk``)."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client  # a connected kazoo client
+    def __init__(self, zk: Any) -> None:
+        self.zk = zk  # a started ZkStore
 
     def ensure_paths(self) -> None:
         for path in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
-            self.client.ensure_path(path)
+            self.zk.client.ensure_path(path)
 
     def read_resource(self, p: ResourcePattern) -> tuple[set[AccessControlEntry], int]:
         """The entries of one pattern and the znode's version (-1: no znode)."""
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            data, stat = self.client.get(resource_path(p))
-        except NoNodeError:
+        got = self.zk.get_versioned(resource_path(p))
+        if got is None:
             return set(), -1
+        data, version, _ctime = got
         if not data:
-            return set(), stat.version
+            return set(), version
         d = json.loads(data.decode("utf-8"))
-        return {entry_from_json(a) for a in d.get("acls", [])}, stat.version
+        return {entry_from_json(a) for a in d.get("acls", [])}, version
 
     def load(self) -> set[AclBinding]:
         """Every ACL under both roots."""
-        from kazoo.exceptions import NoNodeError
-
         out: set[AclBinding] = set()
         for root, ptype in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
             for rtype in _CONCRETE_TYPES:
-                try:
-                    names = self.client.get_children(f"{root}/{pascal(rtype.name)}")
-                except NoNodeError:
-                    continue
-                for name in names:
+                for name in self.zk.children(f"{root}/{pascal(rtype.name)}"):
                     p = ResourcePattern(rtype, name, ptype)
                     out.update(AclBinding(p, e) for e in self.read_resource(p)[0])
         return out
 
-    def update(self, p: ResourcePattern, fn: Callable[[set[AccessControlEntry]], set[AccessControlEntry]]) -> set[AccessControlEntry]:
+    def update(self, p: ResourcePattern,
+               fn: Callable[[set[AccessControlEntry]], set[AccessControlEntry]]) -> set[AccessControlEntry]:
         """Apply ``fn`` to the pattern's entries with a conditional write, retried on a
         concurrent change; then a change notice. Returns the entries written."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
         path = resource_path(p)
         while True:
             current, version = self.read_resource(p)
             new = fn(set(current))
             if new == current:
                 return new
-            try:
-                if not new:
-                    self.client.delete(path, version=version)
-                elif version < 0:
-                    self.client.create(path, _encode(new), makepath=True)
-                else:
-                    self.client.set(path, _encode(new), version=version)
+            if self.zk.write_versioned(path, _encode(new) if new else None, version):
                 break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue  # another broker changed it meanwhile: re-read and re-apply
+            # another broker changed it meanwhile: re-read and re-apply
         prefix, data = encode_change(p)
-        self.client.create(prefix, data, sequence=True, makepath=True)
+        self.zk.create_sequential(prefix, data)
         return new
 
-    def changes(self, last_seq: dict[str, int], now_ms: int) -> tuple[set[ResourcePattern], bool]:
+    def changes(self, last_seq: dict[str, int], now_ms: int) -> set[ResourcePattern]:
         """The resources named by notices newer than ``last_seq`` (updated in place, per
-        notice path); deletes notices older than Kafka's 15 minutes. Returns (resources,
-        whether any notice was new)."""
-        from kazoo.exceptions import NoNodeError
-
+        notice path); deletes notices older than Kafka's 15 minutes."""
         out: set[ResourcePattern] = set()
-        fresh = False
         for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            try:
-                children = self.client.get_children(root)
-            except NoNodeError:
-                continue
-            for child in sorted(children):
+            for child in self.zk.children(root):
                 if not child.startswith(CHANGE_PREFIX):
                     continue
                 seq = int(child[len(CHANGE_PREFIX):])
                 path = f"{root}/{child}"
+                got = self.zk.get_versioned(path)
+                if got is None:
+                    continue
                 if seq > last_seq.get(root, -1):
                     last_seq[root] = seq
-                    fresh = True
                     try:
-                        data, stat = self.client.get(path)
-                        out.add(decode_change(root == LITERAL_CHANGES, data))
-                    except NoNodeError:
-                        continue
+                        out.add(decode_change(root == LITERAL_CHANGES, got[0]))
                     except (ValueError, KeyError) as exc:
                         log.warning("ignoring ACL change notice %s: %s", path, exc)
-                        continue
-                    if stat.ctime < now_ms - CHANGE_EXPIRATION_MS:
-                        self._delete_quietly(path)
-        return out, fresh
-
-    def _delete_quietly(self, path: str) -> None:
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            self.client.delete(path)
-        except NoNodeError:
-            pass
+                if got[2] < now_ms - CHANGE_EXPIRATION_MS:
+                    self.zk.delete_if_exists(path)
+        return out
 
     def latest_seqs(self) -> dict[str, int]:
-        from kazoo.exceptions import NoNodeError
-
-        out = {}
-        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            try:
-                seqs = [int(c[len(CHANGE_PREFIX):]) for c in self.client.get_children(root)
-                        if c.startswith(CHANGE_PREFIX)]
-            except NoNodeError:
-                seqs = []
-            out[root] = max(seqs, default=-1)
-        return out
+        return {root: max((int(c[len(CHANGE_PREFIX):]) for c in self.zk.children(root)
+                           if c.startswith(CHANGE_PREFIX)), default=-1)
+                for root in (LITERAL_CHANGES, EXTENDED_CHANGES)}
 
 
 def _encode(entries: set[AccessControlEntry]) -> bytes:
