@@ -370,3 +370,95 @@ def test_acls_survive_a_restart(acl_broker):
     b.start()
     assert _produce(b, pki, "alice", topic) == (3, None)
     assert re.search(r"authorizer on: \d+ ACLs", b.read_log())
+
+
+# --- the pylog acls command and pylog.client -----------------------------------------------
+
+
+def _pylog(b: BrokerProcess, pki: dict[str, str], who: str, *args: str,
+           stdin: str = "") -> subprocess.CompletedProcess[str]:
+    import sys
+
+    cmd = [sys.executable, "-m", "pylog", *args, "-b", b.bootstrap,
+           "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki['ca']}",
+           "-X", f"ssl.certificate.location={pki[who + '_cert']}",
+           "-X", f"ssl.key.location={pki[who + '_key']}"]
+    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=120)
+
+
+def test_pylog_acls_add_list_remove(acl_broker):
+    b, pki = acl_broker
+    topic, group = _name("cli"), _name("cg")
+    out = _pylog(b, pki, "admin", "acls", "add", "--allow-principal", BOB, "--consumer",
+                 "--topic", topic, "--group", group)
+    assert out.returncode == 0, out.stderr
+    pattern = f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"
+    assert f"Adding ACLs for resource `{pattern}`: \n \t(principal={BOB}, host=*, operation=READ, " \
+           "permissionType=ALLOW)" in out.stdout
+    assert f"Current ACLs for resource `{pattern}`:" in out.stdout
+    listed = _pylog(b, pki, "admin", "acls", "list", "--topic", topic)
+    assert listed.returncode == 0, listed.stderr
+    assert "operation=DESCRIBE" in listed.stdout and "operation=READ" in listed.stdout
+    # bob consumes now; then the ACLs go and he cannot.
+    assert _produce(b, pki, "admin", topic, 2) == (2, None)
+    assert _consume(b, pki, "bob", topic, group, 2) == ([b"v0", b"v1"], None)
+    gone = _pylog(b, pki, "admin", "acls", "remove", "--topic", topic, "--force")
+    assert gone.returncode == 0, gone.stderr
+    assert _pylog(b, pki, "admin", "acls", "list", "--topic", topic).stdout.strip() == ""
+    # Without --force the command asks; "n" keeps the ACLs.
+    _pylog(b, pki, "admin", "acls", "add", "--allow-principal", BOB, "--operation", "Read",
+           "--group", group)
+    kept = _pylog(b, pki, "admin", "acls", "remove", "--group", group, stdin="n\n")
+    assert "Are you sure you want to delete all ACLs" in kept.stdout
+    assert "operation=READ" in _pylog(b, pki, "admin", "acls", "list", "--group", group).stdout
+    # A principal without ALTER on the cluster is refused.
+    denied = _pylog(b, pki, "alice", "acls", "add", "--allow-principal", ALICE, "--cluster")
+    assert denied.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr
+
+
+def test_pylog_acls_help_names_kafka_acls_flags():
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pylog", "acls", "add", "--help"],
+                         capture_output=True, text=True, timeout=60)
+    for flag in ("--allow-principal", "--deny-principal", "--allow-host", "--deny-host",
+                 "--operation", "--topic", "--group", "--transactional-id", "--cluster",
+                 "--resource-pattern-type", "--producer", "--consumer", "--command-config"):
+        assert flag in out.stdout
+
+
+def test_pylog_client_admin_acls(acl_broker):
+    from pylog.client import (
+        AccessControlEntry,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        Admin,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from pylog.errors import ClusterAuthorizationFailedError, InvalidRequestError
+
+    b, pki = acl_broker
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": pki["ca"]}
+    tid = _name("tx")
+    binding = AclBinding(ResourcePattern(ResourceType.TRANSACTIONAL_ID, tid, PatternType.PREFIXED),
+                         AccessControlEntry(ALICE, "*", AclOperation.WRITE, AclPermissionType.ALLOW))
+    with Admin({**conf, "ssl.certificate.location": pki["admin_cert"],
+                "ssl.key.location": pki["admin_key"]}) as admin:
+        admin.create_acls([binding])
+        flt = AclBindingFilter(ResourceType.TRANSACTIONAL_ID, tid + "-x", PatternType.MATCH)
+        assert admin.describe_acls(flt) == [binding]
+        with pytest.raises(InvalidRequestError):
+            admin.create_acls([AclBinding(ResourcePattern(ResourceType.GROUP, "g", PatternType.LITERAL),
+                                          AccessControlEntry(ALICE, "*", AclOperation.WRITE,
+                                                             AclPermissionType.ALLOW))])
+        assert admin.delete_acls([flt]) == [binding]
+        assert admin.describe_acls(flt) == []
+    with Admin({**conf, "ssl.certificate.location": pki["alice_cert"],
+                "ssl.key.location": pki["alice_key"]}) as alice:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.describe_acls()

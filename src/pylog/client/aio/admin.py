@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
-from pylog.client.aio import _quota_admin, _replica_admin
+from pylog.client.aio import _acl_admin, _quota_admin, _replica_admin
 from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
@@ -45,6 +45,7 @@ from pylog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
+from pylog.security.authz.bindings import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescription",
            "ClusterDescription", "LogDirDescription", "TopicDescription", "PartitionDescription", "AdminCore",
@@ -338,6 +339,15 @@ class AdminCore:
         conn = await self.cluster.any_connection()
         await _quota_admin.alter_client_quotas(conn, entity, changes, validate_only)
 
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        await _acl_admin.create_acls(await self.cluster.any_connection(), bindings)
+
+    async def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
+        return await _acl_admin.describe_acls(await self.cluster.any_connection(), flt)
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
+        return await _acl_admin.delete_acls(await self.cluster.any_connection(), filters)
+
     async def close(self) -> None:
         await self.cluster.close()
 
@@ -441,6 +451,15 @@ class Admin:
                                   changes: Mapping[str, float | None],
                                   validate_only: bool = False) -> None:
         await self._core.alter_client_quotas(entity, changes, validate_only)
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        await self._core.create_acls(list(bindings))
+
+    async def describe_acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+        return await self._core.describe_acls(flt or AclBindingFilter())
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        return await self._core.delete_acls(list(filters))
 
     async def close(self) -> None:
         await self._core.close()
