@@ -134,6 +134,9 @@ class AclService:
             return
         self._replace(changed, entries)
         self.reloads += 1
+        log.info("ACLs of %d resources reloaded from ZooKeeper (%s); %d ACLs in all",
+                 len(changed), ", ".join(sorted(str(p) for p in changed)),
+                 len(self.authorizer.snapshot.bindings))
 
     def _replace(self, patterns: Iterable[Any], entries: dict[Any, set[Any]]) -> None:
         patterns = set(patterns)
