@@ -9,11 +9,10 @@ AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens, All), resources ``-
 literal|prefixed|match|any`` (adding takes literal or prefixed), the conveniences
 ``--producer`` (WRITE, DESCRIBE, CREATE on topics; WRITE, DESCRIBE on transactional ids;
 ``--idempotent``: IDEMPOTENT_WRITE on the cluster) and ``--consumer`` (READ, DESCRIBE on
-topics, READ on groups), ``--force`` (remove without asking). Output is kafka-acls.sh's:
-
-    Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`:
-     	(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)
-
+topics, READ on groups), ``--force`` (remove without asking). Output is kafka-acls.sh's
+(``Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders,
+patternType=LITERAL)`:``, then one tab-indented ``(principal=User:alice, host=*,
+operation=READ, permissionType=ALLOW)`` line per ACL; ``Current ACLs for resource ...``).
 """
 
 from __future__ import annotations
