@@ -462,3 +462,86 @@ def test_pylog_client_admin_acls(acl_broker):
                 "ssl.key.location": pki["alice_key"]}) as alice:
         with pytest.raises(ClusterAuthorizationFailedError):
             alice.describe_acls()
+
+
+# --- configurations ------------------------------------------------------------------------
+
+
+def test_without_an_authorizer_the_acl_apis_answer_security_disabled(new_broker):
+    import confluent_kafka
+
+    b = new_broker({"auto.create.topics.enable": "true"}).start()
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": b.bootstrap})
+    with pytest.raises(confluent_kafka.KafkaException) as info:
+        for f in admin.create_acls([_binding("TOPIC", "t", ALICE, "READ")],
+                                   request_timeout=30).values():
+            f.result(timeout=30)
+    assert info.value.args[0].code() == confluent_kafka.KafkaError.SECURITY_DISABLED
+
+
+def test_an_unknown_authorizer_class_is_refused_at_start(new_broker):
+    b = new_broker({"authorizer.class.name": "com.example.MyAuthorizer"})
+    with pytest.raises(RuntimeError, match="authorizer.class.name"):
+        b.start(timeout=30)
+    assert "is not an authorizer pylog has" in b.read_log()
+
+
+def test_allow_everyone_if_no_acl_found(new_broker):
+    import confluent_kafka
+
+    b = new_broker({"authorizer.class.name": "pylog.security.AclAuthorizer",
+                    "allow.everyone.if.no.acl.found": "true",
+                    "auto.create.topics.enable": "true"}).start()
+    conf = {"bootstrap.servers": b.bootstrap}
+    p = confluent_kafka.Producer({**conf, "message.timeout.ms": 10000})
+    errs: list[str | None] = []
+    p.produce("free", b"x", on_delivery=lambda e, m: errs.append(e and e.name()))
+    p.flush(20)
+    assert errs == [None]  # no ACL on topic free, the cluster or the group: allowed
+    # CreateAcls too (no ACL on the cluster); then an ACL for someone else guards a topic.
+    admin = confluent_kafka.admin.AdminClient(conf)
+    for f in admin.create_acls([_binding("TOPIC", "guarded", "User:CN=carol", "WRITE")],
+                               request_timeout=30).values():
+        f.result(timeout=30)
+    errs.clear()
+    p.produce("guarded", b"x", on_delivery=lambda e, m: errs.append(e and e.name()))
+    p.flush(20)
+    assert errs == ["TOPIC_AUTHORIZATION_FAILED"]
+
+
+def test_kafka_python_consumer_gets_group_authorization_failed(acl_broker):
+    import kafka
+    import kafka.errors
+
+    b, pki = acl_broker
+    admin = _admin(b, pki)
+    topic = _name("kpc")
+    _create(admin, _binding("TOPIC", topic, BOB, "READ"), _binding("TOPIC", topic, ADMIN, "ALL"))
+    assert _produce(b, pki, "admin", topic, 1)[0] == 1
+    c = kafka.KafkaConsumer(topic, group_id=_name("nogroup"), bootstrap_servers=b.bootstrap,
+                            security_protocol="SSL", ssl_cafile=pki["ca"],
+                            ssl_certfile=pki["bob_cert"], ssl_keyfile=pki["bob_key"],
+                            consumer_timeout_ms=15000, auto_offset_reset="earliest")
+    try:
+        with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
+            for _ in c:
+                break
+    finally:
+        c.close()
+
+
+def test_authorized_operations_follow_the_acls(acl_broker):
+    b, pki = acl_broker
+    admin = _admin(b, pki)
+    topic = _name("ops")
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    _create(admin, _binding("TOPIC", topic, ALICE, "READ"))
+    from confluent_kafka import TopicCollection
+    alice = _admin(b, pki, "alice")
+    desc = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                 request_timeout=30)[topic].result(30)
+    assert {op.name for op in desc.authorized_operations} == {"READ", "DESCRIBE"}
+    cluster = alice.describe_cluster(include_authorized_operations=True,
+                                     request_timeout=30).result(30)
+    assert not cluster.authorized_operations  # no DESCRIBE on the cluster: not told

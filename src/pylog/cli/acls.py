@@ -66,10 +66,9 @@ _EXAMPLES = {
 
 
 def _add_options(p: argparse.ArgumentParser, action: str) -> None:
-    many = {"action": "append", "default": []}
-    p.add_argument("--topic", metavar="TOPIC", **many, help="a topic resource (repeatable)")
-    p.add_argument("--group", metavar="GROUP", **many, help="a consumer group resource (repeatable)")
-    p.add_argument("--transactional-id", metavar="ID", **many,
+    p.add_argument("--topic", metavar="TOPIC", action="append", default=[], help="a topic resource (repeatable)")
+    p.add_argument("--group", metavar="GROUP", action="append", default=[], help="a consumer group resource (repeatable)")
+    p.add_argument("--transactional-id", metavar="ID", action="append", default=[],
                    help="a transactional id resource (repeatable)")
     p.add_argument("--cluster", action="store_true", help="the cluster resource")
     p.add_argument("--resource-pattern-type", default="literal", type=str.lower,
@@ -77,18 +76,18 @@ def _add_options(p: argparse.ArgumentParser, action: str) -> None:
                    help="literal (default) or prefixed; list and remove also take match "
                    "(every pattern that applies to the named resource) and any")
     if action == "list":
-        p.add_argument("--principal", metavar="PRINCIPAL", **many,
+        p.add_argument("--principal", metavar="PRINCIPAL", action="append", default=[],
                        help="only the ACLs of this principal (repeatable)")
         return
-    p.add_argument("--allow-principal", metavar="PRINCIPAL", **many,
+    p.add_argument("--allow-principal", metavar="PRINCIPAL", action="append", default=[],
                    help="principal allowed (User:alice; User:* for everyone; repeatable)")
-    p.add_argument("--deny-principal", metavar="PRINCIPAL", **many,
+    p.add_argument("--deny-principal", metavar="PRINCIPAL", action="append", default=[],
                    help="principal denied (repeatable)")
-    p.add_argument("--allow-host", metavar="HOST", **many,
+    p.add_argument("--allow-host", metavar="HOST", action="append", default=[],
                    help="IP address the allowed principals may connect from (default *)")
-    p.add_argument("--deny-host", metavar="HOST", **many,
+    p.add_argument("--deny-host", metavar="HOST", action="append", default=[],
                    help="IP address the denied principals are denied from (default *)")
-    p.add_argument("--operation", metavar="OP", **many,
+    p.add_argument("--operation", metavar="OP", action="append", default=[],
                    help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
                    "DescribeConfigs, AlterConfigs, IdempotentWrite, All (repeatable; "
                    "default All)")
@@ -136,7 +135,7 @@ def _principal(text: str) -> str:
 
 
 def _entries(args: argparse.Namespace, ops: set[AclOperation]) -> set[AccessControlEntry]:
-    out = set()
+    out: set[AccessControlEntry] = set()
     for principals, hosts, perm in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
                                     (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
         for principal in principals:
