@@ -545,3 +545,24 @@ def test_authorized_operations_follow_the_acls(acl_broker):
     cluster = alice.describe_cluster(include_authorized_operations=True,
                                      request_timeout=30).result(30)
     assert not cluster.authorized_operations  # no DESCRIBE on the cluster: not told
+
+
+def test_create_topics_needs_create_and_hides_configs_without_describe_configs(acl_broker):
+    from _harness.wire import tls_connection
+
+    from pylog.errors import TopicAuthorizationFailedError
+    from pylog.protocol.messages import CreateTopicsRequest as R
+
+    b, pki = acl_broker
+    allowed_topic, other = _name("ct"), _name("ct")
+    _create(_admin(b, pki), _binding("TOPIC", allowed_topic, ALICE, "CREATE"))
+    with tls_connection(b.port, pki["ca"], pki["alice_cert"], pki["alice_key"]) as conn:
+        resp = conn.request(R(topics=[
+            R.CreatableTopic(name=n, num_partitions=1, replication_factor=1, assignments=[],
+                             configs=[]) for n in (allowed_topic, other)], timeout_ms=30000))
+    by_name = {t.name: t for t in resp.topics}
+    denied_code = TopicAuthorizationFailedError.code
+    assert by_name[allowed_topic].error_code == 0
+    assert by_name[allowed_topic].topic_config_error_code == denied_code
+    assert by_name[allowed_topic].configs == []
+    assert by_name[other].error_code == denied_code

@@ -12,15 +12,13 @@ StopReplica are refused with CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import threading
 
 import confluent_kafka
 import pytest
 from _harness.tls import make_pki
 from _harness.waiting import wait_until
-from _harness.wire import BrokerConnection
+from _harness.wire import BrokerConnection, tls_connection
 from _harness.zk_cluster import zk_cluster
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka.admin import (
@@ -35,7 +33,6 @@ from confluent_kafka.admin import (
 
 from pylog.cluster.zk_store import ZkStore
 from pylog.errors import ClusterAuthorizationFailedError
-from pylog.protocol.connection import ClientConnection
 from pylog.protocol.messages import DescribeAclsRequest, LeaderAndIsrRequest, StopReplicaRequest
 from pylog.security.acl import AclOperation as Op
 from pylog.security.acl import ResourceType as RT
@@ -73,16 +70,7 @@ def _conf(bootstrap: str, pki: dict[str, str], who: str) -> dict[str, str]:
 
 
 def _tls_connection(port: int, pki: dict[str, str], who: str) -> BrokerConnection:
-    """The wire harness's connection over TLS with ``who``'s certificate."""
-    ctx = ssl.create_default_context(cafile=pki["ca"])
-    ctx.load_cert_chain(pki[who + "_cert"], pki[who + "_key"])
-    c = BrokerConnection.__new__(BrokerConnection)
-    c.address, c.timeout = f"127.0.0.1:{port}", 30.0
-    c.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30),
-                             server_hostname="localhost")
-    c.conn, c.versions = ClientConnection(client_id="rogue"), {}
-    c._negotiate()
-    return c
+    return tls_connection(port, pki["ca"], pki[who + "_cert"], pki[who + "_key"], client_id="rogue")
 
 
 def test_acls_in_zookeeper_seen_by_every_broker(zookeeper, new_broker, tmp_path):  # noqa: F811

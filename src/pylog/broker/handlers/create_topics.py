@@ -49,7 +49,17 @@ def _result(name: str, code: int, message: str | None = None) -> Any:
                                    configs=None)
 
 
-def _configs(ctx: RequestContext, overrides: dict[str, Any]) -> list[Any]:
+def _configs_error(ctx: RequestContext, name: str) -> int:
+    """TOPIC_AUTHORIZATION_FAILED in ``topic_config_error_code`` when the principal may not
+    DESCRIBE_CONFIGS the new topic (its configs are then left out), as Kafka answers."""
+    if allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, log_denied=False):
+        return 0
+    return errors.TopicAuthorizationFailedError.code
+
+
+def _configs(ctx: RequestContext, name: str, overrides: dict[str, Any]) -> list[Any]:
+    if _configs_error(ctx, name):
+        return []
     return [
         _R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                  config_source=e.source,
@@ -131,7 +141,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 results.append(_R.CreatableTopicResult(
                     name=t.name, topic_id=topic_id, error_code=0, error_message=None,
                     num_partitions=num_partitions, replication_factor=rf,
-                    configs=_configs(ctx, overrides)))
+                    configs=_configs(ctx, t.name, overrides),
+                    topic_config_error_code=_configs_error(ctx, t.name)))
                 continue
             overrides = manager.check_new_topic(t.name, num_partitions, rf, configs)
             warnings = check_implemented(overrides)
@@ -146,7 +157,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             continue
         res = _R.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None,
                                       num_partitions=num_partitions, replication_factor=rf,
-                                      configs=_configs(ctx, overrides))
+                                      configs=_configs(ctx, t.name, overrides),
+                                      topic_config_error_code=_configs_error(ctx, t.name))
         results.append(res)
     return _R(throttle_time_ms=0, topics=results)
 
