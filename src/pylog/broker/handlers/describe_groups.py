@@ -8,7 +8,6 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers import _groups
 from pylog.broker.handlers._authz import AclOperation, allowed, authorized_ops
-from pylog.broker.handlers._authz import ResourceType as _RT
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeGroupsResponse
@@ -32,12 +31,12 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     ops = authorized_operations(want_ops, ResourceType.GROUP)
     out = []
     for gid in request.groups:
-        if not allowed(ctx, AclOperation.DESCRIBE, _RT.GROUP, gid):
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
             out.append(_error_group(gid, errors.GroupAuthorizationFailedError.code,
                                     AUTHORIZED_OPERATIONS_OMITTED))
             continue
         if ctx.broker.authorizer is not None:
-            ops = authorized_ops(ctx, want_ops, _RT.GROUP, gid)
+            ops = authorized_ops(ctx, want_ops, ResourceType.GROUP, gid)
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
             out.append(_error_group(gid, _groups.not_hosted(ctx), ops))
