@@ -128,11 +128,14 @@ class AclService:
         def read() -> tuple[set[Any], dict[Any, set[Any]]]:
             changed = store.changes(last, now)
             return changed, {p: store.read_resource(p)[0] for p in changed}
-        changed, entries = await cluster.zk(read)
-        self._last_seq = last
-        if not changed:
-            return
-        self._replace(changed, entries)
+        # Under the change lock: a read that raced this broker's own write cannot install
+        # the older copy after the newer one.
+        async with self._lock:
+            changed, entries = await cluster.zk(read)
+            self._last_seq = last
+            if not changed:
+                return
+            self._replace(changed, entries)
         self.reloads += 1
         log.info("ACLs of %d resources reloaded from ZooKeeper (%s); %d ACLs in all",
                  len(changed), ", ".join(sorted(str(p) for p in changed)),

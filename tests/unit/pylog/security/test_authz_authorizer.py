@@ -1,11 +1,9 @@
-"""The authorizer's decisions (Kafka's AclAuthorizer semantics) and its index against a
-brute-force scan of every binding."""
+"""The authorizer's decisions (Kafka's AclAuthorizer semantics); the index against a
+brute-force scan is in tests/property/test_authz_props.py."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pylog.security.acl import AclOperation as Op
 from pylog.security.acl import ResourceType as RT
@@ -135,45 +133,3 @@ def test_filters_match_as_kafka() -> None:
 ])
 def test_invalid_bindings(binding: AclBinding, why: str) -> None:
     assert why in (validate_binding(binding) or "")
-
-
-# --- the index against a brute-force scan ---------------------------------------------------
-
-_names = st.sampled_from(["", "a", "ab", "abc", "b", "*", "ba"])
-_bindings = st.builds(
-    lambda rt, name, pattern, principal, host, op, perm: acl(
-        rt, name if not (pattern == PRE and name == "*") else "a", principal, op, perm, pattern, host),
-    st.sampled_from([RT.TOPIC, RT.GROUP]), _names, st.sampled_from([LIT, PRE]),
-    st.sampled_from([ALICE, BOB, "User:*"]), st.sampled_from(["*", "h1", "h2"]),
-    st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALL, Op.ALTER_CONFIGS]),
-    st.sampled_from([ALLOW, DENY]))
-
-
-def _brute(bindings: list[AclBinding], principal: str, host: str, op: Op, rt: RT, name: str,
-           everyone: bool) -> bool:
-    def applies(p: ResourcePattern) -> bool:
-        if p.resource_type != rt:
-            return False
-        if p.pattern_type == LIT:
-            return p.name == name or p.name == "*"
-        return name.startswith(p.name)
-    relevant = [b.entry for b in bindings if applies(b.pattern)]
-    if not relevant:
-        return everyone
-    mine = [e for e in relevant if e.principal in (principal, "User:*") and e.host in (host, "*")]
-    if any(e.permission_type == DENY and e.operation in (op, Op.ALL) for e in mine):
-        return False
-    implied = {Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER},
-               Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS}}.get(op, set())
-    return any(e.permission_type == ALLOW and e.operation in {op, Op.ALL} | implied for e in mine)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_bindings, max_size=12), st.sampled_from([ALICE, BOB]), st.sampled_from(["h1", "h2"]),
-       st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS]),
-       st.sampled_from([RT.TOPIC, RT.GROUP]), _names.filter(lambda n: n != ""), st.booleans())
-def test_index_agrees_with_a_scan(bindings, principal, host, op, rt, name, everyone) -> None:
-    a = authz(*bindings, everyone=everyone)
-    expected = _brute(bindings, principal, host, op, rt, name, everyone)
-    assert a.authorize(principal, host, op, rt, name) == expected
-    assert a.authorize(principal, host, op, rt, name) == expected  # cached
