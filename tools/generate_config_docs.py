@@ -103,6 +103,13 @@ PYLOG_NOTES: dict[str, str] = {
     "sasl.oauthbearer.clock.skew.seconds": "Honoured (JWKS validation).",
     "ssl.principal.mapping.rules": _SSL + " Kafka's `RULE:pattern/replacement/[LU]` and "
                                    "`DEFAULT` syntax, first match wins.",
+    "authorizer.class.name": "Honoured: Kafka's `kafka.security.authorizer.AclAuthorizer` and "
+                             "`org.apache.kafka.metadata.authorizer.StandardAuthorizer` (and "
+                             "`pylog.security.AclAuthorizer`) switch on pylog's ACL authorizer; "
+                             "any other class is refused at start. See "
+                             "[security.md](security.md#authorization).",
+    "super.users": "Honoured (semicolon-separated principals).",
+    "allow.everyone.if.no.acl.found": "Honoured.",
     "metrics.listener": "pylog's own (Kafka exposes JMX; this serves what Prometheus's JMX "
                         "exporter makes of it): `/metrics`, `/healthz`, `/readyz` over HTTP on "
                         "the broker's event loop; see [metrics.md](metrics.md).",

@@ -107,7 +107,9 @@ def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def make_pki(directory: pathlib.Path) -> dict[str, str]:
+def make_pki(directory: pathlib.Path, extra_clients: tuple[str, ...] = ()) -> dict[str, str]:
+    """A CA, a broker and client certificates as PEM files; ``extra_clients``: more client
+    certificates with subject ``CN=<name>`` (files ``<name>_cert``, ``<name>_key``)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("pylog test CA")
@@ -138,6 +140,10 @@ def make_pki(directory: pathlib.Path) -> dict[str, str]:
             serialization.BestAvailableEncryption(KEY_PASSWORD.encode()),
         ),
     }
+    for cn in extra_clients:
+        key = ec.generate_private_key(ec.SECP256R1())
+        files[cn + "_cert"] = _pem(_cert(_name(cn), key, ca_name, ca_key))
+        files[cn + "_key"] = _pem_key(key)
     out = {}
     for name, data in files.items():
         path = directory / (name + (".p12" if name.endswith("p12") else ".pem"))

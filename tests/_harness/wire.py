@@ -119,3 +119,19 @@ class BrokerConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tls_connection(port: int, ca: str, cert: str, key: str, timeout: float = 30.0,
+                   client_id: str = "pylog-tests") -> BrokerConnection:
+    """A ``BrokerConnection`` over TLS to 127.0.0.1:``port``, presenting ``cert`` (mTLS)."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.load_cert_chain(cert, key)
+    c = BrokerConnection.__new__(BrokerConnection)
+    c.address, c.timeout = f"127.0.0.1:{port}", timeout
+    c.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=timeout),
+                             server_hostname="localhost")
+    c.conn, c.versions = ClientConnection(client_id=client_id), {}
+    c._negotiate()
+    return c

@@ -13,7 +13,8 @@ from pylog.cluster.zk_store import ZkStore
 
 #: What a test leaves in ZooKeeper, removed after it so the next one starts from nothing.
 CLUSTER_ZNODES = ("/brokers", "/controller", "/controller_epoch", "/admin", "/config",
-                  "/isr_change_notification", "/cluster")
+                  "/isr_change_notification", "/cluster", "/kafka-acl", "/kafka-acl-extended",
+                  "/kafka-acl-changes", "/kafka-acl-extended-changes")
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from pylog.group.service import GroupService
 from pylog.log import LogManager
 from pylog.metrics import BrokerMetrics
 from pylog.replication import ReplicaManager
+from pylog.security.authz.service import AclService, create_authorizer
 from pylog.txn.service import TransactionService
 
 log = logging.getLogger("pylog.broker")
@@ -108,6 +109,10 @@ class Broker:
 
         self.scram = ScramService(self)
         self._inter_broker_sasl: Any = False
+        # ACLs (authorizer.class.name; pylog.security.authz): None when none is configured,
+        # and then every check in the handlers is this one attribute test.
+        self.authorizer = create_authorizer(config)
+        self.acls = AclService(self, self.authorizer) if self.authorizer is not None else None
         # Cluster mode (zookeeper.connect): pylog.controller.runtime.ClusterRuntime; None on
         # a single node (nothing of it is imported or run then).
         self.cluster: Any = None
@@ -264,6 +269,8 @@ class Broker:
         if self.cluster is None:  # cluster mode: from ZooKeeper, with the topic configs
             await loop.run_in_executor(self.executor, self.quotas.load_from_file)
             await loop.run_in_executor(self.executor, self.scram.load_from_file)
+            if self.acls is not None:
+                await self.acls.start_single_node()
 
         # Load the message classes now, not on the first client's request (their modules
         # are large; importing one on the loop stalls every connection for milliseconds).
@@ -395,6 +402,8 @@ class Broker:
             log.info("shutting down")
         else:  # the caller reports why in one line: closing what was opened is a detail
             log.debug("start failed: closing what was opened")
+        if self.acls is not None:
+            await self.acls.stop()
         if self.cluster is not None:
             await self.cluster.shutdown()
         for server in self.servers:

@@ -9,6 +9,7 @@ Commands:
     pylog consume TOPIC [options]
     pylog dump-log PATH... [options]     (offline: reads data files, no broker)
     pylog configs describe|alter --entity-type clients|users ...   (client quotas)
+    pylog acls add|list|remove --allow-principal User:alice --topic t ...   (ACLs)
     pylog cluster info
     pylog perf produce|consume --topic T ...
     pylog console [-b HOST:PORT] [--port 8080] [--read-only] ...   (the web console)
@@ -169,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     dump_log.add_parser(sub)
     # --- cluster, perf ---
-    from pylog.cli import cluster, configs, console_cmd, perf
+    from pylog.cli import acls, cluster, configs, console_cmd, perf
 
+    acls.add_parser(sub, _add_bootstrap)
     configs.add_parser(sub, _add_bootstrap)
     cluster.add_parser(sub, _add_bootstrap)
     perf.add_parser(sub, _add_bootstrap)
@@ -202,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         from pylog.cli import cluster
 
         return cluster.run(args)
+    if args.command == "acls":
+        from pylog.cli import acls
+
+        return acls.run(args)
     if args.command == "configs":
         from pylog.cli import configs
 

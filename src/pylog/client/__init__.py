@@ -70,6 +70,15 @@ from pylog.client.records import (
     RecordMetadata,
     TopicPartition,
 )
+from pylog.security.acl import AclOperation, ResourceType
+from pylog.security.authz.bindings import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+)
 
 
 def embedded_metrics(log_dir: str) -> str:
@@ -100,6 +109,14 @@ __all__ = [
     "ConsumerGroupMetadata",
     "ConsumerRecord",
     "QuotaFilter",
+    "AccessControlEntry",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "PatternType",
+    "ResourcePattern",
+    "ResourceType",
     "FatalTransactionError",
     "GroupsNotAvailableError",
     "IllegalStateError",

@@ -31,6 +31,15 @@ Example::
         # Client quotas (KIP-546):
         admin.alter_client_quotas({"client-id": "loader"}, {"producer_byte_rate": 1048576})
         print(admin.describe_client_quotas([QuotaFilter.of_type("client-id")]))
+        # ACLs (a broker with authorizer.class.name set; the admin needs ALTER / DESCRIBE
+        # on the cluster):
+        from pylog.client import AclBinding, AclBindingFilter, AccessControlEntry, \
+            AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType
+        admin.create_acls([AclBinding(
+            ResourcePattern(ResourceType.TOPIC, "events", PatternType.LITERAL),
+            AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW))])
+        print(admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "events", PatternType.MATCH)))
+        admin.delete_acls([AclBindingFilter(principal="User:alice")])
 
 Thread-safety: calls may come from any thread (each runs on the client's loop).
 """
@@ -59,6 +68,7 @@ from pylog.client.aio.admin import (
 )
 from pylog.client.records import TopicPartition
 from pylog.errors import ApiError
+from pylog.security.authz.bindings import AclBinding, AclBindingFilter
 
 __all__ = ["Admin"]
 
@@ -273,6 +283,24 @@ class Admin:
             ResourceNotFoundError: deleting a credential that does not exist.
         """
         self._run(self._aio.alter_user_scram_credentials(upsertions, deletions))
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Store ACL bindings (CreateAcls).
+
+        Raises:
+            InvalidRequestError: a binding that cannot be stored (the first one).
+            SecurityDisabledError: the broker has no authorizer.
+            ClusterAuthorizationFailedError: no ALTER on the cluster.
+        """
+        self._run(self._aio.create_acls(bindings))
+
+    def describe_acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The bindings ``flt`` matches (default: every binding); pattern type MATCH
+        selects every pattern that applies to the named resource (DescribeAcls)."""
+        return self._run(self._aio.describe_acls(flt))  # type: ignore[no-any-return]
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Remove every binding any filter matches; returns them (DeleteAcls)."""
+        return self._run(self._aio.delete_acls(filters))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._closed:

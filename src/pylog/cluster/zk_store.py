@@ -691,3 +691,41 @@ class ZkStore:
             self.client.delete(path, recursive=True)
         except (NoNodeError, NotEmptyError):
             pass
+
+    # -- versioned nodes (the ACL store, pylog.security.authz.store) -------------------------
+
+    def children(self, path: str) -> list[str]:
+        """The sorted children of ``path`` ([] when it does not exist)."""
+        return self._children(path)
+
+    def get_versioned(self, path: str) -> tuple[bytes, int, int] | None:
+        """(data, version, creation time in ms) of ``path``, or None when it does not exist."""
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return data or b"", stat.version, stat.ctime
+
+    def write_versioned(self, path: str, data: bytes | None, version: int) -> bool:
+        """Write ``path`` only if it is still at ``version`` (-1: only if absent); ``data``
+        None deletes it. False when another writer came first (re-read and retry)."""
+        try:
+            if data is None:
+                self.client.delete(path, version=version)
+            elif version < 0:
+                self.client.create(path, data, makepath=True)
+            else:
+                self.client.set(path, data, version=version)
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            return False
+        return True
+
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """A persistent sequential node ``<prefix><10 digits>`` (a change notice)."""
+        return str(self.client.create(prefix, data, sequence=True, makepath=True))
+
+    def delete_if_exists(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            pass

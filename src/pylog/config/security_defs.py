@@ -298,4 +298,29 @@ def security_defs() -> list[Any]:
             "RULE:pattern/replacement/[LU] entries and DEFAULT, the first that matches wins "
             "(docs/security.md).",
         ),
+        ConfigDef(
+            "authorizer.class.name",
+            "string",
+            "",
+            "The authorizer that checks every request against ACLs: "
+            "kafka.security.authorizer.AclAuthorizer, "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer or "
+            "pylog.security.AclAuthorizer (all the same pylog authorizer); empty: no "
+            "authorization (every request allowed, the ACL APIs answer SECURITY_DISABLED).",
+        ),
+        ConfigDef(
+            "super.users",
+            "string",
+            "",
+            "Principals allowed every operation whatever the ACLs, separated by semicolons "
+            "(User:CN=admin;User:broker). The brokers' own principal on the inter-broker "
+            "listener must be one (or hold CLUSTER_ACTION on the cluster).",
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            "boolean",
+            False,
+            "With an authorizer: allow a request on a resource no ACL applies to (false: "
+            "deny it, Kafka's default).",
+        ),
     ]

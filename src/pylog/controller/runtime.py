@@ -584,6 +584,8 @@ class ClusterRuntime:
         self.cluster_id = await self._check_cluster_id()
         self.configs = ConfigChangeListener(self.broker)
         await self.configs.start()
+        if self.broker.acls is not None:  # ACLs before registering: no request sees none
+            await self.broker.acls.start_cluster()
         self.broker_epoch = await self.zk(self.store.register_broker, self.registration())
         log.info("broker %d registered in ZooKeeper %s (broker epoch %d, cluster %s)",
                  self.broker_id, self.store.connect, self.broker_epoch, self.cluster_id)

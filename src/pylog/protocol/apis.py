@@ -4,9 +4,9 @@
 They differ only for Produce: versions 0-2 are advertised (older librdkafka only enables
 compression when Produce v0 is in the broker's range, KAFKA-18659) but refused with
 UNSUPPORTED_VERSION when actually used, as Kafka 4.x does. Transactions are listed
-(transaction.version 0: the coordinator's APIs, the markers, TxnOffsetCommit), and SASL
-(on every listener, as Kafka: other listeners answer ILLEGAL_SASL_STATE); ACLs are not,
-until they work: clients use the newest advertised version, so everything
+(transaction.version 0: the coordinator's APIs, the markers, TxnOffsetCommit), SASL
+(on every listener, as Kafka: other listeners answer ILLEGAL_SASL_STATE) and the ACL APIs;
+what is not built is not advertised: clients use the newest advertised version, so everything
 advertised must be implemented.
 
 The codec (``pylog.protocol._schema``) decodes every version of every message in the JSON
@@ -135,6 +135,11 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # Client quotas (KIP-546): pylog.broker.quotas.
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    # ACLs (pylog.security.authz); v0 was removed in Kafka 4 (KIP-896). Without an
+    # authorizer they answer SECURITY_DISABLED, as Kafka's brokers do.
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     # Replication (ZooKeeper mode): the controller's requests to brokers (pylog.replication).
     ApiKey.LEADER_AND_ISR: (0, 7),
     ApiKey.STOP_REPLICA: (0, 4),

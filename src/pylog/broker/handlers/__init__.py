@@ -42,11 +42,14 @@ from pylog.broker.handlers import (
     consumer_group_describe,
     consumer_group_heartbeat,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_client_quotas,
     describe_cluster,
     describe_configs,
@@ -141,6 +144,9 @@ _MODULES: tuple[ModuleType, ...] = (
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 

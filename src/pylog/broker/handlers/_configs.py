@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, require_config_access
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import ConfigError, check_topic_configs
 
@@ -81,6 +82,8 @@ async def alter_each(ctx: RequestContext, request: Any, response_cls: Any, alter
             error_code=0, error_message=None, resource_type=resource.resource_type,
             resource_name=resource.resource_name)
         try:
+            require_config_access(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                                  resource.resource_name)
             await alter(ctx, request, resource)
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AddOffsetsToTxnResponse
@@ -24,6 +25,12 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=errors.TransactionalIdAuthorizationFailedError.code)
+    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(
+            throttle_time_ms=0, error_code=errors.GroupAuthorizationFailedError.code)
     tp = (GROUP_METADATA_TOPIC_NAME, ctx.broker.groups.partition_for(request.group_id))
     code = await ctx.broker.txns.add_partitions(request.transactional_id, request.producer_id,
                                                 request.producer_epoch, [tp])

@@ -19,6 +19,14 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    denied,
+    require_cluster,
+)
+from pylog.log.internal_topics import is_internal
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AddPartitionsToTxnResponse
 
@@ -56,6 +64,14 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, pro
                topics: Any, verify_only: bool) -> dict[TopicPartition, int]:
     tps = _partitions(topics)
     txns = ctx.broker.txns
+    if not verify_only and ctx.broker.authorizer is not None:  # a client's (v3 and below)
+        if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(tps, errors.TransactionalIdAuthorizationFailedError.code)
+        unauthorized = denied(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                              (t for t, _p in tps if not is_internal(t)))
+        if unauthorized:
+            return {tp: (errors.TopicAuthorizationFailedError.code if tp[0] in unauthorized
+                         else errors.OperationNotAttemptedError.code) for tp in tps}
     # The cluster's partitions in cluster mode (the metadata cache), else this broker's.
     missing = {tp for tp in tps if not txns.partition_exists(*tp)}
     if missing:
@@ -74,6 +90,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any
         codes = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                            request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
         return _R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(codes))
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # v4+: brokers verifying, not clients
     if any(t.transactional_id is None for t in request.transactions):
         raise errors.InvalidRequestError("a transactional id cannot be null")
     results = await asyncio.gather(*(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AlterClientQuotasResponse
@@ -22,6 +23,7 @@ def _entity(components: Any) -> list[Any]:
 
 
 async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.ALTER_CONFIGS)  # Kafka: ALTER_CONFIGS on the cluster
     results = await ctx.broker.quotas.alter(request.entries, request.validate_only)
     return _R(
         throttle_time_ms=0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
@@ -28,6 +29,7 @@ _R = AlterPartitionReassignmentsResponse
 
 
 async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.ALTER)  # Kafka: ALTER on the cluster
     service = controller(ctx)
     if service is None:
         return _R(error_code=NOT_CONTROLLER, error_message=not_controller_message("AlterPartitionReassignments"), responses=[])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AlterUserScramCredentialsResponse
@@ -18,6 +19,7 @@ _R = AlterUserScramCredentialsResponse
 
 
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.ALTER)  # Kafka: ALTER on the cluster
     results = await ctx.broker.scram.alter(request.deletions or [], request.upsertions or [])
     return _R(throttle_time_ms=0, results=[
         _R.AlterUserScramCredentialsResult(user=u, error_code=c, error_message=m)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, allowed, authorized_ops
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ConsumerGroupDescribeResponse
 from pylog.security.acl import ResourceType, authorized_operations
@@ -37,6 +38,13 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
     names = _groups.topic_names(ctx)
     out = []
     for gid in request.group_ids:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(_R.DescribedGroup(error_code=errors.GroupAuthorizationFailedError.code,
+                                         group_id=gid))
+            continue
+        if ctx.broker.authorizer is not None:
+            ops = authorized_ops(ctx, bool(request.include_authorized_operations),
+                                 ResourceType.GROUP, gid)
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
             out.append(_R.DescribedGroup(error_code=_groups.not_hosted(ctx), group_id=gid))

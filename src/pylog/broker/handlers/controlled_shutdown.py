@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
 from pylog.protocol.messages import ControlledShutdownResponse
@@ -22,6 +23,7 @@ _R = ControlledShutdownResponse
 
 
 async def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: CLUSTER_ACTION on the cluster
     cluster = ctx.broker.cluster
     controller = cluster.controller if cluster is not None else None
     if controller is None:

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
 from pylog.broker.handlers._common import MAX_PARTITIONS_PER_BATCH, TOO_MANY_PARTITIONS
 from pylog.broker.handlers._context import RequestContext
 from pylog.controller import admin as cluster_admin
@@ -36,11 +37,14 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     if added > MAX_PARTITIONS_PER_BATCH:
         return error_response(ctx, request, errors.PolicyViolationError.code, TOO_MANY_PARTITIONS)
     counts = Counter(t.name for t in request.topics)
+    unauthorized = denied(ctx, AclOperation.ALTER, ResourceType.TOPIC, counts)
     results = []
     for t in request.topics:
         res = _R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(res)
         try:
+            if t.name in unauthorized:
+                raise errors.TopicAuthorizationFailedError("The topic authorization is failed.")
             if counts[t.name] > 1:
                 raise errors.InvalidRequestError("Duplicate topic in request.")
             if ctx.broker.cluster is not None:  # through ZooKeeper (pylog.controller.admin)

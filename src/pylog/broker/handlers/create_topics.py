@@ -27,6 +27,7 @@ from collections import Counter
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed, cluster_allowed
 from pylog.broker.handlers._common import MAX_PARTITIONS_PER_BATCH, TOO_MANY_PARTITIONS
 from pylog.broker.handlers._configs import check_implemented, log_warnings
 from pylog.broker.handlers._context import RequestContext
@@ -48,7 +49,17 @@ def _result(name: str, code: int, message: str | None = None) -> Any:
                                    configs=None)
 
 
-def _configs(ctx: RequestContext, overrides: dict[str, Any]) -> list[Any]:
+def _configs_error(ctx: RequestContext, name: str) -> int:
+    """TOPIC_AUTHORIZATION_FAILED in ``topic_config_error_code`` when the principal may not
+    DESCRIBE_CONFIGS the new topic (its configs are then left out), as Kafka answers."""
+    if allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, log_denied=False):
+        return 0
+    return errors.TopicAuthorizationFailedError.code
+
+
+def _configs(ctx: RequestContext, name: str, overrides: dict[str, Any]) -> list[Any]:
+    if _configs_error(ctx, name):
+        return []
     return [
         _R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                  config_source=e.source,
@@ -78,8 +89,14 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     if requested_partitions(ctx, request) > MAX_PARTITIONS_PER_BATCH:
         return error_response(ctx, request, errors.PolicyViolationError.code, TOO_MANY_PARTITIONS)
     counts = Counter(t.name for t in request.topics)
+    # CREATE on the cluster, else on each topic (Kafka's handleCreateTopicsRequest).
+    any_topic = cluster_allowed(ctx, AclOperation.CREATE, log_denied=False)
     results = []
     for t in request.topics:
+        if not any_topic and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name):
+            results.append(_result(t.name, errors.TopicAuthorizationFailedError.code,
+                                   "Authorization failed."))
+            continue
         if counts[t.name] > 1:
             results.append(_result(t.name, errors.InvalidRequestError.code,
                                    f"Create topics request from client contains duplicate topic {t.name}"))
@@ -124,7 +141,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
                 results.append(_R.CreatableTopicResult(
                     name=t.name, topic_id=topic_id, error_code=0, error_message=None,
                     num_partitions=num_partitions, replication_factor=rf,
-                    configs=_configs(ctx, overrides)))
+                    configs=_configs(ctx, t.name, overrides),
+                    topic_config_error_code=_configs_error(ctx, t.name)))
                 continue
             overrides = manager.check_new_topic(t.name, num_partitions, rf, configs)
             warnings = check_implemented(overrides)
@@ -139,7 +157,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
             continue
         res = _R.CreatableTopicResult(name=t.name, topic_id=topic_id, error_code=0, error_message=None,
                                       num_partitions=num_partitions, replication_factor=rf,
-                                      configs=_configs(ctx, overrides))
+                                      configs=_configs(ctx, t.name, overrides),
+                                      topic_config_error_code=_configs_error(ctx, t.name))
         results.append(res)
     return _R(throttle_time_ms=0, topics=results)
 

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DeleteGroupsResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -29,7 +29,12 @@ async def _delete(ctx: RequestContext, gid: str) -> int:
 
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups_names)
-    codes = await asyncio.gather(*(_delete(ctx, gid) for gid in names))
+    unauthorized = denied(ctx, AclOperation.DELETE, ResourceType.GROUP, names)
+    codes = await asyncio.gather(*(_delete(ctx, gid) for gid in names if gid not in unauthorized))
+    if unauthorized:
+        it = iter(codes)
+        codes = [errors.GroupAuthorizationFailedError.code if gid in unauthorized else next(it)
+                 for gid in names]
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _R.DeletableGroupResult(group_id=gid, error_code=code) for gid, code in zip(names, codes, strict=True)])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DeleteRecordsResponse
@@ -27,10 +28,14 @@ def _part(index: int, code: int, low: int = -1) -> Any:
 async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     topics = []
+    unauthorized = denied(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         topic = manager.topics.get(t.name)
         parts = []
         for p in t.partitions:
+            if t.name in unauthorized:
+                parts.append(_part(p.partition_index, errors.TopicAuthorizationFailedError.code))
+                continue
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
                 continue

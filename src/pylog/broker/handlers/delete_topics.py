@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed
 from pylog.broker.handlers._context import RequestContext
 from pylog.controller import admin as cluster_admin
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
@@ -38,6 +39,12 @@ def _targets(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
     return [(name, ZERO_UUID) for name in request.topic_names]
 
 
+def _check_delete(ctx: RequestContext, name: str) -> None:
+    """DELETE on the topic (Kafka: TOPIC_AUTHORIZATION_FAILED in its entry)."""
+    if not allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+        raise errors.TopicAuthorizationFailedError(f"Not authorized to access topics: [{name}]")
+
+
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
     results = []
@@ -50,6 +57,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                     name = res.name = ctx.broker.cluster.metadata.topic_by_id(topic_id)
                     if name is None:
                         raise errors.UnknownTopicIdError("This server does not host this topic ID.")
+                _check_delete(ctx, name)
                 tid = await cluster_admin.delete_topic(ctx.broker, name,
                                                        max(request.timeout_ms, 0) / 1000.0)
                 res.topic_id = tid if tid is not None else ZERO_UUID
@@ -61,6 +69,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 name = res.name = topic.name
             elif topic_id != ZERO_UUID:
                 raise errors.InvalidRequestError("give a topic name or a topic ID, not both")
+            _check_delete(ctx, name)
             topic = await manager.delete_topic_async(ctx.broker.executor, name)
             if name == GROUP_METADATA_TOPIC_NAME:
                 ctx.broker.groups.on_offsets_topic_deleted()

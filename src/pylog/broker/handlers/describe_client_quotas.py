@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.quotas.entities import DescribeFilter, entity_to_wire
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -19,6 +20,7 @@ _R = DescribeClientQuotasResponse
 
 
 async def handle_describe_client_quotas(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)  # Kafka: DESCRIBE_CONFIGS on the cluster
     match = DescribeFilter(request.components, request.strict)  # ApiError: error_response
     entries = [
         _R.EntryData(

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, authorized_ops, cluster_allowed
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeClusterResponse
-from pylog.security.acl import ResourceType, authorized_operations
+from pylog.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType, authorized_operations
+from pylog.security.authz.bindings import CLUSTER_NAME
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -22,8 +24,12 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_BROKERS:
         return error_response(ctx, request, errors.UnsupportedEndpointTypeError.code,
                               "this node serves broker endpoints only")
-    ops = authorized_operations(bool(request.include_cluster_authorized_operations),
-                                ResourceType.CLUSTER)
+    want_ops = bool(request.include_cluster_authorized_operations)
+    ops = authorized_operations(want_ops, ResourceType.CLUSTER)
+    if ctx.broker.authorizer is not None and want_ops:  # only to who may DESCRIBE the cluster
+        ops = (authorized_ops(ctx, True, ResourceType.CLUSTER, CLUSTER_NAME)
+               if cluster_allowed(ctx, AclOperation.DESCRIBE, log_denied=False)
+               else AUTHORIZED_OPERATIONS_OMITTED)
     cluster = ctx.broker.cluster
     if cluster is not None:  # cluster mode: every live broker and the controller, from the cache
         cache = cluster.metadata

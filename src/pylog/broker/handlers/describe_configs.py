@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, require_config_access
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
@@ -67,6 +68,8 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
                                        resource_type=resource.resource_type,
                                        resource_name=resource.resource_name, configs=[])
         try:
+            require_config_access(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                  resource.resource_name)
             res.configs = await _entries(ctx, request, resource)
         except errors.ApiError as exc:
             res.error_code, res.error_message = exc.code, str(exc)

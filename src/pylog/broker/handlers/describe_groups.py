@@ -3,15 +3,15 @@ metadata and assignments) of each named group; an unknown group is described as 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, allowed, authorized_ops
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeGroupsResponse
 from pylog.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType, authorized_operations
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -25,11 +25,18 @@ def _error_group(gid: str, code: int, ops: int) -> Any:
 
 
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
-    # Kafka fills the field only when asked (v3+): every group operation, no authorizer yet.
-    ops = authorized_operations(bool(getattr(request, "include_authorized_operations", False)),
-                                ResourceType.GROUP)
+    # Kafka fills the field only when asked (v3+): without an authorizer every group
+    # operation, with one what the principal may do on each group.
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
+    ops = authorized_operations(want_ops, ResourceType.GROUP)
     out = []
     for gid in request.groups:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(_error_group(gid, errors.GroupAuthorizationFailedError.code,
+                                    AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        if ctx.broker.authorizer is not None:
+            ops = authorized_ops(ctx, want_ops, ResourceType.GROUP, gid)
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
             out.append(_error_group(gid, _groups.not_hosted(ctx), ops))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeLogDirsResponse
@@ -49,6 +50,7 @@ def _describe(manager: Any, wanted: dict[str, set[int]] | None) -> Any:
 
 
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.DESCRIBE)  # Kafka: DESCRIBE on the cluster
     wanted = None if request.topics is None else {
         t.topic: set(t.partitions) for t in request.topics}
     result = await ctx.broker.io.run(_describe, ctx.broker.log_manager, wanted)

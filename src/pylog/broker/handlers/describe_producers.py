@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeProducersResponse
@@ -30,11 +31,15 @@ def _partition(index: int, code: int, message: str | None = None,
 
 async def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.log_manager
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         topic = manager.topics.get(t.name)
         parts = []
         for index in t.partition_indexes:
+            if t.name in unauthorized:
+                parts.append(_partition(index, errors.TopicAuthorizationFailedError.code, None))
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 parts.append(_partition(index, errors.UnknownTopicOrPartitionError.code,
                                         "This server does not host this topic-partition."))

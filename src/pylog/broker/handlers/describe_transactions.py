@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeTransactionsResponse
 
@@ -35,7 +37,13 @@ def _state(d: Any) -> Any:
 
 async def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
     txns = ctx.broker.txns
-    return _R(throttle_time_ms=0, transaction_states=[_state(txns.describe(t)) for t in request.transactional_ids])
+    return _R(throttle_time_ms=0, transaction_states=[
+        _state(txns.describe(t)) if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)
+        else _R.TransactionState(
+            error_code=errors.TransactionalIdAuthorizationFailedError.code, transactional_id=t,
+            transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+            producer_id=-1, producer_epoch=-1, topics=[])
+        for t in request.transactional_ids])
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeUserScramCredentialsResponse
@@ -17,6 +18,7 @@ _R = DescribeUserScramCredentialsResponse
 
 
 async def handle_describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.DESCRIBE)  # Kafka: DESCRIBE on the cluster
     users = None if not request.users else [u.name for u in request.users]
     results = [
         _R.DescribeUserScramCredentialsResult(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
@@ -46,6 +47,7 @@ def _response(code: int, results: dict[tuple[str, int], tuple[int, str | None]])
 
 
 async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.ALTER)  # Kafka: ALTER on the cluster
     service = controller(ctx)
     wanted = _requested(request)
     if service is None:

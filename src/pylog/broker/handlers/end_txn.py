@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import require_transactional_id
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import EndTxnResponse
 
@@ -24,6 +25,7 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Any:
+    require_transactional_id(ctx, request.transactional_id)  # WRITE on the id
     code = await ctx.broker.txns.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                          request.committed)
     if code == errors.ProducerFencedError.code and ctx.api_version < 2:

@@ -57,6 +57,7 @@ from pylog.broker.fetch_sessions import (
     FetchSession,
     next_epoch,
 )
+from pylog.broker.handlers._authz import AclOperation, ResourceType, cluster_allowed, denied
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.quotas import fetch_max_bytes, fetch_throttle
 from pylog.protocol.messages import FetchResponse
@@ -105,11 +106,13 @@ async def _read(ctx: RequestContext, plog: Any, offset: int, max_bytes: int, hw:
 
 
 async def _read_all(ctx: RequestContext, request: Any, fetch_topics: list[tuple[str, list[Any]]],
-                    session: FetchSession | None = None) -> tuple[list[Any], int, list[Any], bool]:
+                    session: FetchSession | None = None,
+                    unauthorized: frozenset[str] = frozenset()) -> tuple[list[Any], int, list[Any], bool]:
     """One pass over the partitions of ``fetch_topics`` ((topic, [FetchPartition]) runs).
     With the ``session`` of an incremental fetch, a partition with nothing to read whose
     high watermark, last stable offset and log start offset are those last sent is left
-    out of the answer (and costs no read).
+    out of the answer (and costs no read). Partitions of ``unauthorized`` topics answer
+    TOPIC_AUTHORIZATION_FAILED.
 
     Returns (topic responses, bytes, wait keys, whether any partition has an error).
     """
@@ -129,6 +132,12 @@ async def _read_all(ctx: RequestContext, request: Any, fetch_topics: list[tuple[
     for topic_name, fetch_partitions in fetch_topics:
         topic = manager.topics.get(topic_name)
         parts = []
+        if unauthorized and topic_name in unauthorized:
+            parts = [_partition_error(fp.partition, errors.TopicAuthorizationFailedError.code)
+                     for fp in fetch_partitions]
+            topics.append(_R.FetchableTopicResponse(topic=topic_name, partitions=parts))
+            any_error = True
+            continue
         for fp in fetch_partitions:
             if topic is None or not 0 <= fp.partition < len(topic.partitions):
                 parts.append(_partition_error(fp.partition, errors.UnknownTopicOrPartitionError.code))
@@ -327,6 +336,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             sessions.remove(request.session_id)  # closed (epoch -1) or started over (0)
         fetch_topics = [(ft.topic, ft.partitions) for ft in request.topics]
     follower = request.replica_id >= 0
+    unauthorized: frozenset[str] = frozenset()
+    if broker.authorizer is not None:  # a follower: CLUSTER_ACTION; a consumer: READ per topic
+        names = [name for name, _parts in fetch_topics]
+        if follower:
+            if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+                unauthorized = frozenset(names)
+        else:
+            unauthorized = frozenset(denied(ctx, AclOperation.READ, ResourceType.TOPIC, names))
     if follower:
         ctx.request_time_recorded = True  # replication: exempt from client quotas
     elif broker.quotas.fetch.enabled:
@@ -346,7 +363,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     loop = asyncio.get_running_loop()
     while True:
         since = waiters.sequence
-        topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
+        topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session, unauthorized)
         passes += 1
         wait = deadline - clock.monotonic()
         # Answer now when there is enough, when the time is up, or when a partition has an
@@ -361,7 +378,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         ctx.remote_s += loop.time() - waited
         if not woken:
             # Timed out: answer with what is there now.
-            topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session)
+            topics, total, keys, any_error = await _read_all(ctx, request, fetch_topics, session, unauthorized)
             passes += 1
             outcome = "waited out max_wait_ms"
             break

@@ -15,14 +15,13 @@ created through ZooKeeper on first use (``pylog.controller.admin.find_coordinato
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import coordinator_key_error
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import FindCoordinatorResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -35,6 +34,9 @@ GROUP, TRANSACTION = 0, 1
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     """(error code, message) for one key; 0 means this node."""
+    denied_code = coordinator_key_error(ctx, key, key_type)
+    if denied_code:
+        return denied_code, None
     if key_type == TRANSACTION:
         try:
             await ctx.broker.txns.ensure_topic()
@@ -62,7 +64,10 @@ async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
     out = []
     for key in keys:
         message: str | None
-        if key_type not in (GROUP, TRANSACTION):
+        denied_code = coordinator_key_error(ctx, key, key_type)
+        if denied_code:
+            code, message, b = denied_code, None, None
+        elif key_type not in (GROUP, TRANSACTION):
             code, message, b = (errors.InvalidRequestError.code,
                                 f"unknown coordinator key type {key_type}", None)
         else:

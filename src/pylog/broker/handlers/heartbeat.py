@@ -3,20 +3,20 @@ rejoin when a rebalance is in progress (``pylog.group``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, require_group
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import HeartbeatResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")

@@ -21,6 +21,13 @@ import weakref
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import (
+    AclOperation,
+    ResourceType,
+    allowed_by_type,
+    cluster_allowed,
+    require_transactional_id,
+)
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.producer_ids import ProducerIdAllocator, ProducerIdExhaustedError
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -82,7 +89,13 @@ async def new_producer_id(broker: Any) -> int:
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
+        require_transactional_id(ctx, request.transactional_id)  # WRITE on the id
         return await _transactional(ctx, request)
+    # Idempotence: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 4).
+    if not (cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE)
+            or allowed_by_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return error_response(ctx, request, errors.ClusterAuthorizationFailedError.code,
+                              "Cluster authorization failed.")
     try:
         pid = await new_producer_id(ctx.broker)
     except errors.ApiError as exc:

@@ -7,14 +7,13 @@ in ``pylog.group.coordinator``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, require_group
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import JoinGroupResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -23,6 +22,7 @@ _R = JoinGroupResponse
 
 
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import LeaderAndIsrResponse
@@ -50,6 +51,7 @@ def _response(ctx: RequestContext, request: Any, code: int,
 
 
 async def handle_leader_and_isr(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: CLUSTER_ACTION on the cluster
     broker = ctx.broker
     cluster = getattr(broker, "cluster", None)
     own_epoch = getattr(cluster, "broker_epoch", None) if cluster is not None else None

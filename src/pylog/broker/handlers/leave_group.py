@@ -3,14 +3,13 @@ or group instance id); v0-2 name one member and carry only a top-level error."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, require_group
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import LeaveGroupResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -19,6 +18,7 @@ _R = LeaveGroupResponse
 
 
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")

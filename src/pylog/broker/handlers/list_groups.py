@@ -4,14 +4,13 @@ COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed, cluster_allowed
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ListGroupsResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -33,6 +32,11 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
             groups.append(_R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type,
                                          group_state=g.group_state, group_type=g.group_type))
     groups.sort(key=lambda g: g.group_id)
+    if ctx.broker.authorizer is not None and not cluster_allowed(ctx, AclOperation.DESCRIBE,
+                                                                 log_denied=False):
+        # Without DESCRIBE on the cluster: the groups the principal may DESCRIBE.
+        groups = [g for g in groups if allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                               g.group_id, log_denied=False)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=groups)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -41,6 +42,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     topics = []
     seen: set[tuple[str, int]] = set()
     committed = ctx.api_version >= 2 and request.isolation_level == 1
+    unauthorized = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         topic = manager.topics.get(t.name)
         parts = []
@@ -49,6 +51,9 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_part(p.partition_index, errors.InvalidRequestError.code))
                 continue
             seen.add((t.name, p.partition_index))
+            if t.name in unauthorized:
+                parts.append(_part(p.partition_index, errors.TopicAuthorizationFailedError.code))
+                continue
             if topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 parts.append(_part(p.partition_index, errors.UnknownTopicOrPartitionError.code))
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.broker.handlers._controller import NOT_CONTROLLER, controller, not_controller_message
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
@@ -24,6 +25,7 @@ _R = ListPartitionReassignmentsResponse
 
 
 async def handle_list_partition_reassignments(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.DESCRIBE)  # Kafka: DESCRIBE on the cluster
     service = controller(ctx)
     if service is None:
         return _R(error_code=NOT_CONTROLLER, error_message=not_controller_message("ListPartitionReassignments"), topics=[])

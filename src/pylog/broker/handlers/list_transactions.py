@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ListTransactionsResponse
 
@@ -28,7 +29,10 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Any:
     result = ctx.broker.txns.list_transactions(request.state_filters, request.producer_id_filters, duration)
     return _R(throttle_time_ms=0, error_code=result.error_code, unknown_state_filters=result.unknown_state_filters,
               transaction_states=[_R.TransactionState(transactional_id=t, producer_id=pid, transaction_state=s)
-                                  for t, pid, s in result.transactions])
+                                  for t, pid, s in result.transactions
+                                  # only the ids the principal may DESCRIBE (Kafka)
+                                  if allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t,
+                                             log_denied=False)])
 
 
 def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:

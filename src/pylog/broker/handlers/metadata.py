@@ -3,8 +3,13 @@
 One node leads every partition (replicas and ISR are [node_id]), in leader epoch 0. Topics
 missing from a request are auto-created when ``auto.create.topics.enable`` and the request's
 ``allow_auto_topic_creation`` (v4+; always true before) both allow it. v10+ may name topics
-by ID (name null); v12 answers them with their names. Authorized operations stay at Kafka's
-"not requested" value.
+by ID (name null); v12 answers them with their names. Authorized operations (v8+) are
+filled when asked.
+
+With an authorizer (Kafka's ``handleTopicMetadataRequest``): an all-topics request leaves
+out the topics the principal may not DESCRIBE; a topic named in the request that it may not
+DESCRIBE answers TOPIC_AUTHORIZATION_FAILED (by id: with the id and no name), and so does a
+missing topic it would auto-create without CREATE on the cluster or on the topic.
 """
 
 from __future__ import annotations
@@ -12,6 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import (
+    AclOperation,
+    allowed,
+    authorized_ops,
+    cluster_allowed,
+    filter_allowed,
+)
 from pylog.broker.handlers._common import LEADER_EPOCH, lookup_topic
 from pylog.broker.handlers._context import RequestContext
 from pylog.log.internal_topics import is_internal
@@ -19,6 +31,7 @@ from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
 from pylog.protocol.messages import MetadataResponse
 from pylog.security.acl import AUTHORIZED_OPERATIONS_OMITTED, ResourceType, authorized_operations
+from pylog.security.authz.bindings import CLUSTER_NAME
 
 API_KEY = ApiKey.METADATA
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -52,13 +65,51 @@ def _topic_entry(ctx: RequestContext, topic: Any, ops: int) -> Any:
     )
 
 
-def _requested_operations(request: Any) -> tuple[int, int]:
+def _requested_operations(ctx: RequestContext, request: Any) -> tuple[int, int]:
     """The (topic, cluster) ``authorized_operations`` fields: Kafka fills them only when the
-    client asks (v8+), with every supported operation while no authorizer is configured."""
+    client asks (v8+), with every supported operation while no authorizer is configured
+    (with one, ``_TopicAuthz.ops`` answers per topic, and the cluster's only to a principal
+    that may DESCRIBE it)."""
+    want_cluster = bool(getattr(request, "include_cluster_authorized_operations", False))
+    cluster_ops = authorized_operations(want_cluster, ResourceType.CLUSTER)
+    if ctx.broker.authorizer is not None and want_cluster:
+        cluster_ops = (authorized_ops(ctx, True, ResourceType.CLUSTER, CLUSTER_NAME)
+                       if cluster_allowed(ctx, AclOperation.DESCRIBE) else AUTHORIZED_OPERATIONS_OMITTED)
     return (authorized_operations(bool(getattr(request, "include_topic_authorized_operations", False)),
-                                  ResourceType.TOPIC),
-            authorized_operations(bool(getattr(request, "include_cluster_authorized_operations", False)),
-                                  ResourceType.CLUSTER))
+                                  ResourceType.TOPIC), cluster_ops)
+
+
+class _TopicAuthz:
+    """The topic checks of one Metadata request (inert without an authorizer)."""
+
+    def __init__(self, ctx: RequestContext, request: Any, default_ops: int) -> None:
+        self.ctx = ctx
+        self.on = ctx.broker.authorizer is not None
+        self.want_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+        self.default_ops = default_ops
+
+    def visible(self, names: list[str]) -> set[str] | None:
+        """Of an all-topics request: the names the principal may DESCRIBE (None: all)."""
+        if not self.on:
+            return None
+        return filter_allowed(self.ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                              log_denied=False)
+
+    def describe(self, name: str) -> bool:
+        return not self.on or allowed(self.ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def create(self, name: str) -> bool:
+        """May the principal auto-create ``name`` (CREATE on the cluster or the topic)?"""
+        return not self.on or cluster_allowed(self.ctx, AclOperation.CREATE, log_denied=False) \
+            or allowed(self.ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+
+    def ops(self, name: str) -> int:
+        if not self.on or not self.want_ops:
+            return self.default_ops
+        return authorized_ops(self.ctx, True, ResourceType.TOPIC, name)
+
+
+_DENIED = errors.TopicAuthorizationFailedError.code
 
 
 def _error_topic(name: str | None, code: int, topic_id: Any = ZERO_UUID,
@@ -93,7 +144,8 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
     UNKNOWN_TOPIC_OR_PARTITION."""
     cache = ctx.broker.cluster.metadata
     await cache.wait_initialized()
-    topic_ops, cluster_ops = _requested_operations(request)
+    topic_ops, cluster_ops = _requested_operations(ctx, request)
+    authz = _TopicAuthz(ctx, request, topic_ops)
     # Each broker at its address on the listener the client came in on; a broker without
     # that listener is left out, and partitions it leads answer LISTENER_NOT_FOUND (Kafka).
     reachable = {b.broker_id: at for b in cache.brokers.values()
@@ -123,20 +175,27 @@ async def _cluster_metadata(ctx: RequestContext, request: Any) -> Any:
                 partition_index=p, leader_id=leader(m), leader_epoch=m.leader_epoch,
                 replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
                 offline_replicas=list(m.offline)) for p, m in sorted(parts.items())],
-            topic_authorized_operations=topic_ops)
+            topic_authorized_operations=authz.ops(name))
     requested = request.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [entry(n) for n in sorted(cache.partitions)]
+        visible = authz.visible(list(cache.partitions))
+        topics = [entry(n) for n in sorted(cache.partitions) if visible is None or n in visible]
     else:
         topics = []
         for item in requested:
             name = item.name if item.name is not None else cache.topic_by_id(item.topic_id)
             if name is None:
                 topics.append(_error_topic(None, errors.UnknownTopicIdError.code, item.topic_id))
+            elif not authz.describe(name):
+                topics.append(_error_topic(item.name, _DENIED, item.topic_id if item.name is None
+                                           else ZERO_UUID))
             elif name in cache.partitions:
                 topics.append(entry(name))
             elif ctx.broker.config["auto.create.topics.enable"] and (
                     request.allow_auto_topic_creation if ctx.api_version >= 4 else True):
+                if not authz.create(name):
+                    topics.append(_error_topic(name, _DENIED))
+                    continue
                 topics.append(_error_topic(name, await _auto_create(ctx, name), ops=topic_ops))
             else:
                 topics.append(_error_topic(name, errors.UnknownTopicOrPartitionError.code, ops=topic_ops))
@@ -150,10 +209,13 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         return await _cluster_metadata(ctx, request)
     manager = ctx.broker.log_manager
     version = ctx.api_version
-    topic_ops, cluster_ops = _requested_operations(request)
+    topic_ops, cluster_ops = _requested_operations(ctx, request)
+    authz = _TopicAuthz(ctx, request, topic_ops)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_entry(ctx, t, topic_ops) for t in list(manager.topics.values())]
+        visible = authz.visible(list(manager.topics))
+        topics = [_topic_entry(ctx, t, authz.ops(t.name)) for t in list(manager.topics.values())
+                  if visible is None or t.name in visible]
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
         topics = []
@@ -162,12 +224,21 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 t = manager.topic_by_id(item.topic_id)
                 if t is None:
                     topics.append(_error_topic(None, errors.UnknownTopicIdError.code, item.topic_id))
+                elif not authz.describe(t.name):
+                    topics.append(_error_topic(None, _DENIED, item.topic_id))
                 else:
-                    topics.append(_topic_entry(ctx, t, topic_ops))
+                    topics.append(_topic_entry(ctx, t, authz.ops(t.name)))
+                continue
+            if not authz.describe(item.name):
+                topics.append(_error_topic(item.name, _DENIED))
+                continue
+            if (allow and ctx.broker.config["auto.create.topics.enable"]
+                    and item.name not in manager.topics and not authz.create(item.name)):
+                topics.append(_error_topic(item.name, _DENIED))
                 continue
             try:
                 topics.append(_topic_entry(ctx, await lookup_topic(ctx, item.name, auto_create=allow),
-                                          topic_ops))
+                                          authz.ops(item.name)))
             except errors.ApiError as exc:
                 topics.append(_error_topic(item.name, exc.code, ops=topic_ops))
     return MetadataResponse(

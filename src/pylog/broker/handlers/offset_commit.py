@@ -7,16 +7,15 @@ coordinator, whose answer comes once their records are in ``__consumer_offsets``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.broker.handlers._context import RequestContext
 from pylog.group.offsets import OffsetCommitPartition
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import OffsetCommitResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -25,6 +24,8 @@ _R = OffsetCommitResponse
 
 
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.READ, request.group_id)
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")
@@ -33,6 +34,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     wanted: list[OffsetCommitPartition] = []
     for t in request.topics:
         for p in t.partitions:
+            if t.name in unauthorized:
+                codes[(t.name, p.partition_index)] = errors.TopicAuthorizationFailedError.code
+                continue
             if not _groups.partition_exists(ctx, t.name, p.partition_index):
                 codes[(t.name, p.partition_index)] = errors.UnknownTopicOrPartitionError.code
                 continue

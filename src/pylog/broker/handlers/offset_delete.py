@@ -4,15 +4,14 @@ exist get UNKNOWN_TOPIC_OR_PARTITION here, as in Kafka's handler."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import OffsetDeleteResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -21,6 +20,8 @@ _R = OffsetDeleteResponse
 
 
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
+    require_group(ctx, AclOperation.DELETE, request.group_id)
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")
@@ -28,7 +29,9 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Any:
     wanted: list[tuple[str, int]] = []
     for t in request.topics:
         for p in t.partitions:
-            if _groups.partition_exists(ctx, t.name, p.partition_index):
+            if t.name in unauthorized:
+                codes[(t.name, p.partition_index)] = errors.TopicAuthorizationFailedError.code
+            elif _groups.partition_exists(ctx, t.name, p.partition_index):
                 wanted.append((t.name, p.partition_index))
             else:
                 codes[(t.name, p.partition_index)] = errors.UnknownTopicOrPartitionError.code

@@ -7,15 +7,15 @@ put on every partition.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed, filter_allowed
+from pylog.broker.handlers._context import RequestContext
 from pylog.group.results import OffsetFetchGroupResult, OffsetFetchPartition
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import OffsetFetchResponse
-
-if TYPE_CHECKING:
-    from pylog.broker.handlers._context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
@@ -25,12 +25,27 @@ _R = OffsetFetchResponse
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool,
            member_id: str | None = None, member_epoch: int = -1) -> OffsetFetchGroupResult:
+    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return OffsetFetchGroupResult(group_id, errors.GroupAuthorizationFailedError.code)
     coord = _groups.coordinator(ctx, group_id)
     if coord is None:
         return OffsetFetchGroupResult(group_id, _groups.not_hosted(ctx))
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return _groups.driven(ctx, coord, coord.offset_fetch(group_id, wanted, require_stable,
-                                                         member_id, member_epoch))
+    result = _groups.driven(ctx, coord, coord.offset_fetch(group_id, wanted, require_stable,
+                                                           member_id, member_epoch))
+    if ctx.broker.authorizer is None or result.error_code:
+        return result
+    # Topics the principal may not DESCRIBE: left out of an all-topics fetch, their
+    # partitions TOPIC_AUTHORIZATION_FAILED when named (Kafka's handleOffsetFetchRequest).
+    ok = filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                        [p.topic for p in result.partitions], log_denied=topics is not None)
+    if topics is None:
+        result.partitions = [p for p in result.partitions if p.topic in ok]
+    else:
+        result.partitions = [p if p.topic in ok else OffsetFetchPartition(
+            p.topic, p.partition, error_code=errors.TopicAuthorizationFailedError.code)
+            for p in result.partitions]
+    return result
 
 
 def _by_topic(result: OffsetFetchGroupResult, topics: Any) -> dict[str, list[Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, cluster_allowed, denied
 from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -47,10 +48,18 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
     manager = ctx.broker.log_manager
     replicas = ctx.broker.replicas
     topics = []
+    unauthorized: set[str] = set()  # followers: CLUSTER_ACTION; clients: DESCRIBE per topic
+    if ctx.broker.authorizer is not None and not cluster_allowed(
+            ctx, AclOperation.CLUSTER_ACTION, log_denied=False):
+        unauthorized = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                              (t.topic for t in request.topics))
     for t in request.topics:
         topic = manager.topics.get(t.topic)
         parts = []
         for p in t.partitions:
+            if t.topic in unauthorized:
+                parts.append(_part(p.partition, errors.TopicAuthorizationFailedError.code))
+                continue
             state = (replicas.partitions.get((t.topic, p.partition)) if replicas.active
                      else None)
             if topic is None or not 0 <= p.partition < len(topic.partitions):

@@ -58,6 +58,13 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    denied,
+    topic_denied_error,
+)
 from pylog.broker.handlers._common import lookup_topic
 from pylog.broker.quotas import produce_throttle
 from pylog.log.internal_topics import is_internal
@@ -194,10 +201,21 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     if acks not in (-1, 0, 1):
         return error_response(ctx, request, errors.InvalidRequiredAcksError.code, f"invalid acks {acks}")
+    unauthorized: set[str] = set()
+    if ctx.broker.authorizer is not None:  # WRITE on the transactional id, then per topic
+        tid = request.transactional_id
+        if tid is not None and not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return error_response(ctx, request, errors.TransactionalIdAuthorizationFailedError.code,
+                                  "Transactional Id authorization failed.")
+        unauthorized = denied(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                              (td.name for td in request.topic_data))
     # Topics are looked up (and auto-created) in request order; then every partition's
     # append runs at once: those that go to I/O threads overlap.
     lookups: list[tuple[Any, Any, errors.ApiError | None]] = []
     for topic_data in request.topic_data:
+        if topic_data.name in unauthorized:  # never auto-created
+            lookups.append((topic_data, None, topic_denied_error(topic_data.name)))
+            continue
         try:
             lookups.append((topic_data, await lookup_topic(ctx, topic_data.name, auto_create=True), None))
         except errors.ApiError as exc:

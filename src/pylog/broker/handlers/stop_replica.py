@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import StopReplicaResponse
@@ -28,6 +29,7 @@ def _partitions(request: Any, version: int) -> list[tuple[str, int, bool]]:
 
 
 async def handle_stop_replica(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: CLUSTER_ACTION on the cluster
     parts = _partitions(request, ctx.api_version)
     results = await ctx.broker.replicas.stop_replicas(request.controller_id,
                                                       request.controller_epoch, parts)

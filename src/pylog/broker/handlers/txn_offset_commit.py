@@ -26,6 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import (
+    AclOperation,
+    ResourceType,
+    denied,
+    require_group,
+    require_transactional_id,
+)
 from pylog.group.offsets import OffsetCommitPartition
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
@@ -53,11 +60,18 @@ def verification_error(code: int, api_version: int) -> int:
 
 
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    require_transactional_id(ctx, request.transactional_id)  # WRITE on the id,
+    require_group(ctx, AclOperation.READ, request.group_id)  # READ on the group,
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC,  # READ per topic
+                          (t.name for t in request.topics))
     v = ctx.api_version
     codes: dict[tuple[str, int], int] = {}
     wanted: list[OffsetCommitPartition] = []
     for t in request.topics:
         for p in t.partitions:
+            if t.name in unauthorized:
+                codes[(t.name, p.partition_index)] = errors.TopicAuthorizationFailedError.code
+                continue
             if not _groups.partition_exists(ctx, t.name, p.partition_index):
                 codes[(t.name, p.partition_index)] = errors.UnknownTopicOrPartitionError.code
                 continue

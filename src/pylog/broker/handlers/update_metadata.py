@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.broker.handlers._authz import AclOperation, require_cluster
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import CLUSTER_ADVERTISED, ApiKey
 from pylog.protocol.messages import UpdateMetadataResponse
@@ -18,6 +19,7 @@ VERSIONS = CLUSTER_ADVERTISED[API_KEY]  # served in cluster mode only (pylog.pro
 
 
 async def handle_update_metadata(ctx: RequestContext, request: Any) -> Any:
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: CLUSTER_ACTION on the cluster
     cluster = ctx.broker.cluster
     if cluster is None:  # the connection layer refuses key 6 on a single node; defensive
         return UpdateMetadataResponse(error_code=35)

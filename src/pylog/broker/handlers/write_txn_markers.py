@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pylog.broker.handlers._authz import AclOperation, cluster_allowed, require_cluster
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import WriteTxnMarkersResponse
 from pylog.replication.markers import TxnMarker, write_markers
@@ -24,6 +25,8 @@ _R = WriteTxnMarkersResponse
 
 
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER, log_denied=False):  # Kafka: ALTER, else
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)  # CLUSTER_ACTION on the cluster
     markers = [
         TxnMarker(m.producer_id, m.producer_epoch, bool(m.transaction_result),
                   m.coordinator_epoch,

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
-from pylog.client.aio import _quota_admin, _replica_admin
+from pylog.client.aio import _acl_admin, _quota_admin, _replica_admin
 from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
@@ -45,6 +45,7 @@ from pylog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
+from pylog.security.authz.bindings import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescription",
            "ClusterDescription", "LogDirDescription", "TopicDescription", "PartitionDescription", "AdminCore",
@@ -350,6 +351,14 @@ class AdminCore:
 
         conn = await self.cluster.any_connection()
         await _scram_admin.alter_user_scram_credentials(conn, upsertions, deletions)
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        await _acl_admin.create_acls(await self.cluster.any_connection(), bindings)
+
+    async def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
+        return await _acl_admin.describe_acls(await self.cluster.any_connection(), flt)
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclBinding]:
+        return await _acl_admin.delete_acls(await self.cluster.any_connection(), filters)
 
     async def close(self) -> None:
         await self.cluster.close()
@@ -464,6 +473,14 @@ class Admin:
             self, upsertions: Mapping[str, Mapping[str, Any]] | None = None,
             deletions: Mapping[str, list[str]] | None = None) -> None:
         await self._core.alter_user_scram_credentials(upsertions or {}, deletions or {})
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        await self._core.create_acls(list(bindings))
+
+    async def describe_acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+        return await self._core.describe_acls(flt or AclBindingFilter())
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        return await self._core.delete_acls(list(filters))
 
     async def close(self) -> None:
         await self._core.close()

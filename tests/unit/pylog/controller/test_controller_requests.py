@@ -129,7 +129,7 @@ def test_cluster_metadata_never_names_a_leader_missing_from_the_brokers() -> Non
     live = {b: v for b, v in BROKERS.items() if b != 1}
     req = roundtrip(build_update_metadata(8, 2, 9, 102, parts(), {"t": TOPIC_ID}, live), 8)
     assert asyncio.run(_apply(cache, req, 8)) == 0
-    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c", authorizer=None,
                              config={"auto.create.topics.enable": False})
     ctx = SimpleNamespace(broker=broker, api_version=12, listener="PLAINTEXT")
     resp = asyncio.run(_cluster_metadata(ctx, MetadataRequest(topics=None)))
@@ -154,7 +154,7 @@ def test_metadata_and_describe_cluster_wait_for_the_first_update() -> None:
 
     async def run() -> tuple[float, object, object]:
         cache = MetadataCache()
-        broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+        broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c", authorizer=None,
                                  config={"auto.create.topics.enable": False})
         req = build_update_metadata(8, 1, 9, 101, parts(), {}, BROKERS)
         loop = asyncio.get_running_loop()
@@ -196,7 +196,7 @@ def test_metadata_answers_with_the_listener_the_client_came_in_on() -> None:
     assert asyncio.run(_apply(cache, req, 8)) == 0
     # The cache's own addresses are the inter-broker listener's (SSL here).
     assert (cache.brokers[1].host, cache.brokers[1].port) == ("s1", 9101)
-    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c",
+    broker = SimpleNamespace(cluster=SimpleNamespace(metadata=cache), cluster_id="c", authorizer=None,
                              config={"auto.create.topics.enable": False})
     by_listener = {}
     for listener in ("PLAINTEXT", "SSL"):

@@ -33,6 +33,8 @@ def test_advertised_table_is_issues_4_7_10_and_11() -> None:
         4: (0, 7), 5: (0, 4),
         # issue 22: client quotas (KIP-546)
         48: (0, 1), 49: (0, 1),
+        # issue 21: ACLs (v0 removed in Kafka 4, KIP-896)
+        29: (1, 3), 30: (1, 3), 31: (1, 3),
         # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex)
         68: (0, 1), 69: (0, 0),
     }
