@@ -73,6 +73,10 @@ from pylog.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     stop_replica,
     sync_group,
     txn_offset_commit,
@@ -133,6 +137,10 @@ _MODULES: tuple[ModuleType, ...] = (
     alter_client_quotas,
     consumer_group_heartbeat,
     consumer_group_describe,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 )
 
 
