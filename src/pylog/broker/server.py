@@ -264,6 +264,7 @@ class Broker:
         # Loads __consumer_offsets in the background when it exists (group requests get
         # COORDINATOR_LOAD_IN_PROGRESS until their partition is loaded).
         await self.groups.start()
+        await self.share.start()
         await self.txns.start()
         for listener, lst in zip(self.config.listeners if self.listen else [], self.servers,
                                  strict=True):
@@ -382,7 +383,7 @@ class Broker:
         # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
         # are appended first.
         await self.replicas.shutdown()
-        self.share.shutdown()
+        await self.share.shutdown()
         await self.groups.shutdown()
         await self.txns.shutdown()
         conns = list(self.connections)

@@ -603,6 +603,15 @@ def _broker_defs() -> list[ConfigDef]:
                   "Upper bound of group.share.record.lock.duration.ms and its group override.", at_least(1)),
         ConfigDef("group.share.delivery.count.limit", "int", 5,
                   "Deliveries of a record to share consumers before it is archived.", between(2, 10)),
+        ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50,
+                  "Partitions of __share_group_state (the share-partition state; set before it "
+                  "is created).", at_least(1)),
+        ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600,
+                  "Segment size of __share_group_state.", at_least(14)),
+        ConfigDef("share.coordinator.load.buffer.size", "int", 5242880,
+                  "Bytes read at a time when __share_group_state is loaded.", at_least(1)),
+        ConfigDef("share.coordinator.write.timeout.ms", "int", 5000,
+                  "How long a write of share-partition state waits for its append.", at_least(1)),
         ConfigDef("group.share.partition.max.record.locks", "int", 2000,
                   "Most in-flight records (between the share-partition start and end offsets) "
                   "of one share partition.", between(100, 10000)),

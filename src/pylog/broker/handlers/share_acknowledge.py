@@ -37,6 +37,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
             current_leader=_R.LeaderIdAndEpoch(leader_id=ctx.broker.node_id, leader_epoch=0)))
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, gid, mid)
+    await ctx.broker.share.flushed()  # answered once the acknowledgements are durable
     return _R(throttle_time_ms=0, error_code=0, error_message=None,
               acquisition_lock_timeout_ms=ctx.broker.share.lock_duration_ms(gid),
               responses=[_R.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)

@@ -179,6 +179,9 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     if epoch == 0:
         for key in acks:
             answers.setdefault(key, _partition(key[1]))
+    # Answer once the state changes (acknowledgements, acquisitions' delivery counts) are
+    # durable, as Kafka answers after its persister's write.
+    await share.flushed()
     by_topic: dict[Any, list[Any]] = {}
     for (topic_id, _index), pd in answers.items():
         by_topic.setdefault(topic_id, []).append(pd)

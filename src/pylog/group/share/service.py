@@ -32,6 +32,7 @@ from pylog.coordinator.runtime import DeadlineTimer
 from .group_configs import GroupConfigs
 from .sessions import ShareSessionCache
 from .share_partition import SharePartition
+from .state_store import ShareStateStore
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker
@@ -59,8 +60,22 @@ class ShareService:
         self.sessions = ShareSessionCache()
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.group_configs = GroupConfigs(cfg)
-        self.state: Any = None  # ShareStateStore, set by the broker when it starts
+        # The durable state (single node): __share_group_state. Cluster mode: memory only.
+        self.state: ShareStateStore | None = None
         self._timer = DeadlineTimer(broker.clock, self._expire)
+
+    async def start(self) -> None:
+        """Load the saved state before any share partition is made."""
+        if self.enabled and self.broker.cluster is None:
+            self.state = ShareStateStore(self.broker)
+        if self.state is not None:
+            await self.state.start()
+            if len(self.state):
+                log.info("loaded the state of %d share partitions", len(self.state))
+
+    async def flushed(self) -> int:
+        """Wait until the state changes made so far are durable (0, or an error code)."""
+        return 0 if self.state is None else await self.state.flushed()
 
     # ------------------------------------------------------------------ settings
 
@@ -185,5 +200,7 @@ class ShareService:
                 self.state.delete(key)
         self.sessions.remove_group(group_id)
 
-    def shutdown(self) -> None:
+    async def shutdown(self) -> None:
         self._timer.cancel()
+        if self.state is not None:
+            await self.state.shutdown()
