@@ -283,3 +283,51 @@ def test_a_broker_restart_keeps_the_share_partition_state(
         assert all(counts[o] == 2 for o in released), {o: counts[o] for o in released if counts[o] != 2}
     finally:
         b.stop(sig=signal.SIGKILL)
+
+
+def _pylog(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pylog", *args, "-b", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_pylog_groups_lists_and_describes_share_groups(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = _consumer(bs, group, topic, client_id="cli-share")
+    try:
+        # Joining happens on the first polls.
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            c.poll(0.3)
+            out = _pylog(sbroker, "groups", "list", "--type", "share", "--state")
+            if group in out.stdout:
+                break
+        assert out.returncode == 0, out.stderr
+        line = next(ln for ln in out.stdout.splitlines() if ln.startswith(group))
+        assert line.split()[1:] == ["share", "Stable"], out.stdout
+        assert "Stable" in _pylog(sbroker, "groups", "list", "--state", "stable").stdout
+        listed = _pylog(sbroker, "groups", "list", "--type", "consumer")
+        assert group not in listed.stdout
+        desc = _pylog(sbroker, "groups", "describe", group)
+        assert desc.returncode == 0, desc.stderr
+        assert "cli-share" in desc.stdout and f"{topic}(0,1)" in desc.stdout, desc.stdout
+        state = _pylog(sbroker, "groups", "describe", group, "--state")
+        assert "simple" in state.stdout and "Stable" in state.stdout, state.stdout
+        js = _pylog(sbroker, "groups", "describe", group, "--json")
+        import json
+
+        (g,) = json.loads(js.stdout)
+        assert g["type"] == "share" and g["protocol"] == "simple" and g["group_epoch"] >= 1
+    finally:
+        c.close()
+    # Empty once it left; then it can be deleted.
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        out = _pylog(sbroker, "groups", "list", "--state")
+        if any(ln.split()[:1] == [group] and "Empty" in ln for ln in out.stdout.splitlines()):
+            break
+        time.sleep(0.3)
+    deleted = _pylog(sbroker, "groups", "delete", group)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert group not in _pylog(sbroker, "groups", "list").stdout

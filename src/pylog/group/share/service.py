@@ -189,8 +189,9 @@ class ShareService:
         self.arm()
 
     def on_member_removed(self, group_id: str, member_id: str) -> None:
-        """The group coordinator removed a member (left, session timed out)."""
-        self.sessions.remove(group_id, member_id)
+        """The group coordinator removed a member (left, session timed out). Its share
+        session stays: a closing consumer sends its final acknowledgements (epoch -1) after
+        or alongside its leave heartbeat; the cache's bound and epoch -1 end sessions."""
         self.release_member(group_id, member_id)
 
     def on_group_deleted(self, group_id: str) -> None:

@@ -12,7 +12,8 @@ The share session epoch of ShareFetch and ShareAcknowledge::
 
 The cache is bounded (``max_sessions``): opening a session beyond it evicts the least
 recently used one (its member then gets SHARE_SESSION_NOT_FOUND and opens a new one).
-Sessions also go when their member leaves the share group.
+A member that leaves its share group keeps its session until it closes it (a closing
+consumer sends its last acknowledgements with epoch -1 alongside its leave heartbeat).
 
 Not thread-safe: the broker's event loop owns the cache.
 """
