@@ -331,3 +331,70 @@ def test_pylog_groups_lists_and_describes_share_groups(sbroker: BrokerProcess) -
     deleted = _pylog(sbroker, "groups", "delete", group)
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
     assert group not in _pylog(sbroker, "groups", "list").stdout
+
+
+# --------------------------------------------------------------------------- pylog.client
+
+
+def test_pylog_client_share_consumers_split_the_records(sbroker: BrokerProcess) -> None:
+    from pylog.client import ShareConsumer
+
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
+    values = _produce(bs, topic, 300)
+    consumers = [ShareConsumer({"bootstrap.servers": bs, "group.id": group}) for _ in range(2)]
+    # And a confluent-kafka member in the same group.
+    ck = _consumer(bs, group, topic)
+    seen: Counter[bytes] = Counter()
+    who: Counter[str] = Counter()
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            for i, c in enumerate(consumers):
+                for r in c.poll(0.3, max_records=50):
+                    seen[r.value] += 1
+                    who[f"pylog{i}"] += 1
+            for m in _records(ck.poll(0.3)):
+                seen[m.value()] += 1
+                who["confluent"] += 1
+    finally:
+        for c in consumers:
+            c.close()
+        ck.close()
+    assert set(seen) == set(values)
+    assert max(seen.values()) == 1, [v for v, n in seen.items() if n > 1][:5]
+    assert who["pylog0"] + who["pylog1"] > 0, who
+
+
+def test_pylog_client_explicit_acknowledgements(sbroker: BrokerProcess) -> None:
+    from pylog.client import AcknowledgeType as A
+    from pylog.client import IllegalStateError, ShareConsumer
+
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest",
+                           share_delivery_count_limit="2")
+    _produce(bs, topic, 12)
+    deliveries: Counter[int] = Counter()
+    with ShareConsumer({"bootstrap.servers": bs, "group.id": group,
+                        "share.acknowledgement.mode": "explicit"}) as c:
+        c.subscribe([topic])
+        end = time.monotonic() + 15
+        first = True
+        while time.monotonic() < end:
+            records = c.poll(0.5)
+            if records and first:
+                first = False
+                with pytest.raises(IllegalStateError):
+                    c.poll(0.1)  # the previous poll's records are not acknowledged yet
+            for r in records:
+                deliveries[r.offset] += 1
+                assert c.delivery_count(r) == deliveries[r.offset]
+                c.acknowledge(r, (A.ACCEPT, A.REJECT, A.RELEASE)[r.offset % 3])
+            results = c.commit_sync(10)
+            assert all(e is None for e in results.values()), results
+    # Accepted and rejected once; released ones until the limit (2) archives them.
+    assert deliveries == Counter({o: 2 if o % 3 == 2 else 1 for o in range(12)}), deliveries

@@ -63,6 +63,7 @@ from pylog.client.errors import (
 )
 from pylog.client.partitioner import murmur2, partition_for_key
 from pylog.client.producer import Producer
+from pylog.client.share_consumer import AcknowledgeType, ShareConsumer
 from pylog.client.records import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -86,6 +87,7 @@ def embedded_metrics(log_dir: str) -> str:
 
 __all__ = [
     "AbortableTransactionError",
+    "AcknowledgeType",
     "Admin",
     "BrokerDescription",
     "ClientClosedError",
@@ -116,6 +118,7 @@ __all__ = [
     "RecordMetadata",
     "RecordTooLargeError",
     "RetriableTransactionError",
+    "ShareConsumer",
     "TopicDescription",
     "TopicPartition",
     "TransactionAbortedError",
