@@ -63,7 +63,6 @@ from pylog.client.errors import (
 )
 from pylog.client.partitioner import murmur2, partition_for_key
 from pylog.client.producer import Producer
-from pylog.client.share_consumer import AcknowledgeType, ShareConsumer
 from pylog.client.records import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -71,6 +70,7 @@ from pylog.client.records import (
     RecordMetadata,
     TopicPartition,
 )
+from pylog.client.share_consumer import AcknowledgeType, ShareConsumer
 
 
 def embedded_metrics(log_dir: str) -> str:

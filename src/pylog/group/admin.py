@@ -43,9 +43,9 @@ from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, Member
 from .offsets import CommittedOffset, OffsetCommitPartition
 from .records import (
     ConsumerGroupRecord,
-    ShareGroupRecord,
     GroupMetadataRecord,
     OffsetCommitRecord,
+    ShareGroupRecord,
     decode_record,
     encode_group_metadata,
 )
@@ -68,9 +68,9 @@ if TYPE_CHECKING:
     from .config import GroupCoordinatorConfig
     from .consumer_coordinator import ConsumerGroups
     from .consumer_group import ConsumerGroup
-    from .share.coordinator import ShareGroups
     from .offsets import OffsetMetadataManager
     from .results import Write
+    from .share.coordinator import ShareGroups
     from .timers import Timers
 
 _S = GroupState

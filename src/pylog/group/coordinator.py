@@ -56,7 +56,6 @@ from .config import GroupCoordinatorConfig
 from .consumer_coordinator import ConsumerGroups, HeartbeatResult, TopicsView
 from .offsets import OffsetMetadataManager
 from .records import encode_group_metadata
-from .share.coordinator import ShareGroups, ShareHeartbeatResult
 from .results import (
     NONE,
     JoinGroupMember,
@@ -67,6 +66,7 @@ from .results import (
     SyncGroupResult,
     Write,
 )
+from .share.coordinator import ShareGroups, ShareHeartbeatResult
 from .timers import Timers
 from .txn_offsets import TxnOffsetsMixin
 

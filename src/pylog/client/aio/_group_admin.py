@@ -36,7 +36,6 @@ from pylog.net.connection import Connection
 from pylog.protocol._schema import ConsumerProtocolAssignment
 from pylog.protocol.messages import (
     ConsumerGroupDescribeRequest,
-    ShareGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
@@ -44,6 +43,7 @@ from pylog.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    ShareGroupDescribeRequest,
 )
 
 __all__ = ["GroupListing", "MemberDescription", "GroupDescription", "OffsetAndMetadata",

@@ -9,10 +9,14 @@ import pytest
 from pylog.errors import InvalidRecordStateError, InvalidRequestError
 from pylog.group.share.share_partition import (
     AcknowledgeType as A,
+)
+from pylog.group.share.share_partition import (
     AcquiredRange,
-    RecordState as S,
     SharePartition,
     StateBatch,
+)
+from pylog.group.share.share_partition import (
+    RecordState as S,
 )
 
 LOCK = 1000
