@@ -87,7 +87,8 @@ print(json.dumps({"got": got, "dups": dups, "offsets": len(seen), "final": True}
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as work:
-        broker = BrokerProc("pylog", work, [])
+        overrides = [f"group.share.partition.max.record.locks={args.max_record_locks}"]
+        broker = BrokerProc("pylog", work, overrides)
         try:
             bs = broker.bootstrap
             create_topic(bs, "share-bench", args.partitions)
@@ -132,7 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     distinct = sum(s["offsets"] for s in latest)
     return {
         "consumers": args.consumers, "partitions": args.partitions, "num_records": args.num_records,
-        "record_size": args.record_size, "complete": done_at is not None,
+        "record_size": args.record_size, "max_record_locks": args.max_record_locks,
+        "complete": done_at is not None,
         "elapsed_s": round(elapsed, 3), "records_per_s": round(distinct / elapsed),
         "delivered": got, "distinct": distinct, "per_consumer": [s["got"] for s in latest],
         "broker_cpu_s": round(cpu, 2), "commit": git_commit(),
@@ -155,6 +157,8 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--max-record-locks", type=int, default=2000,
+                    help="group.share.partition.max.record.locks (the in-flight window)")
     args = ap.parse_args()
     for _ in range(args.repeat):
         print(json.dumps(run(args)), flush=True)

@@ -68,6 +68,29 @@ def _partition(index: int, code: int = 0, *, ack: tuple[int, str | None] | None 
         acquired_records=acquired or [])
 
 
+# Bytes read per partition and pass (Kafka's max.partition.fetch.bytes default); the region
+# is then cut after the batch of the last acquired record.
+_READ_BYTES = 1 << 20
+
+
+async def _trim(ctx: RequestContext, plog: Any, region: Any, last: int, hw: int) -> Any:
+    """``region`` without the batches after the one holding offset ``last`` (the last
+    acquired): MaxRecords may stop the acquisition long before the region's end, and those
+    records would only be sent to be dropped. The cut is found with a one-batch read at
+    ``last + 1`` (the index and the batch header, no record bytes)."""
+    if last >= region.last_offset:
+        return region
+    nxt = await _read(ctx, plog, last + 1, 1, hw, True)
+    if not nxt.size or nxt.path != region.path \
+            or not region.position < nxt.position < region.position + region.size:
+        if nxt.size and nxt.path == region.path and nxt.position == region.position:
+            return region.head(nxt.size, nxt.last_offset)  # one batch holds both
+        return region
+    if nxt.first_offset > last:
+        return region.head(nxt.position - region.position, nxt.first_offset - 1)
+    return region.head(nxt.position + nxt.size - region.position, nxt.last_offset)
+
+
 async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
                        max_records: int) -> tuple[dict[tuple[Any, int], Any], int, list[Any], bool]:
     """One pass over the session's partitions. Returns (answers by (topic id, partition),
@@ -113,7 +136,8 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
         if offset >= hw:
             continue
         try:
-            region = await _read(ctx, plog, offset, remaining_bytes, hw, not any_data)
+            region = await _read(ctx, plog, offset, min(remaining_bytes, _READ_BYTES), hw,
+                                 not any_data)
         except logcore.OffsetOutOfRangeError:
             sp.move_start(plog.log_start_offset)  # retention moved the start under us
             continue
@@ -122,6 +146,7 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
         acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms)
         if not acquired:
             continue
+        region = await _trim(ctx, plog, region, acquired[-1].last_offset, hw)
         share.changed((gid, topic_id, index), sp)
         any_data = True
         remaining -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
