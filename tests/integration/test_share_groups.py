@@ -84,6 +84,20 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Any:
     return c
 
 
+def _wait_members(bootstrap: str, group: str, n: int, poll: Any = None) -> None:
+    """Until the share group has ``n`` members (``poll()`` between looks)."""
+    deadline = time.monotonic() + DEADLINE
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        while time.monotonic() < deadline:
+            desc = admin.describe_groups([group])[group]
+            if desc.group_type == "share" and len(desc.members) >= n:
+                return
+            if poll is not None:
+                poll()
+            time.sleep(0.1)
+    raise AssertionError(f"share group {group} did not reach {n} members")
+
+
 def _records(msgs: Any) -> list[Any]:
     out = []
     for m in msgs:
@@ -96,8 +110,10 @@ def test_consumers_share_one_partition_and_each_record_is_accepted_once(sbroker:
     bs = sbroker.bootstrap
     topic = _topic(bs)
     group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
-    values = _produce(bs, topic, 600)
     consumers = [_consumer(bs, group, topic, client_id=f"c{i}") for i in range(3)]
+    # Every member in before the records: none can take them all before the others join.
+    _wait_members(bs, group, 3, lambda: [c.poll(0.05) for c in consumers])
+    values = _produce(bs, topic, 1500)
     seen: Counter[bytes] = Counter()
     by_consumer: Counter[int] = Counter()
     deadline = time.monotonic() + DEADLINE
@@ -342,7 +358,6 @@ def test_pylog_client_share_consumers_split_the_records(sbroker: BrokerProcess) 
     bs = sbroker.bootstrap
     topic = _topic(bs)
     group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
-    values = _produce(bs, topic, 300)
     consumers = [ShareConsumer({"bootstrap.servers": bs, "group.id": group}) for _ in range(2)]
     # And a confluent-kafka member in the same group.
     ck = _consumer(bs, group, topic)
@@ -351,6 +366,8 @@ def test_pylog_client_share_consumers_split_the_records(sbroker: BrokerProcess) 
     try:
         for c in consumers:
             c.subscribe([topic])
+        _wait_members(bs, group, 3, lambda: ck.poll(0.05))
+        values = _produce(bs, topic, 600)
         deadline = time.monotonic() + DEADLINE
         while len(seen) < len(values) and time.monotonic() < deadline:
             for i, c in enumerate(consumers):
