@@ -415,3 +415,43 @@ def test_pylog_client_explicit_acknowledgements(sbroker: BrokerProcess) -> None:
             assert all(e is None for e in results.values()), results
     # Accepted and rejected once; released ones until the limit (2) archives them.
     assert deliveries == Counter({o: 2 if o % 3 == 2 else 1 for o in range(12)}), deliveries
+
+
+# --------------------------------------------------------------------------- cluster mode
+
+
+@pytest.mark.slow
+def test_share_groups_in_cluster_mode(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two brokers: the partitions' leaders keep the share partitions (in memory: no
+    __share_group_state in cluster mode), the coordinator the group."""
+    from tests.integration.conftest import ClusterProcess
+
+    cluster = ClusterProcess(tmp_path_factory.mktemp("share-cluster"), 2, OVERRIDES).start()
+    try:
+        bs = cluster.bootstrap
+        topic = _topic(bs, partitions=4)
+        # Group configs are kept by the broker that got them (not shared in cluster mode):
+        # the default "latest" it is, so every leader starts its share partitions (on the
+        # members' first fetches) before anything is produced.
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        consumers = [_consumer(bs, group, topic) for _ in range(2)]
+        _wait_members(bs, group, 2, lambda: [c.poll(0.05) for c in consumers])
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            for c in consumers:
+                assert _records(c.poll(0.2)) == []
+        values = _produce(bs, topic, 400, partitions=4)
+        seen: Counter[bytes] = Counter()
+        deadline = time.monotonic() + DEADLINE
+        try:
+            while len(seen) < len(values) and time.monotonic() < deadline:
+                for c in consumers:
+                    for m in _records(c.poll(0.3)):
+                        seen[m.value()] += 1
+        finally:
+            for c in consumers:
+                c.close()
+        assert set(seen) == set(values) and max(seen.values()) == 1
+    finally:
+        rc = cluster.stop()
+        assert rc == 0, cluster.read_log()[-3000:]
