@@ -70,6 +70,22 @@ class GroupConfigs:
     def overrides(self, group_id: str) -> dict[str, Any]:
         return dict(self._overrides.get(group_id, {}))
 
+    def describe(self, group_id: str) -> list[tuple[str, str, int, str | None]]:
+        """DescribeConfigs of a GROUP resource: (name, value, source, broker synonym) per
+        group config; source 8 (GROUP_CONFIG) for an override, else 5 (DEFAULT_CONFIG) or 4
+        (STATIC_BROKER_CONFIG) when the broker default was set explicitly."""
+        out = []
+        own = self._overrides.get(group_id, {})
+        for name, broker_name in GROUP_CONFIG_NAMES.items():
+            if name in own:
+                source = 8
+            elif broker_name is not None and self._config.is_explicit(broker_name):
+                source = 4
+            else:
+                source = 5
+            out.append((name, str(self.get(group_id, name)), source, broker_name))
+        return out
+
     def parse(self, name: str, value: str | None) -> Any:
         """A group config's value from its string form.
 

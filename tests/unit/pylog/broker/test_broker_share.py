@@ -153,3 +153,36 @@ def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
         assert acquired(r) == []
 
     asyncio.run(go())
+
+
+def test_group_configs_altered_and_described(broker: Broker) -> None:
+    from pylog.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    I = IncrementalAlterConfigsRequest  # noqa: E741
+    D = DescribeConfigsRequest
+
+    def alter(*configs: tuple[str, int, str | None]) -> Any:
+        return I(resources=[I.AlterConfigsResource(resource_type=32, resource_name="g", configs=[
+            I.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs])],
+            validate_only=False)
+
+    async def go() -> None:
+        r = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "earliest"),
+                                            ("share.record.lock.duration.ms", 0, "20000")))
+        assert r.responses[0].error_code == 0
+        bad = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 0, "100")))
+        assert bad.responses[0].error_code == errors.InvalidConfigError.code
+        unknown = await call(broker, 44, 1, alter(("share.nope", 0, "1")))
+        assert unknown.responses[0].error_code == errors.InvalidConfigError.code
+        assert broker.share.lock_duration_ms("g") == 20000
+        d = await call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=32, resource_name="g", configuration_keys=None)],
+            include_synonyms=True, include_documentation=False))
+        got = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
+        assert got["share.auto.offset.reset"] == ("earliest", 8)
+        assert got["share.record.lock.duration.ms"] == ("20000", 8)
+        assert got["share.delivery.count.limit"] == ("5", 5)
+        r = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 1, None)))
+        assert r.responses[0].error_code == 0 and broker.share.lock_duration_ms("g") == 30000
+
+    asyncio.run(go())
