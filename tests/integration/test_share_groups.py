@@ -144,6 +144,33 @@ def test_consumers_share_one_partition_and_each_record_is_accepted_once(sbroker:
         late.close()
 
 
+def test_latest_is_the_default_reset(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    p = confluent_kafka.Producer({"bootstrap.servers": bs})
+    for i in range(5):
+        p.produce(topic, value=b"old%d" % i)
+    assert p.flush(15) == 0
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = _consumer(bs, group, topic)
+    try:
+        _wait_members(bs, group, 1, lambda: c.poll(0.05))
+        for i in range(5):
+            p.produce(topic, value=b"new%d" % i)
+        assert p.flush(15) == 0
+        got: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [m.value() for m in _records(c.poll(0.5))]
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            got += [m.value() for m in _records(c.poll(0.5))]
+    finally:
+        c.close()
+    # The share partition starts where the log ended when the group got it.
+    assert got == [b"new%d" % i for i in range(5)]
+
+
 _DIE_HOLDING = r"""
 import os, sys, time, warnings
 warnings.simplefilter("ignore")

@@ -1,8 +1,9 @@
 """ShareGroupHeartbeat (key 76), version 1 (KIP-932): a share-group member joins (epoch 0),
 heartbeats, or leaves (epoch -1); the answer carries its epoch and, when it changed, its
 assignment. The rules are in ``pylog.group.share.coordinator``; the answer waits for the
-group's records. The share partitions of a new assignment that this broker leads are
-initialized at once (``pylog.group.share.service``).
+group's records. The share partitions of the member's target assignment that this broker
+leads are initialized at once, before the records are in the log
+(``pylog.group.share.service``).
 """
 
 from __future__ import annotations
@@ -36,10 +37,16 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         client_id=ctx.client_id or "",
         client_host=_groups.client_host(ctx),
     )
+    # The member's target assignment is decided now (in memory; its records are being
+    # written): its share partitions start here, in the same loop step, so nothing produced
+    # after the group took the partitions is skipped by "latest", whoever looks first.
+    group = coord.share.groups.get(request.group_id)
+    target = None if group is None else group.target.get(request.member_id)
+    if target:
+        ctx.broker.share.initialize(request.group_id, target)
     r = await _groups.wait(ctx, coord, pending)
     assignment = None
     if r.assignment is not None:
-        ctx.broker.share.initialize(request.group_id, r.assignment)
         assignment = _R.Assignment(topic_partitions=[
             _R.TopicPartitions(topic_id=t, partitions=sorted(ps))
             for t, ps in sorted(r.assignment.items(), key=lambda x: str(x[0]))
