@@ -129,7 +129,7 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
         if sp.expire_locks(now):
             share.changed((gid, topic_id, index), sp)
         offset = sp.next_fetch_offset()
-        bounds = share._leader_bounds(topic, index)
+        bounds = share.leader_bounds(topic, index)
         if offset is None or bounds is None:
             continue
         plog, hw = bounds

@@ -59,6 +59,7 @@ class ShareService:
         self.enabled = bool(cfg["group.share.enable"])
         self.sessions = ShareSessionCache()
         self.partitions: dict[ShareKey, SharePartition] = {}
+        self._by_id: dict[uuid.UUID, Any] = {}
         self.group_configs = GroupConfigs(cfg)
         # The durable state (single node): __share_group_state. Cluster mode: memory only.
         self.state: ShareStateStore | None = None
@@ -91,13 +92,17 @@ class ShareService:
     # ------------------------------------------------------------------ topics
 
     def topic_of(self, topic_id: uuid.UUID) -> Any:
-        """The local ``Topic`` with this id, or None."""
-        for t in self.broker.log_manager.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        """The local ``Topic`` with this id, or None. A cache by id, checked against the
+        log manager's table (a topic deleted or re-created under its name is looked up
+        again), so a fetch does not scan every topic for each partition."""
+        topics = self.broker.log_manager.topics
+        t = self._by_id.get(topic_id)
+        if t is not None and topics.get(t.name) is t:
+            return t
+        self._by_id = {t.topic_id: t for t in topics.values()}
+        return self._by_id.get(topic_id)
 
-    def _leader_bounds(self, topic: Any, partition: int) -> tuple[Any, int] | None:
+    def leader_bounds(self, topic: Any, partition: int) -> tuple[Any, int] | None:
         """(partition log, high watermark) when this broker leads the partition, else None."""
         p = topic.partitions[partition]
         replicas = self.broker.replicas
@@ -115,7 +120,7 @@ class ShareService:
     def share_partition(self, group_id: str, topic: Any, partition: int) -> SharePartition | None:
         """The share partition (made on first use); None when this broker does not lead the
         topic partition."""
-        bounds = self._leader_bounds(topic, partition)
+        bounds = self.leader_bounds(topic, partition)
         if bounds is None:
             return None
         plog, hw = bounds
