@@ -32,7 +32,7 @@ from pylog.coordinator.runtime import DeadlineTimer
 from .group_configs import GroupConfigs
 from .sessions import ShareSessionCache
 from .share_partition import SharePartition
-from .state_store import ShareStateStore
+from .state_store import SHARE_GROUP_STATE_TOPIC_NAME, ShareStateStore
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker
@@ -205,6 +205,19 @@ class ShareService:
             if self.state is not None:
                 self.state.delete(key)
         self.sessions.remove_group(group_id)
+
+    def on_topic_deleted(self, topic: Any) -> None:
+        """A topic was deleted (single node): its share partitions and their state go; if
+        it was ``__share_group_state`` itself, the state store resigns (the topic is made
+        again by the next write; share partitions that do not change are not rewritten)."""
+        if self.state is not None and topic.name == SHARE_GROUP_STATE_TOPIC_NAME:
+            self.state.on_topic_deleted()
+            return
+        for key in [k for k in self.partitions if k[1] == topic.topic_id]:
+            del self.partitions[key]
+            if self.state is not None:
+                self.state.delete(key)
+        self.arm()
 
     async def shutdown(self) -> None:
         self._timer.cancel()

@@ -182,6 +182,11 @@ class ShareStateStore:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.runtime.shutdown()
 
+    def on_topic_deleted(self) -> None:
+        """``__share_group_state`` was deleted: its partitions resign; what is in memory
+        (``read``) stays until the share partitions are written again."""
+        self.runtime.on_topic_deleted()
+
     # ------------------------------------------------------------------ reading
 
     def read(self, key: ShareKey) -> tuple[int, list[StateBatch]] | None:

@@ -186,3 +186,23 @@ def test_group_configs_altered_and_described(broker: Broker) -> None:
         assert r.responses[0].error_code == 0 and broker.share.lock_duration_ms("g") == 30000
 
     asyncio.run(go())
+
+
+def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
+    from pylog.protocol.messages import DeleteTopicsRequest
+
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("d", 1)
+        await produce(broker, "d", 3)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
+        assert acquired(r) == [(0, 2, 1)]
+        assert ("g", topic.topic_id, 0) in broker.share.partitions
+        D = DeleteTopicsRequest
+        d = await call(broker, 20, 6, D(topics=[D.DeleteTopicState(name="d")], timeout_ms=1000))
+        assert d.responses[0].error_code == 0
+        assert ("g", topic.topic_id, 0) not in broker.share.partitions
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
+        assert r.responses[0].partitions[0].error_code == errors.UnknownTopicIdError.code
+
+    asyncio.run(go())
