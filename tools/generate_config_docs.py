@@ -256,6 +256,30 @@ PYLOG_NOTES: dict[str, str] = {
     "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start.",
     "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start.",
     "group.consumer.max.size": "Honoured: consumer-group members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "group.share.enable": "pylog's switch (Kafka 4.2 enables share groups with the `share.version` "
+                          "feature): false drops the share-group APIs from ApiVersions.",
+    "group.share.heartbeat.interval.ms": "Honoured: the heartbeat interval given to share-group members "
+                                         "(group config `share.heartbeat.interval.ms` overrides it).",
+    "group.share.session.timeout.ms": "Honoured: a share-group member is removed this long after its last "
+                                      "heartbeat and its records are released (group config "
+                                      "`share.session.timeout.ms` overrides it).",
+    "group.share.max.size": "Honoured: share-group members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "group.share.record.lock.duration.ms": "Honoured: how long an acquired record stays locked to its "
+                                           "share consumer (group config `share.record.lock.duration.ms`).",
+    "group.share.min.record.lock.duration.ms": "Honoured: the lowest `share.record.lock.duration.ms` a group "
+                                               "config may set.",
+    "group.share.max.record.lock.duration.ms": "Honoured: the highest `share.record.lock.duration.ms` a group "
+                                               "config may set.",
+    "group.share.delivery.count.limit": "Honoured: a record delivered this many times is archived instead "
+                                        "of being made available again (group config "
+                                        "`share.delivery.count.limit`).",
+    "group.share.partition.max.record.locks": "Honoured: the in-flight window of a share partition (offsets "
+                                              "between its start and end offsets).",
+    "share.coordinator.state.topic.num.partitions": "Honoured: partitions of `__share_group_state` when it is "
+                                                    "created.",
+    "share.coordinator.state.topic.segment.bytes": "Honoured: `segment.bytes` of `__share_group_state`.",
+    "share.coordinator.load.buffer.size": "Honoured: bytes read at a time when `__share_group_state` loads.",
+    "share.coordinator.write.timeout.ms": "Honoured: how long a state write waits for its append.",
     "offsets.retention.minutes": "Honoured: offsets of an empty group expire this long after it emptied "
                                  "(or after the commit, for groups without members).",
     "offsets.retention.check.interval.ms": "Honoured: how often the coordinator looks for expired offsets.",

@@ -85,6 +85,19 @@ class FileRegion:
     def __len__(self) -> int:
         return self.size
 
+    def head(self, size: int, last_offset: int) -> FileRegion:
+        """The first ``size`` bytes of this region as a region of their own (same file,
+        no copy). The caller knows that they end on a batch boundary, after the batch
+        whose last offset is ``last_offset`` (e.g. from a read at ``last_offset + 1``).
+
+        Raises:
+            ValueError: ``size`` outside ``[0, self.size]``.
+        """
+        if not 0 <= size <= self.size:
+            raise ValueError(f"head of {size} bytes of a region of {self.size}")
+        return FileRegion(self._file, self.position, size, self.first_offset,
+                          last_offset if size else self.first_offset - 1)
+
     def __bool__(self) -> bool:
         return self.size > 0
 

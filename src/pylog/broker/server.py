@@ -32,6 +32,7 @@ from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.config.security_defs import TLS_PROTOCOLS
 from pylog.group.service import GroupService
+from pylog.group.share.service import ShareService
 from pylog.log import LogManager
 from pylog.metrics import BrokerMetrics
 from pylog.replication import ReplicaManager
@@ -97,6 +98,8 @@ class Broker:
         self.executor = self.io.executor
         # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
         self.groups = GroupService(self)
+        # KIP-932 share partitions, sessions and their state (pylog.group.share.service).
+        self.share = ShareService(self)
         # The transaction coordinator for every __transaction_state partition (pylog.txn.service).
         self.txns = TransactionService(self)
         # Leader / follower roles of the partitions (pylog.replication); holds nothing and
@@ -134,6 +137,14 @@ class Broker:
                                   if k not in apis.CONSUMER_GROUP_APIS}
             self.api_advertised = {k: v for k, v in (self.api_advertised or apis.ADVERTISED).items()
                                    if k not in apis.CONSUMER_GROUP_APIS}
+        if not config["group.share.enable"]:
+            # Share groups off: their APIs are neither listed nor served.
+            from pylog.protocol import apis
+
+            self.api_supported = {k: v for k, v in (self.api_supported or apis.SUPPORTED).items()
+                                  if k not in apis.SHARE_GROUP_APIS}
+            self.api_advertised = {k: v for k, v in (self.api_advertised or apis.ADVERTISED).items()
+                                   if k not in apis.SHARE_GROUP_APIS}
         # The dispatcher's interception point (pylog.broker.intercept); None: nothing to do.
         self.interceptor: RequestInterceptor | None = None
         # What the request path counts (pylog.metrics; plain ints on this loop), and the
@@ -281,6 +292,7 @@ class Broker:
         # Loads __consumer_offsets in the background when it exists (group requests get
         # COORDINATOR_LOAD_IN_PROGRESS until their partition is loaded).
         await self.groups.start()
+        await self.share.start()
         await self.txns.start()
         for listener, lst in zip(self.config.listeners if self.listen else [], self.servers,
                                  strict=True):
@@ -417,6 +429,7 @@ class Broker:
         # (NOT_COORDINATOR) instead of holding the graceful close; queued group writes
         # are appended first.
         await self.replicas.shutdown()
+        await self.share.shutdown()
         await self.groups.shutdown()
         await self.txns.shutdown()
         conns = list(self.connections)

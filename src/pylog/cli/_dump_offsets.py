@@ -32,6 +32,7 @@ from pylog.group.records import (
     CoordinatorRecordError,
     GroupMetadataRecord,
     OffsetCommitRecord,
+    ShareGroupRecord,
     UnknownRecord,
     decode_record,
 )
@@ -135,7 +136,7 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
     elif isinstance(rec, GroupMetadataRecord):
         key_data = {"group": rec.group}
     else:
-        assert isinstance(rec, ConsumerGroupRecord)
+        assert isinstance(rec, (ConsumerGroupRecord, ShareGroupRecord))
         key_data = message_json(rec.key, record_type)
     key_json = {"type": str(record_type), "data": key_data}
     if value is None or rec.value is None:

@@ -1,4 +1,5 @@
-"""`pylog groups`: list, describe, reset the offsets of and delete consumer groups.
+"""`pylog groups`: list, describe, reset the offsets of and delete consumer groups (and list,
+describe and delete KIP-932 share groups).
 
 After Kafka's ``kafka-consumer-groups.sh`` (``ConsumerGroupCommand``): the same views
 and columns, the same rules, over pylog's own admin client (``pylog.client.Admin``), so
@@ -66,7 +67,7 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
                     help="show each group's state; with states, only groups in them "
                     f"(case-insensitive: {', '.join(STATES)})")
     gl.add_argument("--type", nargs="?", const="", metavar="TYPE[,TYPE...]",
-                    help="show each group's type (classic, consumer); with types, only groups "
+                    help="show each group's type (classic, consumer, share); with types, only groups "
                     "of them")
     add_bootstrap(gl)
 
@@ -306,8 +307,9 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
         elif args.state:
             b = brokers.get(desc.coordinator)
             where = f"{b.host}:{b.port}" if b else "?"
-            if desc.group_type == "consumer":
-                # A KIP-848 group: its epochs too, as kafka-consumer-groups.sh shows them.
+            if desc.group_type in ("consumer", "share"):
+                # A KIP-848 or KIP-932 group: its epochs too, as kafka-consumer-groups.sh
+                # and kafka-share-groups.sh show them.
                 _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
                         "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
                        [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
@@ -317,6 +319,10 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
                 _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                        [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
                          len(desc.members)]], [15, 25, 20, 15, 0])
+        elif desc.group_type == "share":
+            # A share group commits no offsets: its members and what they are assigned
+            # (kafka-share-groups.sh --members).
+            _print_members(desc, True)
         else:
             rows = _offset_rows(admin, desc)
             if rows:
@@ -335,12 +341,16 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
     # A KIP-848 group's verbose view adds each member's epoch and its target assignment
     # (the partitions it is moving to) at the group's assignment epoch.
     modern = verbose and desc.group_type == "consumer"
+    share = desc.group_type == "share"
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if instances else []) + [
         "HOST", "CLIENT-ID", "#PARTITIONS"]
     widths = [15, 15] + ([17] if instances else []) + [15, 15, 15]
     if modern:
         header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         widths += [15, 20, 15, 0]
+    elif share:
+        header += ["MEMBER-EPOCH", "ASSIGNMENT"]
+        widths += [15, 0]
     elif verbose:
         header.append("ASSIGNMENT")
         widths.append(0)
@@ -353,6 +363,8 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
         if modern:
             row += [m.member_epoch, _assignment_text(m.assignment), desc.assignment_epoch,
                     _assignment_text(m.target_assignment or [])]
+        elif share:
+            row += [m.member_epoch, _assignment_text(m.assignment)]
         elif verbose:
             row.append(_assignment_text(m.assignment))
         rows.append(row)
@@ -382,7 +394,7 @@ def _describe_json(admin: Admin, descs: dict[str, GroupDescription]) -> int:
             "protocol": desc.protocol, "coordinator": desc.coordinator, "type": desc.group_type,
             "members": [_member_json(m) for m in desc.members],
             "offsets": _offset_rows(admin, desc)}
-        if desc.group_type == "consumer":
+        if desc.group_type in ("consumer", "share"):
             group["group_epoch"] = desc.group_epoch
             group["assignment_epoch"] = desc.assignment_epoch
         out.append(group)

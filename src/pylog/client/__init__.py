@@ -70,6 +70,7 @@ from pylog.client.records import (
     RecordMetadata,
     TopicPartition,
 )
+from pylog.client.share_consumer import AcknowledgeType, ShareConsumer
 from pylog.security.acl import AclOperation, ResourceType
 from pylog.security.authz.bindings import (
     AccessControlEntry,
@@ -95,6 +96,7 @@ def embedded_metrics(log_dir: str) -> str:
 
 __all__ = [
     "AbortableTransactionError",
+    "AcknowledgeType",
     "Admin",
     "BatchDelivery",
     "BrokerDescription",
@@ -135,6 +137,7 @@ __all__ = [
     "RecordTooLargeError",
     "RetriableTransactionError",
     "SendManyFuture",
+    "ShareConsumer",
     "TopicDescription",
     "TopicPartition",
     "TransactionAbortedError",

@@ -388,6 +388,23 @@ CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("value.deserializer", _callable_or_none, None, "Turns value bytes into a value."),
 ]}
 
+# KIP-932 share consumers (``pylog.client.ShareConsumer``): confluent-kafka's settings.
+SHARE_CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
+    Setting("group.id", _str_or_none, None, "The share group (required)."),
+    Setting("share.acknowledgement.mode", _choice("implicit", "explicit"), "implicit",
+            "implicit: the records of a poll are accepted by the next poll or commit; "
+            "explicit: each record is acknowledged with acknowledge()."),
+    Setting("fetch.min.bytes", _int(0), 1, "The broker waits for this many bytes..."),
+    Setting("fetch.max.wait.ms", _int(0), 500, "... or this long, whichever comes first."),
+    Setting("fetch.max.bytes", _int(1), 52428800, "Whole fetch response size (soft)."),
+    Setting("max.poll.records", _int(1), 500, "Most records one poll() returns."),
+    Setting("check.crcs", _bool, True, "Verify each batch's CRC-32C on the record path."),
+    Setting("default.api.timeout.ms", _int(0), 60000,
+            "Timeout of commit_sync() and close() when none is given."),
+    Setting("key.deserializer", _callable_or_none, None, "Turns key bytes into a key."),
+    Setting("value.deserializer", _callable_or_none, None, "Turns value bytes into a value."),
+]}
+
 ADMIN: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("default.api.timeout.ms", _int(0), 60000, "Timeout of an admin call."),
 ]}

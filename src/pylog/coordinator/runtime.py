@@ -202,6 +202,17 @@ class CoordinatorRuntime:
         if topic is not None:
             self._host_all(topic)
 
+    async def load_all(self) -> None:
+        """Single node: host every partition of an existing topic and wait until they are
+        loaded (or failed). In cluster mode nothing is hosted until LeaderAndIsr."""
+        if self.cluster_mode:
+            return
+        topic = self.broker.log_manager.topics.get(self.spec.name)
+        if topic is not None:
+            loads = self._host_all(topic)
+            if loads:
+                await asyncio.gather(*loads, return_exceptions=True)
+
     async def ensure_topic(self) -> Any:
         """The internal topic, created (and hosted) on first use on a single node. In
         cluster mode the local topic (or None): created through ZooKeeper and hosted on

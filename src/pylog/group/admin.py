@@ -45,6 +45,7 @@ from .records import (
     ConsumerGroupRecord,
     GroupMetadataRecord,
     OffsetCommitRecord,
+    ShareGroupRecord,
     decode_record,
     encode_group_metadata,
 )
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from .consumer_group import ConsumerGroup
     from .offsets import OffsetMetadataManager
     from .results import Write
+    from .share.coordinator import ShareGroups
     from .timers import Timers
 
 _S = GroupState
@@ -106,6 +108,7 @@ class AdminMixin:
         _loading: bool
         _loaded_groups: dict[str, GroupMetadataValue]
         consumer: ConsumerGroups
+        share: ShareGroups
 
         def _wall_ms(self) -> int: ...
         def _mono_ms(self) -> int: ...
@@ -266,6 +269,11 @@ class AdminMixin:
                 if states is None or cg.state.value.lower() in states:
                     out.append(ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, cg.state.value, "consumer"))
             out.sort(key=lambda lg: lg.group_id)
+        if types is None or "share" in types:
+            for gid, sg in self.share.groups.items():
+                if states is None or sg.state.value.lower() in states:
+                    out.append(ListedGroup(gid, "share", sg.state.value, "share"))
+            out.sort(key=lambda lg: lg.group_id)
         return out
 
     def describe_groups(self, group_ids: list[str]) -> list[DescribedGroup]:
@@ -313,6 +321,15 @@ class AdminMixin:
                 results.append((gid, NONE))
                 waiting.append(self._delete_consumer_group(cg, len(results) - 1, results))
                 continue
+            sg = self.share.groups.get(gid)
+            if sg is not None:
+                if sg.members:
+                    results.append((gid, NonEmptyGroupError.code))
+                    continue
+                results.append((gid, NONE))
+                records = self._offsets.tombstones(gid) + self.share.delete_records(sg)
+                waiting.append(self._write_tombstones(gid, records, len(results) - 1, results))
+                continue
             g = self._groups.get(gid)
             if g is None or g.is_in(_S.DEAD):
                 results.append((gid, GroupIdNotFoundError.code))
@@ -328,6 +345,10 @@ class AdminMixin:
         # An empty consumer group: its offsets, then its own records, tombstoned.
         gid = group.group_id
         records = self._offsets.tombstones(gid) + self.consumer.delete_records(group)
+        return self._write_tombstones(gid, records, index, results)
+
+    def _write_tombstones(self, gid: str, records: list[tuple[bytes, bytes | None]], index: int,
+                          results: list[tuple[str, int]]) -> Pending[int]:
         done: Pending[int] = Pending()
 
         def on_done(code: int) -> None:
@@ -520,7 +541,9 @@ class AdminMixin:
                 self._loaded_groups[rec.group] = rec.value
         elif isinstance(rec, ConsumerGroupRecord):
             self.consumer.replay(rec)
-        # Other record types (share groups, unknown) are skipped.
+        elif isinstance(rec, ShareGroupRecord):
+            self.share.replay(rec)
+        # Other record types (unknown) are skipped.
 
     def complete_load(self) -> None:
         """Build the groups: with members -> Stable (their session timers restart), else
@@ -530,13 +553,14 @@ class AdminMixin:
         # order); members get fresh session timers, since nobody heartbeated during the load.
         self._loading = False
         values, self._loaded_groups = self._loaded_groups, {}
-        for gid in self.consumer.groups:
+        for gid in list(self.consumer.groups) + list(self.share.groups):
             values.pop(gid, None)  # a classic group that became a consumer group
         for gid, value in values.items():
             self._groups[gid] = self._group_from_value(gid, value)
         self.consumer.complete_load()
+        self.share.complete_load()
         for gid in self._offsets.group_ids():
-            if gid not in self._groups and gid not in self.consumer.groups:
+            if gid not in self._groups and gid not in self.consumer.groups and gid not in self.share.groups:
                 self._groups[gid] = ClassicGroup(gid, self._wall_ms())
         for g in self._groups.values():
             for m in g.members.values():
@@ -579,6 +603,7 @@ class AdminMixin:
             g.transition_to(_S.DEAD, self._wall_ms())
         self._groups.clear()
         self.consumer.clear()
+        self.share.clear()
         self._offsets.clear()
         self._timers.clear()
         self._schedule_expiry()

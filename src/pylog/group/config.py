@@ -49,6 +49,11 @@ class GroupCoordinatorConfig:
     consumer_max_session_timeout_ms: int = 60_000
     # group.consumer.max.size: members beyond it get GROUP_MAX_SIZE_REACHED.
     consumer_max_size: int = MAX_INT
+    # KIP-932 share groups: group.share.heartbeat.interval.ms, group.share.session.timeout.ms
+    # (each within group.share.min.* / group.share.max.*) and group.share.max.size.
+    share_heartbeat_interval_ms: int = 5_000
+    share_session_timeout_ms: int = 45_000
+    share_max_size: int = 200
     # The broker's internal topics, which a regular-expression subscription never matches.
     internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -73,6 +78,10 @@ class GroupCoordinatorConfig:
                 raise ValueError(f"{what} ({v}) must be within its min ({lo}) and max ({hi})")
         if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        if self.share_heartbeat_interval_ms >= self.share_session_timeout_ms:
+            raise ValueError("group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms")
+        if self.share_max_size < 1:
+            raise ValueError("group.share.max.size must be at least 1")
         if self.consumer_max_size < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
         for name in ("initial_rebalance_delay_ms", "offsets_retention_ms",

@@ -37,6 +37,7 @@ from pylog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
@@ -65,6 +66,7 @@ from .results import (
     SyncGroupResult,
     Write,
 )
+from .share.coordinator import ShareGroups, ShareHeartbeatResult
 from .timers import Timers
 from .txn_offsets import TxnOffsetsMixin
 
@@ -91,6 +93,9 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         # write queue and group-id namespace.
         self.consumer = ConsumerGroups(self.config, mono_ms=self._mono_ms, timers=self._timers,
                                        write=self._write, new_uuid=self._new_uuid, classic_groups=self._groups)
+        # KIP-932 share groups: another component on the same shard and namespace.
+        self.share = ShareGroups(self.config, mono_ms=self._mono_ms, timers=self._timers, write=self._write,
+                                 other_groups=lambda gid: gid in self._groups or gid in self.consumer.groups)
         self._schedule_expiry()
 
     # ------------------------------------------------------------------ driving
@@ -205,9 +210,9 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         args = (protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, group_instance_id,
                 client_id, client_host, api_version)
 
-        if group_id in self.consumer.groups:
+        if group_id in self.consumer.groups or group_id in self.share.groups:
             # A consumer-protocol group: classic members cannot join it (Kafka's online
-            # migration between the protocols is not built).
+            # migration between the protocols is not built); a share group neither.
             return done(InconsistentGroupProtocolError.code)
         # Only a joiner without a member id may create the group; a member id for a group
         # we do not know means the group was deleted or moved (the client rejoins afresh).
@@ -249,7 +254,19 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         if "consumer" not in self.config.rebalance_protocols:
             return Pending.completed(HeartbeatResult(UnsupportedVersionError.code,
                                                      "The consumer group protocol is not enabled."))
+        if group_id in self.share.groups:
+            return Pending.completed(HeartbeatResult(GroupIdNotFoundError.code,
+                                                     f"Group {group_id} is not a consumer group."))
         return self.consumer.heartbeat(group_id, member_id, member_epoch, topics=topics, **fields)
+
+    # ------------------------------------------------------------------ ShareGroupHeartbeat
+
+    def share_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                              topics: TopicsView, **fields: Any) -> Pending[ShareHeartbeatResult]:
+        """ShareGroupHeartbeat (KIP-932): ``pylog.group.share.coordinator``."""
+        if self._loading:
+            return Pending.completed(ShareHeartbeatResult(CoordinatorLoadInProgressError.code, None))
+        return self.share.heartbeat(group_id, member_id, member_epoch, topics=topics, **fields)
 
     def _has_waiters(self, group: ClassicGroup) -> bool:
         return any(m.awaiting_join for m in group.members.values())

@@ -17,7 +17,8 @@ Record types (the key version selects the key schema, hence the kind of record):
     3..8   KIP-848 consumer-group records: 3 group epoch, 4 subscribed topics' metadata,
            5 member metadata, 6 target assignment epoch, 7 a member's target assignment,
            8 a member's current assignment (values v0, flexible)
-    9..15  share-group records; >15 unknown: skipped on load, as Kafka's loader does
+    9..15  KIP-932 share-group records (``pylog.group.share.records``); >15 unknown:
+           skipped on load, as Kafka's loader does
 
 Value versions Kafka writes (``MetadataVersion.offsetCommitValueVersion`` and
 ``groupMetadataValueVersion`` for every metadata version since 2.3):
@@ -65,11 +66,14 @@ from pylog.protocol._records import (
     OffsetCommitValue,
 )
 
+from .share.records import SHARE_GROUP_TYPES
+
 __all__ = [
     "CoordinatorRecordError",
     "OffsetCommitRecord",
     "GroupMetadataRecord",
     "ConsumerGroupRecord",
+    "ShareGroupRecord",
     "UnknownRecord",
     "encode_offset_commit",
     "encode_group_metadata",
@@ -142,13 +146,23 @@ class ConsumerGroupRecord:
 
 
 @dataclass(frozen=True)
+class ShareGroupRecord:
+    """A KIP-932 share-group record (types 9-15, ``pylog.group.share.records``)."""
+
+    record_type: int
+    key: Any
+    value: Any | None
+
+
+@dataclass(frozen=True)
 class UnknownRecord:
-    """A record type this coordinator does not know (share groups, newer Kafka): skipped."""
+    """A record type this coordinator does not know (newer Kafka): skipped."""
 
     record_type: int
 
 
-CoordinatorRecord = OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | UnknownRecord
+CoordinatorRecord = (OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord
+                     | ShareGroupRecord | UnknownRecord)
 
 
 # --------------------------------------------------------------------------- encode
@@ -305,7 +319,8 @@ def decode_record(key: Any, value: Any | None) -> CoordinatorRecord:
         value: the record value, or None for a tombstone.
 
     Returns:
-        An ``OffsetCommitRecord``, ``GroupMetadataRecord``, ``ConsumerGroupRecord`` or, for
+        An ``OffsetCommitRecord``, ``GroupMetadataRecord``, ``ConsumerGroupRecord``,
+        ``ShareGroupRecord`` or, for
         record types this coordinator does not know, an ``UnknownRecord`` (skip it).
 
     Raises:
@@ -326,6 +341,11 @@ def decode_record(key: Any, value: Any | None) -> CoordinatorRecord:
         k = _decode(classes[0], key, record_type, "key", record_type)
         v = None if value is None else _decode(classes[1], value, _version(value, "value"), "value", record_type)
         return ConsumerGroupRecord(record_type, k, v)
+    classes = SHARE_GROUP_TYPES.get(record_type)
+    if classes is not None:
+        k = _decode(classes[0], key, record_type, "key", record_type)
+        v = None if value is None else _decode(classes[1], value, _version(value, "value"), "value", record_type)
+        return ShareGroupRecord(record_type, k, v)
     if record_type < 0:
         raise CoordinatorRecordError(f"record key has negative type {record_type}")
     return UnknownRecord(record_type)

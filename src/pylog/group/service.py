@@ -86,6 +86,9 @@ def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
         consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
         consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
         consumer_max_size=config["group.consumer.max.size"],
+        share_heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+        share_session_timeout_ms=config["group.share.session.timeout.ms"],
+        share_max_size=config["group.share.max.size"],
         internal_topics=frozenset(INTERNAL_TOPICS),
     )
 
@@ -176,6 +179,13 @@ class GroupService:
         shard = self._shards.get(index)
         if shard is None:
             coord = GroupCoordinator(self.broker.clock, self.config)
+            share = getattr(self.broker, "share", None)
+            if share is not None:
+                # Share groups: a member that goes gives back its records; group configs
+                # override the broker's share-group settings.
+                coord.share.on_member_removed = share.on_member_removed
+                coord.share.group_setting = lambda gid, name, default: \
+                    share.group_configs.overrides(gid).get(name, default)
             shard = self._shards[index] = _Shard(index, coord, DeadlineTimer(self.broker.clock,
                                                                               lambda: self._fire(index)))
         shard.coordinator.begin_load()

@@ -2,7 +2,8 @@
 
 Kafka flags a topic ``is_internal`` in Metadata only when it is one of its own coordinators'
 topics (``org.apache.kafka.common.internals.Topic.isInternal``): ``__consumer_offsets``
-(group coordinator) and ``__transaction_state`` (transaction coordinator). A client's topic
+(group coordinator), ``__transaction_state`` (transaction coordinator) and
+``__share_group_state`` (share coordinator, KIP-932). A client's topic
 whose name merely starts with ``__`` is an ordinary topic.
 
 The group and transaction coordinators own these topics and will add what they need to their
@@ -16,6 +17,7 @@ import dataclasses
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+SHARE_GROUP_STATE_TOPIC_NAME = "__share_group_state"
 # KRaft's metadata log: not a topic clients may create (Kafka's controller refuses
 # CreateTopics of it with INVALID_REQUEST). It is not "internal" in Metadata's sense.
 CLUSTER_METADATA_TOPIC_NAME = "__cluster_metadata"
@@ -34,6 +36,7 @@ INTERNAL_TOPICS: dict[str, InternalTopic] = {
     for t in (
         InternalTopic(GROUP_METADATA_TOPIC_NAME, "group coordinator"),
         InternalTopic(TRANSACTION_STATE_TOPIC_NAME, "transaction coordinator"),
+        InternalTopic(SHARE_GROUP_STATE_TOPIC_NAME, "share coordinator"),
     )
 }
 

@@ -175,10 +175,19 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # KIP-932 share groups (dropped when group.share.enable is false): pylog.group.share.
+    # Kafka 4.2's versions; confluent-kafka 2.16 sends ShareFetch/ShareAcknowledge v1.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
 }
 
 # The APIs of the KIP-848 consumer group protocol.
 CONSUMER_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+# The APIs of KIP-932 share groups.
+SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE,
+                              ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
 
 # Inter-broker APIs served in cluster mode only (zookeeper.connect set): the metadata and
 # shutdown requests between the controller and the brokers. A single-node broker neither lists

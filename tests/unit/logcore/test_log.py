@@ -287,6 +287,19 @@ def test_transfer_to_nonblocking_socket_returns_progress(logdir, clock) -> None:
             assert bytes(got) == r.read()
 
 
+def test_file_region_head_cuts_on_a_batch_boundary(logdir, clock) -> None:
+    with Log(logdir, small(segment_bytes=10**6), clock=clock) as log:
+        fill(log, 6, n=5)  # batches 0-4, 5-9, ...
+        r = log.read(0, 10**6)
+        nxt = log.read(10, 1)  # the batch after 0-9
+        head = r.head(nxt.position - r.position, nxt.first_offset - 1)
+        assert offsets_in(head) == list(range(10)) and head.last_offset == 9
+        assert head.fileno == r.fileno and head.first_offset == 0
+        assert not r.head(0, 0) and r.head(0, 0).last_offset == -1
+        with pytest.raises(ValueError):
+            r.head(r.size + 1, 99)
+
+
 def test_region_survives_retention_and_close(logdir, clock) -> None:
     cfg = small(retention_ms=1000, file_delete_delay_ms=0)
     log = Log(logdir, cfg, clock=clock)

@@ -1,5 +1,6 @@
 """DeleteGroups (key 42), versions 0-2: delete empty groups with their offsets
-(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); answered once the tombstones are in the log."""
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); answered once the tombstones are in the log.
+A share group's share-partition state is deleted with it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ async def _delete(ctx: RequestContext, gid: str) -> int:
     coord = _groups.coordinator(ctx, gid)
     if coord is None:
         return _groups.not_hosted(ctx)
+    share = gid in coord.share.groups
     ((_, code),) = await _groups.wait(ctx, coord, coord.delete_groups([gid]))
+    if share and code == 0:
+        # A deleted share group's share-partition state goes too (Kafka's
+        # DeleteShareGroupState): a group of that name starts afresh.
+        ctx.broker.share.on_group_deleted(gid)
     return int(code)
 
 

@@ -75,6 +75,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 ctx.broker.groups.on_offsets_topic_deleted()
             elif name == TRANSACTION_STATE_TOPIC_NAME:
                 ctx.broker.txns.on_topic_deleted()
+            ctx.broker.share.on_topic_deleted(topic)  # its share partitions (KIP-932) go
             res.topic_id = topic.topic_id
             for p in topic.partitions:
                 ctx.broker.waiters.notify((p.topic, p.index))

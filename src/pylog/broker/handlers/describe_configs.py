@@ -4,7 +4,8 @@ Topic resources list every topic-level config (the topic's override, else the br
 synonym set explicitly, else the default), broker resources every broker config. In
 cluster mode a topic's overrides come from ZooKeeper's ``/config/topics/<t>``
 (``pylog.controller.configs``), so every broker answers alike, holding a replica or not. Synonyms
-are sent when asked (``include_synonyms``), types and documentation from v3 on.
+are sent when asked (``include_synonyms``), types and documentation from v3 on. GROUP
+resources (32) list the share-group configs (``pylog.group.share.group_configs``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any
     elif resource.resource_type == RESOURCE_BROKER_LOGGER:
         check_broker_name(ctx, resource.resource_name)
         return []
+    elif resource.resource_type == RESOURCE_GROUP:
+        return _group_entries(ctx, request, resource)
     else:
         raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
     keys = resource.configuration_keys
@@ -58,6 +61,29 @@ async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any
             config_type=CONFIG_TYPE_CODES.get(e.type, 0),
             documentation=e.doc if request.include_documentation else None,
         ))
+    return out
+
+
+RESOURCE_GROUP = 32
+
+
+def _group_entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
+    """A group's configs (KIP-932's ``share.*``, ``pylog.group.share.group_configs``)."""
+    keys = resource.configuration_keys
+    out = []
+    for name, value, source, broker_name in ctx.broker.share.group_configs.describe(
+            resource.resource_name):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = []
+        if request.include_synonyms and broker_name is not None:
+            synonyms = [_R.DescribeConfigsSynonym(name=broker_name,
+                                                  value=str(ctx.broker.config[broker_name]),
+                                                  source=4 if source == 4 else 5)]
+        out.append(_R.DescribeConfigsResourceResult(
+            name=name, value=value, read_only=False, config_source=source, is_sensitive=False,
+            synonyms=synonyms, config_type=2 if name == "share.auto.offset.reset" else 3,
+            documentation=None))
     return out
 
 

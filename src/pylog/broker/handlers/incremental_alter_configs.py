@@ -2,7 +2,9 @@
 
 APPEND and SUBTRACT apply to list configs only (``cleanup.policy``). The result is validated
 as a whole, stored durably and applied to the running logs (in cluster mode: written to
-ZooKeeper, from where every broker applies it). Broker configs are static here.
+ZooKeeper, from where every broker applies it). Broker configs are static here. Group
+configs (resource type GROUP, 32: KIP-932's ``share.*``) are SET or DELETEd in
+``pylog.group.share.group_configs``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pylog.broker.handlers._configs import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
+from pylog.group.share.group_configs import GROUP_CONFIG_NAMES
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
@@ -33,7 +36,34 @@ _R = IncrementalAlterConfigsResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+RESOURCE_GROUP = 32
+
+
+def _alter_group(ctx: RequestContext, request: Any, resource: Any) -> None:
+    """Group configs (KIP-932's ``share.*``; ``pylog.group.share.group_configs``): SET and
+    DELETE only."""
+    configs = ctx.broker.share.group_configs
+    names = [c.name for c in resource.configs]
+    if len(names) != len(set(names)):
+        raise errors.InvalidRequestError("Error due to duplicate config keys")
+    changes: dict[str, Any] = {}
+    for c in resource.configs:
+        if c.config_operation == SET:
+            changes[c.name] = configs.parse(c.name, c.value)
+        elif c.config_operation == DELETE:
+            if c.name not in GROUP_CONFIG_NAMES:
+                raise errors.InvalidConfigError(f"Unknown group config name: {c.name}")
+            changes[c.name] = None
+        else:
+            raise errors.InvalidConfigError(
+                f"Config value append/subtract is not allowed for config key: {c.name}")
+    configs.alter(resource.resource_name, changes, request.validate_only)
+
+
 async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
+    if resource.resource_type == RESOURCE_GROUP:
+        _alter_group(ctx, request, resource)
+        return
     if resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:

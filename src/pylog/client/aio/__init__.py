@@ -7,5 +7,6 @@
 from pylog.client.aio.admin import Admin
 from pylog.client.aio.consumer import Consumer
 from pylog.client.aio.producer import Producer
+from pylog.client.aio.share_consumer import ShareConsumer
 
-__all__ = ["Admin", "Consumer", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer", "ShareConsumer"]

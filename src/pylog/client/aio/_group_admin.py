@@ -43,6 +43,7 @@ from pylog.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    ShareGroupDescribeRequest,
 )
 
 __all__ = ["GroupListing", "MemberDescription", "GroupDescription", "OffsetAndMetadata",
@@ -59,6 +60,7 @@ _GROUP_KEY = 0  # FindCoordinator key type of a group
 # Coordinator errors a call retries, dropping the cached coordinator for the second set.
 _RETRY = (errors.CoordinatorLoadInProgressError, errors.RebalanceInProgressError)
 _CONSUMER_GROUP_DESCRIBE = 69  # ApiKey.CONSUMER_GROUP_DESCRIBE (KIP-848)
+_SHARE_GROUP_DESCRIBE = 77  # ApiKey.SHARE_GROUP_DESCRIBE (KIP-932)
 _COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 _REDISCOVER = (*_COORDINATOR_MOVED, KafkaConnectionError, KafkaTimeoutError)
 
@@ -107,7 +109,8 @@ class GroupDescription(NamedTuple):
     members: list[MemberDescription]
     coordinator: int
     # "consumer" for a KIP-848 group (described by ConsumerGroupDescribe; ``protocol`` is
-    # then its server-side assignor), with its group and assignment epochs.
+    # then its server-side assignor), "share" for a KIP-932 share group (ShareGroupDescribe;
+    # ``protocol`` "simple"), with its group and assignment epochs.
     group_type: str = "classic"
     group_epoch: int | None = None
     assignment_epoch: int | None = None
@@ -270,6 +273,10 @@ class GroupAdmin:
                 found = await self._describe_consumer_group(conn, group_id)
                 if found is not None:
                     return found
+            if g.group_state == "Dead" and _SHARE_GROUP_DESCRIBE in getattr(conn, "versions", {}):
+                found = await self._describe_share_group(conn, group_id)
+                if found is not None:
+                    return found
             consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
             members = [MemberDescription(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -297,6 +304,24 @@ class GroupAdmin:
             for m in g.members]
         return GroupDescription(g.group_id, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
                                 members, conn.node_id, "consumer", g.group_epoch, g.assignment_epoch)
+
+    async def _describe_share_group(self, conn: Connection, group_id: str) -> GroupDescription | None:
+        """A KIP-932 share group by ShareGroupDescribe; None when it is not one."""
+        resp = await conn.send(ShareGroupDescribeRequest(group_ids=[group_id],
+                                                         include_authorized_operations=False))
+        (g,) = resp.groups
+        if g.error_code == errors.GroupIdNotFoundError.code:
+            return None
+        _check(g.error_code, f"describe share group {group_id!r}", g.error_message)
+
+        def tps(a: Any) -> list[TopicPartition]:
+            return sorted(TopicPartition(t.topic_name, p) for t in (a.topic_partitions if a else [])
+                          for p in t.partitions)
+        members = [MemberDescription(
+            m.member_id, None, m.client_id, m.client_host, tps(m.assignment), m.member_epoch,
+            None, list(m.subscribed_topic_names)) for m in g.members]
+        return GroupDescription(g.group_id, g.group_state, "share", g.assignor_name, members,
+                                conn.node_id, "share", g.group_epoch, g.assignment_epoch)
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         ids = _group_ids(group_ids)

@@ -54,7 +54,7 @@ __all__ = ["Admin", "NewTopic", "ConfigResource", "ConfigEntry", "BrokerDescript
 
 _ids = itertools.count(1)
 
-RESOURCE_TYPES = {"topic": 2, "broker": 4}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 CONFIG_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                   3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
                   5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareAcknowledgeRequest: Kafka request (API key 79), versions 0-0, flexible from 0."""
+"""ShareAcknowledgeRequest: Kafka request (API key 79), versions 1-2, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -27,6 +27,9 @@ _U0 = _S0.unpack_from
 _S1 = _Struct('>qq')
 _P1 = _S1.pack
 _U1 = _S1.unpack_from
+_S2 = _Struct('>i?')
+_P2 = _S2.pack
+_U2 = _S2.unpack_from
 
 
 class ShareAcknowledgeRequest_AcknowledgeTopic(Message):
@@ -40,7 +43,7 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareAcknowledgeRequest.AcknowledgeTopic'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -67,7 +70,7 @@ class ShareAcknowledgeRequest_AcknowledgePartition(Message):
 
     __slots__ = ('partition_index', 'acknowledgement_batches')
     NAME = 'ShareAcknowledgeRequest.AcknowledgePartition'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('partition_index', 'int32', (0, 32767), None, None, None),
@@ -95,7 +98,7 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(Message):
 
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
     NAME = 'ShareAcknowledgeRequest.AcknowledgementBatch'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('first_offset', 'int64', (0, 32767), None, None, None),
@@ -122,33 +125,37 @@ class ShareAcknowledgeRequest(Message):
         group_id: string v0+ ?0+ default null
         member_id: string v0+ ?0+
         share_session_epoch: int32 v0+
+        is_renew_ack: bool v2+ default false
         topics: []AcknowledgeTopic v0+
     """
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
     NAME = 'ShareAcknowledgeRequest'
     API_KEY = 79
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('group_id', 'string', (0, 32767), (0, 32767), None, None),
         ('member_id', 'string', (0, 32767), (0, 32767), None, None),
         ('share_session_epoch', 'int32', (0, 32767), None, None, None),
+        ('is_renew_ack', 'bool', (2, 32767), None, None, None),
         ('topics', '[]AcknowledgeTopic', (0, 32767), None, None, None),
     )
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, topics=_D):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, is_renew_ack=False, topics=_D):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _D else topics
 
     def _is_default(self):
         return (self.group_id is None
                 and self.member_id == ''
                 and self.share_session_epoch == 0
+                and self.is_renew_ack == False
                 and not self.topics)
 
 
@@ -162,30 +169,30 @@ ShareAcknowledgeRequest_AcknowledgeTopic.AcknowledgePartition = ShareAcknowledge
 ShareAcknowledgeRequest_AcknowledgePartition.AcknowledgementBatch = ShareAcknowledgeRequest_AcknowledgementBatch
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgementBatch_0(o, b, out):
+def _e_ShareAcknowledgeRequest_AcknowledgementBatch_1(o, b, out):
     b += _P1(o.first_offset, o.last_offset)
     write_uvarint(b, len(o.acknowledge_types) + 1)
     write_fixed_array(b, o.acknowledge_types, 'b')
     b += b'\x00'
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgePartition_0(o, b, out):
+def _e_ShareAcknowledgeRequest_AcknowledgePartition_1(o, b, out):
     b += _P0(o.partition_index)
     write_uvarint(b, len(o.acknowledgement_batches) + 1)
     for e1 in o.acknowledgement_batches:
-        _e_ShareAcknowledgeRequest_AcknowledgementBatch_0(e1, b, out)
+        _e_ShareAcknowledgeRequest_AcknowledgementBatch_1(e1, b, out)
     b += b'\x00'
 
 
-def _e_ShareAcknowledgeRequest_AcknowledgeTopic_0(o, b, out):
+def _e_ShareAcknowledgeRequest_AcknowledgeTopic_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     for e1 in o.partitions:
-        _e_ShareAcknowledgeRequest_AcknowledgePartition_0(e1, b, out)
+        _e_ShareAcknowledgeRequest_AcknowledgePartition_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgementBatch_0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgementBatch_1(b, p):
     v0, v1 = _U1(b, p)
     p += 16
     n1, p = read_ccount(b, p, 1)
@@ -197,13 +204,13 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_0(b, p):
     return ShareAcknowledgeRequest_AcknowledgementBatch(v0, v1, v2), p
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgePartition_0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgePartition_1(b, p):
     v0, = _U0(b, p)
     p += 4
     n1, p = read_ccount(b, p, 18)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_0(b, p)
+        e2, p = _d_ShareAcknowledgeRequest_AcknowledgementBatch_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -212,12 +219,12 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_0(b, p):
     return ShareAcknowledgeRequest_AcknowledgePartition(v0, v1), p
 
 
-def _d_ShareAcknowledgeRequest_AcknowledgeTopic_0(b, p):
+def _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 6)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_0(b, p)
+        e2, p = _d_ShareAcknowledgeRequest_AcknowledgePartition_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -226,38 +233,65 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_0(b, p):
     return ShareAcknowledgeRequest_AcknowledgeTopic(v0, v1), p
 
 
-def _e_ShareAcknowledgeRequest_0(o, b, out):
+def _e_ShareAcknowledgeRequest_1(o, b, out):
     write_ncstring(b, o.group_id)
     write_ncstring(b, o.member_id)
     b += _P0(o.share_session_epoch)
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
-        _e_ShareAcknowledgeRequest_AcknowledgeTopic_0(e1, b, out)
+        _e_ShareAcknowledgeRequest_AcknowledgeTopic_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareAcknowledgeRequest_0(b, p):
+def _e_ShareAcknowledgeRequest_2(o, b, out):
+    write_ncstring(b, o.group_id)
+    write_ncstring(b, o.member_id)
+    b += _P2(o.share_session_epoch, o.is_renew_ack)
+    write_uvarint(b, len(o.topics) + 1)
+    for e1 in o.topics:
+        _e_ShareAcknowledgeRequest_AcknowledgeTopic_1(e1, b, out)
+    b += b'\x00'
+
+
+def _d_ShareAcknowledgeRequest_1(b, p):
     v0, p = read_ncstring(b, p)
     v1, p = read_ncstring(b, p)
     v2, = _U0(b, p)
     p += 4
     n1, p = read_ccount(b, p, 18)
-    v3 = []
+    v4 = []
     for _ in range(n1):
-        e2, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_0(b, p)
-        v3.append(e2)
+        e2, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(b, p)
+        v4.append(e2)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareAcknowledgeRequest(v0, v1, v2, v3), p
+    return ShareAcknowledgeRequest(v0, v1, v2, False, v4), p
 
 
-ShareAcknowledgeRequest_AcknowledgeTopic._ENC = (_e_ShareAcknowledgeRequest_AcknowledgeTopic_0,)
-ShareAcknowledgeRequest_AcknowledgeTopic._DEC = (_d_ShareAcknowledgeRequest_AcknowledgeTopic_0,)
-ShareAcknowledgeRequest_AcknowledgePartition._ENC = (_e_ShareAcknowledgeRequest_AcknowledgePartition_0,)
-ShareAcknowledgeRequest_AcknowledgePartition._DEC = (_d_ShareAcknowledgeRequest_AcknowledgePartition_0,)
-ShareAcknowledgeRequest_AcknowledgementBatch._ENC = (_e_ShareAcknowledgeRequest_AcknowledgementBatch_0,)
-ShareAcknowledgeRequest_AcknowledgementBatch._DEC = (_d_ShareAcknowledgeRequest_AcknowledgementBatch_0,)
-ShareAcknowledgeRequest._ENC = (_e_ShareAcknowledgeRequest_0,)
-ShareAcknowledgeRequest._DEC = (_d_ShareAcknowledgeRequest_0,)
+def _d_ShareAcknowledgeRequest_2(b, p):
+    v0, p = read_ncstring(b, p)
+    v1, p = read_ncstring(b, p)
+    v2, v3 = _U2(b, p)
+    p += 5
+    n1, p = read_ccount(b, p, 18)
+    v4 = []
+    for _ in range(n1):
+        e2, p = _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(b, p)
+        v4.append(e2)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ShareAcknowledgeRequest(v0, v1, v2, v3, v4), p
+
+
+ShareAcknowledgeRequest_AcknowledgeTopic._ENC = (None, _e_ShareAcknowledgeRequest_AcknowledgeTopic_1, _e_ShareAcknowledgeRequest_AcknowledgeTopic_1,)
+ShareAcknowledgeRequest_AcknowledgeTopic._DEC = (None, _d_ShareAcknowledgeRequest_AcknowledgeTopic_1, _d_ShareAcknowledgeRequest_AcknowledgeTopic_1,)
+ShareAcknowledgeRequest_AcknowledgePartition._ENC = (None, _e_ShareAcknowledgeRequest_AcknowledgePartition_1, _e_ShareAcknowledgeRequest_AcknowledgePartition_1,)
+ShareAcknowledgeRequest_AcknowledgePartition._DEC = (None, _d_ShareAcknowledgeRequest_AcknowledgePartition_1, _d_ShareAcknowledgeRequest_AcknowledgePartition_1,)
+ShareAcknowledgeRequest_AcknowledgementBatch._ENC = (None, _e_ShareAcknowledgeRequest_AcknowledgementBatch_1, _e_ShareAcknowledgeRequest_AcknowledgementBatch_1,)
+ShareAcknowledgeRequest_AcknowledgementBatch._DEC = (None, _d_ShareAcknowledgeRequest_AcknowledgementBatch_1, _d_ShareAcknowledgeRequest_AcknowledgementBatch_1,)
+ShareAcknowledgeRequest._ENC = (None, _e_ShareAcknowledgeRequest_1, _e_ShareAcknowledgeRequest_2,)
+ShareAcknowledgeRequest._DEC = (None, _d_ShareAcknowledgeRequest_1, _d_ShareAcknowledgeRequest_2,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareAcknowledgeResponse: Kafka response (API key 79), versions 0-0, flexible from 0."""
+"""ShareAcknowledgeResponse: Kafka response (API key 79), versions 1-2, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -43,7 +43,7 @@ class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -72,7 +72,7 @@ class ShareAcknowledgeResponse_PartitionData(Message):
 
     __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader')
     NAME = 'ShareAcknowledgeResponse.PartitionData'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('partition_index', 'int32', (0, 32767), None, None, None),
@@ -105,7 +105,7 @@ class ShareAcknowledgeResponse_LeaderIdAndEpoch(Message):
 
     __slots__ = ('leader_id', 'leader_epoch')
     NAME = 'ShareAcknowledgeResponse.LeaderIdAndEpoch'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('leader_id', 'int32', (0, 32767), None, None, None),
@@ -134,7 +134,7 @@ class ShareAcknowledgeResponse_NodeEndpoint(Message):
 
     __slots__ = ('node_id', 'host', 'port', 'rack')
     NAME = 'ShareAcknowledgeResponse.NodeEndpoint'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('node_id', 'int32', (0, 32767), None, None, None),
@@ -164,29 +164,32 @@ class ShareAcknowledgeResponse(Message):
         throttle_time_ms: int32 v0+
         error_code: int16 v0+
         error_message: string v0+ ?0+ default null
+        acquisition_lock_timeout_ms: int32 v2+
         responses: []ShareAcknowledgeTopicResponse v0+
         node_endpoints: []NodeEndpoint v0+
     """
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     NAME = 'ShareAcknowledgeResponse'
     API_KEY = 79
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
         ('error_code', 'int16', (0, 32767), None, None, None),
         ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('acquisition_lock_timeout_ms', 'int32', (2, 32767), None, None, None),
         ('responses', '[]ShareAcknowledgeTopicResponse', (0, 32767), None, None, None),
         ('node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None),
     )
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=_D, node_endpoints=_D):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=0, responses=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is _D else responses
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
 
@@ -194,6 +197,7 @@ class ShareAcknowledgeResponse(Message):
         return (self.throttle_time_ms == 0
                 and self.error_code == 0
                 and self.error_message is None
+                and self.acquisition_lock_timeout_ms == 0
                 and not self.responses
                 and not self.node_endpoints)
 
@@ -210,27 +214,27 @@ ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.PartitionData = ShareAckn
 ShareAcknowledgeResponse_PartitionData.LeaderIdAndEpoch = ShareAcknowledgeResponse_LeaderIdAndEpoch
 
 
-def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(o, b, out):
+def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_1(o, b, out):
     b += _P1(o.leader_id, o.leader_epoch)
     b += b'\x00'
 
 
-def _e_ShareAcknowledgeResponse_PartitionData_0(o, b, out):
+def _e_ShareAcknowledgeResponse_PartitionData_1(o, b, out):
     b += _P0(o.partition_index, o.error_code)
     write_ncstring(b, o.error_message)
-    _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(o.current_leader, b, out)
+    _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_1(o.current_leader, b, out)
     b += b'\x00'
 
 
-def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(o, b, out):
+def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     for e1 in o.partitions:
-        _e_ShareAcknowledgeResponse_PartitionData_0(e1, b, out)
+        _e_ShareAcknowledgeResponse_PartitionData_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(b, p):
+def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_1(b, p):
     v0, v1 = _U1(b, p)
     p += 8
     if b[p]:
@@ -240,11 +244,11 @@ def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(b, p):
     return ShareAcknowledgeResponse_LeaderIdAndEpoch(v0, v1), p
 
 
-def _d_ShareAcknowledgeResponse_PartitionData_0(b, p):
+def _d_ShareAcknowledgeResponse_PartitionData_1(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
-    v3, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0(b, p)
+    v3, p = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_1(b, p)
     if b[p]:
         p = skip_tags(b, p)
     else:
@@ -252,12 +256,12 @@ def _d_ShareAcknowledgeResponse_PartitionData_0(b, p):
     return ShareAcknowledgeResponse_PartitionData(v0, v1, v2, v3), p
 
 
-def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(b, p):
+def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 17)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareAcknowledgeResponse_PartitionData_0(b, p)
+        e2, p = _d_ShareAcknowledgeResponse_PartitionData_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -266,7 +270,7 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(b, p):
     return ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(v0, v1), p
 
 
-def _e_ShareAcknowledgeResponse_NodeEndpoint_0(o, b, out):
+def _e_ShareAcknowledgeResponse_NodeEndpoint_1(o, b, out):
     b += _P2(o.node_id)
     write_cstring(b, o.host)
     b += _P2(o.port)
@@ -274,7 +278,7 @@ def _e_ShareAcknowledgeResponse_NodeEndpoint_0(o, b, out):
     b += b'\x00'
 
 
-def _d_ShareAcknowledgeResponse_NodeEndpoint_0(b, p):
+def _d_ShareAcknowledgeResponse_NodeEndpoint_1(b, p):
     v0, = _U2(b, p)
     p += 4
     v1, p = read_cstring(b, p)
@@ -288,46 +292,82 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_0(b, p):
     return ShareAcknowledgeResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
-def _e_ShareAcknowledgeResponse_0(o, b, out):
+def _e_ShareAcknowledgeResponse_1(o, b, out):
     b += _P0(o.throttle_time_ms, o.error_code)
     write_ncstring(b, o.error_message)
     write_uvarint(b, len(o.responses) + 1)
     for e1 in o.responses:
-        _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(e1, b, out)
+        _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(e1, b, out)
     write_uvarint(b, len(o.node_endpoints) + 1)
     for e2 in o.node_endpoints:
-        _e_ShareAcknowledgeResponse_NodeEndpoint_0(e2, b, out)
+        _e_ShareAcknowledgeResponse_NodeEndpoint_1(e2, b, out)
     b += b'\x00'
 
 
-def _d_ShareAcknowledgeResponse_0(b, p):
+def _e_ShareAcknowledgeResponse_2(o, b, out):
+    b += _P0(o.throttle_time_ms, o.error_code)
+    write_ncstring(b, o.error_message)
+    b += _P2(o.acquisition_lock_timeout_ms)
+    write_uvarint(b, len(o.responses) + 1)
+    for e1 in o.responses:
+        _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(e1, b, out)
+    write_uvarint(b, len(o.node_endpoints) + 1)
+    for e2 in o.node_endpoints:
+        _e_ShareAcknowledgeResponse_NodeEndpoint_1(e2, b, out)
+    b += b'\x00'
+
+
+def _d_ShareAcknowledgeResponse_1(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
     n1, p = read_ccount(b, p, 18)
-    v3 = []
-    for _ in range(n1):
-        e2, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(b, p)
-        v3.append(e2)
-    n3, p = read_ccount(b, p, 11)
     v4 = []
+    for _ in range(n1):
+        e2, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(b, p)
+        v4.append(e2)
+    n3, p = read_ccount(b, p, 11)
+    v5 = []
     for _ in range(n3):
-        e4, p = _d_ShareAcknowledgeResponse_NodeEndpoint_0(b, p)
-        v4.append(e4)
+        e4, p = _d_ShareAcknowledgeResponse_NodeEndpoint_1(b, p)
+        v5.append(e4)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareAcknowledgeResponse(v0, v1, v2, v3, v4), p
+    return ShareAcknowledgeResponse(v0, v1, v2, 0, v4, v5), p
 
 
-ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._ENC = (_e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0,)
-ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._DEC = (_d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0,)
-ShareAcknowledgeResponse_PartitionData._ENC = (_e_ShareAcknowledgeResponse_PartitionData_0,)
-ShareAcknowledgeResponse_PartitionData._DEC = (_d_ShareAcknowledgeResponse_PartitionData_0,)
-ShareAcknowledgeResponse_LeaderIdAndEpoch._ENC = (_e_ShareAcknowledgeResponse_LeaderIdAndEpoch_0,)
-ShareAcknowledgeResponse_LeaderIdAndEpoch._DEC = (_d_ShareAcknowledgeResponse_LeaderIdAndEpoch_0,)
-ShareAcknowledgeResponse_NodeEndpoint._ENC = (_e_ShareAcknowledgeResponse_NodeEndpoint_0,)
-ShareAcknowledgeResponse_NodeEndpoint._DEC = (_d_ShareAcknowledgeResponse_NodeEndpoint_0,)
-ShareAcknowledgeResponse._ENC = (_e_ShareAcknowledgeResponse_0,)
-ShareAcknowledgeResponse._DEC = (_d_ShareAcknowledgeResponse_0,)
+def _d_ShareAcknowledgeResponse_2(b, p):
+    v0, v1 = _U0(b, p)
+    p += 6
+    v2, p = read_ncstring(b, p)
+    v3, = _U2(b, p)
+    p += 4
+    n1, p = read_ccount(b, p, 18)
+    v4 = []
+    for _ in range(n1):
+        e2, p = _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(b, p)
+        v4.append(e2)
+    n3, p = read_ccount(b, p, 11)
+    v5 = []
+    for _ in range(n3):
+        e4, p = _d_ShareAcknowledgeResponse_NodeEndpoint_1(b, p)
+        v5.append(e4)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ShareAcknowledgeResponse(v0, v1, v2, v3, v4, v5), p
+
+
+ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._ENC = (None, _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1, _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1,)
+ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._DEC = (None, _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1, _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1,)
+ShareAcknowledgeResponse_PartitionData._ENC = (None, _e_ShareAcknowledgeResponse_PartitionData_1, _e_ShareAcknowledgeResponse_PartitionData_1,)
+ShareAcknowledgeResponse_PartitionData._DEC = (None, _d_ShareAcknowledgeResponse_PartitionData_1, _d_ShareAcknowledgeResponse_PartitionData_1,)
+ShareAcknowledgeResponse_LeaderIdAndEpoch._ENC = (None, _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_1, _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_1,)
+ShareAcknowledgeResponse_LeaderIdAndEpoch._DEC = (None, _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_1, _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_1,)
+ShareAcknowledgeResponse_NodeEndpoint._ENC = (None, _e_ShareAcknowledgeResponse_NodeEndpoint_1, _e_ShareAcknowledgeResponse_NodeEndpoint_1,)
+ShareAcknowledgeResponse_NodeEndpoint._DEC = (None, _d_ShareAcknowledgeResponse_NodeEndpoint_1, _d_ShareAcknowledgeResponse_NodeEndpoint_1,)
+ShareAcknowledgeResponse._ENC = (None, _e_ShareAcknowledgeResponse_1, _e_ShareAcknowledgeResponse_2,)
+ShareAcknowledgeResponse._DEC = (None, _d_ShareAcknowledgeResponse_1, _d_ShareAcknowledgeResponse_2,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareFetchRequest: Kafka request (API key 78), versions 0-0, flexible from 0."""
+"""ShareFetchRequest: Kafka request (API key 78), versions 1-2, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -21,15 +21,18 @@ from pylog.protocol.codec import (
     write_uvarint,
 )
 
-_S0 = _Struct('>ii')
+_S0 = _Struct('>i')
 _P0 = _S0.pack
 _U0 = _S0.unpack_from
 _S1 = _Struct('>qq')
 _P1 = _S1.pack
 _U1 = _S1.unpack_from
-_S2 = _Struct('>iiii')
+_S2 = _Struct('>iiiiii')
 _P2 = _S2.pack
 _U2 = _S2.unpack_from
+_S3 = _Struct('>iiiiiib?')
+_P3 = _S3.pack
+_U3 = _S3.unpack_from
 
 
 class ShareFetchRequest_FetchTopic(Message):
@@ -43,7 +46,7 @@ class ShareFetchRequest_FetchTopic(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareFetchRequest.FetchTopic'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -65,28 +68,24 @@ class ShareFetchRequest_FetchPartition(Message):
     Fields (versions; ? = nullable; tag N = tagged field):
 
         partition_index: int32 v0+
-        partition_max_bytes: int32 v0+
         acknowledgement_batches: []AcknowledgementBatch v0+
     """
 
-    __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
+    __slots__ = ('partition_index', 'acknowledgement_batches')
     NAME = 'ShareFetchRequest.FetchPartition'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('partition_index', 'int32', (0, 32767), None, None, None),
-        ('partition_max_bytes', 'int32', (0, 32767), None, None, None),
         ('acknowledgement_batches', '[]AcknowledgementBatch', (0, 32767), None, None, None),
     )
 
-    def __init__(self, partition_index=0, partition_max_bytes=0, acknowledgement_batches=_D):
+    def __init__(self, partition_index=0, acknowledgement_batches=_D):
         self.partition_index = partition_index
-        self.partition_max_bytes = partition_max_bytes
         self.acknowledgement_batches = [] if acknowledgement_batches is _D else acknowledgement_batches
 
     def _is_default(self):
         return (self.partition_index == 0
-                and self.partition_max_bytes == 0
                 and not self.acknowledgement_batches)
 
 
@@ -102,7 +101,7 @@ class ShareFetchRequest_AcknowledgementBatch(Message):
 
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
     NAME = 'ShareFetchRequest.AcknowledgementBatch'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('first_offset', 'int64', (0, 32767), None, None, None),
@@ -132,7 +131,7 @@ class ShareFetchRequest_ForgottenTopic(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareFetchRequest.ForgottenTopic'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -159,17 +158,21 @@ class ShareFetchRequest(Message):
         max_wait_ms: int32 v0+
         min_bytes: int32 v0+
         max_bytes: int32 v0+ default 0x7fffffff
+        max_records: int32 v1+
+        batch_size: int32 v1+
+        share_acquire_mode: int8 v2+ default 0
+        is_renew_ack: bool v2+ default false
         topics: []FetchTopic v0+
         forgotten_topics_data: []ForgottenTopic v0+
     """
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data')
     NAME = 'ShareFetchRequest'
     API_KEY = 78
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('group_id', 'string', (0, 32767), (0, 32767), None, None),
         ('member_id', 'string', (0, 32767), (0, 32767), None, None),
@@ -177,17 +180,25 @@ class ShareFetchRequest(Message):
         ('max_wait_ms', 'int32', (0, 32767), None, None, None),
         ('min_bytes', 'int32', (0, 32767), None, None, None),
         ('max_bytes', 'int32', (0, 32767), None, None, None),
+        ('max_records', 'int32', (1, 32767), None, None, None),
+        ('batch_size', 'int32', (1, 32767), None, None, None),
+        ('share_acquire_mode', 'int8', (2, 32767), None, None, None),
+        ('is_renew_ack', 'bool', (2, 32767), None, None, None),
         ('topics', '[]FetchTopic', (0, 32767), None, None, None),
         ('forgotten_topics_data', '[]ForgottenTopic', (0, 32767), None, None, None),
     )
 
-    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, topics=_D, forgotten_topics_data=_D):
+    def __init__(self, group_id=None, member_id='', share_session_epoch=0, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, max_records=0, batch_size=0, share_acquire_mode=0, is_renew_ack=False, topics=_D, forgotten_topics_data=_D):
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _D else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _D else forgotten_topics_data
 
@@ -198,6 +209,10 @@ class ShareFetchRequest(Message):
                 and self.max_wait_ms == 0
                 and self.min_bytes == 0
                 and self.max_bytes == 2147483647
+                and self.max_records == 0
+                and self.batch_size == 0
+                and self.share_acquire_mode == 0
+                and self.is_renew_ack == False
                 and not self.topics
                 and not self.forgotten_topics_data)
 
@@ -214,30 +229,30 @@ ShareFetchRequest_FetchTopic.FetchPartition = ShareFetchRequest_FetchPartition
 ShareFetchRequest_FetchPartition.AcknowledgementBatch = ShareFetchRequest_AcknowledgementBatch
 
 
-def _e_ShareFetchRequest_AcknowledgementBatch_0(o, b, out):
+def _e_ShareFetchRequest_AcknowledgementBatch_1(o, b, out):
     b += _P1(o.first_offset, o.last_offset)
     write_uvarint(b, len(o.acknowledge_types) + 1)
     write_fixed_array(b, o.acknowledge_types, 'b')
     b += b'\x00'
 
 
-def _e_ShareFetchRequest_FetchPartition_0(o, b, out):
-    b += _P0(o.partition_index, o.partition_max_bytes)
+def _e_ShareFetchRequest_FetchPartition_1(o, b, out):
+    b += _P0(o.partition_index)
     write_uvarint(b, len(o.acknowledgement_batches) + 1)
     for e1 in o.acknowledgement_batches:
-        _e_ShareFetchRequest_AcknowledgementBatch_0(e1, b, out)
+        _e_ShareFetchRequest_AcknowledgementBatch_1(e1, b, out)
     b += b'\x00'
 
 
-def _e_ShareFetchRequest_FetchTopic_0(o, b, out):
+def _e_ShareFetchRequest_FetchTopic_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     for e1 in o.partitions:
-        _e_ShareFetchRequest_FetchPartition_0(e1, b, out)
+        _e_ShareFetchRequest_FetchPartition_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareFetchRequest_AcknowledgementBatch_0(b, p):
+def _d_ShareFetchRequest_AcknowledgementBatch_1(b, p):
     v0, v1 = _U1(b, p)
     p += 16
     n1, p = read_ccount(b, p, 1)
@@ -249,27 +264,27 @@ def _d_ShareFetchRequest_AcknowledgementBatch_0(b, p):
     return ShareFetchRequest_AcknowledgementBatch(v0, v1, v2), p
 
 
-def _d_ShareFetchRequest_FetchPartition_0(b, p):
-    v0, v1 = _U0(b, p)
-    p += 8
+def _d_ShareFetchRequest_FetchPartition_1(b, p):
+    v0, = _U0(b, p)
+    p += 4
     n1, p = read_ccount(b, p, 18)
-    v2 = []
+    v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareFetchRequest_AcknowledgementBatch_0(b, p)
-        v2.append(e2)
+        e2, p = _d_ShareFetchRequest_AcknowledgementBatch_1(b, p)
+        v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareFetchRequest_FetchPartition(v0, v1, v2), p
+    return ShareFetchRequest_FetchPartition(v0, v1), p
 
 
-def _d_ShareFetchRequest_FetchTopic_0(b, p):
+def _d_ShareFetchRequest_FetchTopic_1(b, p):
     v0, p = read_uuid(b, p)
-    n1, p = read_ccount(b, p, 10)
+    n1, p = read_ccount(b, p, 6)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareFetchRequest_FetchPartition_0(b, p)
+        e2, p = _d_ShareFetchRequest_FetchPartition_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -278,14 +293,14 @@ def _d_ShareFetchRequest_FetchTopic_0(b, p):
     return ShareFetchRequest_FetchTopic(v0, v1), p
 
 
-def _e_ShareFetchRequest_ForgottenTopic_0(o, b, out):
+def _e_ShareFetchRequest_ForgottenTopic_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     write_fixed_array(b, o.partitions, 'i')
     b += b'\x00'
 
 
-def _d_ShareFetchRequest_ForgottenTopic_0(b, p):
+def _d_ShareFetchRequest_ForgottenTopic_1(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
@@ -296,48 +311,83 @@ def _d_ShareFetchRequest_ForgottenTopic_0(b, p):
     return ShareFetchRequest_ForgottenTopic(v0, v1), p
 
 
-def _e_ShareFetchRequest_0(o, b, out):
+def _e_ShareFetchRequest_1(o, b, out):
     write_ncstring(b, o.group_id)
     write_ncstring(b, o.member_id)
-    b += _P2(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    b += _P2(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_uvarint(b, len(o.topics) + 1)
     for e1 in o.topics:
-        _e_ShareFetchRequest_FetchTopic_0(e1, b, out)
+        _e_ShareFetchRequest_FetchTopic_1(e1, b, out)
     write_uvarint(b, len(o.forgotten_topics_data) + 1)
     for e2 in o.forgotten_topics_data:
-        _e_ShareFetchRequest_ForgottenTopic_0(e2, b, out)
+        _e_ShareFetchRequest_ForgottenTopic_1(e2, b, out)
     b += b'\x00'
 
 
-def _d_ShareFetchRequest_0(b, p):
+def _e_ShareFetchRequest_2(o, b, out):
+    write_ncstring(b, o.group_id)
+    write_ncstring(b, o.member_id)
+    b += _P3(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    write_uvarint(b, len(o.topics) + 1)
+    for e1 in o.topics:
+        _e_ShareFetchRequest_FetchTopic_1(e1, b, out)
+    write_uvarint(b, len(o.forgotten_topics_data) + 1)
+    for e2 in o.forgotten_topics_data:
+        _e_ShareFetchRequest_ForgottenTopic_1(e2, b, out)
+    b += b'\x00'
+
+
+def _d_ShareFetchRequest_1(b, p):
     v0, p = read_ncstring(b, p)
     v1, p = read_ncstring(b, p)
-    v2, v3, v4, v5 = _U2(b, p)
-    p += 16
+    v2, v3, v4, v5, v6, v7 = _U2(b, p)
+    p += 24
     n1, p = read_ccount(b, p, 18)
-    v6 = []
+    v10 = []
     for _ in range(n1):
-        e2, p = _d_ShareFetchRequest_FetchTopic_0(b, p)
-        v6.append(e2)
+        e2, p = _d_ShareFetchRequest_FetchTopic_1(b, p)
+        v10.append(e2)
     n3, p = read_ccount(b, p, 18)
-    v7 = []
+    v11 = []
     for _ in range(n3):
-        e4, p = _d_ShareFetchRequest_ForgottenTopic_0(b, p)
-        v7.append(e4)
+        e4, p = _d_ShareFetchRequest_ForgottenTopic_1(b, p)
+        v11.append(e4)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareFetchRequest(v0, v1, v2, v3, v4, v5, v6, v7), p
+    return ShareFetchRequest(v0, v1, v2, v3, v4, v5, v6, v7, 0, False, v10, v11), p
 
 
-ShareFetchRequest_FetchTopic._ENC = (_e_ShareFetchRequest_FetchTopic_0,)
-ShareFetchRequest_FetchTopic._DEC = (_d_ShareFetchRequest_FetchTopic_0,)
-ShareFetchRequest_FetchPartition._ENC = (_e_ShareFetchRequest_FetchPartition_0,)
-ShareFetchRequest_FetchPartition._DEC = (_d_ShareFetchRequest_FetchPartition_0,)
-ShareFetchRequest_AcknowledgementBatch._ENC = (_e_ShareFetchRequest_AcknowledgementBatch_0,)
-ShareFetchRequest_AcknowledgementBatch._DEC = (_d_ShareFetchRequest_AcknowledgementBatch_0,)
-ShareFetchRequest_ForgottenTopic._ENC = (_e_ShareFetchRequest_ForgottenTopic_0,)
-ShareFetchRequest_ForgottenTopic._DEC = (_d_ShareFetchRequest_ForgottenTopic_0,)
-ShareFetchRequest._ENC = (_e_ShareFetchRequest_0,)
-ShareFetchRequest._DEC = (_d_ShareFetchRequest_0,)
+def _d_ShareFetchRequest_2(b, p):
+    v0, p = read_ncstring(b, p)
+    v1, p = read_ncstring(b, p)
+    v2, v3, v4, v5, v6, v7, v8, v9 = _U3(b, p)
+    p += 26
+    n1, p = read_ccount(b, p, 18)
+    v10 = []
+    for _ in range(n1):
+        e2, p = _d_ShareFetchRequest_FetchTopic_1(b, p)
+        v10.append(e2)
+    n3, p = read_ccount(b, p, 18)
+    v11 = []
+    for _ in range(n3):
+        e4, p = _d_ShareFetchRequest_ForgottenTopic_1(b, p)
+        v11.append(e4)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ShareFetchRequest(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11), p
+
+
+ShareFetchRequest_FetchTopic._ENC = (None, _e_ShareFetchRequest_FetchTopic_1, _e_ShareFetchRequest_FetchTopic_1,)
+ShareFetchRequest_FetchTopic._DEC = (None, _d_ShareFetchRequest_FetchTopic_1, _d_ShareFetchRequest_FetchTopic_1,)
+ShareFetchRequest_FetchPartition._ENC = (None, _e_ShareFetchRequest_FetchPartition_1, _e_ShareFetchRequest_FetchPartition_1,)
+ShareFetchRequest_FetchPartition._DEC = (None, _d_ShareFetchRequest_FetchPartition_1, _d_ShareFetchRequest_FetchPartition_1,)
+ShareFetchRequest_AcknowledgementBatch._ENC = (None, _e_ShareFetchRequest_AcknowledgementBatch_1, _e_ShareFetchRequest_AcknowledgementBatch_1,)
+ShareFetchRequest_AcknowledgementBatch._DEC = (None, _d_ShareFetchRequest_AcknowledgementBatch_1, _d_ShareFetchRequest_AcknowledgementBatch_1,)
+ShareFetchRequest_ForgottenTopic._ENC = (None, _e_ShareFetchRequest_ForgottenTopic_1, _e_ShareFetchRequest_ForgottenTopic_1,)
+ShareFetchRequest_ForgottenTopic._DEC = (None, _d_ShareFetchRequest_ForgottenTopic_1, _d_ShareFetchRequest_ForgottenTopic_1,)
+ShareFetchRequest._ENC = (None, _e_ShareFetchRequest_1, _e_ShareFetchRequest_2,)
+ShareFetchRequest._DEC = (None, _d_ShareFetchRequest_1, _d_ShareFetchRequest_2,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareFetchResponse: Kafka response (API key 78), versions 0-0, flexible from 0."""
+"""ShareFetchResponse: Kafka response (API key 78), versions 1-2, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -51,7 +51,7 @@ class ShareFetchResponse_ShareFetchableTopicResponse(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareFetchResponse.ShareFetchableTopicResponse'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -84,7 +84,7 @@ class ShareFetchResponse_PartitionData(Message):
 
     __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
     NAME = 'ShareFetchResponse.PartitionData'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('partition_index', 'int32', (0, 32767), None, None, None),
@@ -129,7 +129,7 @@ class ShareFetchResponse_LeaderIdAndEpoch(Message):
 
     __slots__ = ('leader_id', 'leader_epoch')
     NAME = 'ShareFetchResponse.LeaderIdAndEpoch'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('leader_id', 'int32', (0, 32767), None, None, None),
@@ -157,7 +157,7 @@ class ShareFetchResponse_AcquiredRecords(Message):
 
     __slots__ = ('first_offset', 'last_offset', 'delivery_count')
     NAME = 'ShareFetchResponse.AcquiredRecords'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('first_offset', 'int64', (0, 32767), None, None, None),
@@ -189,7 +189,7 @@ class ShareFetchResponse_NodeEndpoint(Message):
 
     __slots__ = ('node_id', 'host', 'port', 'rack')
     NAME = 'ShareFetchResponse.NodeEndpoint'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('node_id', 'int32', (0, 32767), None, None, None),
@@ -219,29 +219,32 @@ class ShareFetchResponse(Message):
         throttle_time_ms: int32 v0+
         error_code: int16 v0+
         error_message: string v0+ ?0+ default null
+        acquisition_lock_timeout_ms: int32 v1+
         responses: []ShareFetchableTopicResponse v0+
         node_endpoints: []NodeEndpoint v0+
     """
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     NAME = 'ShareFetchResponse'
     API_KEY = 78
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 2)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('throttle_time_ms', 'int32', (0, 32767), None, None, None),
         ('error_code', 'int16', (0, 32767), None, None, None),
         ('error_message', 'string', (0, 32767), (0, 32767), None, None),
+        ('acquisition_lock_timeout_ms', 'int32', (1, 32767), None, None, None),
         ('responses', '[]ShareFetchableTopicResponse', (0, 32767), None, None, None),
         ('node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None),
     )
 
-    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, responses=_D, node_endpoints=_D):
+    def __init__(self, throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=0, responses=_D, node_endpoints=_D):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is _D else responses
         self.node_endpoints = [] if node_endpoints is _D else node_endpoints
 
@@ -249,6 +252,7 @@ class ShareFetchResponse(Message):
         return (self.throttle_time_ms == 0
                 and self.error_code == 0
                 and self.error_message is None
+                and self.acquisition_lock_timeout_ms == 0
                 and not self.responses
                 and not self.node_endpoints)
 
@@ -268,38 +272,38 @@ ShareFetchResponse_PartitionData.LeaderIdAndEpoch = ShareFetchResponse_LeaderIdA
 ShareFetchResponse_PartitionData.AcquiredRecords = ShareFetchResponse_AcquiredRecords
 
 
-def _e_ShareFetchResponse_LeaderIdAndEpoch_0(o, b, out):
+def _e_ShareFetchResponse_LeaderIdAndEpoch_1(o, b, out):
     b += _P2(o.leader_id, o.leader_epoch)
     b += b'\x00'
 
 
-def _e_ShareFetchResponse_AcquiredRecords_0(o, b, out):
+def _e_ShareFetchResponse_AcquiredRecords_1(o, b, out):
     b += _P3(o.first_offset, o.last_offset, o.delivery_count)
     b += b'\x00'
 
 
-def _e_ShareFetchResponse_PartitionData_0(o, b, out):
+def _e_ShareFetchResponse_PartitionData_1(o, b, out):
     b += _P0(o.partition_index, o.error_code)
     write_ncstring(b, o.error_message)
     b += _P1(o.acknowledge_error_code)
     write_ncstring(b, o.acknowledge_error_message)
-    _e_ShareFetchResponse_LeaderIdAndEpoch_0(o.current_leader, b, out)
+    _e_ShareFetchResponse_LeaderIdAndEpoch_1(o.current_leader, b, out)
     write_crecords(b, out, o.records)
     write_uvarint(b, len(o.acquired_records) + 1)
     for e1 in o.acquired_records:
-        _e_ShareFetchResponse_AcquiredRecords_0(e1, b, out)
+        _e_ShareFetchResponse_AcquiredRecords_1(e1, b, out)
     b += b'\x00'
 
 
-def _e_ShareFetchResponse_ShareFetchableTopicResponse_0(o, b, out):
+def _e_ShareFetchResponse_ShareFetchableTopicResponse_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     for e1 in o.partitions:
-        _e_ShareFetchResponse_PartitionData_0(e1, b, out)
+        _e_ShareFetchResponse_PartitionData_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareFetchResponse_LeaderIdAndEpoch_0(b, p):
+def _d_ShareFetchResponse_LeaderIdAndEpoch_1(b, p):
     v0, v1 = _U2(b, p)
     p += 8
     if b[p]:
@@ -309,7 +313,7 @@ def _d_ShareFetchResponse_LeaderIdAndEpoch_0(b, p):
     return ShareFetchResponse_LeaderIdAndEpoch(v0, v1), p
 
 
-def _d_ShareFetchResponse_AcquiredRecords_0(b, p):
+def _d_ShareFetchResponse_AcquiredRecords_1(b, p):
     v0, v1, v2 = _U3(b, p)
     p += 18
     if b[p]:
@@ -319,19 +323,19 @@ def _d_ShareFetchResponse_AcquiredRecords_0(b, p):
     return ShareFetchResponse_AcquiredRecords(v0, v1, v2), p
 
 
-def _d_ShareFetchResponse_PartitionData_0(b, p):
+def _d_ShareFetchResponse_PartitionData_1(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
     v3, = _U1(b, p)
     p += 2
     v4, p = read_ncstring(b, p)
-    v5, p = _d_ShareFetchResponse_LeaderIdAndEpoch_0(b, p)
+    v5, p = _d_ShareFetchResponse_LeaderIdAndEpoch_1(b, p)
     v6, p = read_crecords(b, p)
     n1, p = read_ccount(b, p, 19)
     v7 = []
     for _ in range(n1):
-        e2, p = _d_ShareFetchResponse_AcquiredRecords_0(b, p)
+        e2, p = _d_ShareFetchResponse_AcquiredRecords_1(b, p)
         v7.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -340,12 +344,12 @@ def _d_ShareFetchResponse_PartitionData_0(b, p):
     return ShareFetchResponse_PartitionData(v0, v1, v2, v3, v4, v5, v6, v7), p
 
 
-def _d_ShareFetchResponse_ShareFetchableTopicResponse_0(b, p):
+def _d_ShareFetchResponse_ShareFetchableTopicResponse_1(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 22)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareFetchResponse_PartitionData_0(b, p)
+        e2, p = _d_ShareFetchResponse_PartitionData_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -354,7 +358,7 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_0(b, p):
     return ShareFetchResponse_ShareFetchableTopicResponse(v0, v1), p
 
 
-def _e_ShareFetchResponse_NodeEndpoint_0(o, b, out):
+def _e_ShareFetchResponse_NodeEndpoint_1(o, b, out):
     b += _P4(o.node_id)
     write_cstring(b, o.host)
     b += _P4(o.port)
@@ -362,7 +366,7 @@ def _e_ShareFetchResponse_NodeEndpoint_0(o, b, out):
     b += b'\x00'
 
 
-def _d_ShareFetchResponse_NodeEndpoint_0(b, p):
+def _d_ShareFetchResponse_NodeEndpoint_1(b, p):
     v0, = _U4(b, p)
     p += 4
     v1, p = read_cstring(b, p)
@@ -376,48 +380,51 @@ def _d_ShareFetchResponse_NodeEndpoint_0(b, p):
     return ShareFetchResponse_NodeEndpoint(v0, v1, v2, v3), p
 
 
-def _e_ShareFetchResponse_0(o, b, out):
+def _e_ShareFetchResponse_1(o, b, out):
     b += _P0(o.throttle_time_ms, o.error_code)
     write_ncstring(b, o.error_message)
+    b += _P4(o.acquisition_lock_timeout_ms)
     write_uvarint(b, len(o.responses) + 1)
     for e1 in o.responses:
-        _e_ShareFetchResponse_ShareFetchableTopicResponse_0(e1, b, out)
+        _e_ShareFetchResponse_ShareFetchableTopicResponse_1(e1, b, out)
     write_uvarint(b, len(o.node_endpoints) + 1)
     for e2 in o.node_endpoints:
-        _e_ShareFetchResponse_NodeEndpoint_0(e2, b, out)
+        _e_ShareFetchResponse_NodeEndpoint_1(e2, b, out)
     b += b'\x00'
 
 
-def _d_ShareFetchResponse_0(b, p):
+def _d_ShareFetchResponse_1(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
+    v3, = _U4(b, p)
+    p += 4
     n1, p = read_ccount(b, p, 18)
-    v3 = []
-    for _ in range(n1):
-        e2, p = _d_ShareFetchResponse_ShareFetchableTopicResponse_0(b, p)
-        v3.append(e2)
-    n3, p = read_ccount(b, p, 11)
     v4 = []
+    for _ in range(n1):
+        e2, p = _d_ShareFetchResponse_ShareFetchableTopicResponse_1(b, p)
+        v4.append(e2)
+    n3, p = read_ccount(b, p, 11)
+    v5 = []
     for _ in range(n3):
-        e4, p = _d_ShareFetchResponse_NodeEndpoint_0(b, p)
-        v4.append(e4)
+        e4, p = _d_ShareFetchResponse_NodeEndpoint_1(b, p)
+        v5.append(e4)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareFetchResponse(v0, v1, v2, v3, v4), p
+    return ShareFetchResponse(v0, v1, v2, v3, v4, v5), p
 
 
-ShareFetchResponse_ShareFetchableTopicResponse._ENC = (_e_ShareFetchResponse_ShareFetchableTopicResponse_0,)
-ShareFetchResponse_ShareFetchableTopicResponse._DEC = (_d_ShareFetchResponse_ShareFetchableTopicResponse_0,)
-ShareFetchResponse_PartitionData._ENC = (_e_ShareFetchResponse_PartitionData_0,)
-ShareFetchResponse_PartitionData._DEC = (_d_ShareFetchResponse_PartitionData_0,)
-ShareFetchResponse_LeaderIdAndEpoch._ENC = (_e_ShareFetchResponse_LeaderIdAndEpoch_0,)
-ShareFetchResponse_LeaderIdAndEpoch._DEC = (_d_ShareFetchResponse_LeaderIdAndEpoch_0,)
-ShareFetchResponse_AcquiredRecords._ENC = (_e_ShareFetchResponse_AcquiredRecords_0,)
-ShareFetchResponse_AcquiredRecords._DEC = (_d_ShareFetchResponse_AcquiredRecords_0,)
-ShareFetchResponse_NodeEndpoint._ENC = (_e_ShareFetchResponse_NodeEndpoint_0,)
-ShareFetchResponse_NodeEndpoint._DEC = (_d_ShareFetchResponse_NodeEndpoint_0,)
-ShareFetchResponse._ENC = (_e_ShareFetchResponse_0,)
-ShareFetchResponse._DEC = (_d_ShareFetchResponse_0,)
+ShareFetchResponse_ShareFetchableTopicResponse._ENC = (None, _e_ShareFetchResponse_ShareFetchableTopicResponse_1, _e_ShareFetchResponse_ShareFetchableTopicResponse_1,)
+ShareFetchResponse_ShareFetchableTopicResponse._DEC = (None, _d_ShareFetchResponse_ShareFetchableTopicResponse_1, _d_ShareFetchResponse_ShareFetchableTopicResponse_1,)
+ShareFetchResponse_PartitionData._ENC = (None, _e_ShareFetchResponse_PartitionData_1, _e_ShareFetchResponse_PartitionData_1,)
+ShareFetchResponse_PartitionData._DEC = (None, _d_ShareFetchResponse_PartitionData_1, _d_ShareFetchResponse_PartitionData_1,)
+ShareFetchResponse_LeaderIdAndEpoch._ENC = (None, _e_ShareFetchResponse_LeaderIdAndEpoch_1, _e_ShareFetchResponse_LeaderIdAndEpoch_1,)
+ShareFetchResponse_LeaderIdAndEpoch._DEC = (None, _d_ShareFetchResponse_LeaderIdAndEpoch_1, _d_ShareFetchResponse_LeaderIdAndEpoch_1,)
+ShareFetchResponse_AcquiredRecords._ENC = (None, _e_ShareFetchResponse_AcquiredRecords_1, _e_ShareFetchResponse_AcquiredRecords_1,)
+ShareFetchResponse_AcquiredRecords._DEC = (None, _d_ShareFetchResponse_AcquiredRecords_1, _d_ShareFetchResponse_AcquiredRecords_1,)
+ShareFetchResponse_NodeEndpoint._ENC = (None, _e_ShareFetchResponse_NodeEndpoint_1, _e_ShareFetchResponse_NodeEndpoint_1,)
+ShareFetchResponse_NodeEndpoint._DEC = (None, _d_ShareFetchResponse_NodeEndpoint_1, _d_ShareFetchResponse_NodeEndpoint_1,)
+ShareFetchResponse._ENC = (None, _e_ShareFetchResponse_1, _e_ShareFetchResponse_1,)
+ShareFetchResponse._DEC = (None, _d_ShareFetchResponse_1, _d_ShareFetchResponse_1,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupDescribeRequest: Kafka request (API key 77), versions 0-0, flexible from 0."""
+"""ShareGroupDescribeRequest: Kafka request (API key 77), versions 1-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -34,9 +34,9 @@ class ShareGroupDescribeRequest(Message):
     NAME = 'ShareGroupDescribeRequest'
     API_KEY = 77
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('group_ids', '[]string', (0, 32767), None, None, None),
         ('include_authorized_operations', 'bool', (0, 32767), None, None, None),
@@ -53,7 +53,7 @@ class ShareGroupDescribeRequest(Message):
 
 
 
-def _e_ShareGroupDescribeRequest_0(o, b, out):
+def _e_ShareGroupDescribeRequest_1(o, b, out):
     write_uvarint(b, len(o.group_ids) + 1)
     for e1 in o.group_ids:
         write_cstring(b, e1)
@@ -61,7 +61,7 @@ def _e_ShareGroupDescribeRequest_0(o, b, out):
     b += b'\x00'
 
 
-def _d_ShareGroupDescribeRequest_0(b, p):
+def _d_ShareGroupDescribeRequest_1(b, p):
     n1, p = read_ccount(b, p, 1)
     v0 = []
     for _ in range(n1):
@@ -76,5 +76,5 @@ def _d_ShareGroupDescribeRequest_0(b, p):
     return ShareGroupDescribeRequest(v0, v1), p
 
 
-ShareGroupDescribeRequest._ENC = (_e_ShareGroupDescribeRequest_0,)
-ShareGroupDescribeRequest._DEC = (_d_ShareGroupDescribeRequest_0,)
+ShareGroupDescribeRequest._ENC = (None, _e_ShareGroupDescribeRequest_1,)
+ShareGroupDescribeRequest._DEC = (None, _d_ShareGroupDescribeRequest_1,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupDescribeResponse: Kafka response (API key 77), versions 0-0, flexible from 0."""
+"""ShareGroupDescribeResponse: Kafka response (API key 77), versions 1-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -52,7 +52,7 @@ class ShareGroupDescribeResponse_DescribedGroup(Message):
 
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
     NAME = 'ShareGroupDescribeResponse.DescribedGroup'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('error_code', 'int16', (0, 32767), None, None, None),
@@ -105,7 +105,7 @@ class ShareGroupDescribeResponse_Member(Message):
 
     __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
     NAME = 'ShareGroupDescribeResponse.Member'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('member_id', 'string', (0, 32767), None, None, None),
@@ -146,7 +146,7 @@ class ShareGroupDescribeResponse_Assignment(Message):
 
     __slots__ = ('topic_partitions',)
     NAME = 'ShareGroupDescribeResponse.Assignment'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
@@ -171,7 +171,7 @@ class ShareGroupDescribeResponse_TopicPartitions(Message):
 
     __slots__ = ('topic_id', 'topic_name', 'partitions')
     NAME = 'ShareGroupDescribeResponse.TopicPartitions'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -203,7 +203,7 @@ class ShareGroupDescribeResponse(Message):
     NAME = 'ShareGroupDescribeResponse'
     API_KEY = 77
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
@@ -233,7 +233,7 @@ ShareGroupDescribeResponse_Member.Assignment = ShareGroupDescribeResponse_Assign
 ShareGroupDescribeResponse_Assignment.TopicPartitions = ShareGroupDescribeResponse_TopicPartitions
 
 
-def _e_ShareGroupDescribeResponse_TopicPartitions_0(o, b, out):
+def _e_ShareGroupDescribeResponse_TopicPartitions_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_cstring(b, o.topic_name)
     write_uvarint(b, len(o.partitions) + 1)
@@ -241,14 +241,14 @@ def _e_ShareGroupDescribeResponse_TopicPartitions_0(o, b, out):
     b += b'\x00'
 
 
-def _e_ShareGroupDescribeResponse_Assignment_0(o, b, out):
+def _e_ShareGroupDescribeResponse_Assignment_1(o, b, out):
     write_uvarint(b, len(o.topic_partitions) + 1)
     for e1 in o.topic_partitions:
-        _e_ShareGroupDescribeResponse_TopicPartitions_0(e1, b, out)
+        _e_ShareGroupDescribeResponse_TopicPartitions_1(e1, b, out)
     b += b'\x00'
 
 
-def _e_ShareGroupDescribeResponse_Member_0(o, b, out):
+def _e_ShareGroupDescribeResponse_Member_1(o, b, out):
     write_cstring(b, o.member_id)
     write_ncstring(b, o.rack_id)
     b += _P2(o.member_epoch)
@@ -257,11 +257,11 @@ def _e_ShareGroupDescribeResponse_Member_0(o, b, out):
     write_uvarint(b, len(o.subscribed_topic_names) + 1)
     for e1 in o.subscribed_topic_names:
         write_cstring(b, e1)
-    _e_ShareGroupDescribeResponse_Assignment_0(o.assignment, b, out)
+    _e_ShareGroupDescribeResponse_Assignment_1(o.assignment, b, out)
     b += b'\x00'
 
 
-def _e_ShareGroupDescribeResponse_DescribedGroup_0(o, b, out):
+def _e_ShareGroupDescribeResponse_DescribedGroup_1(o, b, out):
     b += _P0(o.error_code)
     write_ncstring(b, o.error_message)
     write_cstring(b, o.group_id)
@@ -270,12 +270,12 @@ def _e_ShareGroupDescribeResponse_DescribedGroup_0(o, b, out):
     write_cstring(b, o.assignor_name)
     write_uvarint(b, len(o.members) + 1)
     for e1 in o.members:
-        _e_ShareGroupDescribeResponse_Member_0(e1, b, out)
+        _e_ShareGroupDescribeResponse_Member_1(e1, b, out)
     b += _P2(o.authorized_operations)
     b += b'\x00'
 
 
-def _d_ShareGroupDescribeResponse_TopicPartitions_0(b, p):
+def _d_ShareGroupDescribeResponse_TopicPartitions_1(b, p):
     v0, p = read_uuid(b, p)
     v1, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
@@ -287,11 +287,11 @@ def _d_ShareGroupDescribeResponse_TopicPartitions_0(b, p):
     return ShareGroupDescribeResponse_TopicPartitions(v0, v1, v2), p
 
 
-def _d_ShareGroupDescribeResponse_Assignment_0(b, p):
+def _d_ShareGroupDescribeResponse_Assignment_1(b, p):
     n1, p = read_ccount(b, p, 19)
     v0 = []
     for _ in range(n1):
-        e2, p = _d_ShareGroupDescribeResponse_TopicPartitions_0(b, p)
+        e2, p = _d_ShareGroupDescribeResponse_TopicPartitions_1(b, p)
         v0.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -300,7 +300,7 @@ def _d_ShareGroupDescribeResponse_Assignment_0(b, p):
     return ShareGroupDescribeResponse_Assignment(v0), p
 
 
-def _d_ShareGroupDescribeResponse_Member_0(b, p):
+def _d_ShareGroupDescribeResponse_Member_1(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_ncstring(b, p)
     v2, = _U2(b, p)
@@ -312,7 +312,7 @@ def _d_ShareGroupDescribeResponse_Member_0(b, p):
     for _ in range(n1):
         e2, p = read_cstring(b, p)
         v5.append(e2)
-    v6, p = _d_ShareGroupDescribeResponse_Assignment_0(b, p)
+    v6, p = _d_ShareGroupDescribeResponse_Assignment_1(b, p)
     if b[p]:
         p = skip_tags(b, p)
     else:
@@ -320,7 +320,7 @@ def _d_ShareGroupDescribeResponse_Member_0(b, p):
     return ShareGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6), p
 
 
-def _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p):
+def _d_ShareGroupDescribeResponse_DescribedGroup_1(b, p):
     v0, = _U0(b, p)
     p += 2
     v1, p = read_ncstring(b, p)
@@ -332,7 +332,7 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p):
     n1, p = read_ccount(b, p, 12)
     v7 = []
     for _ in range(n1):
-        e2, p = _d_ShareGroupDescribeResponse_Member_0(b, p)
+        e2, p = _d_ShareGroupDescribeResponse_Member_1(b, p)
         v7.append(e2)
     v8, = _U2(b, p)
     p += 4
@@ -343,21 +343,21 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p):
     return ShareGroupDescribeResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
-def _e_ShareGroupDescribeResponse_0(o, b, out):
+def _e_ShareGroupDescribeResponse_1(o, b, out):
     b += _P2(o.throttle_time_ms)
     write_uvarint(b, len(o.groups) + 1)
     for e1 in o.groups:
-        _e_ShareGroupDescribeResponse_DescribedGroup_0(e1, b, out)
+        _e_ShareGroupDescribeResponse_DescribedGroup_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareGroupDescribeResponse_0(b, p):
+def _d_ShareGroupDescribeResponse_1(b, p):
     v0, = _U2(b, p)
     p += 4
     n1, p = read_ccount(b, p, 20)
     v1 = []
     for _ in range(n1):
-        e2, p = _d_ShareGroupDescribeResponse_DescribedGroup_0(b, p)
+        e2, p = _d_ShareGroupDescribeResponse_DescribedGroup_1(b, p)
         v1.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -366,13 +366,13 @@ def _d_ShareGroupDescribeResponse_0(b, p):
     return ShareGroupDescribeResponse(v0, v1), p
 
 
-ShareGroupDescribeResponse_DescribedGroup._ENC = (_e_ShareGroupDescribeResponse_DescribedGroup_0,)
-ShareGroupDescribeResponse_DescribedGroup._DEC = (_d_ShareGroupDescribeResponse_DescribedGroup_0,)
-ShareGroupDescribeResponse_Member._ENC = (_e_ShareGroupDescribeResponse_Member_0,)
-ShareGroupDescribeResponse_Member._DEC = (_d_ShareGroupDescribeResponse_Member_0,)
-ShareGroupDescribeResponse_Assignment._ENC = (_e_ShareGroupDescribeResponse_Assignment_0,)
-ShareGroupDescribeResponse_Assignment._DEC = (_d_ShareGroupDescribeResponse_Assignment_0,)
-ShareGroupDescribeResponse_TopicPartitions._ENC = (_e_ShareGroupDescribeResponse_TopicPartitions_0,)
-ShareGroupDescribeResponse_TopicPartitions._DEC = (_d_ShareGroupDescribeResponse_TopicPartitions_0,)
-ShareGroupDescribeResponse._ENC = (_e_ShareGroupDescribeResponse_0,)
-ShareGroupDescribeResponse._DEC = (_d_ShareGroupDescribeResponse_0,)
+ShareGroupDescribeResponse_DescribedGroup._ENC = (None, _e_ShareGroupDescribeResponse_DescribedGroup_1,)
+ShareGroupDescribeResponse_DescribedGroup._DEC = (None, _d_ShareGroupDescribeResponse_DescribedGroup_1,)
+ShareGroupDescribeResponse_Member._ENC = (None, _e_ShareGroupDescribeResponse_Member_1,)
+ShareGroupDescribeResponse_Member._DEC = (None, _d_ShareGroupDescribeResponse_Member_1,)
+ShareGroupDescribeResponse_Assignment._ENC = (None, _e_ShareGroupDescribeResponse_Assignment_1,)
+ShareGroupDescribeResponse_Assignment._DEC = (None, _d_ShareGroupDescribeResponse_Assignment_1,)
+ShareGroupDescribeResponse_TopicPartitions._ENC = (None, _e_ShareGroupDescribeResponse_TopicPartitions_1,)
+ShareGroupDescribeResponse_TopicPartitions._DEC = (None, _d_ShareGroupDescribeResponse_TopicPartitions_1,)
+ShareGroupDescribeResponse._ENC = (None, _e_ShareGroupDescribeResponse_1,)
+ShareGroupDescribeResponse._DEC = (None, _d_ShareGroupDescribeResponse_1,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupHeartbeatRequest: Kafka request (API key 76), versions 0-0, flexible from 0."""
+"""ShareGroupHeartbeatRequest: Kafka request (API key 76), versions 1-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -38,9 +38,9 @@ class ShareGroupHeartbeatRequest(Message):
     NAME = 'ShareGroupHeartbeatRequest'
     API_KEY = 76
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     FIELDS = (
         ('group_id', 'string', (0, 32767), None, None, None),
         ('member_id', 'string', (0, 32767), None, None, None),
@@ -66,7 +66,7 @@ class ShareGroupHeartbeatRequest(Message):
 
 
 
-def _e_ShareGroupHeartbeatRequest_0(o, b, out):
+def _e_ShareGroupHeartbeatRequest_1(o, b, out):
     write_cstring(b, o.group_id)
     write_cstring(b, o.member_id)
     b += _P0(o.member_epoch)
@@ -80,7 +80,7 @@ def _e_ShareGroupHeartbeatRequest_0(o, b, out):
     b += b'\x00'
 
 
-def _d_ShareGroupHeartbeatRequest_0(b, p):
+def _d_ShareGroupHeartbeatRequest_1(b, p):
     v0, p = read_cstring(b, p)
     v1, p = read_cstring(b, p)
     v2, = _U0(b, p)
@@ -101,5 +101,5 @@ def _d_ShareGroupHeartbeatRequest_0(b, p):
     return ShareGroupHeartbeatRequest(v0, v1, v2, v3, v4), p
 
 
-ShareGroupHeartbeatRequest._ENC = (_e_ShareGroupHeartbeatRequest_0,)
-ShareGroupHeartbeatRequest._DEC = (_d_ShareGroupHeartbeatRequest_0,)
+ShareGroupHeartbeatRequest._ENC = (None, _e_ShareGroupHeartbeatRequest_1,)
+ShareGroupHeartbeatRequest._DEC = (None, _d_ShareGroupHeartbeatRequest_1,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupHeartbeatResponse: Kafka response (API key 76), versions 0-0, flexible from 0."""
+"""ShareGroupHeartbeatResponse: Kafka response (API key 76), versions 1-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -42,7 +42,7 @@ class ShareGroupHeartbeatResponse_Assignment(Message):
 
     __slots__ = ('topic_partitions',)
     NAME = 'ShareGroupHeartbeatResponse.Assignment'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
@@ -66,7 +66,7 @@ class ShareGroupHeartbeatResponse_TopicPartitions(Message):
 
     __slots__ = ('topic_id', 'partitions')
     NAME = 'ShareGroupHeartbeatResponse.TopicPartitions'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -100,7 +100,7 @@ class ShareGroupHeartbeatResponse(Message):
     NAME = 'ShareGroupHeartbeatResponse'
     API_KEY = 76
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (1, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
@@ -139,21 +139,21 @@ ShareGroupHeartbeatResponse_TopicPartitions.__qualname__ = 'ShareGroupHeartbeatR
 ShareGroupHeartbeatResponse_Assignment.TopicPartitions = ShareGroupHeartbeatResponse_TopicPartitions
 
 
-def _e_ShareGroupHeartbeatResponse_TopicPartitions_0(o, b, out):
+def _e_ShareGroupHeartbeatResponse_TopicPartitions_1(o, b, out):
     b += uuid_bytes(o.topic_id)
     write_uvarint(b, len(o.partitions) + 1)
     write_fixed_array(b, o.partitions, 'i')
     b += b'\x00'
 
 
-def _e_ShareGroupHeartbeatResponse_Assignment_0(o, b, out):
+def _e_ShareGroupHeartbeatResponse_Assignment_1(o, b, out):
     write_uvarint(b, len(o.topic_partitions) + 1)
     for e1 in o.topic_partitions:
-        _e_ShareGroupHeartbeatResponse_TopicPartitions_0(e1, b, out)
+        _e_ShareGroupHeartbeatResponse_TopicPartitions_1(e1, b, out)
     b += b'\x00'
 
 
-def _d_ShareGroupHeartbeatResponse_TopicPartitions_0(b, p):
+def _d_ShareGroupHeartbeatResponse_TopicPartitions_1(b, p):
     v0, p = read_uuid(b, p)
     n1, p = read_ccount(b, p, 4)
     v1, p = read_fixed_array(b, p, n1, 'i', 4)
@@ -164,11 +164,11 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_0(b, p):
     return ShareGroupHeartbeatResponse_TopicPartitions(v0, v1), p
 
 
-def _d_ShareGroupHeartbeatResponse_Assignment_0(b, p):
+def _d_ShareGroupHeartbeatResponse_Assignment_1(b, p):
     n1, p = read_ccount(b, p, 18)
     v0 = []
     for _ in range(n1):
-        e2, p = _d_ShareGroupHeartbeatResponse_TopicPartitions_0(b, p)
+        e2, p = _d_ShareGroupHeartbeatResponse_TopicPartitions_1(b, p)
         v0.append(e2)
     if b[p]:
         p = skip_tags(b, p)
@@ -177,7 +177,7 @@ def _d_ShareGroupHeartbeatResponse_Assignment_0(b, p):
     return ShareGroupHeartbeatResponse_Assignment(v0), p
 
 
-def _e_ShareGroupHeartbeatResponse_0(o, b, out):
+def _e_ShareGroupHeartbeatResponse_1(o, b, out):
     b += _P0(o.throttle_time_ms, o.error_code)
     write_ncstring(b, o.error_message)
     write_ncstring(b, o.member_id)
@@ -186,11 +186,11 @@ def _e_ShareGroupHeartbeatResponse_0(o, b, out):
         b += b'\xff'
     else:
         b += b'\x01'
-        _e_ShareGroupHeartbeatResponse_Assignment_0(o.assignment, b, out)
+        _e_ShareGroupHeartbeatResponse_Assignment_1(o.assignment, b, out)
     b += b'\x00'
 
 
-def _d_ShareGroupHeartbeatResponse_0(b, p):
+def _d_ShareGroupHeartbeatResponse_1(b, p):
     v0, v1 = _U0(b, p)
     p += 6
     v2, p = read_ncstring(b, p)
@@ -202,7 +202,7 @@ def _d_ShareGroupHeartbeatResponse_0(b, p):
     if t1 < 0:
         v6 = None
     else:
-        v6, p = _d_ShareGroupHeartbeatResponse_Assignment_0(b, p)
+        v6, p = _d_ShareGroupHeartbeatResponse_Assignment_1(b, p)
     if b[p]:
         p = skip_tags(b, p)
     else:
@@ -210,9 +210,9 @@ def _d_ShareGroupHeartbeatResponse_0(b, p):
     return ShareGroupHeartbeatResponse(v0, v1, v2, v3, v4, v5, v6), p
 
 
-ShareGroupHeartbeatResponse_Assignment._ENC = (_e_ShareGroupHeartbeatResponse_Assignment_0,)
-ShareGroupHeartbeatResponse_Assignment._DEC = (_d_ShareGroupHeartbeatResponse_Assignment_0,)
-ShareGroupHeartbeatResponse_TopicPartitions._ENC = (_e_ShareGroupHeartbeatResponse_TopicPartitions_0,)
-ShareGroupHeartbeatResponse_TopicPartitions._DEC = (_d_ShareGroupHeartbeatResponse_TopicPartitions_0,)
-ShareGroupHeartbeatResponse._ENC = (_e_ShareGroupHeartbeatResponse_0,)
-ShareGroupHeartbeatResponse._DEC = (_d_ShareGroupHeartbeatResponse_0,)
+ShareGroupHeartbeatResponse_Assignment._ENC = (None, _e_ShareGroupHeartbeatResponse_Assignment_1,)
+ShareGroupHeartbeatResponse_Assignment._DEC = (None, _d_ShareGroupHeartbeatResponse_Assignment_1,)
+ShareGroupHeartbeatResponse_TopicPartitions._ENC = (None, _e_ShareGroupHeartbeatResponse_TopicPartitions_1,)
+ShareGroupHeartbeatResponse_TopicPartitions._DEC = (None, _d_ShareGroupHeartbeatResponse_TopicPartitions_1,)
+ShareGroupHeartbeatResponse._ENC = (None, _e_ShareGroupHeartbeatResponse_1,)
+ShareGroupHeartbeatResponse._DEC = (None, _d_ShareGroupHeartbeatResponse_1,)

@@ -257,7 +257,8 @@ def test_newer_leader_epoch_is_unknown(broker) -> None:
 def test_metadata_flags_only_the_registered_internal_topics(broker) -> None:
     from pylog.log.internal_topics import INTERNAL_TOPICS, is_internal
 
-    assert set(INTERNAL_TOPICS) == {"__consumer_offsets", "__transaction_state"}
+    # Kafka's Topic.INTERNAL_TOPICS (4.x adds the share coordinator's state topic, KIP-932).
+    assert set(INTERNAL_TOPICS) == {"__consumer_offsets", "__transaction_state", "__share_group_state"}
     assert not is_internal("__my_topic") and not is_internal("_consumer_offsets")
     for name in ("__consumer_offsets", "__my_topic", "plain"):
         broker.log_manager.create_topic(name, 1)

@@ -496,7 +496,7 @@ def test_consumer_offsets_records_decode_as_kafka_prints_them(tmp_path: Path, ca
         encode_offset_commit("g1", "ev", 0, offset=42, leader_epoch=0, commit_timestamp=T0),
         encode_group_metadata("g1", group),
         encode_offset_commit("g1", "ev", 0, offset=None),
-        (struct.pack(">h", 12) + b"share", b"\x00\x00"),  # a newer Kafka's record type
+        (struct.pack(">h", 16) + b"newer", b"\x00\x00"),  # a newer Kafka's record type
     ]
     part = tmp_path / "__consumer_offsets-7"
     with Log(part) as log:
@@ -519,7 +519,7 @@ def test_consumer_offsets_records_decode_as_kafka_prints_them(tmp_path: Path, ca
                                "userData": None}
     assert (m["memberId"], m["groupInstanceId"], m["rebalanceTimeout"]) == ("m-1", None, 300000)
     assert rec[2].endswith(' payload: <DELETE>')
-    assert rec[3].endswith(" key: Unknown record type 12 at offset 3, skipping.")
+    assert rec[3].endswith(" key: Unknown record type 16 at offset 3, skipping.")
 
     # Explicitly, on a file outside a __consumer_offsets directory; a broken key is a problem.
     other = tmp_path / "copy-0"

@@ -289,7 +289,7 @@ def test_replay_skips_foreign_record_types_and_refuses_garbage() -> None:
 
     h = GroupHarness()
     h.coord.begin_load()
-    h.coord.replay(b"\x00\x0b" + b"share-group-stuff", b"x")  # type 11: skipped
+    h.coord.replay(b"\x00\x10" + b"future-record-stuff", b"x")  # type 16: skipped
     with pytest.raises(CoordinatorRecordError):
         h.coord.replay(b"\x00\x01\x00", None)
     h.coord.complete_load()

@@ -169,8 +169,32 @@ def test_consumer_group_and_unknown_record_types() -> None:
     rec = decode_record(key, value)
     assert isinstance(rec, ConsumerGroupRecord) and rec.record_type == 3
     assert rec.key.group_id == "g" and rec.value.epoch == 5
-    # Share-group (9-15) and future types are skipped by the loader, not refused.
-    assert decode_record(i16(11) + b"whatever", b"x") == UnknownRecord(11)
+    # Future types are skipped by the loader, not refused.
+    assert decode_record(i16(16) + b"whatever", b"x") == UnknownRecord(16)
+
+
+def test_share_group_records_round_trip() -> None:
+    import uuid
+
+    from pylog.group.records import ShareGroupRecord
+    from pylog.group.share.records import (
+        encode_share_group_current_assignment,
+        encode_share_group_epoch,
+        encode_share_group_target_member,
+    )
+    from pylog.group.share.share_group import ShareGroupMember
+
+    tid = uuid.uuid4()
+    rec = decode_record(*encode_share_group_epoch("g", 7))
+    assert isinstance(rec, ShareGroupRecord) and rec.record_type == 11 and rec.value.epoch == 7
+    assert decode_record(*encode_share_group_epoch("g", None)).value is None
+    rec = decode_record(*encode_share_group_target_member("g", "m", {tid: {2, 0}}))
+    assert rec.record_type == 13 and rec.key.member_id == "m"
+    assert [(tp.topic_id, tp.partitions) for tp in rec.value.topic_partitions] == [(tid, [0, 2])]
+    member = ShareGroupMember("m", member_epoch=3, previous_member_epoch=2, assigned={tid: {1}})
+    rec = decode_record(*encode_share_group_current_assignment("g", "m", member))
+    assert rec.record_type == 14 and rec.value.member_epoch == 3
+    assert rec.value.previous_member_epoch == 2
 
 
 # --------------------------------------------------------------------------- hostile input

@@ -1,0 +1,87 @@
+"""What ShareFetch and ShareAcknowledge share: the share session step and applying
+acknowledgement batches to share partitions (``pylog.group.share``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pylog import errors
+from pylog.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+
+# (topic id, partition) -> the request's acknowledgement batches for it, in request order
+# (librdkafka may name a topic twice in one request: merged here).
+Acks = dict[tuple[Any, int], list[Any]]
+
+
+def collect(topics: list[Any]) -> Acks:
+    out: Acks = {}
+    for t in topics:
+        for p in t.partitions:
+            out.setdefault((t.topic_id, p.partition_index), []).extend(p.acknowledgement_batches)
+    return out
+
+
+def session_step(ctx: RequestContext, group_id: str, member_id: str, epoch: int,
+                 parts: Acks, forgotten: list[tuple[Any, int]], fetch: bool) -> ShareSession:
+    """Open, continue or check the closing of the member's share session.
+
+    Raises:
+        InvalidRequestError: no group or member id; acknowledgements with epoch 0.
+        InvalidShareSessionEpochError: ShareAcknowledge with epoch 0, or a wrong epoch.
+        ShareSessionNotFoundError: no session to continue or close.
+    """
+    share = ctx.broker.share
+    if not group_id:
+        raise errors.InvalidRequestError("Group id must be provided.")
+    if not member_id:
+        raise errors.InvalidRequestError("Member id must be provided.")
+    if epoch == INITIAL_EPOCH:
+        if not fetch:
+            raise errors.InvalidShareSessionEpochError(
+                "ShareAcknowledge cannot open a share session (epoch 0).")
+        if any(parts.values()):
+            raise errors.InvalidRequestError("Acknowledge data present on initial fetch request.")
+        session, old = share.sessions.open(group_id, member_id)
+        if old is not None and (old.group_id, old.member_id) != (group_id, member_id):
+            share.release_member(old.group_id, old.member_id)  # evicted from a full cache
+        session.add(parts)
+        return session
+    if epoch == FINAL_EPOCH:
+        return share.sessions.check_final(group_id, member_id)
+    session = share.sessions.use(group_id, member_id, epoch)
+    session.add(parts)
+    session.forget(forgotten)
+    return session
+
+
+def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: Any,
+                partition: int, batches: list[Any]) -> tuple[int, str | None]:
+    """Apply one partition's acknowledgement batches; (error code, message)."""
+    share = ctx.broker.share
+    topic = share.topic_of(topic_id)
+    if topic is None:
+        return errors.UnknownTopicIdError.code, None
+    if not 0 <= partition < len(topic.partitions):
+        return errors.UnknownTopicOrPartitionError.code, None
+    sp = share.share_partition(group_id, topic, partition)
+    if sp is None:
+        return errors.NotLeaderOrFollowerError.code, None
+    now = round(ctx.broker.clock.monotonic() * 1000)
+    try:
+        sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                                   for b in batches], now, share.lock_duration_ms(group_id))
+    except errors.ApiError as exc:
+        return exc.code, str(exc)
+    share.changed((group_id, topic_id, partition), sp, woke=True)
+    return 0, None
+
+
+def close_session(ctx: RequestContext, group_id: str, member_id: str) -> None:
+    """After a request with epoch -1: the session goes and the member's records with it."""
+    share = ctx.broker.share
+    share.sessions.remove(group_id, member_id)
+    share.release_member(group_id, member_id)

@@ -1,0 +1,222 @@
+"""ShareFetch (key 78), versions 1-2 (KIP-932): acknowledge, then acquire and return records
+of the share partitions of the member's share session.
+
+Order of work, as Kafka's ``KafkaApis.handleShareFetchRequest``:
+
+1. the share session step (``_share.session_step``: epoch 0 opens, -1 closes, else the
+   next epoch; top-level SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH /
+   INVALID_REQUEST);
+2. the piggy-backed acknowledgements, per partition (its ``AcknowledgeErrorCode``:
+   INVALID_RECORD_STATE for an offset the member does not hold, ...);
+3. unless the session closes (-1) or ``MaxRecords`` is 0 (an acknowledge-only request, as
+   librdkafka sends), records are acquired: per session partition, the log is read from the
+   share partition's first acquirable offset (``SharePartition.next_fetch_offset``) up to the
+   high watermark, with the Fetch handler's read path (``fetch._read``: a
+   ``logcore.FileRegion`` sent with sendfile), and the AVAILABLE offsets in the region are
+   acquired for the member (at most ``MaxRecords`` in all). The answer carries whole batches
+   and the ``AcquiredRecords`` ranges with their delivery counts; the client keeps only
+   the records inside those ranges.
+
+Long poll: with nothing acquired and ``MaxWaitMs`` left, the request waits for an append to
+one of its partitions or for records to become available again (released, lock expired:
+``pylog.group.share.service.waiter_key``), then tries again. It answers as soon as
+something is acquired: ``MinBytes`` is read as 1 (holding acquired records back to wait for
+more would only shorten their locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import logcore
+from pylog import errors
+from pylog.broker.handlers import _share
+from pylog.broker.handlers._common import LEADER_EPOCH
+from pylog.broker.handlers.fetch import _read
+from pylog.group.share.service import waiter_key
+from pylog.group.share.sessions import FINAL_EPOCH
+from pylog.protocol.apis import ADVERTISED, ApiKey
+from pylog.protocol.messages import ShareFetchResponse
+
+if TYPE_CHECKING:
+    from pylog.broker.handlers._context import RequestContext
+
+API_KEY = ApiKey.SHARE_FETCH
+VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
+
+_R = ShareFetchResponse
+
+
+def _leader(ctx: RequestContext, topic: Any, partition: int) -> Any:
+    replicas = ctx.broker.replicas
+    if replicas.active:
+        state = replicas.partitions.get((topic.name, partition))
+        if state is not None:
+            return _R.LeaderIdAndEpoch(leader_id=state.leader_id, leader_epoch=state.leader_epoch)
+    return _R.LeaderIdAndEpoch(leader_id=ctx.broker.node_id, leader_epoch=LEADER_EPOCH)
+
+
+def _partition(index: int, code: int = 0, *, ack: tuple[int, str | None] | None = None,
+               leader: Any = None, records: Any = None, acquired: list[Any] | None = None) -> Any:
+    return _R.PartitionData(
+        partition_index=index, error_code=code,
+        acknowledge_error_code=ack[0] if ack else 0,
+        acknowledge_error_message=ack[1] if ack else None,
+        current_leader=leader or _R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+        records=records if records is not None else b"",
+        acquired_records=acquired or [])
+
+
+# Bytes read per partition and pass (Kafka's max.partition.fetch.bytes default); the region
+# is then cut after the batch of the last acquired record.
+_READ_BYTES = 1 << 20
+
+
+async def _trim(ctx: RequestContext, plog: Any, region: Any, last: int, hw: int) -> Any:
+    """``region`` without the batches after the one holding offset ``last`` (the last
+    acquired): MaxRecords may stop the acquisition long before the region's end, and those
+    records would only be sent to be dropped. The cut is found with a one-batch read at
+    ``last + 1`` (the index and the batch header, no record bytes)."""
+    if last >= region.last_offset:
+        return region
+    nxt = await _read(ctx, plog, last + 1, 1, hw, True)
+    if not nxt.size or nxt.path != region.path \
+            or not region.position < nxt.position < region.position + region.size:
+        if nxt.size and nxt.path == region.path and nxt.position == region.position:
+            return region.head(nxt.size, nxt.last_offset)  # one batch holds both
+        return region
+    if nxt.first_offset > last:
+        return region.head(nxt.position - region.position, nxt.first_offset - 1)
+    return region.head(nxt.position + nxt.size - region.position, nxt.last_offset)
+
+
+async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
+                       max_records: int) -> tuple[dict[tuple[Any, int], Any], int, list[Any], bool]:
+    """One pass over the session's partitions. Returns (answers by (topic id, partition),
+    records acquired, wait keys, whether a partition has an error)."""
+    share = ctx.broker.share
+    gid, mid = request.group_id, request.member_id
+    lock_ms = share.lock_duration_ms(gid)
+    now = round(ctx.broker.clock.monotonic() * 1000)
+    remaining_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    remaining = max_records
+    out: dict[tuple[Any, int], Any] = {}
+    keys: list[Any] = []
+    any_error = False
+    any_data = False
+    for key in list(session.partitions):
+        topic_id, index = key
+        topic = share.topic_of(topic_id)
+        if topic is None:
+            out[key] = _partition(index, errors.UnknownTopicIdError.code)
+            any_error = True
+            continue
+        if not 0 <= index < len(topic.partitions):
+            out[key] = _partition(index, errors.UnknownTopicOrPartitionError.code)
+            any_error = True
+            continue
+        sp = share.share_partition(gid, topic, index)
+        if sp is None:
+            out[key] = _partition(index, errors.NotLeaderOrFollowerError.code,
+                                  leader=_leader(ctx, topic, index))
+            any_error = True
+            continue
+        keys.append((topic.name, index))
+        keys.append(waiter_key(gid, topic_id, index))
+        if remaining <= 0 or remaining_bytes <= 0:
+            continue
+        if sp.expire_locks(now):
+            share.changed((gid, topic_id, index), sp)
+        offset = sp.next_fetch_offset()
+        bounds = share.leader_bounds(topic, index)
+        if offset is None or bounds is None:
+            continue
+        plog, hw = bounds
+        if offset >= hw:
+            continue
+        try:
+            region = await _read(ctx, plog, offset, min(remaining_bytes, _READ_BYTES), hw,
+                                 not any_data)
+        except logcore.OffsetOutOfRangeError:
+            sp.move_start(plog.log_start_offset)  # retention moved the start under us
+            continue
+        if not region.size:
+            continue
+        acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms)
+        if not acquired:
+            continue
+        region = await _trim(ctx, plog, region, acquired[-1].last_offset, hw)
+        share.changed((gid, topic_id, index), sp)
+        any_data = True
+        remaining -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+        remaining_bytes -= region.size
+        out[key] = _partition(index, leader=_leader(ctx, topic, index), records=region, acquired=[
+            _R.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
+                               delivery_count=a.delivery_count) for a in acquired])
+    return out, max_records - remaining, keys, any_error
+
+
+async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
+    share = ctx.broker.share
+    gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
+    acks = _share.collect(request.topics)
+    forgotten = [(f.topic_id, p) for f in request.forgotten_topics_data for p in f.partitions]
+    session = _share.session_step(ctx, gid or "", mid or "", epoch, acks, forgotten, fetch=True)
+    lock_ms = share.lock_duration_ms(gid)
+    ack_results: dict[tuple[Any, int], tuple[int, str | None]] = {}
+    for (topic_id, index), batches in acks.items():
+        if batches:
+            ack_results[(topic_id, index)] = _share.acknowledge(ctx, gid, mid, topic_id, index,
+                                                                batches)
+    answers: dict[tuple[Any, int], Any] = {}
+    max_records = request.max_records if request.max_records > 0 else 0
+    if epoch == FINAL_EPOCH:
+        _share.close_session(ctx, gid, mid)
+    elif max_records > 0:
+        broker = ctx.broker
+        clock = broker.clock
+        deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
+        waiters = broker.waiters
+        loop = asyncio.get_running_loop()
+        while True:
+            since = waiters.sequence
+            answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,
+                                                                    max_records)
+            wait = deadline - clock.monotonic()
+            if acquired or any_error or wait <= 0 or broker.stopping or not keys:
+                break
+            waited = loop.time()
+            woken = await waiters.wait(keys, wait, since)
+            ctx.remote_s += loop.time() - waited
+            if not woken:
+                answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,
+                                                                        max_records)
+                break
+    # The answer: partitions with records or an error, and every partition acknowledged;
+    # a request that opened the session answers for all it named.
+    for key, result in ack_results.items():
+        if key in answers:
+            pd = answers[key]
+            pd.acknowledge_error_code, pd.acknowledge_error_message = result
+        else:
+            answers[key] = _partition(key[1], ack=result)
+    if epoch == 0:
+        for key in acks:
+            answers.setdefault(key, _partition(key[1]))
+    # Answer once the state changes (acknowledgements, acquisitions' delivery counts) are
+    # durable, as Kafka answers after its persister's write.
+    await share.flushed()
+    by_topic: dict[Any, list[Any]] = {}
+    for (topic_id, _index), pd in answers.items():
+        by_topic.setdefault(topic_id, []).append(pd)
+    return _R(throttle_time_ms=0, error_code=0, error_message=None,
+              acquisition_lock_timeout_ms=lock_ms,
+              responses=[_R.ShareFetchableTopicResponse(topic_id=t, partitions=parts)
+                         for t, parts in by_topic.items()],
+              node_endpoints=[])
+
+
+def error_response(ctx: RequestContext, request: Any, code: int, message: str) -> Any:
+    return _R(throttle_time_ms=0, error_code=code, error_message=message or None,
+              acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])

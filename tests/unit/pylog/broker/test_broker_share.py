@@ -1,0 +1,208 @@
+"""ShareFetch and ShareAcknowledge through the dispatcher, in process, with a manual clock:
+share sessions and their errors, acquisition, acknowledgements, lock expiry, closing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import logcore
+from pylog import errors
+from pylog._clock import ManualClock
+from pylog.broker import handlers
+from pylog.broker.server import Broker
+from pylog.config import BrokerConfig
+from pylog.protocol.messages import ProduceRequest, ShareAcknowledgeRequest, ShareFetchRequest
+
+T0 = 1_700_000_000_000
+F = ShareFetchRequest
+A = ShareAcknowledgeRequest
+
+
+@pytest.fixture
+def broker(tmp_path):
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "num.partitions": "1"})
+    b = Broker(config, clock=ManualClock(time_ms=T0), allow_pure_python=True)
+    b.log_manager.startup()
+    yield b
+    b.log_manager.shutdown()
+    b.executor.shutdown()
+
+
+async def call(broker: Broker, api_key: int, version: int, body: Any) -> Any:
+    ctx = handlers.RequestContext(broker, api_key, version, 1, "test", "127.0.0.1:1")
+    return await asyncio.wait_for(handlers.dispatch(ctx, body), 10)
+
+
+async def produce(broker: Broker, topic: str, n: int) -> None:
+    b = logcore.BatchBuilder()
+    for i in range(n):
+        b.append(b"v%d" % i, timestamp_ms=T0)
+    R = ProduceRequest
+    body = R(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[R.TopicProduceData(
+        name=topic, partition_data=[R.PartitionProduceData(index=0, records=b.build())])])
+    resp = await call(broker, 0, 9, body)
+    assert resp.responses[0].partition_responses[0].error_code == 0
+
+
+def fetch(tid: Any, member: str, epoch: int, *, max_records: int = 100, wait: int = 0,
+          acks: list[tuple[int, int, int]] = (), group: str = "g") -> Any:
+    return F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
+             min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+             topics=[F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(
+                 partition_index=0, acknowledgement_batches=[
+                     F.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=[t])
+                     for a, b, t in acks])])],
+             forgotten_topics_data=[])
+
+
+def ack(tid: Any, member: str, epoch: int, acks: list[tuple[int, int, list[int]]]) -> Any:
+    return A(group_id="g", member_id=member, share_session_epoch=epoch, topics=[A.AcknowledgeTopic(
+        topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            A.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=t)
+            for a, b, t in acks])])])
+
+
+def acquired(resp: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None:
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("t", 1)
+        tid = topic.topic_id
+        await produce(broker, "t", 10)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+
+        r = await call(broker, 78, 1, fetch(tid, "m1", 0, max_records=5))
+        assert r.error_code == 0 and acquired(r) == [(0, 4, 1)]
+        assert r.acquisition_lock_timeout_ms == 30_000
+        assert r.responses[0].partitions[0].records.size > 0  # the batch, as a file region
+
+        # Session errors are top-level.
+        assert (await call(broker, 78, 1, fetch(tid, "m1", 5))).error_code == \
+            errors.InvalidShareSessionEpochError.code
+        assert (await call(broker, 78, 1, fetch(tid, "nobody", 1))).error_code == \
+            errors.ShareSessionNotFoundError.code
+        assert (await call(broker, 78, 1, fetch(tid, "m3", 0, acks=[(0, 0, 1)]))).error_code == \
+            errors.InvalidRequestError.code
+        assert (await call(broker, 79, 1, ack(tid, "m1", 0, []))).error_code == \
+            errors.InvalidShareSessionEpochError.code
+
+        # ShareAcknowledge: accept 0-1, release 2, reject 3 (per-offset types).
+        r = await call(broker, 79, 1, ack(tid, "m1", 1, [(0, 3, [1, 1, 2, 3])]))
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0
+        r = await call(broker, 79, 1, ack(tid, "m1", 2, [(9, 9, [1])]))  # never acquired
+        assert r.responses[0].partitions[0].error_code == errors.InvalidRecordStateError.code
+
+        # Another member gets the released offset again (delivery 2) and the rest; 4 is m1's.
+        r = await call(broker, 78, 1, fetch(tid, "m2", 0))
+        assert acquired(r) == [(2, 2, 2), (5, 9, 1)]
+
+        # m1's lock on 4 expires: it comes back with its delivery counted.
+        broker.clock.advance(30_000)
+        r = await call(broker, 78, 1, fetch(tid, "m3", 0))
+        assert acquired(r) == [(2, 2, 3), (4, 9, 2)]
+
+        # Piggy-backed acknowledgements: a bad one is the partition's AcknowledgeErrorCode.
+        # (3 was rejected: a batch over it is refused as a whole.)
+        r = await call(broker, 78, 2, fetch(tid, "m3", 1, acks=[(2, 9, 1)], max_records=0))
+        assert r.responses[0].partitions[0].acknowledge_error_code == \
+            errors.InvalidRecordStateError.code
+        r = await call(broker, 78, 2, fetch(tid, "m3", 2, acks=[(2, 2, 1), (4, 9, 1)],
+                                            max_records=0))
+        pd = r.responses[0].partitions[0]
+        assert pd.acknowledge_error_code == 0 and acquired(r) == []
+        sp = broker.share.partitions[("g", tid, 0)]
+        assert sp.start_offset == 10 and sp.end_offset == 10
+        r = await call(broker, 78, 1, fetch(tid, "m3", 3, acks=[(2, 2, 1)], max_records=0))
+        assert r.responses[0].partitions[0].acknowledge_error_code == \
+            errors.InvalidRecordStateError.code
+
+        # Long poll: nothing to acquire, woken by an append.
+        waiting = asyncio.ensure_future(call(broker, 78, 1, fetch(tid, "m3", 4, wait=5000)))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await produce(broker, "t", 2)
+        r = await asyncio.wait_for(waiting, 5)
+        assert acquired(r) == [(10, 11, 1)]
+
+        # Closing the session (epoch -1) releases what the member holds.
+        r = await call(broker, 78, 1, fetch(tid, "m3", -1, max_records=0))
+        assert r.error_code == 0
+        assert sp.state_of(10)[0] == 0 and broker.share.sessions.get("g", "m3") is None
+
+    asyncio.run(go())
+
+
+def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("w", 1)
+        await produce(broker, "w", 300)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        key = ("g", topic.topic_id, 0)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
+        assert acquired(r) == [(0, 149, 1)]
+        broker.share.partitions[key].max_in_flight = 200
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "n", 0, max_records=150))
+        assert acquired(r) == [(150, 199, 1)]
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "o", 0, max_records=150))
+        assert acquired(r) == []
+
+    asyncio.run(go())
+
+
+def test_group_configs_altered_and_described(broker: Broker) -> None:
+    from pylog.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    I = IncrementalAlterConfigsRequest  # noqa: E741
+    D = DescribeConfigsRequest
+
+    def alter(*configs: tuple[str, int, str | None]) -> Any:
+        return I(resources=[I.AlterConfigsResource(resource_type=32, resource_name="g", configs=[
+            I.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs])],
+            validate_only=False)
+
+    async def go() -> None:
+        r = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "earliest"),
+                                            ("share.record.lock.duration.ms", 0, "20000")))
+        assert r.responses[0].error_code == 0
+        bad = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 0, "100")))
+        assert bad.responses[0].error_code == errors.InvalidConfigError.code
+        unknown = await call(broker, 44, 1, alter(("share.nope", 0, "1")))
+        assert unknown.responses[0].error_code == errors.InvalidConfigError.code
+        assert broker.share.lock_duration_ms("g") == 20000
+        d = await call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=32, resource_name="g", configuration_keys=None)],
+            include_synonyms=True, include_documentation=False))
+        got = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
+        assert got["share.auto.offset.reset"] == ("earliest", 8)
+        assert got["share.record.lock.duration.ms"] == ("20000", 8)
+        assert got["share.delivery.count.limit"] == ("5", 5)
+        r = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 1, None)))
+        assert r.responses[0].error_code == 0 and broker.share.lock_duration_ms("g") == 30000
+
+    asyncio.run(go())
+
+
+def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
+    from pylog.protocol.messages import DeleteTopicsRequest
+
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("d", 1)
+        await produce(broker, "d", 3)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
+        assert acquired(r) == [(0, 2, 1)]
+        assert ("g", topic.topic_id, 0) in broker.share.partitions
+        D = DeleteTopicsRequest
+        d = await call(broker, 20, 6, D(topics=[D.DeleteTopicState(name="d")], timeout_ms=1000))
+        assert d.responses[0].error_code == 0
+        assert ("g", topic.topic_id, 0) not in broker.share.partitions
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
+        assert r.responses[0].partitions[0].error_code == errors.UnknownTopicIdError.code
+
+    asyncio.run(go())
