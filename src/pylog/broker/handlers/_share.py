@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
 from pylog.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 
 if TYPE_CHECKING:
@@ -15,6 +16,22 @@ if TYPE_CHECKING:
 # (topic id, partition) -> the request's acknowledgement batches for it, in request order
 # (librdkafka may name a topic twice in one request: merged here).
 Acks = dict[tuple[Any, int], list[Any]]
+
+
+def require_access(ctx: RequestContext, group_id: str | None, topics: list[Any]) -> None:
+    """READ on the group (GROUP_AUTHORIZATION_FAILED), then READ on every topic the request
+    names (TOPIC_AUTHORIZATION_FAILED), both answered for the whole request by its
+    ``error_response``; nothing is acknowledged, acquired or opened when denied. Kafka
+    answers a denied topic per partition; the request here is refused whole."""
+    require_group(ctx, AclOperation.READ, group_id)
+    if ctx.broker.authorizer is None or not topics:
+        return
+    share = ctx.broker.share
+    names = [t.name for t in (share.topic_of(tp.topic_id) for tp in topics) if t is not None]
+    refused = denied(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+    if refused:
+        raise errors.TopicAuthorizationFailedError(
+            f"Not authorized to read topics: {sorted(refused)}")
 
 
 def collect(topics: list[Any]) -> Acks:

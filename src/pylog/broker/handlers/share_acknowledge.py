@@ -25,6 +25,7 @@ _R = ShareAcknowledgeResponse
 
 
 async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
+    _share.require_access(ctx, request.group_id, request.topics)
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)
     _share.session_step(ctx, gid or "", mid or "", epoch, acks, [], fetch=False)

@@ -158,6 +158,7 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
 
 
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
+    _share.require_access(ctx, request.group_id, request.topics)
     share = ctx.broker.share
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)

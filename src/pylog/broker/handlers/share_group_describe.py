@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers import _groups
+from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed, authorized_ops
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ShareGroupDescribeResponse
-from pylog.security.acl import ResourceType, authorized_operations
 
 if TYPE_CHECKING:
     from pylog.broker.handlers._context import RequestContext
@@ -30,10 +30,15 @@ def _assignment(tp: dict[Any, set[int]], names: dict[Any, str]) -> Any:
 
 
 async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Any:
-    ops = authorized_operations(bool(request.include_authorized_operations), ResourceType.GROUP)
     names = _groups.topic_names(ctx)
     out = []
     for gid in request.group_ids:
+        if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(_R.DescribedGroup(error_code=errors.GroupAuthorizationFailedError.code,
+                                         group_id=gid))
+            continue
+        ops = authorized_ops(ctx, bool(request.include_authorized_operations),
+                             ResourceType.GROUP, gid)
         coord = _groups.coordinator(ctx, gid)
         if coord is None:
             out.append(_R.DescribedGroup(error_code=_groups.not_hosted(ctx), group_id=gid))

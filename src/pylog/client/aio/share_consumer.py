@@ -163,6 +163,12 @@ class ShareConsumer:
             except (KafkaConnectionError, KafkaTimeoutError, errors.ApiError) as exc:
                 log.debug("share group %s: heartbeat failed: %s", self.group_id, exc)
                 self._coordinator = None
+                if isinstance(exc, errors.ApiError) and not exc.retriable:
+                    # e.g. GROUP_AUTHORIZATION_FAILED from FindCoordinator: poll raises it
+                    # (once per failure), and the member keeps trying, as it is granted.
+                    self.errors.append(exc)
+                    await asyncio.sleep(self._interval)
+                    continue
                 await asyncio.sleep(self.cluster.retry_backoff)
                 continue
             code = resp.error_code
