@@ -42,7 +42,7 @@ from pylog import errors
 from pylog.protocol.messages import ProduceResponse
 
 __all__ = ["INLINE_APPEND_MAX_BYTES", "LEADER_EPOCH", "AppendError", "append_records",
-           "append_replicated", "must_wait_for_acks"]
+           "append_replicated", "must_wait_for_acks", "try_append_inline"]
 
 log = logging.getLogger("pylog.replication.append")
 
@@ -229,6 +229,32 @@ def _inline(partition: Any, records: Any, leader_epoch: int) -> bool:
     return not partition.log.append_needs_io(n, max_timestamp, last_offset_delta, leader_epoch)
 
 
+def _checks(broker: Any, partition: Any, key: tuple[str, int], acks: int) -> tuple[int, int]:
+    """Step 1: the acks for ``_append_now`` and the leader epoch to stamp."""
+    replicas = broker.replicas
+    cluster = getattr(broker, "cluster", None)
+    if replicas.active or cluster is not None:  # a single node never gets here
+        state = replicas.partitions.get(key)
+        if state is not None:
+            return _replica_checks(broker, state, acks)
+        if cluster is not None:
+            # A local log the controller has not given this broker a role for (before the
+            # first LeaderAndIsr after a start, or after StopReplica): never appended to.
+            raise AppendError(errors.NotLeaderOrFollowerError.code,
+                              f"broker {broker.node_id} is neither leader nor follower of "
+                              f"{partition.topic}-{partition.index}: refresh the metadata")
+    return acks, LEADER_EPOCH
+
+
+def _appended(broker: Any, partition: Any, key: tuple[str, int], info: Any) -> None:
+    """Step 5."""
+    if not info.duplicate:
+        replicas = broker.replicas
+        if replicas.active:
+            replicas.on_local_append(key, partition.log.log_end_offset)
+        broker.waiters.notify(key)
+
+
 async def append_records(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
     """Append one record batch to ``partition`` (steps 1-5 above): the one partition-append
     path, used by Produce and by the coordinators for their internal topics.
@@ -237,29 +263,30 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     """
     key = (partition.topic, partition.index)
     io = broker.io
-    replicas = broker.replicas
-    epoch = LEADER_EPOCH
-    cluster = getattr(broker, "cluster", None)
-    if replicas.active or cluster is not None:  # a single node never gets here
-        state = replicas.partitions.get(key)
-        if state is not None:
-            acks, epoch = _replica_checks(broker, state, acks)
-        elif cluster is not None:
-            # A local log the controller has not given this broker a role for (before the
-            # first LeaderAndIsr after a start, or after StopReplica): never appended to.
-            raise AppendError(errors.NotLeaderOrFollowerError.code,
-                              f"broker {broker.node_id} is neither leader nor follower of "
-                              f"{partition.topic}-{partition.index}: refresh the metadata")
+    acks, epoch = _checks(broker, partition, key, acks)
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
     if not io.busy(key) and _inline(partition, records, epoch):
         info = _append_now(partition, records, acks, epoch)
     else:
         info = await io.run_ordered(key, _append_now, partition, records, acks, epoch)
-    if not info.duplicate:
-        if replicas.active:
-            replicas.on_local_append(key, partition.log.log_end_offset)
-        broker.waiters.notify(key)
+    _appended(broker, partition, key, info)
+    return info
+
+
+def try_append_inline(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
+    """``append_records`` without a coroutine, for callers on the loop that would rather
+    not wait a loop turn (the coordinators' writes): the ``LogAppendInfo`` when the append
+    runs on the loop now (nothing for the partition queued on a thread, and ``_inline``),
+    None when it must go to a thread (call ``append_records``; nothing was appended).
+
+    Raises ``AppendError`` as ``append_records`` does."""
+    key = (partition.topic, partition.index)
+    acks, epoch = _checks(broker, partition, key, acks)
+    if broker.io.busy(key) or not _inline(partition, records, epoch):
+        return None
+    info = _append_now(partition, records, acks, epoch)
+    _appended(broker, partition, key, info)
     return info
 
 
