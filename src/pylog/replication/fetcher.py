@@ -223,6 +223,9 @@ class ReplicaFetcher:
         if response.error_code:
             cls = errors.error_for_code(response.error_code) or errors.UnknownServerError
             raise cls(f"fetch from broker {self.leader_id} failed")
+        if request.session_epoch == 0 and self.session.open:
+            log.info("%r: fetch session %d opened over %d partitions", self,
+                     self.session.session_id, len(epochs))
         for topic in response.responses:
             for pd in topic.partitions:
                 key = (topic.topic, pd.partition_index)

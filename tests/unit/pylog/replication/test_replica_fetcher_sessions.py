@@ -235,3 +235,39 @@ def test_a_session_evicted_on_the_leader_is_replaced_and_replication_goes_on(bro
         assert _ends(follower) == _ends(leader) == [3, 2, 1, 0]
         assert len(leader.fetch_sessions) == 1  # the old session was closed, not leaked
     _run(leader, follower, scenario)
+
+
+def test_a_session_the_leaders_cache_evicts_is_recovered(brokers) -> None:
+    """One slot: a second fetcher's new session evicts the first's, unused for longer
+    than the eviction time (the cache's own rule); the first gets
+    FETCH_SESSION_ID_NOT_FOUND, fetches in full, finds no room (the other session is
+    fresh and a follower's) and goes on with full fetches that ask again."""
+    from pylog.broker.fetch_sessions import FetchSessionCache
+
+    follower, leader = brokers
+    clock = leader.clock
+    assert isinstance(clock, ManualClock)
+
+    async def scenario() -> None:
+        leader.fetch_sessions = FetchSessionCache(1, clock, eviction_ms=1000)
+        first, conn = _fetcher(follower, leader)
+        await _produce(leader, 0, 3)
+        await _round(first)
+        held = first.session.session_id
+        assert held != 0
+        clock.advance(2000)
+        second, _conn2 = _fetcher(follower, leader)
+        second.keys = {("t", 3)}
+        await _round(second)
+        assert second.session.session_id not in (0, held)
+        assert leader.fetch_sessions.evictions == 1 and leader.fetch_sessions.get(held) is None
+        await _produce(leader, 1, 2)
+        await _round(first)
+        assert conn.responses[-1].error_code == errors.FetchSessionIdNotFoundError.code
+        for _ in range(3):
+            await _round(first)
+            assert (conn.requests[-1].session_id, conn.requests[-1].session_epoch) == (0, 0)
+            assert _named(conn.requests[-1]) == [0, 1, 2, 3]
+        assert first.session.session_id == 0
+        assert _ends(follower) == _ends(leader) == [3, 2, 0, 0]
+    _run(leader, follower, scenario)
