@@ -74,6 +74,9 @@ _MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35
 _HEADER_SIZE = 61
 _ATTR_CODEC = 0x07  # in the low byte of attributes (byte 22)
 _ATTR_CONTROL = 0x20
+#: Topic codecs under which an uncompressed batch is stored as it is (no rewrite):
+#: ``__transaction_state`` is created ``uncompressed``, as Kafka creates it.
+_KEEPS_UNCOMPRESSED = frozenset({"producer", "uncompressed"})
 
 
 class AppendError(Exception):
@@ -197,7 +200,7 @@ def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEA
         )
     _check_shape(records)
     codec = config["compression.type"].lower()
-    if codec != "producer":
+    if codec != "producer" and not (codec == "uncompressed" and not records[22] & _ATTR_CODEC):
         records = _recompress(records, "none" if codec == "uncompressed" else codec)
     try:
         return partition.log.append(records, leader_epoch=leader_epoch)
@@ -215,14 +218,15 @@ def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEA
 
 def _inline(partition: Any, records: Any, leader_epoch: int) -> bool:
     """Whether an append is cheap enough for the event loop: small, uncompressed, not
-    rewritten, and doing no file work beyond its write: no roll of any kind (size,
+    rewritten (the topic's ``compression.type`` is ``producer`` or ``uncompressed``), and
+    doing no file work beyond its write: no roll of any kind (size,
     ``segment.ms`` with its jitter, a full index, an offset overflow), no leader-epoch
     file write, no fsync policy (``Log.append_needs_io``, from the batch header).
     Anything else may wait for a disk or crunch for long, and goes to an I/O thread."""
     n = len(records)
     if n > INLINE_APPEND_MAX_BYTES or n < _HEADER_SIZE or records[22] & _ATTR_CODEC:
         return False
-    if partition.config["compression.type"] != "producer":
+    if partition.config["compression.type"] not in _KEEPS_UNCOMPRESSED:
         return False
     (last_offset_delta,) = _LAST_OFFSET_DELTA.unpack_from(records, 23)
     (max_timestamp,) = _MAX_TIMESTAMP.unpack_from(records, 35)
