@@ -53,7 +53,12 @@ from typing import Any, NamedTuple, Protocol
 
 import logcore
 from pylog import errors
-from pylog.replication.append import AppendError, append_replicated, must_wait_for_acks, try_append_inline
+from pylog.replication.append import (
+    AppendError,
+    append_replicated,
+    must_wait_for_acks,
+    try_append_inline,
+)
 
 from .loader import LoadedMarker, LoadedRecord, read_chunk
 
