@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import BrokerProc, create_topic, git_commit  # noqa: E402
 
 _GROUP_CLIENT = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 from confluent_kafka import Consumer, TopicPartition
 a = json.loads(sys.argv[1])
 topic, nparts = a["topic"], a["partitions"]
@@ -80,6 +80,12 @@ class Member:
         self.stop = True
         self.t.join()
         self.c.close()
+
+
+def broker_cpu():  # the broker process's CPU seconds (utime + stime, all its threads)
+    with open(f"/proc/{a['broker_pid']}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def covered(members, need_nonempty=()):
@@ -141,26 +147,29 @@ else:
     c.assign(tp0)
     c.commit(offsets=tp0, asynchronous=False)  # coordinator found: not part of the timing
     secs = a["seconds"]
-    n, t0 = 0, time.monotonic()
+    n, t0, cpu0 = 0, time.monotonic(), broker_cpu()
     while time.monotonic() - t0 < secs:
         n += 1
         c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=False)
     out["sync_commits_per_s"] = n / (time.monotonic() - t0)
+    out["sync_broker_cpu_us_per_commit"] = (broker_cpu() - cpu0) / n * 1e6
+    sync_n = n
     acked[0] = 0
-    n, t0 = 0, time.monotonic()
+    n, t0, cpu0 = sync_n, time.monotonic(), broker_cpu()
     while time.monotonic() - t0 < secs:
         n += 1
         c.commit(offsets=[TopicPartition(topic, 0, n)], asynchronous=True)
         if n % 1000 == 0:
             c.poll(0)
-            while n - acked[0] - errors[0] > 20000:  # bound what is outstanding
+            while n - sync_n - acked[0] - errors[0] > 20000:  # bound what is outstanding
                 c.poll(0.001)
     deadline = time.monotonic() + 60
-    while acked[0] + errors[0] < n and time.monotonic() < deadline:
+    while acked[0] + errors[0] < n - sync_n and time.monotonic() < deadline:
         c.poll(0.01)
     out["async_commits_per_s"] = acked[0] / (time.monotonic() - t0)
+    out["async_broker_cpu_us_per_commit"] = (broker_cpu() - cpu0) / max(acked[0], 1) * 1e6
     out["async_errors"] = errors[0]
-    out["async_unacked"] = n - acked[0] - errors[0]
+    out["async_unacked"] = n - sync_n - acked[0] - errors[0]
     got = c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
     out["last_committed_ok"] = got == n
     c.close()
@@ -184,10 +193,13 @@ def run_one(kind: str, args: argparse.Namespace, round_no: int) -> dict[str, Any
         try:
             topic = f"groups-{round_no}"
             create_topic(broker.bootstrap, topic, args.partitions)
-            base = dict(bootstrap=broker.bootstrap, topic=topic, partitions=args.partitions)
+            base = dict(bootstrap=broker.bootstrap, topic=topic, partitions=args.partitions,
+                        broker_pid=broker.proc.pid)
             cpu0 = broker.cpu()
-            result = run_client(dict(base, mode="rebalance", group=f"rb-{round_no}",
-                                     members=args.members))
+            result = {}
+            if not args.commits_only:
+                result = run_client(dict(base, mode="rebalance", group=f"rb-{round_no}",
+                                         members=args.members))
             result.update(run_client(dict(base, mode="commits", group=f"cm-{round_no}",
                                           seconds=args.seconds)))
             result["broker_cpu_s"] = broker.cpu() - cpu0
@@ -212,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--initial-delay-ms", type=int, default=0,
                    help="pylog's group.initial.rebalance.delay.ms (Kafka's default is 3000)")
     p.add_argument("--repeat", type=int, default=1, help="rounds, alternating the brokers")
+    p.add_argument("--commits-only", action="store_true", help="skip the rebalance scenarios")
     args = p.parse_args(argv)
     kinds = ["tansu", "pylog"] if args.broker == "both" else [args.broker]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
@@ -221,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             runs[kind].append(res)
             print(json.dumps(res), file=sys.stderr, flush=True)
     keys = ("join_s", "leave_s", "join_one_s", "sync_commits_per_s", "async_commits_per_s",
-            "broker_cpu_s")
+            "sync_broker_cpu_us_per_commit", "async_broker_cpu_us_per_commit", "broker_cpu_s")
     summary: dict[str, Any] = {"commit": git_commit(), "members": args.members,
                                "partitions": args.partitions, "seconds": args.seconds,
                                "initial_delay_ms": args.initial_delay_ms, "repeat": args.repeat,
@@ -235,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             a, b = med["pylog"][key], med["tansu"][key]
             if a and b:
                 # times: Tansu / pylog (above 1 = pylog faster); rates: pylog / Tansu
+                # (CPU per commit: Tansu / pylog, above 1 = pylog cheaper)
                 ratios[key] = round(a / b if key.endswith("_per_s") else b / a, 3)
         summary["ratio_pylog_vs_tansu"] = ratios
     print(json.dumps(summary, indent=2))

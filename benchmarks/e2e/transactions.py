@@ -103,8 +103,11 @@ def bench_one(kind: str, args: argparse.Namespace, workdir: str, run: int) -> di
         for name, transactional in (("txn", True), ("idem", False)):
             topic = f"bench-{name}-{run}"
             create_topic(broker.bootstrap, topic, args.partitions)
+            cpu0 = broker.cpu()  # the producer's whole life: its start and init are small
             (res,) = _spawn_all(_PRODUCER, [dict(base, topic=topic, transactional=transactional,
                                                  txn_id=f"bench-{kind}-{run}")])
+            # Broker CPU per transaction (per 100 records for the idempotent run).
+            out[f"{name}_broker_cpu_us_per_txn"] = (broker.cpu() - cpu0) / args.transactions * 1e6
             secs = res["end"] - res["start"]
             out[f"{name}_seconds"] = secs
             out[f"{name}_records_per_s"] = args.transactions * args.per_txn / secs
@@ -149,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(res)
     print(f"commit {git_commit()}, {args.transactions} x {args.per_txn} records of "
           f"{args.record_size} B, {args.partitions} partitions, abort every {args.abort_every}")
-    keys = ("txn_per_s", "txn_records_per_s", "idem_records_per_s",
-            "read_committed_records_per_s", "read_uncommitted_records_per_s")
+    keys = ("txn_per_s", "txn_records_per_s", "txn_broker_cpu_us_per_txn", "idem_records_per_s",
+            "idem_broker_cpu_us_per_txn", "read_committed_records_per_s",
+            "read_uncommitted_records_per_s")
     for kind in kinds:
         mine = [x for x in runs if x["broker"] == kind]
         med = {k: statistics.median(x[k] for x in mine) for k in keys}

@@ -105,6 +105,16 @@ class DuplicateInfo:
         return getattr(self._info, name)
 
 
+#: Batches of at most this many records are checked for keyless records by walking them
+#: (about 0.5 us + 0.08 us a record); larger ones through ``decode_columns`` (about 15 us
+#: of fixed cost for its arrays + 0.02 us a record). A coordinator's one-record commit on
+#: a compacted ``__consumer_offsets`` paid the fixed cost on every append (17 us of a
+#: ~100 us OffsetCommit).
+KEYLESS_WALK_MAX_RECORDS = 64
+_BATCH_LENGTH_AT_8 = struct.Struct(">i")
+_RECORDS_COUNT_AT_57 = struct.Struct(">i")
+
+
 def refuse_keyless(buf: Any) -> None:
     """A compacted log keeps the latest record per key: a record without a key has no
     place in it (Kafka's LogValidator refuses it with INVALID_RECORD).
@@ -113,6 +123,18 @@ def refuse_keyless(buf: Any) -> None:
         InvalidRecordError: naming the first keyless record's index.
         CorruptRecordError: malformed batches (validate_for_append would refuse them too).
     """
+    n = len(buf)
+    if (n >= _HEADER_SIZE and _BATCH_LENGTH_AT_8.unpack_from(buf, 8)[0] + 12 == n
+            and _RECORDS_COUNT_AT_57.unpack_from(buf, 57)[0] <= KEYLESS_WALK_MAX_RECORDS):
+        index = 0
+        for batch in iter_batches(buf):  # exactly one batch, few records
+            for record in batch:
+                if record.key is None:
+                    raise InvalidRecordError(
+                        f"compacted topic cannot accept a record without a key (record {index})",
+                        record_index=index)
+                index += 1
+        return
     valid = decode_columns(buf).key_valid
     if len(valid) and not valid.all():
         index = int((~valid).argmax())

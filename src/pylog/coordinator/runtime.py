@@ -53,7 +53,12 @@ from typing import Any, NamedTuple, Protocol
 
 import logcore
 from pylog import errors
-from pylog.replication.append import AppendError, append_replicated
+from pylog.replication.append import (
+    AppendError,
+    append_replicated,
+    must_wait_for_acks,
+    try_append_inline,
+)
 
 from .loader import LoadedMarker, LoadedRecord, read_chunk
 
@@ -66,6 +71,7 @@ log = logging.getLogger("pylog.coordinator")
 LOAD_RETRY_BACKOFF_MS = 100
 LOAD_RETRY_BACKOFF_MAX_MS = 10_000
 _NOT_COORDINATOR = errors.NotCoordinatorError.code
+_NOT_INLINE = -2  # not a Kafka code: the write cannot be appended on the loop now
 
 
 class PartitionState(enum.Enum):
@@ -141,6 +147,7 @@ class _Partition:
         self.failures = 0
         self.queue: collections.deque[Any] = collections.deque()
         self.appender: asyncio.Task[None] | None = None
+        self.draining = False  # enqueue is appending writes inline (_drain_inline)
         self.loader: asyncio.Task[None] | None = None
 
 
@@ -396,7 +403,16 @@ class CoordinatorRuntime:
     def enqueue(self, index: int, writes: Iterable[Any]) -> None:
         """Append ``writes`` to the partition, in order, after those already queued. A
         partition not hosted here (or closed while shutting down with nothing queued)
-        fails them with NOT_COORDINATOR."""
+        fails them with NOT_COORDINATOR.
+
+        Inline writes: when nothing is queued or being appended for the partition and the
+        append needs no wait for the ISR (a single node: ``must_wait_for_acks``; in cluster
+        mode every write waits for the ISR in the appender task), a write is appended and settled here, on the caller's turn of
+        the loop, as inline produce appends are (``try_append_inline``: small, nothing for
+        the partition on an I/O thread). The order is the queue's either way: the first
+        write that cannot go inline, and all after it, go to the appender task. A write
+        settled inline answers its request without two more loop turns (the appender
+        task's start, the request's future): an OffsetCommit round trip on one node."""
         writes = list(writes)
         if not writes:
             return
@@ -407,7 +423,59 @@ class CoordinatorRuntime:
             return
         p.queue.extend(writes)
         if p.appender is None or p.appender.done():
-            p.appender = self.spawn(self._append_loop(p))
+            if p.draining:
+                return  # a write settled inline queued these: the drain below takes them
+            self._drain_inline(p)
+            if p.queue:
+                p.appender = self.spawn(self._append_loop(p))
+
+    def _drain_inline(self, p: _Partition) -> None:
+        """Append the queued writes inline while each can be (see ``enqueue``); stop at the
+        first that cannot, leaving it queued. ``settled`` may enqueue more writes: they
+        join the queue and are taken here in turn (``p.draining``)."""
+        if must_wait_for_acks(self.broker, (self.spec.name, p.index)):
+            return
+        handler = self.handler
+        p.draining = True
+        try:
+            while p.queue:
+                write = p.queue[0]
+                code, info = self._append_one(p, write)
+                if code == _NOT_INLINE:
+                    return
+                p.queue.popleft()
+                handler.settled(p.index, write, code, info)
+        finally:
+            p.draining = False
+
+    def _partition(self, p: _Partition) -> Any:
+        """The local partition a write of ``p`` is appended to; None when ``p`` is no longer
+        current or the topic is gone (the write gets NOT_COORDINATOR)."""
+        topic = self.broker.log_manager.topics.get(self.spec.name)
+        if not self._current(p) or topic is None or p.index >= len(topic.partitions):
+            return None
+        return topic.partitions[p.index]
+
+    def _append_one(self, p: _Partition, write: Any) -> tuple[int, Any]:
+        """One write appended inline: (code, info) when settled; (``_NOT_INLINE``, None)
+        when the append must go to a thread (nothing was appended)."""
+        partition = self._partition(p)
+        if partition is None:
+            return _NOT_COORDINATOR, None
+        try:
+            info = try_append_inline(self.broker, partition, self.handler.batch(write), -1)
+        except AppendError as exc:
+            log.warning("append to %s-%d failed: %s", self.spec.name, p.index, exc)
+            return exc.code, None
+        except logcore.LogcoreError as exc:
+            if not partition.log.closed:
+                log.error("append to %s-%d failed: %s", self.spec.name, p.index, exc)
+                return errors.code_for_exception(exc), None
+            log.info("%s-%d was closed during an append: %s", self.spec.name, p.index, exc)
+            return _NOT_COORDINATOR, None  # the topic was deleted meanwhile (resigned)
+        if info is None:
+            return _NOT_INLINE, None
+        return 0, info
 
     async def _append_loop(self, p: _Partition) -> None:
         handler = self.handler
@@ -416,11 +484,10 @@ class CoordinatorRuntime:
             write = p.queue.popleft()
             code = 0
             info = None
-            topic = self.broker.log_manager.topics.get(name)
-            if not self._current(p) or topic is None or p.index >= len(topic.partitions):
+            partition = self._partition(p)
+            if partition is None:
                 code = _NOT_COORDINATOR
             else:
-                partition = topic.partitions[p.index]
                 try:
                     info = await append_replicated(self.broker, partition, handler.batch(write),
                                                    handler.append_timeout_ms(write))

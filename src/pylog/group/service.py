@@ -123,6 +123,7 @@ class GroupService:
         self.config = coordinator_config(broker.config)
         self.num_partitions = self.config.offsets_topic_num_partitions
         self._shards: dict[int, _Shard] = {}
+        self._by_coordinator: dict[int, _Shard] = {}  # id(coordinator) -> its shard
         spec = TopicSpec(GROUP_METADATA_TOPIC_NAME, self.num_partitions,
                          broker.config["offsets.topic.replication.factor"], offsets_topic_configs(broker.config))
         self.runtime = CoordinatorRuntime(broker, spec, self, load_chunk_bytes=broker.config["offsets.load.buffer.size"])
@@ -188,6 +189,7 @@ class GroupService:
                     share.group_configs.overrides(gid).get(name, default)
             shard = self._shards[index] = _Shard(index, coord, DeadlineTimer(self.broker.clock,
                                                                               lambda: self._fire(index)))
+            self._by_coordinator[id(coord)] = shard
         shard.coordinator.begin_load()
 
     def replay(self, index: int, entries: Sequence[LoadedRecord | LoadedMarker]) -> None:
@@ -222,6 +224,7 @@ class GroupService:
         shard = self._shards.pop(index, None)
         if shard is None:
             return
+        self._by_coordinator.pop(id(shard.coordinator), None)
         shard.timer.cancel()
         groups = len(shard.coordinator.group_ids())
         shard.coordinator.unload()
@@ -293,10 +296,10 @@ class GroupService:
         return [s.coordinator for s in self._shards.values()]
 
     def shard_of(self, coord: GroupCoordinator) -> _Shard:
-        for shard in self._shards.values():
-            if shard.coordinator is coord:
-                return shard
-        raise KeyError("not a hosted coordinator")
+        shard = self._by_coordinator.get(id(coord))
+        if shard is None or shard.coordinator is not coord:
+            raise KeyError("not a hosted coordinator")
+        return shard
 
     async def wait(self, coord: GroupCoordinator, pending: Pending[Any]) -> Any:
         """Drive ``coord`` (its writes and timer), then wait for ``pending``."""
@@ -318,10 +321,10 @@ class GroupService:
     # ------------------------------------------------------------------ driving
 
     def _drive_coordinator(self, coord: GroupCoordinator) -> None:
-        for shard in self._shards.values():
-            if shard.coordinator is coord:
-                self.drive(shard)
-                return
+        shard = self._by_coordinator.get(id(coord))  # a dict: called after every request
+        if shard is not None and shard.coordinator is coord:
+            self.drive(shard)
+            return
         for w in coord.take_writes():  # resigned meanwhile
             w.fail(errors.NotCoordinatorError.code)
 

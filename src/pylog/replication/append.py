@@ -42,7 +42,7 @@ from pylog import errors
 from pylog.protocol.messages import ProduceResponse
 
 __all__ = ["INLINE_APPEND_MAX_BYTES", "LEADER_EPOCH", "AppendError", "append_records",
-           "append_replicated", "must_wait_for_acks"]
+           "append_replicated", "must_wait_for_acks", "try_append_inline"]
 
 log = logging.getLogger("pylog.replication.append")
 
@@ -74,6 +74,9 @@ _MAX_TIMESTAMP = struct.Struct(">q")  # at byte 35
 _HEADER_SIZE = 61
 _ATTR_CODEC = 0x07  # in the low byte of attributes (byte 22)
 _ATTR_CONTROL = 0x20
+#: Topic codecs under which an uncompressed batch is stored as it is (no rewrite):
+#: ``__transaction_state`` is created ``uncompressed``, as Kafka creates it.
+_KEEPS_UNCOMPRESSED = frozenset({"producer", "uncompressed"})
 
 
 class AppendError(Exception):
@@ -197,7 +200,7 @@ def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEA
         )
     _check_shape(records)
     codec = config["compression.type"].lower()
-    if codec != "producer":
+    if codec != "producer" and not (codec == "uncompressed" and not records[22] & _ATTR_CODEC):
         records = _recompress(records, "none" if codec == "uncompressed" else codec)
     try:
         return partition.log.append(records, leader_epoch=leader_epoch)
@@ -215,18 +218,45 @@ def _append_now(partition: Any, records: Any, acks: int, leader_epoch: int = LEA
 
 def _inline(partition: Any, records: Any, leader_epoch: int) -> bool:
     """Whether an append is cheap enough for the event loop: small, uncompressed, not
-    rewritten, and doing no file work beyond its write: no roll of any kind (size,
+    rewritten (the topic's ``compression.type`` is ``producer`` or ``uncompressed``), and
+    doing no file work beyond its write: no roll of any kind (size,
     ``segment.ms`` with its jitter, a full index, an offset overflow), no leader-epoch
     file write, no fsync policy (``Log.append_needs_io``, from the batch header).
     Anything else may wait for a disk or crunch for long, and goes to an I/O thread."""
     n = len(records)
     if n > INLINE_APPEND_MAX_BYTES or n < _HEADER_SIZE or records[22] & _ATTR_CODEC:
         return False
-    if partition.config["compression.type"] != "producer":
+    if partition.config["compression.type"] not in _KEEPS_UNCOMPRESSED:
         return False
     (last_offset_delta,) = _LAST_OFFSET_DELTA.unpack_from(records, 23)
     (max_timestamp,) = _MAX_TIMESTAMP.unpack_from(records, 35)
     return not partition.log.append_needs_io(n, max_timestamp, last_offset_delta, leader_epoch)
+
+
+def _checks(broker: Any, partition: Any, key: tuple[str, int], acks: int) -> tuple[int, int]:
+    """Step 1: the acks for ``_append_now`` and the leader epoch to stamp."""
+    replicas = broker.replicas
+    cluster = getattr(broker, "cluster", None)
+    if replicas.active or cluster is not None:  # a single node never gets here
+        state = replicas.partitions.get(key)
+        if state is not None:
+            return _replica_checks(broker, state, acks)
+        if cluster is not None:
+            # A local log the controller has not given this broker a role for (before the
+            # first LeaderAndIsr after a start, or after StopReplica): never appended to.
+            raise AppendError(errors.NotLeaderOrFollowerError.code,
+                              f"broker {broker.node_id} is neither leader nor follower of "
+                              f"{partition.topic}-{partition.index}: refresh the metadata")
+    return acks, LEADER_EPOCH
+
+
+def _appended(broker: Any, partition: Any, key: tuple[str, int], info: Any) -> None:
+    """Step 5."""
+    if not info.duplicate:
+        replicas = broker.replicas
+        if replicas.active:
+            replicas.on_local_append(key, partition.log.log_end_offset)
+        broker.waiters.notify(key)
 
 
 async def append_records(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
@@ -237,29 +267,30 @@ async def append_records(broker: Any, partition: Any, records: Any, acks: int = 
     """
     key = (partition.topic, partition.index)
     io = broker.io
-    replicas = broker.replicas
-    epoch = LEADER_EPOCH
-    cluster = getattr(broker, "cluster", None)
-    if replicas.active or cluster is not None:  # a single node never gets here
-        state = replicas.partitions.get(key)
-        if state is not None:
-            acks, epoch = _replica_checks(broker, state, acks)
-        elif cluster is not None:
-            # A local log the controller has not given this broker a role for (before the
-            # first LeaderAndIsr after a start, or after StopReplica): never appended to.
-            raise AppendError(errors.NotLeaderOrFollowerError.code,
-                              f"broker {broker.node_id} is neither leader nor follower of "
-                              f"{partition.topic}-{partition.index}: refresh the metadata")
+    acks, epoch = _checks(broker, partition, key, acks)
     # An append waiting or running on a thread for this partition keeps its place: later
     # ones queue behind it (arrival order per partition), even the cheap ones.
     if not io.busy(key) and _inline(partition, records, epoch):
         info = _append_now(partition, records, acks, epoch)
     else:
         info = await io.run_ordered(key, _append_now, partition, records, acks, epoch)
-    if not info.duplicate:
-        if replicas.active:
-            replicas.on_local_append(key, partition.log.log_end_offset)
-        broker.waiters.notify(key)
+    _appended(broker, partition, key, info)
+    return info
+
+
+def try_append_inline(broker: Any, partition: Any, records: Any, acks: int = -1) -> Any:
+    """``append_records`` without a coroutine, for callers on the loop that would rather
+    not wait a loop turn (the coordinators' writes): the ``LogAppendInfo`` when the append
+    runs on the loop now (nothing for the partition queued on a thread, and ``_inline``),
+    None when it must go to a thread (call ``append_records``; nothing was appended).
+
+    Raises ``AppendError`` as ``append_records`` does."""
+    key = (partition.topic, partition.index)
+    acks, epoch = _checks(broker, partition, key, acks)
+    if broker.io.busy(key) or not _inline(partition, records, epoch):
+        return None
+    info = _append_now(partition, records, acks, epoch)
+    _appended(broker, partition, key, info)
     return info
 
 

@@ -4,7 +4,11 @@ Kafka's ``ReplicaFetcherThread`` / ``AbstractFetcherThread``, on asyncio. Each r
 one Fetch (v12: topic names, ``last_fetched_epoch``) with ``replica_id`` = this broker,
 ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` / ``replica.fetch.max.bytes``
 / ``replica.fetch.response.max.bytes``; the fetch offset of each partition is its log end
-offset. Per partition in the response:
+offset. The fetches go through an incremental fetch session with the leader (KIP-227,
+``pylog.replication.fetch_session``): after one full fetch only the partitions whose
+position changed are named, and the leader answers only those with news; a session error
+(evicted: FETCH_SESSION_ID_NOT_FOUND; INVALID_FETCH_SESSION_EPOCH) or a failed round
+makes the next fetch full again. Per partition in the response:
 
 - records: appended with logcore's replica path (``Log.append(assign_offsets=False)``: the
   leader's offsets and epochs are kept, the leader-epoch cache follows the batches), on the
@@ -41,6 +45,7 @@ from logcore import UnexpectedAppendOffsetError
 from pylog import errors
 from pylog.replication.append import INLINE_APPEND_MAX_BYTES
 from pylog.replication.epochs import truncation_offset
+from pylog.replication.fetch_session import FollowerFetchSession
 
 if TYPE_CHECKING:
     from pylog.replication.manager import ReplicaManager
@@ -65,6 +70,11 @@ class ReplicaFetcher:
         self._conn: Any = None
         self._stopped = False
         self.rounds = 0
+        #: The incremental fetch session with the leader (KIP-227); ``sessions_enabled``
+        #: False sends every partition in every fetch (as before sessions; benchmarks).
+        self.session = FollowerFetchSession()
+        self.sessions_enabled = True
+        self.session_resets = 0
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, id={self.fetcher_id})"
@@ -145,10 +155,15 @@ class ReplicaFetcher:
 
     def _request(self, ready: list[tuple[str, int]]
                  ) -> tuple[Any, dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """The next Fetch for the ``ready`` partitions: in full, or through the session
+        (``fetch_session``: only the partitions whose position changed, and those this
+        fetcher no longer fetches as forgotten). Returns it with the leader epoch and the
+        fetch offset of every partition it covers (named or held by the session)."""
         from pylog.protocol.messages import FetchRequest
         manager = self.manager
         config = manager.broker.config
-        topics: dict[str, list[Any]] = {}
+        max_bytes = config["replica.fetch.max.bytes"]
+        wanted: dict[tuple[str, int], Any] = {}
         epochs: dict[tuple[str, int], int] = {}
         offsets: dict[tuple[str, int], int] = {}
         for key in sorted(ready):
@@ -164,30 +179,54 @@ class ReplicaFetcher:
             last_epoch = plog.leader_epoch_cache.latest_epoch
             epochs[key] = state.leader_epoch
             offsets[key] = plog.log_end_offset
-            topics.setdefault(key[0], []).append(FetchRequest.FetchPartition(
+            wanted[key] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=state.leader_epoch,
                 fetch_offset=offsets[key],
                 last_fetched_epoch=-1 if last_epoch is None else last_epoch,
-                log_start_offset=plog.log_start_offset,
-                partition_max_bytes=config["replica.fetch.max.bytes"]))
+                log_start_offset=plog.log_start_offset, partition_max_bytes=max_bytes)
+        if self.sessions_enabled:
+            nxt = self.session.next_request(wanted)
+            session_id, session_epoch, send, forgotten = (nxt.session_id, nxt.epoch, nxt.send,
+                                                          nxt.forgotten)
+        else:
+            session_id, session_epoch, send, forgotten = 0, -1, list(wanted.items()), {}
+        topics: dict[str, list[Any]] = {}
+        for key, fp in send:
+            topics.setdefault(key[0], []).append(fp)
         request = FetchRequest(
             replica_id=manager.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
             min_bytes=config["replica.fetch.min.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"], isolation_level=0,
-            session_id=0, session_epoch=-1,
+            session_id=session_id, session_epoch=session_epoch,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                                   for t, ps in forgotten.items()], rack_id="")
         return request, epochs, offsets
 
     async def _fetch_once(self, ready: list[tuple[str, int]]) -> None:
         request, epochs, offsets = self._request(ready)
         if not epochs:
             return
-        response = await self._conn.send(request, min(self._conn.version_for(type(request)), 12))
+        try:
+            response = await self._conn.send(request, min(self._conn.version_for(type(request)), 12))
+        except BaseException:
+            self.session.on_failure()  # the leader may hold the session at either epoch
+            raise
         self.rounds += 1
+        if self.sessions_enabled and not self.session.on_response(response.error_code,
+                                                                  response.session_id):
+            # FETCH_SESSION_ID_NOT_FOUND (evicted, or a restarted leader) or
+            # INVALID_FETCH_SESSION_EPOCH: the next round, at once, is a full fetch.
+            self.session_resets += 1
+            log.info("%r: fetch session %d: error %d; fetching in full again", self,
+                     request.session_id, response.error_code)
+            return
         if response.error_code:
             cls = errors.error_for_code(response.error_code) or errors.UnknownServerError
             raise cls(f"fetch from broker {self.leader_id} failed")
+        if request.session_epoch == 0 and self.session.open:
+            log.info("%r: fetch session %d opened over %d partitions", self,
+                     self.session.session_id, len(epochs))
         for topic in response.responses:
             for pd in topic.partitions:
                 key = (topic.topic, pd.partition_index)

@@ -39,7 +39,8 @@ from pylog import errors
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
 from pylog.replication.append import LEADER_EPOCH, must_wait_for_acks
 
-__all__ = ["MARKER_APPEND_TIMEOUT_MS", "TxnMarker", "TxnMarkerResult", "write_markers"]
+__all__ = ["MARKER_APPEND_TIMEOUT_MS", "TxnMarker", "TxnMarkerResult", "write_markers",
+           "write_markers_inline"]
 
 log = logging.getLogger("pylog.replication.markers")
 
@@ -71,17 +72,14 @@ def _append_marker(partition: Any, marker: TxnMarker, leader_epoch: int = LEADER
         coordinator_epoch=marker.coordinator_epoch, leader_epoch=leader_epoch)
 
 
-async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
-                     index: int) -> TxnMarkerResult:
-    def result(code: int, offset: int = -1) -> TxnMarkerResult:
-        return TxnMarkerResult(marker.producer_id, topic_name, index, code, offset)
-
+def _locate(broker: Any, marker: TxnMarker, topic_name: str, index: int) -> Any:
+    """The checks before a marker's append: (result, None) when refused, else (None,
+    (partition, key, leader epoch))."""
     topic = broker.log_manager.topics.get(topic_name)
     if topic is None or not 0 <= index < len(topic.partitions):
-        return result(errors.UnknownTopicOrPartitionError.code)
+        return _result(marker, topic_name, index, errors.UnknownTopicOrPartitionError.code), None
     partition = topic.partitions[index]
     key = (partition.topic, partition.index)
-    io = broker.io
     replicas = broker.replicas
     epoch = LEADER_EPOCH
     cluster = getattr(broker, "cluster", None)
@@ -90,48 +88,102 @@ async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
         if state is None and cluster is not None:
             # No role here (after StopReplica, before the first LeaderAndIsr): as
             # append_records, never written; the coordinator retries with the leader.
-            return result(errors.NotLeaderOrFollowerError.code)
+            return _result(marker, topic_name, index, errors.NotLeaderOrFollowerError.code), None
         if state is not None:
             if state.leader is None:
-                return result(errors.NotLeaderOrFollowerError.code)
+                return _result(marker, topic_name, index, errors.NotLeaderOrFollowerError.code), None
             try:  # acks=-1: not written while the ISR is below min.insync.replicas
                 state.leader.check_before_append(-1)
             except errors.NotEnoughReplicasError as exc:
                 log.info("marker for producer %d on %s-%d not written: %s", marker.producer_id,
                          topic_name, index, exc)
-                return result(exc.code)
+                return _result(marker, topic_name, index, exc.code), None
             epoch = state.leader_epoch
+    return None, (partition, key, epoch)
+
+
+def _result(marker: TxnMarker, topic_name: str, index: int, code: int, offset: int = -1) -> TxnMarkerResult:
+    return TxnMarkerResult(marker.producer_id, topic_name, index, code, offset)
+
+
+def _refused(marker: TxnMarker, topic_name: str, index: int, exc: Exception) -> TxnMarkerResult:
+    log.info("%s marker for producer %d epoch %d on %s-%d refused: %s",
+             "COMMIT" if marker.commit else "ABORT", marker.producer_id,
+             marker.producer_epoch, topic_name, index, exc)
+    return _result(marker, topic_name, index, errors.code_for_exception(exc))
+
+
+def _appended(broker: Any, partition: Any, key: tuple[str, int]) -> None:
+    if broker.replicas.active:
+        broker.replicas.on_local_append(key, partition.log.log_end_offset)
+    broker.waiters.notify(key)
+
+
+async def _write_one(broker: Any, marker: TxnMarker, topic_name: str,
+                     index: int) -> TxnMarkerResult:
+    refused, found = _locate(broker, marker, topic_name, index)
+    if refused is not None:
+        return refused
+    partition, key, epoch = found
+    io = broker.io
     try:
         if io.busy(key) or epoch != LEADER_EPOCH:
             info = await io.run_ordered(key, _append_marker, partition, marker, epoch)
         else:
             info = _append_marker(partition, marker)  # one small batch: cheap inline
     except logcore.LogcoreError as exc:
-        code = errors.code_for_exception(exc)
-        log.info("%s marker for producer %d epoch %d on %s-%d refused: %s",
-                 "COMMIT" if marker.commit else "ABORT", marker.producer_id,
-                 marker.producer_epoch, topic_name, index, exc)
-        return result(code)
-    if replicas.active:
-        replicas.on_local_append(key, partition.log.log_end_offset)
-    broker.waiters.notify(key)
+        return _refused(marker, topic_name, index, exc)
+    _appended(broker, partition, key)
     if must_wait_for_acks(broker, key):
         # acks=-1, as Kafka appends markers: acknowledged once the ISR has the marker, so a
         # completed transaction's markers survive the loss of this leader. A role lost
         # while the marker was appended (StopReplica dropped the partition's state) is
         # NOT_LEADER_OR_FOLLOWER, never a success: the marker may be truncated away.
-        code = await replicas.wait_for_acks(key, info.first_offset + 1, MARKER_APPEND_TIMEOUT_MS)
+        code = await broker.replicas.wait_for_acks(key, info.first_offset + 1, MARKER_APPEND_TIMEOUT_MS)
         if code:
             log.info("marker for producer %d on %s-%d not replicated to the ISR (error %d)",
                      marker.producer_id, topic_name, index, code)
-            return result(code)
+            return _result(marker, topic_name, index, code)
     if topic_name == GROUP_METADATA_TOPIC_NAME:
         hook = getattr(broker.groups, "on_txn_marker", None)
         if hook is not None:
             done = hook(index, marker.producer_id, marker.commit, info.first_offset)
             if inspect.isawaitable(done):
                 await done
-    return result(0, info.first_offset)
+    return _result(marker, topic_name, index, 0, info.first_offset)
+
+
+def write_markers_inline(broker: Any, markers: list[TxnMarker]) -> list[TxnMarkerResult] | None:
+    """``write_markers`` without a coroutine, for this broker's own coordinator: the
+    results when every marker can be written on the loop now (each partition with
+    nothing queued on an I/O thread, in the single node's epoch, no ISR to wait for, no
+    ``__consumer_offsets`` partition among them); None when any cannot, and then nothing
+    was written (the caller uses ``write_markers``)."""
+    targets = []
+    for m in markers:
+        for topic_name, index in m.partitions:
+            if topic_name == GROUP_METADATA_TOPIC_NAME:
+                return None  # its group hook may be a coroutine: the async path
+            refused, found = _locate(broker, m, topic_name, index)
+            if found is not None:
+                partition, key, epoch = found
+                if broker.io.busy(key) or epoch != LEADER_EPOCH or must_wait_for_acks(broker, key):
+                    return None
+            targets.append((m, topic_name, index, refused, found))
+    results = []
+    for m, topic_name, index, refused, found in targets:
+        if refused is not None:
+            results.append(refused)
+            continue
+        partition, key, _epoch = found
+        try:
+            info = _append_marker(partition, m)
+        except logcore.LogcoreError as exc:
+            results.append(_refused(m, topic_name, index, exc))
+            continue
+        _appended(broker, partition, key)
+        results.append(_result(m, topic_name, index, 0, info.first_offset))
+    return results
 
 
 async def write_markers(broker: Any, markers: list[TxnMarker]) -> list[TxnMarkerResult]:

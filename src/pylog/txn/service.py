@@ -18,7 +18,9 @@ the coordinator runtime, ``pylog.coordinator.CoordinatorRuntime``; this module i
 - after every call into the coordinator, ``drive`` hands its writes to the runtime
   (appended per partition in order, acks=-1, waiting up to the transaction's timeout), its
   marker requests to delivery tasks (``pylog.replication.markers.write_markers`` for this
-  broker's partitions) and re-arms one asyncio timer at the coordinator's next deadline;
+  broker's partitions; on a single node written at once when every partition can take
+  its marker inline, ``write_markers_inline``) and re-arms one asyncio timer at the
+  coordinator's next deadline;
 - a request the coordinator answers CONCURRENT_TRANSACTIONS because the transaction is still
   completing (its markers or its CompleteCommit/CompleteAbort write in flight: on one node
   that takes a millisecond or two) is held until the coordinator's state next changes and
@@ -429,7 +431,7 @@ class TransactionService:
         for w in coord.take_writes():
             self.runtime.enqueue(w.partition, [w])
         for m in coord.take_markers():
-            if not self._closed:
+            if not self._closed and not self._deliver_inline(m):
                 self.runtime.spawn(self._deliver(m))
         if not self._closed:
             self._timer.arm(coord.next_deadline_ms())
@@ -439,6 +441,27 @@ class TransactionService:
             return
         self.coordinator.tick()
         self.drive()
+
+    def _deliver_inline(self, request: MarkerRequest) -> bool:
+        """A single node's markers written at once, on the caller's turn of the loop, when
+        every partition can take its marker inline (``write_markers_inline``): the
+        transaction completes (CompleteCommit / CompleteAbort, itself inline) before the
+        EndTxn answer goes out, without a delivery task and its loop turn. False, having
+        written nothing, when the delivery must be a task (cluster mode, a partition busy
+        on an I/O thread, ``__consumer_offsets`` among the partitions)."""
+        if self.cluster_mode:
+            return False
+        marker = replication_markers.TxnMarker(request.producer_id, request.producer_epoch, request.commit,
+                                               request.coordinator_epoch, sorted(request.partitions))
+        results = replication_markers.write_markers_inline(self.broker, [marker])
+        if results is None:
+            return False
+        codes = {(topic, partition): code for pid, topic, partition, code in _marker_results(results)
+                 if pid == request.producer_id}
+        self.coordinator.on_markers_written(request, codes)
+        self.drive()
+        self._signal_change()
+        return True
 
     async def _deliver(self, request: MarkerRequest) -> None:
         if self.cluster_mode:

@@ -440,3 +440,26 @@ def test_error_in_last_batch_leaves_earlier_batches_untouched() -> None:
     bad[-1] ^= 1
     buf = bytearray(parts[0] + parts[1]) + bad
     check_rejected(buf, 2, len(parts[0]) + len(parts[1]))
+
+
+@pytest.mark.parametrize("n", [1, 64, 65, 300])
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_refuse_keyless_names_the_first_keyless_record_on_both_paths(n, codec) -> None:
+    """Small batches are walked, larger ones go through decode_columns: same answers."""
+    from logcore.append import KEYLESS_WALK_MAX_RECORDS, refuse_keyless
+
+    assert KEYLESS_WALK_MAX_RECORDS == 64  # the parameters straddle it
+    keyed = logcore.BatchBuilder(compression=codec)
+    mixed = logcore.BatchBuilder(compression=codec)
+    for i in range(n):
+        keyed.append(b"v", key=b"k%d" % i, timestamp_ms=1000)
+        mixed.append(b"v", key=None if i >= n // 2 else b"k%d" % i, timestamp_ms=1000)
+    refuse_keyless(bytearray(keyed.build()))
+    with pytest.raises(logcore.InvalidRecordError) as err:
+        refuse_keyless(bytearray(mixed.build()))
+    assert err.value.record_index == n // 2
+    assert f"(record {n // 2})" in str(err.value)
+    two = bytearray(keyed.build()) + bytearray(mixed.build())  # two batches: decode_columns
+    with pytest.raises(logcore.InvalidRecordError) as err:
+        refuse_keyless(two)
+    assert err.value.record_index == n + n // 2

@@ -164,3 +164,23 @@ def test_a_fetch_sees_an_append_that_lands_while_it_reads(broker, monkeypatch) -
     resp = asyncio.run(asyncio.wait_for(scenario(), 20))
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 6 and len(part.records) > 0
+
+
+@pytest.mark.parametrize(("codec", "inline"), [("producer", True), ("uncompressed", True), ("lz4", False)])
+def test_an_uncompressed_topic_takes_uncompressed_batches_inline_as_they_are(broker, codec, inline) -> None:
+    """``__transaction_state`` is created ``compression.type=uncompressed``: an uncompressed
+    batch needs no rewrite there, so its small appends run on the loop like produce's."""
+    async def scenario() -> Any:
+        topic = await broker.log_manager.create_topic_async(broker.executor, "c", 1, 1,
+                                                            {"compression.type": codec})
+        await append.append_records(broker, topic.partitions[0], _batch())  # the epoch file
+        return topic.partitions[0]
+
+    p = asyncio.run(scenario())
+    batch = _batch()
+    assert append._inline(p, batch, 0) is inline
+    info = append.try_append_inline(broker, p, batch)
+    assert (info is not None) is inline
+    if inline:
+        stored = p.log.read(info.first_offset, 1 << 20).read()
+        assert logcore.RecordBatch(stored).compression == "none"

@@ -61,6 +61,8 @@ class FakeMarkers:
 def markers(monkeypatch: pytest.MonkeyPatch) -> FakeMarkers:
     fake = FakeMarkers()
     monkeypatch.setattr(replication_markers, "write_markers", fake.write_markers)
+    # Scripted markers go through the delivery task (the inline path defers to it).
+    monkeypatch.setattr(replication_markers, "write_markers_inline", lambda broker, markers: None)
     return fake
 
 
@@ -280,6 +282,32 @@ def test_next_transaction_waits_for_the_previous_to_complete(tmp_path, markers: 
             assert await _add(b, "tx", pid, epoch) == 0
             assert await _state(b, "tx") == "Ongoing"
             assert [m.commit for m in markers.calls] == [True]
+        finally:
+            await _stop(b)
+    asyncio.run(scenario())
+
+
+def test_a_single_nodes_markers_and_complete_commit_are_written_before_end_txn_answers(tmp_path) -> None:
+    """Real markers on a single node: EndTxn's PrepareCommit, the markers and CompleteCommit
+    are all appended inline (no delivery task), in Kafka's order, before EndTxn returns;
+    the next transaction's AddPartitionsToTxn finds it complete."""
+    async def scenario() -> None:
+        b = await _start(tmp_path)
+        try:
+            pid, epoch = await _begin(b, "tx")
+            tasks = len(b.txns.runtime._tasks)
+            assert await _end(b, "tx", pid, epoch, True) == 0
+            assert await _state(b, "tx") == "CompleteCommit"
+            assert len(b.txns.runtime._tasks) == tasks  # no delivery task was spawned
+            statuses = [v.transaction_status for t, v in _records(b) if t == "tx"]
+            assert statuses == [0, 1, 2, 4]  # Empty, Ongoing, PrepareCommit, CompleteCommit
+            for index in (0, 1):  # one COMMIT marker at the end of each data partition
+                plog = b.log_manager.topics["t"].partitions[index].log
+                batches = list(logcore.iter_batches(plog.read(0, 1 << 20).read()))
+                assert batches[-1].is_control and plog.last_stable_offset(plog.log_end_offset) == \
+                    plog.log_end_offset
+            assert await _add(b, "tx", pid, epoch) == 0
+            assert await _state(b, "tx") == "Ongoing"
         finally:
             await _stop(b)
     asyncio.run(scenario())

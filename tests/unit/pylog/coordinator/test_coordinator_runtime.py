@@ -5,6 +5,7 @@ appends, resignation."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -238,6 +239,59 @@ def test_writes_are_appended_in_order_and_fail_once_resigned(broker) -> None:
         rt.on_topic_deleted()
         rt.enqueue(0, [late])
         assert late.outcome == ("failed", errors.NotCoordinatorError.code)
+        await rt.shutdown()
+    run(scenario())
+
+
+def test_writes_with_nothing_queued_are_appended_and_settled_inline(broker) -> None:
+    """On a single node a write is appended and settled within ``enqueue`` (no appender
+    task, no loop turn); one that settles may enqueue the next, taken in the same drain.
+    (The log's first append writes its leader epoch to a file: on a thread, not inline.)"""
+    async def scenario() -> None:
+        await _topic_with(broker, 1)
+        handler = Recorder()
+        rt = _runtime(broker, handler, load_chunk_bytes=1 << 20)
+        await rt.start()
+        await _until(lambda: rt.state(0) is PartitionState.ACTIVE, "the load")
+        settled = handler.settled
+
+        def chained(index: int, write: _Write, code: int, info: Any) -> None:
+            settled(index, write, code, info)
+            if write.key == b"a":
+                rt.enqueue(0, [_Write(b"c")])  # queued behind b, appended after it
+        handler.settled = chained  # type: ignore[method-assign]
+        rt.enqueue(0, [_Write(b"a"), _Write(b"b")])
+        assert handler.settled_writes == [(b"a", 0, 2), (b"b", 0, 3), (b"c", 0, 4)]
+        assert rt._partitions[0].appender is None
+        await rt.shutdown()
+    run(scenario())
+
+
+def test_a_write_behind_an_append_on_an_io_thread_keeps_its_place(broker) -> None:
+    """Nothing jumps the partition's queue: while an append runs on an I/O thread for the
+    partition, writes go to the appender task and are appended after it, in order."""
+    async def scenario() -> None:
+        topic = await _topic_with(broker, 1)
+        handler = Recorder()
+        rt = _runtime(broker, handler, load_chunk_bytes=1 << 20)
+        await rt.start()
+        await _until(lambda: rt.state(0) is PartitionState.ACTIVE, "the load")
+        release = threading.Event()
+        key = (TOPIC, 0)
+
+        def held() -> None:
+            release.wait(10)
+        busy = asyncio.ensure_future(broker.io.run_ordered(key, held))
+        await asyncio.sleep(0)
+        assert broker.io.busy(key)
+        produced = asyncio.ensure_future(append_records(broker, topic.partitions[0], _batch(b"p")))
+        rt.enqueue(0, [_Write(b"a"), _Write(b"b")])
+        assert handler.settled_writes == []  # not inline: an append is queued on a thread
+        release.set()
+        await busy
+        await produced
+        await _until(lambda: len(handler.settled_writes) == 2, "the appends")
+        assert handler.settled_writes == [(b"a", 0, 3), (b"b", 0, 4)]  # after the produce at 2
         await rt.shutdown()
     run(scenario())
 
