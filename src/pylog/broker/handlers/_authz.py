@@ -125,6 +125,16 @@ def require_group(ctx: RequestContext, op: AclOperation, group_id: str | None) -
         raise errors.GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
 
 
+def require_subscription(ctx: RequestContext, group_id: str | None,
+                         topics: Iterable[str] | None) -> None:
+    """A KIP-848 or share group heartbeat: READ on the group, then DESCRIBE on every
+    subscribed topic (TOPIC_AUTHORIZATION_FAILED), as Kafka checks them."""
+    require_group(ctx, AclOperation.READ, group_id)
+    if topics and denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics):
+        raise errors.TopicAuthorizationFailedError(
+            "Not authorized to describe every subscribed topic.")
+
+
 def require_transactional_id(ctx: RequestContext, transactional_id: str | None) -> None:
     """Raise TRANSACTIONAL_ID_AUTHORIZATION_FAILED unless WRITE on the id is allowed."""
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id or ""):

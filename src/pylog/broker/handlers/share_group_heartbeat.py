@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pylog import errors
 from pylog.broker.handlers import _groups
-from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.broker.handlers._authz import require_subscription
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ShareGroupHeartbeatResponse
 
@@ -26,11 +25,7 @@ _R = ShareGroupHeartbeatResponse
 
 
 async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    require_group(ctx, AclOperation.READ, request.group_id)  # then DESCRIBE on each topic
-    if request.subscribed_topic_names and denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                                 request.subscribed_topic_names):
-        return error_response(ctx, request, errors.TopicAuthorizationFailedError.code,
-                              "Not authorized to describe every subscribed topic.")
+    require_subscription(ctx, request.group_id, request.subscribed_topic_names)
     coord = _groups.coordinator(ctx, request.group_id)
     if coord is None:
         return error_response(ctx, request, _groups.not_hosted(ctx), "")

@@ -63,6 +63,7 @@ from pylog.client.aio._group_base import (
     CoordinatorLink,
     Generation,
     SubscriptionState,
+    cancel_tasks,
     rebalancing,
 )
 from pylog.client.errors import (
@@ -724,15 +725,7 @@ class ConsumerMembership(CoordinatorLink):
 
     async def stop_tasks(self) -> None:
         """Cancel heartbeating and reconciling."""
-        for name in ("_reconcile_task", "_heartbeat_task"):
-            task = getattr(self, name)
-            setattr(self, name, None)
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                    pass
+        await cancel_tasks(self, "_reconcile_task", "_heartbeat_task")
 
     async def unsubscribe(self) -> None:
         """``unsubscribe()``: revoke (callback) and leave the group."""

@@ -65,6 +65,7 @@ from pylog.client.aio._group_base import (
     Generation,
     MemberState,
     SubscriptionState,
+    cancel_tasks,
     rebalancing,
 )
 from pylog.client.errors import (
@@ -771,15 +772,7 @@ class ConsumerCoordinator(CoordinatorLink):
 
     async def stop_tasks(self) -> None:
         """Cancel joining and heartbeating (the generation is kept for a LeaveGroup)."""
-        for name in ("_join_task", "_heartbeat_task"):
-            task = getattr(self, name)
-            setattr(self, name, None)
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                    pass
+        await cancel_tasks(self, "_join_task", "_heartbeat_task")
 
     async def unsubscribe(self) -> None:
         """``unsubscribe()``: revoke, leave, forget the subscription's join state."""

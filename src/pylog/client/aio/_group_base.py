@@ -29,7 +29,7 @@ from pylog.net.connection import Connection
 from pylog.protocol.messages import FindCoordinatorRequest
 
 __all__ = ["Generation", "NO_GENERATION", "MemberState", "TRANSITIONS", "SubscriptionState",
-           "ConsumerOwner", "CoordinatorLink", "COMMIT_FAILED", "rebalancing"]
+           "ConsumerOwner", "CoordinatorLink", "COMMIT_FAILED", "cancel_tasks", "rebalancing"]
 
 log = logging.getLogger("pylog.client.consumer")
 
@@ -45,6 +45,20 @@ def rebalancing(detail: str) -> errors.RebalanceInProgressError:
     return errors.RebalanceInProgressError(
         f"Offset commit cannot be completed since {detail}. Call poll() to complete the "
         "rebalance, then commit again.")
+
+
+async def cancel_tasks(owner: Any, *names: str) -> None:
+    """Cancel and await the tasks in ``owner``'s attributes ``names``, setting each to None
+    first (a membership's heartbeat and join/reconcile tasks, on leave and close)."""
+    for name in names:
+        task = getattr(owner, name)
+        setattr(owner, name, None)
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
 
 
 class Generation(NamedTuple):
