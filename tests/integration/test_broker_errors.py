@@ -257,6 +257,8 @@ def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
         29: (1, 3), 30: (1, 3), 31: (1, 3),
         # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex)
         68: (0, 1), 69: (0, 0),
+        # issue 25: KIP-932 share groups (Kafka 4.2's versions)
+        76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
     }
 
 

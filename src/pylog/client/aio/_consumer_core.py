@@ -348,10 +348,10 @@ class ConsumerCore:
 
     def _handle_out_of_range(self) -> None:
         oor, self.fetcher.out_of_range = self.fetcher.out_of_range, []
-        for tp in oor:
+        for tp, offset in oor:
             st = self.assignment.get(tp)
-            if st is None:
-                continue
+            if st is None or st.position != offset:
+                continue  # unassigned, or seeked since the fetch (Kafka drops it as stale)
             if self.reset_policy == "none":
                 raise NoOffsetForPartitionError(
                     f"{tp.topic}-{tp.partition}: offset {st.position} is out of range and "

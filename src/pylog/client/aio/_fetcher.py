@@ -159,7 +159,9 @@ class Fetcher:
         self.sessions: dict[int, FetchSession] = {}  # by broker
         self.arrived = asyncio.Event()
         self.errors: list[BaseException] = []  # raised by the next poll
-        self.out_of_range: list[TopicPartition] = []  # reset by the consumer
+        # (partition, the fetch offset the broker called out of range), reset by the
+        # consumer if the position is still that offset (a seek since makes it stale).
+        self.out_of_range: list[tuple[TopicPartition, int]] = []
 
     # ------------------------------------------------------------------ sending
 
@@ -193,6 +195,8 @@ class Fetcher:
         for tp, st in self.assignment.items():
             if st.paused or st.pending_revocation or st.position is None:
                 continue
+            if self.out_of_range and (tp, st.position) in self.out_of_range:
+                continue  # waits for the consumer's reset
             offset = self._fetch_offset(tp, st)
             if offset is None:
                 continue
@@ -287,7 +291,8 @@ class Fetcher:
             return  # the error is for later offsets: met again when they are fetched
         cls = errors.error_for_code(p.error_code) or errors.UnknownServerError
         if p.error_code == OFFSET_OUT_OF_RANGE:
-            self.out_of_range.append(tp)
+            if (tp, fetch_offset) not in self.out_of_range:
+                self.out_of_range.append((tp, fetch_offset))
         elif cls.invalid_metadata or cls.retriable:
             self.cluster.request_update()
         else:

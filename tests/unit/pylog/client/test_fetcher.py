@@ -224,3 +224,16 @@ def test_corrupt_headers_stop_the_prefetch_and_fail_when_handed_out() -> None:
     assert f._fetch_offset(TP, st) is None  # nothing is fetched after data we cannot read
     with pytest.raises(errors.CorruptMessageError):
         f.take_records(10)
+
+
+def test_out_of_range_names_the_offset_once() -> None:
+    """The consumer resets only if the position is still the offset the broker refused: a
+    report that arrives after a seek (or twice, from a prefetch) must not reset it again."""
+    f, st = _fetcher()
+    st.position = 100
+    f._on_partition(TP, _Answer(None, error_code=1), {TP: 100})
+    f._on_partition(TP, _Answer(None, error_code=1), {TP: 100})
+    assert f.out_of_range == [(TP, 100)]
+    st.position = 150  # seek: a late answer for 100 is stale
+    f._on_partition(TP, _Answer(None, error_code=1), {TP: 100})
+    assert f.out_of_range == [(TP, 100)]
