@@ -98,6 +98,6 @@ print("installed", dist.metadata["Name"], dist.version, "logcore", logcore.IMPLE
       "from", os.path.dirname(logcore.__file__))
 PY
 "$work/venv/bin/pylog" --version
-"$work/venv/bin/python" -m pytest -q -p no:cacheprovider -c "$root/pyproject.toml" \
+"$work/venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider -c "$root/pyproject.toml" \
   --rootdir "$work" "$root/tests/unit" "$root/tests/property"
 step "wheel smoke test passed: $(basename "$wheel")"
