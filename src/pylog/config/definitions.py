@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from pylog.config.group_defs import group_protocol_defs
 from pylog.config.quota_defs import quota_config_defs
 from pylog.config.security_defs import sasl_defs, security_defs
 from pylog.config.values import (
@@ -565,56 +566,6 @@ def _broker_defs() -> list[ConfigDef]:
             "Most members in one group (GROUP_MAX_SIZE_REACHED beyond).",
             at_least(1),
         ),
-        ConfigDef("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
-                  "Group protocols the coordinator serves: classic, and consumer (KIP-848).",
-                  one_of("classic", "consumer", case_insensitive=True)),
-        ConfigDef("group.consumer.assignors", "list", ["uniform", "range"],
-                  "Server-side assignors of consumer groups (KIP-848); the first is the default.",
-                  one_of("uniform", "range", *_ASSIGNOR_CLASSES)),
-        ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000,
-                  "Heartbeat interval given to consumer-group members.", at_least(1)),
-        ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000,
-                  "Lower bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
-        ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000,
-                  "Upper bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
-        ConfigDef("group.consumer.session.timeout.ms", "int", 45000,
-                  "A consumer-group member is fenced after this long without a heartbeat.", at_least(1)),
-        ConfigDef("group.consumer.min.session.timeout.ms", "int", 45000,
-                  "Lower bound of group.consumer.session.timeout.ms.", at_least(1)),
-        ConfigDef("group.consumer.max.session.timeout.ms", "int", 60000,
-                  "Upper bound of group.consumer.session.timeout.ms.", at_least(1)),
-        ConfigDef("group.consumer.max.size", "int", 2147483647,
-                  "Most members in one consumer group (GROUP_MAX_SIZE_REACHED beyond).", at_least(1)),
-        # KIP-932 share groups (Kafka's GroupCoordinatorConfig and ShareGroupConfig).
-        ConfigDef("group.share.enable", "bool", True,
-                  "Serve share groups (ShareGroupHeartbeat/Describe, ShareFetch, ShareAcknowledge)."),
-        ConfigDef("group.share.heartbeat.interval.ms", "int", 5000,
-                  "Heartbeat interval given to share-group members.", at_least(1)),
-        ConfigDef("group.share.session.timeout.ms", "int", 45000,
-                  "A share-group member that does not heartbeat this long is removed.", at_least(1)),
-        ConfigDef("group.share.max.size", "int", 200,
-                  "Most members in one share group (GROUP_MAX_SIZE_REACHED beyond).", between(1, 1000)),
-        ConfigDef("group.share.record.lock.duration.ms", "int", 30000,
-                  "How long a share consumer holds a record it acquired before it becomes available again.",
-                  at_least(1)),
-        ConfigDef("group.share.min.record.lock.duration.ms", "int", 15000,
-                  "Lower bound of group.share.record.lock.duration.ms and its group override.", at_least(1)),
-        ConfigDef("group.share.max.record.lock.duration.ms", "int", 60000,
-                  "Upper bound of group.share.record.lock.duration.ms and its group override.", at_least(1)),
-        ConfigDef("group.share.delivery.count.limit", "int", 5,
-                  "Deliveries of a record to share consumers before it is archived.", between(2, 10)),
-        ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50,
-                  "Partitions of __share_group_state (the share-partition state; set before it "
-                  "is created).", at_least(1)),
-        ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600,
-                  "Segment size of __share_group_state.", at_least(14)),
-        ConfigDef("share.coordinator.load.buffer.size", "int", 5242880,
-                  "Bytes read at a time when __share_group_state is loaded.", at_least(1)),
-        ConfigDef("share.coordinator.write.timeout.ms", "int", 5000,
-                  "How long a write of share-partition state waits for its append.", at_least(1)),
-        ConfigDef("group.share.partition.max.record.locks", "int", 2000,
-                  "Most in-flight records (between the share-partition start and end offsets) "
-                  "of one share partition.", between(100, 10000)),
         ConfigDef(
             "offsets.retention.minutes",
             "int",
@@ -824,5 +775,6 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 }
 
 BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {
-    d.name: d for d in _broker_defs() + quota_config_defs() + security_defs() + sasl_defs()
+    d.name: d for d in _broker_defs() + group_protocol_defs() + quota_config_defs() + security_defs()
+    + sasl_defs()
 }
