@@ -3,7 +3,9 @@
 Per partition: the log is read from ``fetch_offset`` up to ``partition_max_bytes`` and the
 bytes left of the response's ``max_bytes``, never past the high watermark, as a
 ``logcore.FileRegion`` the network layer sends with ``sendfile`` (no record byte enters
-Python). Reads that may wait for a disk run on an I/O thread (``_read``). KIP-74: the first partition that returns data gets at least one whole batch even
+Python), except a region of at most ``io_threads.COPY_MAX`` bytes whose pages are in the page
+cache: its bytes are copied (``io_threads.read_cached``) so that the answer leaves in one
+send instead of a send, a sendfile and a send. Reads that may wait for a disk run on an I/O thread (``_read``). KIP-74: the first partition that returns data gets at least one whole batch even
 when it is larger than both limits; later partitions only what fits.
 
 Long poll: while fewer than ``min_bytes`` are available and ``max_wait_ms`` has not passed,
