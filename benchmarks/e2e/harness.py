@@ -18,6 +18,10 @@ on the librdkafka 2.16 bundled in the confluent-kafka wheel. ``--producers``/``-
 spread the client over processes (the Python client is slower than either broker);
 ``--repeat`` alternates the brokers and reports medians. See RESULTS.md, "End to end".
 
+``PYLOG_BENCH_BROKER_CPU=N`` (any script that starts brokers with ``BrokerProc``) pins the
+broker process and every thread it starts to CPU N (``sched_setaffinity`` before exec), so
+that a broker's CPU per record does not depend on where the scheduler put its threads.
+
 Examples::
 
     python benchmarks/e2e/harness.py --broker both --client kcat --num-records 1000000 --record-size 100
@@ -85,7 +89,8 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 
 class BrokerProc:
-    def __init__(self, kind: str, workdir: str, overrides: list[str] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, kind: str, workdir: str, overrides: list[str] = (),  # type: ignore[assignment]
+                 env: dict[str, str] | None = None) -> None:
         self.kind = kind
         self.port = free_port()
         self.log = open(os.path.join(workdir, f"{kind}.log"), "wb")  # noqa: SIM115
@@ -105,7 +110,10 @@ class BrokerProc:
                    "--storage-engine", "memory://tansu/", "--silent"]
         else:
             raise ValueError(kind)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+        cpu = os.environ.get("PYLOG_BENCH_BROKER_CPU", "")
+        pin = None if cpu == "" else (lambda: os.sched_setaffinity(0, {int(cpu)}))
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir,
+                                     env=env, preexec_fn=pin)
         wait_port(self.port)
 
     @property

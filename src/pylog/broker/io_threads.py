@@ -17,8 +17,14 @@ Cold reads: ``is_cached(region)`` probes a ``FileRegion``'s pages with
 with EAGAIN instead of reading from the disk; ``load(region)`` reads a cold region once on a
 thread so that the ``sendfile`` the loop then makes copies from the page cache.
 
+Small reads: ``read_cached(region)`` copies a region of at most ``COPY_MAX`` bytes with one
+``preadv(RWF_NOWAIT)``, or returns None when any of it is not in the page cache. A small
+fetch answer then leaves in one ``send`` with its header, where a ``FileRegion`` costs a
+send for the header, a ``sendfile`` and a send for the rest of the response (three
+syscalls and three TCP segments for a few hundred bytes).
+
 Event-loop affinity: ``run``, ``run_ordered`` and ``busy`` run on the broker's loop;
-``is_cached`` and ``load`` anywhere.
+``is_cached``, ``read_cached`` and ``load`` anywhere.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ T = TypeVar("T")
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _PROBE_STEP = 256 * 1024
 _LOAD_CHUNK = 1 << 20
+# Regions up to this size are copied (read_cached) rather than sent with sendfile: a copy
+# of 16 KiB costs a few microseconds, less than the two syscalls it saves.
+COPY_MAX = 16 * 1024
 
 
 class IoThreads:
@@ -160,6 +169,22 @@ def is_cached(region: Any) -> bool:
         return False
     except OSError:
         return True  # EOPNOTSUPP on some file systems: no way to tell, do not guess
+
+
+def read_cached(region: Any) -> bytearray | None:
+    """The bytes of a region of at most ``COPY_MAX`` bytes when all of them are in the page
+    cache (one ``preadv(RWF_NOWAIT)``, which never waits for the disk), else None: cold or
+    partly cached, no RWF_NOWAIT, a file shorter than the region (the caller's
+    ``FileRegion`` path reports that), or a file system that refuses the flag."""
+    size = region.size
+    if not size or size > COPY_MAX or not _RWF_NOWAIT:
+        return None
+    buf = bytearray(size)
+    try:
+        n = os.preadv(region.fileno, [buf], region.position, _RWF_NOWAIT)
+    except OSError:  # BlockingIOError (not cached), EOPNOTSUPP
+        return None
+    return buf if n == size else None
 
 
 def load(region: Any) -> None:

@@ -1,15 +1,27 @@
 """The broker's network layer: thin asyncio I/O around ``pylog.protocol.ServerConnection``.
 
-Per connection, two tasks on the broker's loop:
+Per connection, a reader and a worker task on the broker's loop:
 
-- the reader receives bytes, feeds the sans-IO connection and queues the events it yields;
+- the reader receives bytes, feeds the sans-IO connection and queues the events it yields.
+  On PLAINTEXT connections it is a callback the loop calls when the socket is readable
+  (registered once, removed while the connection is muted: no future, no epoll change and
+  no task switch per read); TLS and SASL connections read in a task (``_read_loop``),
+  as their handshakes and authenticator hooks await;
 - memory: every frame is admitted before its buffer is allocated, as soon as its 4-byte size
   prefix is read: its bytes come out of the connection's share (``CONNECTION_MAX_BYTES``)
   and the broker's pool (``queued.max.request.bytes``, ``memory_pool.MemoryPool``), and go
   back when its request is done. A connection that does not fit, or has ``MAX_QUEUED``
   requests queued, is muted: not read until its own requests or others' drain;
-- the worker takes requests in order, awaits their handler through the dispatcher and
+- the worker takes requests in order, runs their handler through the dispatcher and
   writes the response chunks, so responses leave in request order (Kafka's rule).
+
+Writes are coalesced: the worker starts each handler with ``eager`` (its first step runs
+at once); when it finishes without waiting and more requests are queued (a pipelining
+client), its response is held and goes out with the next ones in one ``send``: when the
+queue is empty, before a handler that waits (a long poll, an append on a thread, a quota
+delay), before a response holding a file region, past ``HOLD_BYTES``, and before a mute
+or a requested close. Nothing else runs on the loop while responses are held, other than
+the reader queueing more requests.
 
 Quotas (KIP-219): when a handler throttles the request (``RequestContext.throttle_ms``), the
 response goes out at once and the connection is then muted for the throttle time: the
@@ -48,7 +60,7 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.broker import handlers
+from pylog.broker import eager, handlers
 from pylog.broker.tls_io import HANDSHAKE_TIMEOUT_S, TlsStream
 from pylog.metrics.request_log import REQUEST_LOGGER, log_request, response_size
 from pylog.protocol.apis import api_name
@@ -80,6 +92,9 @@ MAX_QUEUED = 32
 # requests of 1 MiB, librdkafka's default batch size) while a client pipelining 20 MiB
 # requests behind a long poll holds one or two of them, not 31.
 CONNECTION_MAX_BYTES = 32 * 1024 * 1024
+# Responses held for one send while more requests are queued (see the module docstring):
+# at most this many bytes (a socket buffer's worth) before they go out anyway.
+HOLD_BYTES = 256 * 1024
 
 
 class Listener:
@@ -177,10 +192,17 @@ class Connection:
         self._share = CONNECTION_MAX_BYTES if pool.capacity <= 0 else min(CONNECTION_MAX_BYTES, pool.capacity)
         self._drained = asyncio.Event()
         self.queue: collections.deque[Any] = collections.deque()
+        # Response chunks held for one send (bytes only) and their size.
+        self._held_out: list[Any] = []
+        self._held_out_bytes = 0
         self._queued = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._reader: asyncio.Task[None] | None = None
+        # The PLAINTEXT reader callback: whether the loop watches the socket for it, and the
+        # task that waits for a frame's admission while it is muted.
+        self._watching = False
+        self._admitting: asyncio.Task[None] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
         self._closed = False
@@ -195,12 +217,145 @@ class Connection:
         self._throttle_ms = 0
         self._unmuted = asyncio.Event()
         self._unmuted.set()
-        self.last_active = asyncio.get_running_loop().time()
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
+
+    # Subclasses whose admission or reading awaits (SASL) read in a task.
+    _read_by_callback = True
 
     def start(self) -> None:
         self.broker.connections.add(self)
-        self._reader = asyncio.ensure_future(self._read_loop())
+        if self.tls is None and self._read_by_callback:
+            self._update_reading()
+        else:
+            self._reader = asyncio.ensure_future(self._read_loop())
         self._worker = asyncio.ensure_future(self._work_loop())
+
+    # --- reading (PLAINTEXT: a callback) -------------------------------------------------
+
+    def _update_reading(self) -> None:
+        """Watch the socket when the reader may read (not closing, no frame waiting for
+        memory, fewer than MAX_QUEUED requests queued, not muted by a quota), else not."""
+        if self._reader is not None:
+            self._room.set()  # the reader task waits on these itself
+            return
+        want = (not self._closing and not self._peer_closed and self._admitting is None
+                and len(self.queue) < MAX_QUEUED and self._unmuted.is_set())
+        if want is self._watching:
+            return
+        if want:
+            self._loop.add_reader(self.sock.fileno(), self._on_readable)
+        else:
+            self._loop.remove_reader(self.sock.fileno())
+        self._watching = want
+
+    def _stop_watching(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self.sock.fileno())
+
+    def _on_readable(self) -> None:
+        """The loop's callback: read what the socket has (a large frame in progress goes
+        straight into its own buffer), then turn it into queued requests."""
+        conn = self.conn
+        spare = conn.spare_bytes
+        view = conn.receive_buffer()
+        data: bytes | None = None
+        n = 0
+        try:
+            if view is None:
+                data = self.sock.recv(RECV_SIZE)
+            else:
+                with view:
+                    n = self.sock.recv_into(view)
+                data = b"" if n == 0 else None
+        except (BlockingIOError, InterruptedError):
+            return
+        except (ConnectionError, OSError) as exc:
+            if not self._closing:
+                log.info("connection %s: read failed: %s", self.peer, exc)
+            self._abort()
+            return
+        self.last_active = self._now()
+        try:
+            if data is None:
+                conn.received_into(n)
+                if view is not None and spare and not conn.spare_bytes:
+                    self._charge_spare()  # the kept buffer became this frame's
+            else:
+                conn.receive_data(data)
+            self._take_events()
+        except Exception:  # a bug: it costs this connection only
+            log.exception("connection %s: closing after an unexpected error reading", self.peer)
+            self._abort()
+
+    def _take_events(self) -> None:
+        """Queue the requests buffered so far; each frame is admitted first (synchronously
+        when its bytes fit, else by the ``_admitting`` task while the reader is muted)."""
+        conn = self.conn
+        queued = False
+        while True:
+            need = conn.awaiting_admission
+            if need >= 0:
+                if not self._try_admit(need):
+                    self._admitting = asyncio.ensure_future(self._admit_then_read(need))
+                    break
+                conn.admit_frame()
+            try:
+                event = conn.next_event()
+            except errors.RemoteProtocolError as exc:
+                log.warning("connection %s: closing after a protocol error: %s", self.peer, exc)
+                self._abort()
+                return
+            if event is NEED_DATA:
+                break
+            if type(event) is ConnectionClosed:
+                self._on_peer_closed()
+                break
+            self.queue.append((event, self._now()))
+            queued = True
+        if queued:
+            self._queued.set()
+        self._update_reading()
+
+    def _try_admit(self, size: int) -> bool:
+        """``_admit`` when it need not wait: the frame fits the connection's share and the
+        pool has its bytes now."""
+        if self._held and self._held + size > self._share:
+            return False
+        if not self.broker.memory_pool.try_acquire(size):
+            return False
+        self._held += size
+        return True
+
+    async def _admit_then_read(self, size: int) -> None:
+        try:
+            await self._admit(size)
+        except asyncio.CancelledError:
+            return
+        finally:
+            self._admitting = None
+        if self._closed:
+            return
+        self.conn.admit_frame()
+        try:
+            self._take_events()
+        except Exception:
+            log.exception("connection %s: closing after an unexpected error reading", self.peer)
+            self._abort()
+
+    def _on_peer_closed(self) -> None:
+        """The peer closed its side: requests already received still run (acks=0 produces
+        sent just before a close), no answers go out."""
+        self._peer_closed = True
+        self._queued.set()
+        if self._current_api == FETCH and self._worker is not None:
+            self._worker.cancel()  # a long poll nobody waits for any more
+
+    def _now(self) -> float:
+        return self._loop.time()
+
+    # --- reading (TLS and SASL: a task) ---------------------------------------------------
 
     # --- reading ---------------------------------------------------------------------
 
@@ -229,12 +384,7 @@ class Connection:
                     if event is NEED_DATA:
                         break
                     if type(event) is ConnectionClosed:
-                        # The peer closed its side: requests already received still run
-                        # (acks=0 produces sent just before a close), no answers go out.
-                        self._peer_closed = True
-                        self._queued.set()
-                        if self._current_api == FETCH and self._worker is not None:
-                            self._worker.cancel()  # a long poll nobody waits for any more
+                        self._on_peer_closed()
                         return
                     self.queue.append((event, loop.time()))
                     self._queued.set()
@@ -360,6 +510,8 @@ class Connection:
         try:
             while True:
                 if not self.queue:
+                    if self._held_out:
+                        await self._flush()
                     if self._closing or self._peer_closed:
                         break
                     self._queued.clear()
@@ -369,8 +521,8 @@ class Connection:
                 if self._peer_closed and event.api_key == FETCH:
                     self._release(event.size)
                     continue  # a read nobody will receive: do not long-poll for it
-                if not self._room.is_set() and len(self.queue) < MAX_QUEUED // 2:
-                    self._room.set()
+                if len(self.queue) == MAX_QUEUED // 2 - 1:
+                    self._update_reading()  # room again for a reader stopped at MAX_QUEUED
                 self._busy = True
                 self._current_api = event.api_key
                 started = handled = loop.time()
@@ -378,15 +530,31 @@ class Connection:
                 self._remote_s = 0.0
                 self._throttle_ms = 0
                 try:
-                    chunks = await self._handle(event)
+                    coro = self._handle(event)
+                    try:
+                        step = coro.send(None)
+                    except StopIteration as done:
+                        chunks = done.value
+                    else:  # the handler waits: what is held goes out first
+                        if self._held_out:
+                            try:
+                                await self._flush()
+                            except BaseException:
+                                coro.close()
+                                raise
+                        chunks = await eager.finish(coro, step)
                     handled = loop.time()
                     if chunks is None or self._peer_closed:
                         if self._close_requested or (type(event) is RequestError
                                                      and not event.can_respond):
+                            if self._held_out and not self._peer_closed:
+                                await self._flush()
                             break
                     else:
                         self._current_api = -1
-                        await self._write(chunks)
+                        self._hold(chunks)
+                        if not self.queue or self._held_out_bytes >= HOLD_BYTES:
+                            await self._flush()
                 finally:
                     self._busy = False
                     self._current_api = -1
@@ -411,6 +579,8 @@ class Connection:
                     self._release(event.size)
                 # Over a quota (an acks=0 Produce too, which has no response): muted now.
                 if self._throttle_ms and not self._peer_closed:
+                    if self._held_out:
+                        await self._flush()
                     await self._mute(self._throttle_ms)
         except (ConnectionError, OSError) as exc:
             if not self._closing:
@@ -485,12 +655,39 @@ class Connection:
         ``ms`` (Kafka's ``ThrottledChannel``: the channel muted until the throttle ends)."""
         log.debug("connection %s: throttled by a quota for %d ms", self.peer, ms)
         self._unmuted.clear()
+        self._update_reading()
         try:
             await self.broker.clock.sleep(ms / 1000.0)
         finally:
             self._unmuted.set()
+            if not self._closed:
+                self._update_reading()
+
+    def _hold(self, chunks: list[Any]) -> None:
+        """Add a response's chunks to those held for one send. Only bytes and bytearrays the
+        codec built are held; any other chunk (a file region, a view of memory that a later
+        request could change) makes the whole lot go out now (counted as HOLD_BYTES)."""
+        held = self._held_out
+        for chunk in chunks:
+            held.append(chunk)
+            kind = type(chunk)
+            if kind is bytes or kind is bytearray:
+                self._held_out_bytes += len(chunk)
+            else:
+                self._held_out_bytes += HOLD_BYTES
+
+    async def _flush(self) -> None:
+        """Write the held responses (in the order they were held)."""
+        chunks = self._held_out
+        self._held_out = []
+        self._held_out_bytes = 0
+        await self._write(chunks)
 
     async def _write(self, chunks: list[Any]) -> None:
+        if self._held_out:  # a response written directly goes after those held
+            chunks = self._held_out + chunks
+            self._held_out = []
+            self._held_out_bytes = 0
         if self.tls is not None:
             await self.tls.write_chunks(chunks)  # no sendfile under TLS: regions are copied
             return
@@ -553,8 +750,9 @@ class Connection:
         if self._held:  # queued requests, the one being handled, a frame being received
             pool.release(self._held)
             self._held = 0
+        self._stop_watching()
         me = asyncio.current_task()
-        for task in (self._reader, self._worker):
+        for task in (self._reader, self._worker, self._admitting):
             if task is not None and not task.done() and task is not me:
                 task.cancel()
         try:
@@ -569,6 +767,9 @@ class Connection:
         self._closing = True
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
+        self._stop_watching()
+        if self._admitting is not None:
+            self._admitting.cancel()
         self.queue.clear()
         self._queued.set()
         if self._worker is not None and not self._worker.done():

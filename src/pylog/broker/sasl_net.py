@@ -51,6 +51,9 @@ class SaslConnection(Connection):
         self.sasl = sasl.authenticator()
         self._reauths = 0
 
+    # The authenticator refuses frames in _admit, which awaits: the reader is a task.
+    _read_by_callback = False
+
     async def _admit(self, size: int) -> None:
         if not self.sasl.authenticated and size > self._listener_sasl.max_receive_size:
             auth_log.warning("connection %s (listener %s): closing: a %d-byte frame before "

@@ -7,8 +7,10 @@ import os
 import threading
 import time
 
+import pytest
+
 import logcore
-from pylog.broker.io_threads import IoThreads, is_cached, load
+from pylog.broker.io_threads import COPY_MAX, IoThreads, is_cached, load, read_cached
 
 
 def test_calls_for_one_key_run_in_order_others_overlap() -> None:
@@ -79,6 +81,28 @@ def test_region_probe_and_load(tmp_path) -> None:
         load(region)  # reads it once: back in the page cache
         assert is_cached(region) is True
         assert is_cached(log.read(log.log_end_offset, 1 << 20)) is True  # empty region
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="no preadv(RWF_NOWAIT) here")
+def test_small_regions_in_the_page_cache_are_copied_whole(tmp_path) -> None:
+    with logcore.Log(str(tmp_path / "t-0")) as log:
+        small = logcore.BatchBuilder()
+        small.append(b"v" * 100, key=b"k")
+        first = small.build()
+        log.append(first)
+        big = logcore.BatchBuilder()
+        big.append(os.urandom(COPY_MAX))
+        log.append(big.build())
+        log.flush()
+        region = log.read(0, 1 << 20, max_offset=1)
+        assert region.size == len(first)
+        data = read_cached(region)
+        assert data is not None and bytes(data) == region.read()
+        assert read_cached(log.read(1, 1 << 20)) is None  # over COPY_MAX: sendfile it
+        assert read_cached(log.read(log.log_end_offset, 1 << 20)) is None  # empty
+        if hasattr(os, "posix_fadvise") and not _in_memory_fs(tmp_path):
+            os.posix_fadvise(region.fileno, 0, 0, os.POSIX_FADV_DONTNEED)
+            assert read_cached(region) is None  # cold: the caller loads it on a thread
 
 
 def _in_memory_fs(path) -> bool:
