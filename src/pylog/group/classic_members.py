@@ -154,7 +154,7 @@ class ClassicMembers:
 
         def answered() -> JoinGroupResult:
             cg._timers.cancel(("cg-join", gid, member_id))
-            if gid in cg.groups and member_id in group.members:
+            if cg.groups.get(gid) is group and member_id in group.members:  # not converted or left since
                 cg._schedule_session_timeout(gid, member_id, session_ms)
                 self._schedule("cg-sync", gid, member_id, rebalance_ms if rebalance_ms != -1 else session_ms)
             return result
