@@ -29,10 +29,10 @@ protocol and not Kafka's deliberate 3 s wait; Tansu has no such delay).
   counts differ by at most one). Classic members use ``partition.assignment.strategy``
   ``--classic-strategy`` (range: eager, the usual stop-the-world) with a 500 ms heartbeat;
   KIP-848 members ``group.protocol=consumer`` with the broker's uniform assignor and its
-  heartbeat interval set to 500 ms too. While a group settles a sampler thread reads every
-  member's assignment (``assignment()`` after each of its polls) every 2 ms and records how
-  many members that were there before held nothing at some point (stopped consuming) and
-  the partition-seconds during which a partition had no owner.
+  heartbeat interval set to 500 ms too. Each member keeps what it holds from its rebalance
+  callbacks; while the group settles the main thread samples them every 2 ms and records
+  how many members that were there before were left holding nothing by a revocation
+  (stopped consuming) and the partition-seconds during which a partition had no owner.
 
 Examples::
 
@@ -202,32 +202,45 @@ if a["protocol"] == "classic":
                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
 else:
     conf.update({"group.protocol": "consumer"})
+EAGER = a["protocol"] == "classic" and a["strategy"] != "cooperative-sticky"
 
 
 class Member:
-    # Each member polls on its own thread and publishes what it holds after each poll.
+    # Each member polls on its own thread; its rebalance callbacks (run inside poll) keep
+    # what it holds: eager assignments replace it, incremental ones (KIP-848, cooperative)
+    # add to it; a revocation that leaves it holding nothing counts as a stop.
     def __init__(self, i):
         self.owned = frozenset()
+        self.stops = 0
         self.lock = threading.Lock()
         self.stop = False
         self.c = Consumer(dict(conf, **{"client.id": f"m{i}"}))
         self.c.list_topics(topic, timeout=30)  # connected, metadata known: not timed
         self.t = threading.Thread(target=self.run, daemon=True)
 
+    def on_assign(self, c, parts):
+        got = frozenset(tp.partition for tp in parts)
+        with self.lock:
+            self.owned = got if EAGER else self.owned | got
+
+    def on_revoke(self, c, parts):
+        with self.lock:
+            left = self.owned - frozenset(tp.partition for tp in parts)
+            if self.owned and not left:
+                self.stops += 1
+            self.owned = left
+
     def start(self):
-        self.c.subscribe([topic], on_assign=lambda *x: None, on_revoke=lambda *x: None)
+        self.c.subscribe([topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
         self.t.start()
 
     def run(self):
         while not self.stop:
             self.c.poll(0.02)
-            held = frozenset(tp.partition for tp in self.c.assignment())
-            with self.lock:
-                self.owned = held
 
     def held(self):
         with self.lock:
-            return self.owned
+            return self.owned, self.stops
 
     def close(self):
         self.stop = True
@@ -236,21 +249,25 @@ class Member:
 
 
 def settle(members, before, timeout=120.0):
-    # Sample until settled; returns (seconds, members of `before` that held nothing at
-    # some sample, partition-seconds without an owner).
+    # Sample until settled; returns (seconds, members of `before` left holding nothing by a
+    # revocation meanwhile, partition-seconds without an owner).
     t0 = last = time.monotonic()
-    stopped, unowned_ps = set(), 0.0
+    stops0 = {m: m.held()[1] for m in before}
+    unowned_ps = 0.0
+
+    def stopped():
+        return sum(1 for m in before if m in members and m.held()[1] > stops0[m])
+
     while time.monotonic() - t0 < timeout:
         now = time.monotonic()
-        held = [m.held() for m in members]
+        held = [m.held()[0] for m in members]
         unowned_ps += (nparts - len(frozenset().union(*held))) * (now - last)
         last = now
-        stopped.update(i for i, m in enumerate(members) if m in before and not held[i])
         counts = [len(h) for h in held]
         if sum(counts) == nparts and len(frozenset().union(*held)) == nparts and max(counts) - min(counts) <= 1:
-            return now - t0, len(stopped), unowned_ps
+            return now - t0, stopped(), unowned_ps
         time.sleep(0.002)
-    return None, len(stopped), unowned_ps
+    return None, stopped(), unowned_ps
 
 
 members = [Member(i) for i in range(a["members"])]
