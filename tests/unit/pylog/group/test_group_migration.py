@@ -22,6 +22,7 @@ from pylog.errors import (
 )
 from pylog.group.classic import GroupState
 from pylog.group.config import GroupCoordinatorConfig
+from pylog.group.consumer_group import MemberState
 from pylog.group.migration import (
     MigrationPolicy,
     decode_assignment,
@@ -366,3 +367,47 @@ def test_consumer_protocol_bytes() -> None:
     data = encode_assignment({"t": {2, 0}, "u": set()}, b"\x00\x01" + b"\x00" * 10)
     assert data[:2] == b"\x00\x01" and decode_assignment(data) == {"t": {0, 2}}
     assert decode_assignment(b"") == {}
+
+
+def owning(*partitions: int) -> bytes:
+    """A v1 subscription to "t" that says it owns ``partitions`` (a cooperative member)."""
+    from pylog.protocol._schema import ConsumerProtocolSubscription as Sub
+
+    sub = Sub(topics=["t"], owned_partitions=[Sub.TopicPartition(topic="t", partitions=list(partitions))])
+    return b"\x00\x01" + sub.encode(1)
+
+
+def test_a_classic_member_revokes_before_it_moves_to_the_new_epoch() -> None:
+    h = GroupHarness()
+    hb(h, "n1", 0)
+    j = classic_join(h, "x", version=3).result
+    # x waits for partitions n1 still owns: nothing yet, and no rejoin while it waits.
+    assert synced(h, "x", j.generation_id) == set()
+    assert h.call("heartbeat", "g", j.generation_id, "x") == 0
+    g = h.coord.consumer.groups["g"]
+    for _ in range(2):  # n1 heartbeats what it owns: told to revoke, then revoked
+        n1 = g.members["n1"]
+        hb(h, "n1", n1.member_epoch, owned=set(n1.assigned.get(T, set())))
+    # Released: x is told to rejoin, and gets them.
+    assert h.call("heartbeat", "g", j.generation_id, "x") == RebalanceInProgressError.code
+    j = classic_join(h, "x", version=3).result
+    mine = synced(h, "x", j.generation_id)
+    assert len(mine) == 3
+    x = g.members["x"]
+    assert x.member_epoch == j.generation_id and x.state == MemberState.STABLE
+    # A third member: x must give some partitions up. Rejoining while still owning them,
+    # it stays at its epoch with those pending revocation and gets only what it keeps.
+    hb(h, "n2", 0)
+    assert h.call("heartbeat", "g", j.generation_id, "x") == RebalanceInProgressError.code
+    r = classic_join(h, "x", version=3, protocols=[("range", owning(*sorted(mine)))]).result
+    g = h.coord.consumer.groups["g"]
+    x = g.members["x"]
+    assert r.generation_id == j.generation_id and x.state == MemberState.UNREVOKED_PARTITIONS
+    kept = synced(h, "x", r.generation_id)
+    assert kept < mine and kept == x.assigned.get(T, set())
+    # It revoked; its heartbeat sends it to rejoin, and the rejoin owning only what it kept
+    # moves it to the group's epoch.
+    assert h.call("heartbeat", "g", r.generation_id, "x") == RebalanceInProgressError.code
+    r2 = classic_join(h, "x", version=3, protocols=[("range", owning(*sorted(kept)))]).result
+    assert r2.generation_id == g.assignment_epoch and g.members["x"].state != MemberState.UNREVOKED_PARTITIONS
+    assert h.call("heartbeat", "g", r2.generation_id, "x") in (0, RebalanceInProgressError.code)
