@@ -411,3 +411,23 @@ def test_a_classic_member_revokes_before_it_moves_to_the_new_epoch() -> None:
     r2 = classic_join(h, "x", version=3, protocols=[("range", owning(*sorted(kept)))]).result
     assert r2.generation_id == g.assignment_epoch and g.members["x"].state != MemberState.UNREVOKED_PARTITIONS
     assert h.call("heartbeat", "g", r2.generation_id, "x") in (0, RebalanceInProgressError.code)
+
+
+def test_up_down_and_up_again_replays_to_the_last_conversion() -> None:
+    h = GroupHarness()
+    a, b = upgraded(h)
+    hb(h, "n1", -1)  # down
+    pa, pb = classic_join(h, a), classic_join(h, b)
+    ja = pa.result
+    assert pb.result.error_code == 0 and ja.leader in (a, b)
+    leader = ja.leader
+    other = b if leader == a else a
+    h.call("sync_group", "g", ja.generation_id, other)
+    h.call("sync_group", "g", ja.generation_id, leader, [(a, assignment(t=[0, 1, 2])), (b, assignment(t=[3, 4, 5]))])
+    assert h.coord.group("g").is_in(GroupState.STABLE)
+    down = h.replayed()
+    assert "g" not in down.consumer.groups and set(down.group("g").members) == {a, b}
+    assert hb(h, "n9", 0).error_code == 0  # up again
+    up = h.replayed()
+    assert up.group("g") is None and set(up.consumer.groups["g"].members) == {a, b, "n9"}
+    assert {m: up.consumer.groups["g"].members[m].assigned for m in (a, b)} == {a: {T: {0, 1, 2}}, b: {T: {3, 4, 5}}}
