@@ -96,6 +96,11 @@ def test_a_consumer_member_upgrades_a_classic_group_and_the_classic_members_foll
     assert {m: (x.member_epoch, x.assigned, x.uses_classic_protocol) for m, x in g.members.items() if m != "n1"} == {
         a: (gen, {T: {0, 1, 2}}, True), b: (gen, {T: {3, 4, 5}}, True)}
     assert g.group_epoch > gen and r.member_epoch == g.group_epoch
+    # Kafka 4: ListGroups names it a consumer group; DescribeGroups (v0-5) answers Dead for
+    # it, classic members or not (ConsumerGroupDescribe describes it).
+    assert [(x.group_id, x.group_type) for x in h.coord.list_groups()] == [("g", "consumer")]
+    assert [x.group_id for x in h.coord.list_groups(types_filter=["classic"])] == []
+    assert h.coord.describe_groups(["g"])[0].group_state == "Dead"
     assert sum(len(p) for p in g.target.values() for p in p.values()) == 6
     # Classic members are told to rejoin; rejoining moves them to the new target.
     assert h.call("heartbeat", "g", gen, a) == RebalanceInProgressError.code
@@ -296,6 +301,8 @@ def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
     assert ja.result.generation_id == epoch + 1
     fresh = h.replayed()
     assert "g" not in fresh.consumer.groups and set(fresh.group("g").members) == {a, b}
+    assert [(x.group_id, x.group_type) for x in h.coord.list_groups()] == [("g", "classic")]
+    assert h.coord.describe_groups(["g"])[0].group_state == "CompletingRebalance"
 
 
 def test_the_downgraded_group_members_keep_their_target_as_assignment() -> None:
