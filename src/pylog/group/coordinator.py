@@ -21,7 +21,10 @@ Rules follow Kafka's classic protocol (``GroupMetadataManager``, ``ClassicGroup`
 each request gets in each state is the one Kafka returns). Membership lives here; offset
 commits, fetches, expiry and the admin APIs are in ``pylog.group.admin``, transactional
 offset commits (TxnOffsetCommit and the markers that end them) in
-``pylog.group.txn_offsets``: mixins of this class kept apart for size.
+``pylog.group.txn_offsets``: mixins of this class kept apart for size. JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup for a KIP-848 consumer group go to ``pylog.group.classic_members``
+(classic members of consumer groups); conversions between the two group types are
+``pylog.group.migration``'s.
 
 Not thread-safe: call everything from one thread (the broker's event loop).
 """
