@@ -256,6 +256,9 @@ PYLOG_NOTES: dict[str, str] = {
     "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start.",
     "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start.",
     "group.consumer.max.size": "Honoured: consumer-group members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "group.consumer.migration.policy": "Honoured (Kafka's default bidirectional): a ConsumerGroupHeartbeat upgrades a "
+                                       "classic group with members, the last consumer-protocol member leaving downgrades "
+                                       "a consumer group (docs/groups.md).",
     "group.share.enable": "pylog's switch (Kafka 4.2 enables share groups with the `share.version` "
                           "feature): false drops the share-group APIs from ApiVersions.",
     "group.share.heartbeat.interval.ms": "Honoured: the heartbeat interval given to share-group members "

@@ -22,10 +22,23 @@ in its own process (harness.BrokerProc). pylog runs with ``group.initial.rebalan
 as given by ``--initial-delay-ms`` (0 by default so that the join figure measures the
 protocol and not Kafka's deliberate 3 s wait; Tansu has no such delay).
 
+- ``--settle`` (issue 25, pylog only): classic vs KIP-848 in the same run, interleaved per
+  round. A group of ``--members`` confluent-kafka consumers (10) on ``--partitions`` (100)
+  forms; then one member joins, and once that settled one of the first members leaves.
+  *Settled*: every partition held by exactly one member and the split balanced (member
+  counts differ by at most one). Classic members use ``partition.assignment.strategy``
+  ``--classic-strategy`` (range: eager, the usual stop-the-world) with a 500 ms heartbeat;
+  KIP-848 members ``group.protocol=consumer`` with the broker's uniform assignor and its
+  heartbeat interval set to 500 ms too. Each member keeps what it holds from its rebalance
+  callbacks; while the group settles the main thread samples them every 2 ms and records
+  how many members that were there before were left holding nothing by a revocation
+  (stopped consuming) and the partition-seconds during which a partition had no owner.
+
 Examples::
 
     python benchmarks/e2e/groups.py --broker both --repeat 3
     python benchmarks/e2e/groups.py --broker pylog --members 4 --partitions 12 --seconds 2
+    python benchmarks/e2e/groups.py --settle --repeat 3
 """
 
 from __future__ import annotations
@@ -177,6 +190,154 @@ print(json.dumps(out))
 """
 
 
+_SETTLE_CLIENT = r"""
+import json, sys, threading, time
+from confluent_kafka import Consumer
+a = json.loads(sys.argv[1])
+topic, nparts = a["topic"], a["partitions"]
+conf = {"bootstrap.servers": a["bootstrap"], "group.id": a["group"], "enable.auto.commit": False,
+        "auto.offset.reset": "earliest"}
+if a["protocol"] == "classic":
+    conf.update({"group.protocol": "classic", "partition.assignment.strategy": a["strategy"],
+                 "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+else:
+    conf.update({"group.protocol": "consumer"})
+EAGER = a["protocol"] == "classic" and a["strategy"] != "cooperative-sticky"
+
+
+class Member:
+    # Each member polls on its own thread; its rebalance callbacks (run inside poll) keep
+    # what it holds: eager assignments replace it, incremental ones (KIP-848, cooperative)
+    # add to it; a revocation that leaves it holding nothing counts as a stop.
+    def __init__(self, i):
+        self.owned = frozenset()
+        self.stops = 0
+        self.lock = threading.Lock()
+        self.stop = False
+        self.c = Consumer(dict(conf, **{"client.id": f"m{i}"}))
+        self.c.list_topics(topic, timeout=30)  # connected, metadata known: not timed
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def on_assign(self, c, parts):
+        got = frozenset(tp.partition for tp in parts)
+        with self.lock:
+            self.owned = got if EAGER else self.owned | got
+
+    def on_revoke(self, c, parts):
+        with self.lock:
+            left = self.owned - frozenset(tp.partition for tp in parts)
+            if self.owned and not left:
+                self.stops += 1
+            self.owned = left
+
+    def start(self):
+        self.c.subscribe([topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            self.c.poll(0.02)
+
+    def held(self):
+        with self.lock:
+            return self.owned, self.stops
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.c.close()
+
+
+def settle(members, before, timeout=120.0):
+    # Sample until settled; returns (seconds, members of `before` left holding nothing by a
+    # revocation meanwhile, partition-seconds without an owner).
+    t0 = last = time.monotonic()
+    stops0 = {m: m.held()[1] for m in before}
+    unowned_ps = 0.0
+
+    def stopped():
+        return sum(1 for m in before if m in members and m.held()[1] > stops0[m])
+
+    while time.monotonic() - t0 < timeout:
+        now = time.monotonic()
+        held = [m.held()[0] for m in members]
+        unowned_ps += (nparts - len(frozenset().union(*held))) * (now - last)
+        last = now
+        counts = [len(h) for h in held]
+        if sum(counts) == nparts and len(frozenset().union(*held)) == nparts and max(counts) - min(counts) <= 1:
+            return now - t0, stopped(), unowned_ps
+        time.sleep(0.002)
+    return None, stopped(), unowned_ps
+
+
+members = [Member(i) for i in range(a["members"])]
+for m in members:
+    m.start()
+formed, _s, _u = settle(members, set())
+out = {"form_s": formed}
+first = set(members)
+new = Member(len(members))
+new.start()
+members.append(new)
+out["join_settle_s"], out["join_stopped_members"], out["join_unowned_partition_s"] = settle(members, first)
+gone = members.pop(0)
+first = set(members)
+gone.close()
+out["leave_settle_s"], out["leave_stopped_members"], out["leave_unowned_partition_s"] = settle(members, first)
+for m in members:
+    m.close()
+print(json.dumps(out))
+"""
+
+
+def run_settle(protocol: str, args: argparse.Namespace, round_no: int) -> dict[str, Any]:
+    """One settle run (see the module docstring) on a fresh pylog broker."""
+    with tempfile.TemporaryDirectory(prefix=f"settle-{protocol}-") as workdir:
+        overrides = [f"group.initial.rebalance.delay.ms={args.initial_delay_ms}",
+                     "group.consumer.heartbeat.interval.ms=500",
+                     "group.consumer.min.heartbeat.interval.ms=100",
+                     "offsets.topic.num.partitions=50"]
+        broker = BrokerProc("pylog", workdir, overrides)
+        load0 = os.getloadavg()[0]
+        try:
+            topic = f"settle-{round_no}"
+            create_topic(broker.bootstrap, topic, args.partitions)
+            cpu0 = broker.cpu()
+            params = dict(bootstrap=broker.bootstrap, topic=topic, partitions=args.partitions,
+                          group=f"settle-{protocol}-{round_no}", members=args.members, protocol=protocol,
+                          strategy=args.classic_strategy)
+            proc = subprocess.run([sys.executable, "-c", _SETTLE_CLIENT, json.dumps(params)],
+                                  capture_output=True, text=True, timeout=900)
+            if proc.returncode:
+                raise RuntimeError(f"settle client failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result["broker_cpu_s"] = broker.cpu() - cpu0
+        finally:
+            broker.stop()
+    result.update(protocol=protocol, load_before=load0, load_after=os.getloadavg()[0])
+    return result
+
+
+def settle_main(args: argparse.Namespace) -> int:
+    protocols = ("classic", "consumer")
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in protocols}
+    for r in range(args.repeat):
+        for proto in protocols if r % 2 == 0 else protocols[::-1]:  # interleaved A/B
+            res = run_settle(proto, args, r)
+            runs[proto].append(res)
+            print(json.dumps(res), file=sys.stderr, flush=True)
+    keys = ("form_s", "join_settle_s", "join_stopped_members", "join_unowned_partition_s",
+            "leave_settle_s", "leave_stopped_members", "leave_unowned_partition_s", "broker_cpu_s")
+    med = {p: {k: _median(v, k) for k in keys} for p, v in runs.items()}
+    ratios = {k: round(med["classic"][k] / med["consumer"][k], 3)
+              for k in ("join_settle_s", "leave_settle_s")
+              if med["classic"][k] and med["consumer"][k]}
+    print(json.dumps({"commit": git_commit(), "members": args.members, "partitions": args.partitions,
+                      "classic_strategy": args.classic_strategy, "repeat": args.repeat,
+                      "median": med, "ratio_classic_vs_consumer": ratios, "runs": runs}, indent=2))
+    return 0
+
+
 def run_client(params: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-c", _GROUP_CLIENT, json.dumps(params)],
                           capture_output=True, text=True, timeout=900)
@@ -225,7 +386,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="pylog's group.initial.rebalance.delay.ms (Kafka's default is 3000)")
     p.add_argument("--repeat", type=int, default=1, help="rounds, alternating the brokers")
     p.add_argument("--commits-only", action="store_true", help="skip the rebalance scenarios")
+    p.add_argument("--settle", action="store_true",
+                   help="classic vs KIP-848: settle time after a join and a leave (pylog only)")
+    p.add_argument("--classic-strategy", default="range",
+                   help="partition.assignment.strategy of the classic members in --settle")
     args = p.parse_args(argv)
+    if args.settle:
+        return settle_main(args)
     kinds = ["tansu", "pylog"] if args.broker == "both" else [args.broker]
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(args.repeat):

@@ -142,18 +142,20 @@ def test_a_broker_without_the_protocol_is_a_clear_error() -> None:
                 poll_until(c, lambda: False, "the error")
 
 
-def test_a_classic_group_with_members_refuses_a_consumer_protocol_member(broker: KafkaBroker) -> None:
+def test_a_classic_group_with_members_refuses_a_consumer_protocol_member_without_upgrades() -> None:
     from pylog import errors
 
-    with Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "mixed",
-                   "auto.offset.reset": "earliest"}) as classic:
-        classic.subscribe(["faults"])
-        poll_until(classic, lambda: len(classic.assignment()) == 2, "the classic member to join")
-        with Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "mixed",
-                       "group.protocol": "consumer"}) as c:
-            c.subscribe(["faults"])
-            with pytest.raises(errors.GroupIdNotFoundError, match="cannot mix the two protocols"):
-                poll_until(c, lambda: False, "the error")
+    with KafkaBroker({**CONFIG, "group.consumer.migration.policy": "downgrade"}) as b:
+        b.create_topic("faults", partitions=2)
+        with Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "mixed",
+                       "auto.offset.reset": "earliest"}) as classic:
+            classic.subscribe(["faults"])
+            poll_until(classic, lambda: len(classic.assignment()) == 2, "the classic member to join")
+            with Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "mixed",
+                           "group.protocol": "consumer"}) as c:
+                c.subscribe(["faults"])
+                with pytest.raises(errors.GroupIdNotFoundError, match="group.consumer.migration.policy"):
+                    poll_until(c, lambda: False, "the error")
 
 
 def test_a_full_group_refuses_another_member() -> None:

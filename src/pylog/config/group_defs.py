@@ -43,6 +43,10 @@ def group_protocol_defs() -> list[ConfigDef]:
                   "Upper bound of group.consumer.session.timeout.ms.", at_least(1)),
         ConfigDef("group.consumer.max.size", "int", 2147483647,
                   "Most members in one consumer group (GROUP_MAX_SIZE_REACHED beyond).", at_least(1)),
+        ConfigDef("group.consumer.migration.policy", "string", "bidirectional",
+                  "Online conversion of non-empty groups between the classic and consumer protocols: "
+                  "disabled, upgrade, downgrade or bidirectional (empty groups are always converted).",
+                  one_of("disabled", "upgrade", "downgrade", "bidirectional", case_insensitive=True)),
         # KIP-932 share groups (Kafka's GroupCoordinatorConfig and ShareGroupConfig).
         ConfigDef("group.share.enable", "bool", True,
                   "Serve share groups (ShareGroupHeartbeat/Describe, ShareFetch, ShareAcknowledge)."),

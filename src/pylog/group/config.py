@@ -49,6 +49,10 @@ class GroupCoordinatorConfig:
     consumer_max_session_timeout_ms: int = 60_000
     # group.consumer.max.size: members beyond it get GROUP_MAX_SIZE_REACHED.
     consumer_max_size: int = MAX_INT
+    # group.consumer.migration.policy: which online conversions between classic and
+    # consumer groups happen (disabled, upgrade, downgrade, bidirectional; Kafka's default
+    # bidirectional). Empty groups are converted whatever it says (pylog.group.migration).
+    consumer_migration_policy: str = "bidirectional"
     # KIP-932 share groups: group.share.heartbeat.interval.ms, group.share.session.timeout.ms
     # (each within group.share.min.* / group.share.max.*) and group.share.max.size.
     share_heartbeat_interval_ms: int = 5_000
@@ -80,6 +84,10 @@ class GroupCoordinatorConfig:
             raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
         if self.share_heartbeat_interval_ms >= self.share_session_timeout_ms:
             raise ValueError("group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms")
+        if self.consumer_migration_policy.strip().lower() not in ("disabled", "upgrade", "downgrade",
+                                                                  "bidirectional"):
+            raise ValueError(f"group.consumer.migration.policy: {self.consumer_migration_policy!r} is not one of "
+                             "disabled, upgrade, downgrade, bidirectional")
         if self.share_max_size < 1:
             raise ValueError("group.share.max.size must be at least 1")
         if self.consumer_max_size < 1:

@@ -44,6 +44,7 @@ from pylog.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InvalidRegularExpressionError,
     InvalidRequestError,
     StaleMemberEpochError,
@@ -65,6 +66,7 @@ from .consumer_group import (
     copy_partitions,
     reconcile,
 )
+from .consumer_replay import replay as replay_record
 from .records import (
     ConsumerGroupRecord,
     encode_consumer_group_current_assignment,
@@ -95,10 +97,15 @@ class HeartbeatResult:
     assignment: TopicPartitions | None = None
 
 
-class _Error(Exception):
+class HeartbeatError(Exception):
+    """A request refused with a Kafka error code and message (raised inside a heartbeat)."""
+
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+_Error = HeartbeatError
 
 
 def _owned_from_request(topic_partitions: list[Any] | None) -> TopicPartitions | None:
@@ -127,6 +134,10 @@ class ConsumerGroups:
         self._new_uuid = new_uuid
         self._classic = classic_groups
         self.groups: dict[str, ConsumerGroup] = {}
+        # The online migration between the protocols (``pylog.group.migration``), set by
+        # the coordinator: converts a classic group on a heartbeat, and a consumer group
+        # back when its last consumer-protocol member leaves.
+        self.migration: Any = None
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -185,6 +196,10 @@ class ConsumerGroups:
                     records,
                 )
         except _Error as e:
+            if records:
+                # Only a group conversion (or an empty classic group replaced) writes before a
+                # refusal; it is applied in memory already, so its records must follow.
+                self._write(group_id, records)
             return Pending.completed(HeartbeatResult(e.code, str(e)))
         if not records:
             return Pending.completed(result)
@@ -254,11 +269,18 @@ class ConsumerGroups:
                 f"{', '.join(self.config.consumer_assignors)}.",
             )
 
-    def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
+    def _group(self, group_id: str, create: bool, records: list[Record],
+               topics: TopicsView | None = None) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
         classic = self._classic.get(group_id)
+        if (classic is not None and create and not classic.is_empty() and self.migration is not None
+                and topics is not None):
+            # Online upgrade: a consumer-protocol member joins a classic consumer group.
+            converted = self.migration.upgrade(classic, topics, records)
+            if converted is not None:
+                return converted
         if classic is not None and not (create and classic.is_empty()):
             raise _Error(GroupIdNotFoundError.code, f"Group {group_id} is not a consumer group.")
         if not create:
@@ -289,7 +311,7 @@ class ConsumerGroups:
         records: list[Record],
     ) -> HeartbeatResult:
         joining = epoch == 0
-        group = self._group(group_id, joining, records)
+        group = self._group(group_id, joining, records, topics)
         if (
             len(group.members) >= self.config.consumer_max_size
             and member_id not in group.members
@@ -317,6 +339,9 @@ class ConsumerGroups:
             else member.subscribed_topic_regex,
             client_id=client_id,
             client_host=client_host,
+            # A member heartbeating with this API no longer speaks the classic protocol.
+            classic_session_timeout_ms=None,
+            classic_protocols=None,
         )
         is_new = member_id not in group.members
         bump = is_new or updated.subscription_key() != member.subscription_key()
@@ -506,7 +531,7 @@ class ConsumerGroups:
                     UnknownMemberIdError.code,
                     f"Member {member_id} is not a member of group {group_id}.",
                 )
-            self._fence(group, member_id, records, topics)
+            self._fence_or_downgrade(group, member_id, records, topics)
             return HeartbeatResult(NONE, None, member_id, epoch)
         member = group.static_member(instance_id)
         if member is None:
@@ -524,16 +549,24 @@ class ConsumerGroups:
             group.put_member(away)
             records.append(encode_consumer_group_current_assignment(group_id, member_id, away))
             return HeartbeatResult(NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        self._fence(group, member_id, records, topics)
+        self._fence_or_downgrade(group, member_id, records, topics)
         return HeartbeatResult(NONE, None, member_id, epoch)
+
+    def _fence_or_downgrade(self, group: ConsumerGroup, member_id: str, records: list[Record],
+                            topics: TopicsView | None) -> None:
+        """A member leaves or is fenced. When it is the last consumer-protocol member and the
+        policy allows, the group goes back to a classic group (Kafka's online downgrade)."""
+        if self.migration is not None and self.migration.maybe_downgrade(group, member_id, records):
+            return
+        self._fence(group, member_id, records, topics)
+
+    def cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        for kind in ("cg-session", "cg-rebalance", "cg-join", "cg-sync"):
+            self._timers.cancel((kind, group_id, member_id))
 
     def _remove(self, group: ConsumerGroup, member_id: str, records: list[Record]) -> None:
         group.remove_member(member_id)
-        for key in (
-            ("cg-session", group.group_id, member_id),
-            ("cg-rebalance", group.group_id, member_id),
-        ):
-            self._timers.cancel(key)
+        self.cancel_member_timers(group.group_id, member_id)
         records.append(encode_consumer_group_current_assignment(group.group_id, member_id, None))
         records.append(encode_consumer_group_target_member(group.group_id, member_id, None))
         records.append(encode_consumer_group_member(group.group_id, member_id, None))
@@ -544,6 +577,10 @@ class ConsumerGroups:
         """Remove a member (left, session expired, too slow to revoke) and bump the epoch:
         its partitions are free at once and go to the others on their next heartbeats."""
         self._remove(group, member_id, records)
+        self.after_removal(group, records, topics)
+
+    def after_removal(self, group: ConsumerGroup, records: list[Record], topics: TopicsView | None) -> None:
+        """After members were removed: recompute the subscribed topics and bump the epoch."""
         if topics is not None:
             self._refresh_metadata(group, topics, records)
         else:
@@ -557,10 +594,12 @@ class ConsumerGroups:
         group.group_epoch += 1
         records.append(encode_consumer_group_epoch(group.group_id, group.group_epoch))
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _schedule_session_timeout(self, group_id: str, member_id: str,
+                                  timeout_ms: int | None = None) -> None:
+        # A classic member's session timeout is its JoinGroup's, not the group's.
         self._timers.schedule(
             ("cg-session", group_id, member_id),
-            self._mono_ms() + self.config.consumer_session_timeout_ms,
+            self._mono_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms),
             lambda: self._expire(group_id, member_id, None),
         )
 
@@ -581,7 +620,7 @@ class ConsumerGroups:
         if epoch is not None and member.member_epoch != epoch:
             return  # it revoked in time and moved on
         records: list[Record] = []
-        self._fence(group, member_id, records, None)
+        self._fence_or_downgrade(group, member_id, records, None)
         self._write(group_id, records)
 
     # ------------------------------------------------------------------ offsets, deletion
@@ -601,6 +640,10 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return UnknownMemberIdError.code
+        if member.uses_classic_protocol:
+            # A classic member commits with its generation (its member epoch), any version;
+            # a wrong one is ILLEGAL_GENERATION as in a classic group (Kafka's validateMemberEpoch).
+            return NONE if member_epoch == member.member_epoch else IllegalGenerationError.code
         if not transactional and api_version < 9:
             return UnsupportedVersionError.code
         if member_epoch != member.member_epoch:
@@ -620,7 +663,7 @@ class ConsumerGroups:
         if member is None:
             return UnknownMemberIdError.code
         if member_epoch != member.member_epoch:
-            return StaleMemberEpochError.code
+            return IllegalGenerationError.code if member.uses_classic_protocol else StaleMemberEpochError.code
         return NONE
 
     def delete_records(self, group: ConsumerGroup) -> list[Record]:
@@ -639,101 +682,34 @@ class ConsumerGroups:
 
     def replay(self, rec: ConsumerGroupRecord) -> None:
         """Apply one consumer-group record read back from the log (log order)."""
-        gid = rec.key.group_id
-        t, v = rec.record_type, rec.value
-        group = self.groups.get(gid)
-        if group is None:
-            if v is None:
-                return
-            group = self.groups[gid] = ConsumerGroup(gid)
-        if t == 3:
-            if v is None:
-                self.groups.pop(gid, None)
-            else:
-                group.group_epoch = v.epoch
-        elif t == 4:
-            group.subscription_metadata = (
-                {}
-                if v is None
-                else {tm.topic_name: (tm.topic_id, tm.num_partitions) for tm in v.topics}
-            )
-        elif t == 5:
-            mid = rec.key.member_id
-            if v is None:
-                group.remove_member(mid)
-                return
-            old = group.members.get(mid) or ConsumerGroupMember(mid)
-            group.put_member(
-                dataclasses.replace(
-                    old,
-                    instance_id=v.instance_id,
-                    rack_id=v.rack_id,
-                    client_id=v.client_id,
-                    client_host=v.client_host,
-                    subscribed_topic_names=list(v.subscribed_topic_names),
-                    subscribed_topic_regex=v.subscribed_topic_regex or None,
-                    rebalance_timeout_ms=v.rebalance_timeout_ms,
-                    server_assignor=v.server_assignor,
-                )
-            )
-        elif t == 6:
-            group.assignment_epoch = -1 if v is None else v.assignment_epoch
-        elif t == 7:
-            mid = rec.key.member_id
-            if v is None:
-                group.target.pop(mid, None)
-            else:
-                group.target[mid] = {
-                    tp.topic_id: set(tp.partitions) for tp in v.topic_partitions if tp.partitions
-                }
-        elif t == 8:
-            mid = rec.key.member_id
-            known = group.members.get(mid)
-            if known is None and v is None:
-                return
-            old = known or ConsumerGroupMember(mid)
-            if v is None:
-                group.put_member(
-                    dataclasses.replace(
-                        old,
-                        member_epoch=0,
-                        previous_member_epoch=0,
-                        state=MemberState.STABLE,
-                        assigned={},
-                        pending_revocation={},
-                    )
-                )
-                return
-            state = v.state if v.state in MemberState._value2member_map_ else MemberState.UNKNOWN
-            group.put_member(
-                dataclasses.replace(
-                    old,
-                    member_epoch=v.member_epoch,
-                    previous_member_epoch=v.previous_member_epoch,
-                    state=MemberState(state),
-                    assigned={
-                        tp.topic_id: set(tp.partitions)
-                        for tp in v.assigned_partitions
-                        if tp.partitions
-                    },
-                    pending_revocation={
-                        tp.topic_id: set(tp.partitions)
-                        for tp in v.partitions_pending_revocation
-                        if tp.partitions
-                    },
-                )
-            )
+        replay_record(self.groups, rec)
 
     def complete_load(self) -> None:
         """After a load: every member gets a fresh session (nobody could heartbeat while
         the partition loaded); members still revoking get their rebalance timeout again."""
         for gid, group in self.groups.items():
             for m in group.members.values():
-                self._schedule_session_timeout(gid, m.member_id)
+                self._schedule_session_timeout(gid, m.member_id, m.classic_session_timeout_ms)
                 if m.state == MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(
                         gid, m.member_id, m.member_epoch, m.rebalance_timeout_ms
                     )
+
+    def delete_records_of(self, group: ConsumerGroup) -> list[Record]:
+        """Tombstones for every record of the group, members first (Kafka's
+        createGroupTombstoneRecords), for a conversion back to a classic group."""
+        gid = group.group_id
+        records: list[Record] = []
+        for mid in group.members:
+            records.append(encode_consumer_group_current_assignment(gid, mid, None))
+        for mid in group.target:
+            records.append(encode_consumer_group_target_member(gid, mid, None))
+        records.append(encode_consumer_group_target_epoch(gid, None))
+        for mid in group.members:
+            records.append(encode_consumer_group_member(gid, mid, None))
+        records.append(encode_consumer_group_partition_metadata(gid, None))
+        records.append(encode_consumer_group_epoch(gid, None))
+        return records
 
     def clear(self) -> None:
         for g in self.groups.values():

@@ -93,6 +93,15 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitions = field(default_factory=dict)
     pending_revocation: TopicPartitions = field(default_factory=dict)
+    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group
+    # (Kafka's ClassicMemberMetadata): its JoinGroup session timeout and protocols (name,
+    # ConsumerProtocolSubscription bytes). None for a ConsumerGroupHeartbeat member.
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: list[tuple[str, bytes]] | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_protocols is not None
 
     def subscription_key(self) -> tuple[object, ...]:
         """What, when it changes, bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``)."""
@@ -114,6 +123,8 @@ class ConsumerGroupMember:
             self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.classic_session_timeout_ms,
+            None if self.classic_protocols is None else tuple(self.classic_protocols),
         )
 
     def assignment_key(self) -> tuple[object, ...]:
@@ -240,6 +251,40 @@ class ConsumerGroup:
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         """The epoch of the member owning the partition, -1 if it is free."""
         return self._owners.get((topic_id, partition), -1)
+
+    # ------------------------------------------------------------------ classic members
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.uses_classic_protocol]
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's ``allMembersUseClassicProtocolExcept``: ``member_id`` is a consumer-protocol
+        member and every other member speaks the classic protocol."""
+        member = self.members.get(member_id)
+        if member is None or member.uses_classic_protocol:
+            return False
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
+
+    def supports_classic_protocols(self, protocol_type: str, names: Set[str]) -> bool:
+        """Kafka's ``supportsClassicProtocols``: a classic joiner must use the ``consumer``
+        protocol type and name an assignor every classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        classic = self.classic_members()
+        if not classic:
+            return bool(names)
+        return any(all(n in {p for p, _ in (m.classic_protocols or [])} for m in classic) for n in names)
+
+    def waiting_on_unreleased(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's ``waitingOnUnreleasedPartition``: some partition of the member's target
+        is still owned by another member."""
+        if member.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for t, ps in self.target.get(member.member_id, {}).items():
+            mine = member.assigned.get(t, set())
+            if any(p not in mine and self.partition_epoch(t, p) != -1 for p in ps):
+                return True
+        return False
 
 
 def reconcile(

@@ -21,7 +21,10 @@ Rules follow Kafka's classic protocol (``GroupMetadataManager``, ``ClassicGroup`
 each request gets in each state is the one Kafka returns). Membership lives here; offset
 commits, fetches, expiry and the admin APIs are in ``pylog.group.admin``, transactional
 offset commits (TxnOffsetCommit and the markers that end them) in
-``pylog.group.txn_offsets``: mixins of this class kept apart for size.
+``pylog.group.txn_offsets``: mixins of this class kept apart for size. JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup for a KIP-848 consumer group go to ``pylog.group.classic_members``
+(classic members of consumer groups); conversions between the two group types are
+``pylog.group.migration``'s.
 
 Not thread-safe: call everything from one thread (the broker's event loop).
 """
@@ -30,14 +33,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from pylog._clock import Clock
 from pylog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
-    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
@@ -46,14 +47,16 @@ from pylog.errors import (
     MemberIdRequiredError,
     RebalanceInProgressError,
     UnknownMemberIdError,
-    UnsupportedVersionError,
 )
 from pylog.protocol._records import GroupMetadataValue
 
 from .admin import AdminMixin, map_append_error
 from .classic import ClassicGroup, GroupState, Member
+from .classic_members import ClassicMembers
 from .config import GroupCoordinatorConfig
-from .consumer_coordinator import ConsumerGroups, HeartbeatResult, TopicsView
+from .consumer_coordinator import ConsumerGroups, TopicsView
+from .heartbeats import HeartbeatsMixin
+from .migration import Migration
 from .offsets import OffsetMetadataManager
 from .records import encode_group_metadata
 from .results import (
@@ -66,7 +69,7 @@ from .results import (
     SyncGroupResult,
     Write,
 )
-from .share.coordinator import ShareGroups, ShareHeartbeatResult
+from .share.coordinator import ShareGroups
 from .timers import Timers
 from .txn_offsets import TxnOffsetsMixin
 
@@ -75,7 +78,7 @@ _S = GroupState
 UNKNOWN_MEMBER_ID = ""  # the member id of a member that has none yet (JoinGroup)
 
 
-class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
+class GroupCoordinator(HeartbeatsMixin, TxnOffsetsMixin, AdminMixin):
     """The groups of one ``__consumer_offsets`` partition. See the module docstring."""
 
     def __init__(self, clock: Clock, config: GroupCoordinatorConfig | None = None, *,
@@ -93,6 +96,9 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         # write queue and group-id namespace.
         self.consumer = ConsumerGroups(self.config, mono_ms=self._mono_ms, timers=self._timers,
                                        write=self._write, new_uuid=self._new_uuid, classic_groups=self._groups)
+        # Online migration between the protocols, and classic members in consumer groups.
+        self.consumer.migration = Migration(self)
+        self.classic_members = ClassicMembers(self.consumer, self._new_uuid)
         # KIP-932 share groups: another component on the same shard and namespace.
         self.share = ShareGroups(self.config, mono_ms=self._mono_ms, timers=self._timers, write=self._write,
                                  other_groups=lambda gid: gid in self._groups or gid in self.consumer.groups)
@@ -180,12 +186,15 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         client_host: str = "",
         api_version: int = 9,
         reason: str | None = None,
+        topics: TopicsView | Callable[[], TopicsView] | None = None,
     ) -> Pending[JoinGroupResult]:
         """JoinGroup (v0-9). Returns a handle completed when the member's join is answered.
 
         ``rebalance_timeout_ms`` -1 (v0 has no such field) means the session timeout.
         ``api_version`` decides MEMBER_ID_REQUIRED (v4+) and SkipAssignment (v9+).
-        ``reason`` (v8+) is informational, as in Kafka (which logs it).
+        ``reason`` (v8+) is informational, as in Kafka (which logs it). ``topics`` (the
+        broker's topic metadata, or a function giving it) is read when the group is a
+        consumer group.
 
         Returns:
             A ``Pending[JoinGroupResult]``; refused joins come back completed. The result's
@@ -210,9 +219,16 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
         args = (protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms, group_instance_id,
                 client_id, client_host, api_version)
 
-        if group_id in self.consumer.groups or group_id in self.share.groups:
-            # A consumer-protocol group: classic members cannot join it (Kafka's online
-            # migration between the protocols is not built); a share group neither.
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None and not cgroup.is_empty():
+            # A classic member of a consumer group (pylog.group.classic_members).
+            return self.classic_members.join(cgroup, member_id, protocol_type, protocols, session_timeout_ms,
+                                             rebalance_timeout_ms, group_instance_id, client_id, client_host,
+                                             api_version, (topics() if callable(topics) else topics) or {})
+        if cgroup is not None:
+            # An empty consumer group is replaced by the classic group (any policy).
+            self._write(group_id, self.consumer.delete_records(cgroup))
+        if group_id in self.share.groups:
             return done(InconsistentGroupProtocolError.code)
         # Only a joiner without a member id may create the group; a member id for a group
         # we do not know means the group was deleted or moved (the client rejoins afresh).
@@ -242,31 +258,6 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
             else:
                 self._write_new_group_record(group, result)
         return result
-
-    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
-
-    def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                                 topics: TopicsView, **fields: Any) -> Pending[HeartbeatResult]:
-        """ConsumerGroupHeartbeat (KIP-848): ``pylog.group.consumer_coordinator``. ``topics``
-        is the broker's topic metadata; ``fields`` the request's other fields."""
-        if self._loading:
-            return Pending.completed(HeartbeatResult(CoordinatorLoadInProgressError.code))
-        if "consumer" not in self.config.rebalance_protocols:
-            return Pending.completed(HeartbeatResult(UnsupportedVersionError.code,
-                                                     "The consumer group protocol is not enabled."))
-        if group_id in self.share.groups:
-            return Pending.completed(HeartbeatResult(GroupIdNotFoundError.code,
-                                                     f"Group {group_id} is not a consumer group."))
-        return self.consumer.heartbeat(group_id, member_id, member_epoch, topics=topics, **fields)
-
-    # ------------------------------------------------------------------ ShareGroupHeartbeat
-
-    def share_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                              topics: TopicsView, **fields: Any) -> Pending[ShareHeartbeatResult]:
-        """ShareGroupHeartbeat (KIP-932): ``pylog.group.share.coordinator``."""
-        if self._loading:
-            return Pending.completed(ShareHeartbeatResult(CoordinatorLoadInProgressError.code, None))
-        return self.share.heartbeat(group_id, member_id, member_epoch, topics=topics, **fields)
 
     def _has_waiters(self, group: ClassicGroup) -> bool:
         return any(m.awaiting_join for m in group.members.values())
@@ -656,6 +647,10 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
             return done(CoordinatorLoadInProgressError.code)
         if not group_id:
             return done(InvalidGroupIdError.code)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None and not cgroup.is_empty():
+            return self.classic_members.sync(cgroup, generation_id, member_id, group_instance_id, protocol_type,
+                                             protocol_name)
         group = self._groups.get(group_id)
         if group is None or group.is_empty():
             return done(UnknownMemberIdError.code)
@@ -721,6 +716,9 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
             return NONE  # Kafka answers heartbeats with NONE while loading
         if not group_id:
             return InvalidGroupIdError.code
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            return self.classic_members.heartbeat(cgroup, generation_id, member_id, group_instance_id)
         group = self._groups.get(group_id)
         if group is None:
             return UnknownMemberIdError.code
@@ -749,6 +747,9 @@ class GroupCoordinator(TxnOffsetsMixin, AdminMixin):
             return LeaveGroupResult(CoordinatorLoadInProgressError.code)
         if not group_id:
             return LeaveGroupResult(InvalidGroupIdError.code)
+        cgroup = self.consumer.groups.get(group_id)
+        if cgroup is not None:
+            return self.classic_members.leave(cgroup, members)
         group = self._groups.get(group_id)
         if group is None:
             return LeaveGroupResult(NONE, [LeaveGroupMemberResult(mid, iid, UnknownMemberIdError.code)

@@ -254,8 +254,19 @@ def encode_consumer_group_member(group: str, member_id: str, member: Any | None)
         instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
         client_host=member.client_host, subscribed_topic_names=list(member.subscribed_topic_names),
         subscribed_topic_regex=getattr(member, "subscribed_topic_regex", None), rebalance_timeout_ms=member.rebalance_timeout_ms,
-        server_assignor=member.server_assignor, classic_member_metadata=None)
+        server_assignor=member.server_assignor, classic_member_metadata=_classic_metadata(member))
     return key, _framed(0, value)
+
+
+def _classic_metadata(member: Any) -> Any:
+    """A classic-protocol member's ClassicMemberMetadata (session timeout, JoinGroup
+    protocols), None for a consumer-protocol member."""
+    protocols = getattr(member, "classic_protocols", None)
+    if protocols is None:
+        return None
+    cmm = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+    return cmm(session_timeout_ms=member.classic_session_timeout_ms,
+               supported_protocols=[cmm.ClassicProtocol(name=n, metadata=bytes(m)) for n, m in protocols])
 
 
 def encode_consumer_group_target_epoch(group: str, epoch: int | None) -> tuple[bytes, bytes | None]:

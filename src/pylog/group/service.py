@@ -86,6 +86,7 @@ def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
         consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
         consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
         consumer_max_size=config["group.consumer.max.size"],
+        consumer_migration_policy=config["group.consumer.migration.policy"].lower(),
         share_heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
         share_session_timeout_ms=config["group.share.session.timeout.ms"],
         share_max_size=config["group.share.max.size"],

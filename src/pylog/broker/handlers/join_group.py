@@ -34,6 +34,8 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         request.group_instance_id if v >= 5 else None,
         ctx.client_id or "", _groups.client_host(ctx), v,
         request.reason if v >= 8 else None,
+        # Only a classic member of a consumer group needs the topics (read lazily).
+        topics=lambda: _groups.topics_view(ctx),
     )
     r = await _groups.wait(ctx, coord, pending)
     return JoinGroupResponse(

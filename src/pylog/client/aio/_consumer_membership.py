@@ -146,8 +146,9 @@ _HINTS = {
                                                "regular expression",
     errors.UnsupportedVersionError.code: "the cluster does not serve the consumer group "
                                          "protocol: set group.protocol=classic",
-    errors.GroupIdNotFoundError.code: "the group is a classic group with members, and one "
-                                      "group cannot mix the two protocols",
+    errors.GroupIdNotFoundError.code: "the group is a classic group with members that the "
+                                      "broker does not convert (its group.consumer.migration."
+                                      "policy, or a protocol type other than consumer)",
 }
 
 
