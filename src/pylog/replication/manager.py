@@ -260,13 +260,20 @@ class ReplicaManager:
 
     async def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
         """Coordinator partitions: load on leading, unload on losing (when the services
-        offer it)."""
-        from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+        offer it). Other partitions: the share partitions of a partition no longer led
+        here go (KIP-932: the new leader reads their state from the share coordinator)."""
+        from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, SHARE_GROUP_STATE_TOPIC_NAME
         service: Any = None
         if topic == GROUP_METADATA_TOPIC_NAME:
             service = self.broker.groups
         elif topic == "__transaction_state":
             service = self.broker.txns
+        elif topic == SHARE_GROUP_STATE_TOPIC_NAME:
+            service = self.broker.share.state
+        else:
+            share = getattr(self.broker, "share", None)
+            if share is not None:
+                share.on_leadership(topic, index, leader)
         if service is None:
             return
         hook = getattr(service, "on_become_leader" if leader else "on_resign", None)

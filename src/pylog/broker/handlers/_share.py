@@ -75,18 +75,24 @@ def session_step(ctx: RequestContext, group_id: str, member_id: str, epoch: int,
     return session
 
 
-def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: Any,
-                partition: int, batches: list[Any]) -> tuple[int, str | None]:
-    """Apply one partition's acknowledgement batches; (error code, message)."""
+async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: Any,
+                      partition: int, batches: list[Any]) -> tuple[int, str | None]:
+    """Apply one partition's acknowledgement batches; (error code, message). A share
+    partition that is loading (a new leader) is waited for."""
     share = ctx.broker.share
     topic = share.topic_of(topic_id)
     if topic is None:
         return errors.UnknownTopicIdError.code, None
     if not 0 <= partition < len(topic.partitions):
         return errors.UnknownTopicOrPartitionError.code, None
-    sp = share.share_partition(group_id, topic, partition)
-    if sp is None:
+    if not share.leads(topic, partition):
         return errors.NotLeaderOrFollowerError.code, None
+    sp = await share.share_partition(group_id, topic, partition)
+    if sp is None:
+        if not share.leads(topic, partition):
+            return errors.NotLeaderOrFollowerError.code, None
+        return (errors.CoordinatorNotAvailableError.code,
+                "The share partition's state could not be read from its share coordinator.")
     now = round(ctx.broker.clock.monotonic() * 1000)
     try:
         sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
@@ -95,6 +101,17 @@ def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: An
         return exc.code, str(exc)
     share.changed((group_id, topic_id, partition), sp, woke=True)
     return 0, None
+
+
+def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partition: int,
+                  result: tuple[int, str | None]) -> tuple[int, str | None]:
+    """An acknowledgement's result once the state was written: the write's error when the
+    share partition's state could not be written (the client retries or the records come
+    back), else ``result``."""
+    code = failed.get((group_id, topic_id, partition))
+    if result[0] or not code:
+        return result
+    return code, "The share partition's state could not be written to its share coordinator."
 
 
 def close_session(ctx: RequestContext, group_id: str, member_id: str) -> None:
