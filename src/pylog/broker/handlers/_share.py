@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.group.share.persister import RETRIABLE
 from pylog.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 
 if TYPE_CHECKING:
@@ -105,13 +106,23 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_
 
 def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partition: int,
                   result: tuple[int, str | None]) -> tuple[int, str | None]:
-    """An acknowledgement's result once the state was written: the write's error when the
-    share partition's state could not be written (the client retries or the records come
-    back), else ``result``."""
+    """An acknowledgement's result once the state was written: when the share partition's
+    state could not be written, the client's error for it as Kafka's ``SharePartition`` maps
+    persister errors (a coordinator that moved or is unreachable: COORDINATOR_NOT_AVAILABLE;
+    a fenced leader epoch: NOT_LEADER_OR_FOLLOWER; a fenced state epoch: FENCED_STATE_EPOCH;
+    else UNKNOWN_SERVER_ERROR), else ``result``."""
     code = failed.get((group_id, topic_id, partition))
     if result[0] or not code:
         return result
-    return code, "The share partition's state could not be written to its share coordinator."
+    if code == errors.FencedLeaderEpochError.code:
+        mapped = errors.NotLeaderOrFollowerError.code
+    elif code == errors.FencedStateEpochError.code:
+        mapped = code
+    elif code in RETRIABLE or code == errors.UnknownTopicOrPartitionError.code:
+        mapped = errors.CoordinatorNotAvailableError.code
+    else:
+        mapped = errors.UnknownServerError.code
+    return mapped, f"The share partition's state could not be written to its share coordinator (error {code})."
 
 
 def close_session(ctx: RequestContext, group_id: str, member_id: str) -> None:

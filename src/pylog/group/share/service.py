@@ -13,9 +13,10 @@ configs and the durable state. The ShareFetch and ShareAcknowledge handlers call
   starts the loads of a new assignment at once (``initialize``), as Kafka initializes a
   share partition when it is first assigned, so "latest" means "from the assignment on".
 - A share partition belongs to the leader epoch it was loaded in: when this broker stops
-  leading the topic partition (``on_leadership``) or leads it in a newer epoch, it is
-  dropped and loaded again from the coordinator by whoever leads it; a write the coordinator
-  fences (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH: another leader took over) drops it too.
+  leading the topic partition (``on_leadership``) or leads it again in a newer epoch, it is
+  dropped and loaded again from the coordinator by whoever leads it; a new epoch of a
+  leadership that went on (an ISR change) keeps it; a write the coordinator fences
+  (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH: another leader took over) drops it too.
 - Acquisition locks: one ``DeadlineTimer`` at the earliest lock deadline of any share
   partition; when it fires, expired records become available again (or are archived at
   the delivery limit), fetches waiting on those partitions are woken and the state is
@@ -266,15 +267,22 @@ class ShareService:
             self.epochs.pop(key, None)
             self.broker.waiters.notify(waiter_key(*key))
 
-    def on_leadership(self, topic: str, index: int, leader: bool) -> None:
+    def on_leadership(self, topic: str, index: int, leader: bool, continued: bool = False) -> None:
         """The replica manager: this broker starts or stops leading ``topic``-``index``. On
-        a resignation its share partitions go (the new leader reads their state)."""
-        if leader:
-            return
+        a resignation its share partitions go (the new leader reads their state). A new
+        leader epoch of a leadership that went on (``continued``: the ISR changed) keeps them,
+        their records' locks included: nobody else led the partition in between, and their
+        writes carry the new epoch from now on."""
         t = self.broker.log_manager.topics.get(topic)
         if t is None:
             return
-        for key in [k for k in self.partitions if k[1] == t.topic_id and k[2] == index]:
+        keys = [k for k in self.partitions if k[1] == t.topic_id and k[2] == index]
+        if leader and continued:
+            epoch = self.leader_epoch(t, index)
+            for key in keys:
+                self.epochs[key] = epoch
+            return
+        for key in keys:
             self._drop(key)
         self.arm()
 
