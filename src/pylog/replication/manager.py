@@ -264,7 +264,10 @@ class ReplicaManager:
         offer it). Other partitions: the share partitions of a partition no longer led
         here go (KIP-932: the new leader reads their state from the share coordinator);
         ``continued``: this broker led the partition until this new epoch."""
-        from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, SHARE_GROUP_STATE_TOPIC_NAME
+        from pylog.log.internal_topics import (
+            GROUP_METADATA_TOPIC_NAME,
+            SHARE_GROUP_STATE_TOPIC_NAME,
+        )
         service: Any = None
         if topic == GROUP_METADATA_TOPIC_NAME:
             service = self.broker.groups

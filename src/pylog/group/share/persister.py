@@ -7,11 +7,11 @@ leader of the topic partition reads the state when it makes the share partition 
 every change before it answers ShareFetch / ShareAcknowledge:
 
 - **where**: on a single node the coordinator is always this broker; in cluster mode the
-  leader of the state partition from the metadata cache (``controller.admin.find_coordinator``,
+  leader of the state partition from the metadata cache (``broker.cluster.find_coordinator``,
   which also makes the topic through ZooKeeper on first use). This broker: a direct call
   into its ``ShareStateStore``; another broker: the RPC over the inter-broker listener
-  (``txn.markers.MarkerChannels``: one ordered channel per broker, with the listener's TLS and
-  SASL settings), ReadShareGroupState / WriteShareGroupState / DeleteShareGroupState v0;
+  (``net.channel.BrokerChannels``, as the transaction coordinator's markers: one ordered
+  channel per broker, with the listener's TLS and SASL settings), ReadShareGroupState / WriteShareGroupState / DeleteShareGroupState v0;
 - **retries**: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
   NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT and a broken connection are retried
   (the coordinator is looked up again) after a backoff of 50 ms doubling to 1 s, until the
@@ -37,6 +37,7 @@ from typing import Any
 from pylog import errors
 from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
 from pylog.log.topics import topic_id_str
+from pylog.net.channel import BrokerChannels
 
 from .share_partition import StateBatch
 from .state_store import ShareState, ShareStateStore, StateResult
@@ -93,19 +94,15 @@ class SharePersister:
                 log.error("cannot create %s: %s", SHARE_GROUP_STATE_TOPIC_NAME, exc)
                 return errors.CoordinatorNotAvailableError.code, None
             return 0, None
-        from pylog.controller.admin import find_coordinator
-
-        code, _message, b = await find_coordinator(self.broker, coordinator_key(key), SHARE)
+        code, _message, b = await self.broker.cluster.find_coordinator(coordinator_key(key), SHARE)
         if code:
             return code, None
         return 0, None if b.broker_id == self.broker.node_id else b
 
     async def _request(self, broker: Any, body: Any) -> Any:
         if self._channels is None:
-            from pylog.txn.markers import MarkerChannels
-
             b = self.broker
-            self._channels = MarkerChannels(f"pylog-share-persister-{b.node_id}",
+            self._channels = BrokerChannels(f"pylog-share-persister-{b.node_id}",
                                             ssl_context=b.inter_broker_tls(), sasl=b.inter_broker_sasl())
         return await self._channels.request(broker, body)
 
@@ -252,7 +249,7 @@ class SharePersister:
         calls: list[Awaitable[Any]] = [self.store.write_state(k, *self._args(states[k])) for k in local]
         calls += [self._write_remote(where, gid, keys, states) for (_b, gid), (where, keys) in remote.items()]
         results = await asyncio.gather(*calls)
-        for k, r in zip(local, results[:len(local)]):
+        for k, r in zip(local, results[:len(local)], strict=True):
             codes[k] = r.error_code
         for r in results[len(local):]:
             codes.update(r)

@@ -45,7 +45,12 @@ from .group_configs import GroupConfigs
 from .persister import SharePersister
 from .sessions import ShareSessionCache
 from .share_partition import SharePartition
-from .state_store import SHARE_GROUP_STATE_TOPIC_NAME, UNINITIALIZED_START_OFFSET, ShareState, ShareStateStore
+from .state_store import (
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    UNINITIALIZED_START_OFFSET,
+    ShareState,
+    ShareStateStore,
+)
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker

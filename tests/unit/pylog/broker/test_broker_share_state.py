@@ -38,7 +38,7 @@ from pylog.security.authz.bindings import (
 
 T0 = 1_700_000_000_000
 TID = uuid.UUID(int=0x1234)
-W, R, I, D, S = (WriteShareGroupStateRequest, ReadShareGroupStateRequest, InitializeShareGroupStateRequest,
+W, R, Init, D, S = (WriteShareGroupStateRequest, ReadShareGroupStateRequest, InitializeShareGroupStateRequest,
                  DeleteShareGroupStateRequest, ReadShareGroupStateSummaryRequest)
 FENCED_LEADER = errors.FencedLeaderEpochError.code
 FENCED_STATE = errors.FencedStateEpochError.code
@@ -121,11 +121,11 @@ def test_write_read_and_epoch_fencing(broker: Broker) -> None:
         assert one(await call(broker, 85, write(0, 0, 3, 30, []))).error_code == FENCED_LEADER
         assert one(await call(broker, 84, read(0, 4))).start_offset == 11
         # State epochs: Initialize must raise it and starts afresh; older writes are fenced.
-        p = one(await call(broker, 83, I(group_id="g", topics=[I.InitializeStateData(
-            topic_id=TID, partitions=[I.PartitionData(partition=0, state_epoch=0, start_offset=5)])])))
+        p = one(await call(broker, 83, Init(group_id="g", topics=[Init.InitializeStateData(
+            topic_id=TID, partitions=[Init.PartitionData(partition=0, state_epoch=0, start_offset=5)])])))
         assert p.error_code == FENCED_STATE
-        p = one(await call(broker, 83, I(group_id="g", topics=[I.InitializeStateData(
-            topic_id=TID, partitions=[I.PartitionData(partition=0, state_epoch=1, start_offset=5)])])))
+        p = one(await call(broker, 83, Init(group_id="g", topics=[Init.InitializeStateData(
+            topic_id=TID, partitions=[Init.PartitionData(partition=0, state_epoch=1, start_offset=5)])])))
         assert p.error_code == 0
         p = one(await call(broker, 84, read(0, 4)))
         assert (p.state_epoch, p.start_offset, batches(p)) == (1, 5, [])
