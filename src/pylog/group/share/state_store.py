@@ -175,12 +175,31 @@ def _apply_update(saved: Saved, v: Any) -> Saved:
     return merge_batches(start, batches, v.start_offset, _batches(v)) + (epoch,)
 
 
+def _covers(start: int, new: list[StateBatch], old: list[StateBatch]) -> bool:
+    """Whether ``new`` alone is the merged state: ordered, contiguous runs from ``start``,
+    of distinct neighbours, reaching past every offset of ``old``."""
+    if not new:
+        return not old or old[-1].last_offset < start
+    if new[0].first_offset != start:
+        return False
+    prev = None
+    for b in new:
+        if b.last_offset < b.first_offset or (prev is not None and (
+                b.first_offset != prev.last_offset + 1
+                or (b.delivery_state, b.delivery_count) == (prev.delivery_state, prev.delivery_count))):
+            return False
+        prev = b
+    return not old or new[-1].last_offset >= max(b.last_offset for b in old)
+
+
 def merge_batches(start: int, batches: list[StateBatch], new_start: int,
                   new: list[StateBatch]) -> tuple[int, list[StateBatch]]:
     """``new`` over ``batches`` (its offsets replace theirs), from ``new_start`` on (-1:
     ``start``); runs of equal state joined."""
     if new_start >= 0:
         start = new_start
+    if _covers(start, new, batches):
+        return start, list(new)  # a whole window (pylog's leaders write that): nothing to merge
     per: dict[int, tuple[int, int]] = {}
     for b in batches + new:
         for off in range(max(b.first_offset, start), b.last_offset + 1):
