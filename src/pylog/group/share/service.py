@@ -162,8 +162,8 @@ class ShareService:
 
     def loaded(self, group_id: str, topic: Any, partition: int) -> SharePartition | None:
         """The share partition when this broker leads the topic partition and has it loaded
-        in the current leader epoch; else None, and its load is started when this broker
-        leads the partition (``loading`` says whether it does)."""
+        in the current leader epoch; else None, and when this broker leads the partition its
+        load is started (``leads`` tells the two Nones apart)."""
         if self.leader_bounds(topic, partition) is None:
             return None
         key = (group_id, topic.topic_id, partition)
