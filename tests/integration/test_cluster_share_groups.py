@@ -40,6 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pylog.cluster.zk_store import ZkStore
 from pylog.group.config import partition_for
 from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
+from pylog.log.topics import topic_id_from_str
 
 pytestmark = pytest.mark.integration
 
@@ -292,3 +293,105 @@ def test_share_group_survives_a_stopped_broker(cluster: Cluster, victim: str, si
     # The group went on after the kill: records first delivered after it were accepted.
     assert after_kill & tally.confirmed, ("nothing was delivered after the kill", summary)
     assert len(values) == RECORDS
+
+
+def test_share_state_crosses_a_sasl_ssl_inter_broker_listener(zookeeper, new_broker, tmp_path) -> None:  # noqa: F811
+    """The persister's RPCs go over the inter-broker listener with its TLS and SASL settings
+    (SASL_SSL, SCRAM-SHA-512): a group whose share coordinator is not the partition's leader
+    accepts every record once, and the coordinator, asked directly, holds the state."""
+    import re
+
+    from _harness.tls import make_pki
+    from _harness.zk_cluster import zk_cluster
+
+    from pylog.protocol.messages import FindCoordinatorRequest, IncrementalAlterConfigsRequest
+    from pylog.protocol.messages import ReadShareGroupStateSummaryRequest as S
+    from pylog.security.sasl.credentials import zk_alter_user
+    from pylog.security.sasl.scram import make_credential
+
+    pki = make_pki(tmp_path / "pki")
+    pre = ZkStore(zookeeper.connect_string)
+    pre.start()
+    try:
+        zk_alter_user(pre, "broker", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "broker-secret")}, [])
+    finally:
+        pre.close()
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="broker" password="broker-secret";',
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"],
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"],
+        "share.coordinator.state.topic.replication.factor": "3",
+        "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+        "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+        "group.share.heartbeat.interval.ms": "500",
+    }
+    with zk_cluster(zookeeper, new_broker, SESSION_MS, overrides) as (brokers, store):
+        plain = {}
+        for b in brokers:
+            ports = dict(re.findall(r"listening on (\w+)://127\.0\.0\.1:(\d+)", b.read_log()))
+            plain[int(b.overrides["broker.id"])] = ("127.0.0.1", int(ports["PLAINTEXT"]))
+        bootstrap = ",".join(f"{h}:{p}" for h, p in plain.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped handle cancels the call
+        admin.create_topics([NewTopic("sq", 1, 3)])["sq"].result(30)
+        _wait(lambda: (s := store.get_partition_state("sq", 0)) and len(s[0].isr) == 3, 30, "sq with a full ISR")
+        tid = store.get_topic_assignment("sq")[0].topic_id
+        leader = store.get_partition_state("sq", 0)[0].leader
+
+        def coordinator(key: str) -> tuple[int] | None:
+            resp = asyncio.run(_send(*plain[0], FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 4))
+            c = resp.coordinators[0]
+            return (c.node_id,) if c.error_code == 0 else None
+
+        for _ in range(30):
+            group = f"g-{uuid.uuid4().hex[:6]}"
+            (node,) = _wait(lambda g=group: coordinator(f"{g}:{tid}:0"), 60, "the share coordinator")
+            if node != leader:
+                break
+        else:
+            pytest.fail("no group name put the share coordinator away from the partition leader")
+        R = IncrementalAlterConfigsRequest
+        for host, port in plain.values():
+            resp = asyncio.run(_send(host, port, R(resources=[R.AlterConfigsResource(
+                resource_type=32, resource_name=group, configs=[R.AlterableConfig(
+                    name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False)))
+            assert resp.responses[0].error_code == 0
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        values = [b"s%d" % i for i in range(100)]
+        for v in values:
+            p.produce("sq", v, partition=0)
+        assert p.flush(30) == 0
+
+        c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe(["sq"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < len(values) and time.monotonic() < deadline:
+                msgs = [m for m in c.poll(0.3) if m.error() is None]
+                for m in msgs:
+                    seen.append(m.value())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if msgs:
+                    assert all(e is None for e in c.commit_sync(10).values())
+        finally:
+            c.close()
+        assert sorted(seen) == sorted(values)
+
+        def summary() -> tuple[int] | None:
+            resp = asyncio.run(_send(*plain[node], S(group_id=group, topics=[S.ReadStateSummaryData(
+                topic_id=topic_id_from_str(tid), partitions=[S.PartitionData(partition=0, leader_epoch=-1)])])))
+            r = resp.results[0].partitions[0]
+            assert r.error_code == 0, r
+            return (r.start_offset,) if r.start_offset == len(values) else None
+
+        # The remote coordinator holds the start offset past every accepted record: the
+        # leader's writes reached it, and brokers reach each other only on INTERNAL (SASL_SSL).
+        _wait(summary, 30, "the share coordinator's start offset at the end")
