@@ -280,9 +280,17 @@ PYLOG_NOTES: dict[str, str] = {
                                               "between its start and end offsets).",
     "share.coordinator.state.topic.num.partitions": "Honoured: partitions of `__share_group_state` when it is "
                                                     "created.",
+    "share.coordinator.state.topic.replication.factor": "Honoured in cluster mode: the replicas of "
+                                                        "`__share_group_state`, created through ZooKeeper "
+                                                        "on first use (refused while fewer brokers are "
+                                                        "alive). Single node: 1.",
+    "share.coordinator.state.topic.min.isr": "Honoured in cluster mode: `min.insync.replicas` of "
+                                             "`__share_group_state`.",
     "share.coordinator.state.topic.segment.bytes": "Honoured: `segment.bytes` of `__share_group_state`.",
     "share.coordinator.load.buffer.size": "Honoured: bytes read at a time when `__share_group_state` loads.",
-    "share.coordinator.write.timeout.ms": "Honoured: how long a state write waits for its append.",
+    "share.coordinator.write.timeout.ms": "Honoured: how long a state write waits for its append, and how "
+                                          "long a share-partition leader retries a state read or write "
+                                          "while its share coordinator moves.",
     "offsets.retention.minutes": "Honoured: offsets of an empty group expire this long after it emptied "
                                  "(or after the commit, for groups without members).",
     "offsets.retention.check.interval.ms": "Honoured: how often the coordinator looks for expired offsets.",

@@ -173,6 +173,7 @@ class ClusterProcess:
             "default.replication.factor": str(n),
             "offsets.topic.replication.factor": str(n),
             "transaction.state.log.replication.factor": str(n),
+            "share.coordinator.state.topic.replication.factor": str(n),
             "min.insync.replicas": "2",
             # The last broker to stop has nobody to hand its leaderships to: one retry, not
             # Kafka's 3 x 5 s, keeps the teardown short.

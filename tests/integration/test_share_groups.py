@@ -449,8 +449,9 @@ def test_pylog_client_explicit_acknowledgements(sbroker: BrokerProcess) -> None:
 
 @pytest.mark.slow
 def test_share_groups_in_cluster_mode(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Two brokers: the partitions' leaders keep the share partitions (in memory: no
-    __share_group_state in cluster mode), the coordinator the group."""
+    """Two brokers: the partitions' leaders keep the share partitions, their share
+    coordinators (the leaders of __share_group_state's partitions, 2 replicas here) the
+    state, the group coordinator the group. Failover: test_cluster_share_groups.py."""
     from tests.integration.conftest import ClusterProcess
 
     cluster = ClusterProcess(tmp_path_factory.mktemp("share-cluster"), 2, OVERRIDES).start()

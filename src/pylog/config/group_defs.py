@@ -68,6 +68,12 @@ def group_protocol_defs() -> list[ConfigDef]:
         ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50,
                   "Partitions of __share_group_state (the share-partition state; set before it "
                   "is created).", at_least(1)),
+        ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1,
+                  "Replication of __share_group_state in cluster mode (Kafka's default is 3; "
+                  "pylog cluster start gives it 3, as the other internal topics).", at_least(1)),
+        ConfigDef("share.coordinator.state.topic.min.isr", "int", 1,
+                  "min.insync.replicas of __share_group_state (Kafka's default is 2; pylog "
+                  "cluster start gives it 2).", at_least(1)),
         ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600,
                   "Segment size of __share_group_state.", at_least(14)),
         ConfigDef("share.coordinator.load.buffer.size", "int", 5242880,

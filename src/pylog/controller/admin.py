@@ -226,10 +226,12 @@ async def delete_topic(broker: Any, name: str, timeout_s: float) -> Any:
 async def find_coordinator(broker: Any, key: str, key_type: int) -> tuple[int, str | None, Any]:
     """Cluster-mode FindCoordinator for one key: (error code, message, broker info or None).
 
-    The coordinator is the leader of the key's partition of ``__consumer_offsets`` (groups)
-    or ``__transaction_state`` (transactional ids), from the metadata cache. When the topic
+    The coordinator is the leader of the key's partition of ``__consumer_offsets`` (groups,
+    key type 0), ``__transaction_state`` (transactional ids, 1) or ``__share_group_state``
+    (share partitions ``group:topicId:partition``, 2), from the metadata cache. When the topic
     does not exist yet it is created through ZooKeeper (``offsets.topic.replication.factor``
-    / ``transaction.state.log.replication.factor`` replicas, refused while fewer brokers are
+    / ``transaction.state.log.replication.factor`` /
+    ``share.coordinator.state.topic.replication.factor`` replicas, refused while fewer brokers are
     alive) and the answer is COORDINATOR_NOT_AVAILABLE: the client retries, as with Kafka.
     """
     from pylog.group.config import partition_for as group_partition
@@ -242,6 +244,13 @@ async def find_coordinator(broker: Any, key: str, key_type: int) -> tuple[int, s
     if key_type == 0:
         topic, n = GROUP_METADATA_TOPIC_NAME, config["offsets.topic.num.partitions"]
         rf, configs = config["offsets.topic.replication.factor"], offsets_topic_configs(config)
+        partition = group_partition(key, n)
+    elif key_type == 2:
+        from pylog.group.share.state_store import state_topic_configs
+        from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
+
+        topic, n = SHARE_GROUP_STATE_TOPIC_NAME, config["share.coordinator.state.topic.num.partitions"]
+        rf, configs = config["share.coordinator.state.topic.replication.factor"], state_topic_configs(config)
         partition = group_partition(key, n)
     else:
         topic, n = TRANSACTION_STATE_TOPIC_NAME, config["transaction.state.log.num.partitions"]

@@ -138,12 +138,15 @@ def start_broker(base: pathlib.Path, broker_id: int, port: int, zk_connect: str,
 
 
 def internal_topic_defaults(brokers: int) -> list[str]:
-    """``key=value`` overrides giving ``__consumer_offsets`` and ``__transaction_state``
-    Kafka's default replication (3, min ISR 2) on a local cluster of ``brokers``."""
+    """``key=value`` overrides giving ``__consumer_offsets``, ``__transaction_state`` and
+    ``__share_group_state`` Kafka's default replication (3, min ISR 2) on a local cluster of
+    ``brokers``."""
     rf = min(3, brokers)
     return [f"offsets.topic.replication.factor={rf}",
             f"transaction.state.log.replication.factor={rf}",
-            f"transaction.state.log.min.isr={min(2, rf)}"]
+            f"transaction.state.log.min.isr={min(2, rf)}",
+            f"share.coordinator.state.topic.replication.factor={rf}",
+            f"share.coordinator.state.topic.min.isr={min(2, rf)}"]
 
 
 SASL_PROPERTIES = "sasl-broker.properties"

@@ -560,6 +560,13 @@ class ClusterRuntime:
         self._stopping = False
         self._electing = False
 
+    async def find_coordinator(self, key: str, key_type: int) -> tuple[int, str | None, Any]:
+        """FindCoordinator's answer for one key (``pylog.controller.admin.find_coordinator``),
+        for the layers below that are handed the broker (the share persister)."""
+        from pylog.controller.admin import find_coordinator
+
+        return await find_coordinator(self.broker, key, key_type)
+
     async def zk(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking ZooKeeper call on the ZooKeeper thread."""
         loop = asyncio.get_running_loop()

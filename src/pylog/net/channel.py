@@ -7,7 +7,9 @@ backoff (100 ms doubling to 1 s) until it is sent or the channel is closed: the
 controller's channels (``pylog.controller.channels``, Kafka's
 ``ControllerChannelManager``). With ``retry=False`` a failure is handed back instead, so
 that the caller can send it elsewhere: the transaction coordinator's WriteTxnMarkers and
-verification requests (``pylog.txn.markers``).
+verification requests (``pylog.txn.markers``). ``BrokerChannels`` keeps one such no-retry
+channel per destination broker and turns a request into an awaitable answer: the transaction
+coordinator's ``MarkerChannels`` and the share persister (``pylog.group.share.persister``).
 
 Event-loop affinity: the loop that made the channel (the broker's).
 """
@@ -15,13 +17,15 @@ Event-loop affinity: the loop that made the channel (the broker's).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pylog import errors
 from pylog.net.connection import BrokerConnection
 
-__all__ = ["REQUEST_TIMEOUT_S", "RETRY_BACKOFF_S", "BrokerChannel"]
+__all__ = ["REQUEST_TIMEOUT_S", "RETRY_BACKOFF_S", "BrokerChannel", "BrokerChannels"]
 
 log = logging.getLogger("pylog.net.channel")
 
@@ -118,3 +122,53 @@ class BrokerChannel:
             await asyncio.wait([self._task], timeout=0.1)
         if self._conn is not None:
             await self._conn.close()
+
+
+class BrokerChannels:
+    """One ordered no-retry ``BrokerChannel`` per destination broker (a ``BrokerInfo``:
+    ``broker_id``, ``host``, ``port`` on the inter-broker listener), with the inter-broker
+    listener's TLS context and SASL settings (None: PLAINTEXT)."""
+
+    def __init__(self, client_id: str, channel_factory: Any = None, *,
+                 ssl_context: Any = None, sasl: Any = None) -> None:
+        self.client_id = client_id
+        self._factory = channel_factory or functools.partial(_no_retry_channel,
+                                                             ssl_context=ssl_context, sasl=sasl)
+        self._channels: dict[int, Any] = {}
+
+    def _channel(self, broker_id: int, host: str, port: int) -> Any:
+        ch = self._channels.get(broker_id)
+        if ch is not None and (ch.host, ch.port) != (host, port):
+            # The broker came back at another address: a new channel (the old one is closed).
+            asyncio.ensure_future(ch.close())
+            ch = None
+        if ch is None:
+            ch = self._channels[broker_id] = self._factory(broker_id, host, port, self.client_id)
+        return ch
+
+    async def request(self, broker: Any, body: Any, version: Any = None) -> Any:
+        """Send ``body`` to ``broker`` behind the requests queued for it (at
+        ``version(conn)`` when given); its response, or the exception that stopped it."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def answered(resp: Any) -> None:
+            if not fut.done():
+                fut.set_result(resp)
+
+        ch = self._channel(broker.broker_id, broker.host, broker.port)
+        ch.enqueue(lambda _conn: body, answered, version)
+        return await fut
+
+    def retain(self, live: Mapping[int, Any]) -> None:
+        """Close the channels of brokers no longer live."""
+        for broker_id in [b for b in self._channels if b not in live]:
+            asyncio.ensure_future(self._channels.pop(broker_id).close())
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
+
+
+def _no_retry_channel(broker_id: int, host: str, port: int, client_id: str, *,
+                      ssl_context: Any = None, sasl: Any = None) -> BrokerChannel:
+    return BrokerChannel(broker_id, host, port, client_id, retry=False, ssl_context=ssl_context, sasl=sasl)

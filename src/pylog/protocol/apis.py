@@ -181,13 +181,23 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    # The share coordinator's RPCs (inter-broker, CLUSTER_ACTION): version 0 of the vendored
+    # specs (apache/kafka 1eb7644), which Kafka 4.2 still serves.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
 }
 
 # The APIs of the KIP-848 consumer group protocol.
 CONSUMER_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 # The APIs of KIP-932 share groups.
 SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE,
-                              ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+                              ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+                              ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+                              ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+                              ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
 
 # Inter-broker APIs served in cluster mode only (zookeeper.connect set): the metadata and
 # shutdown requests between the controller and the brokers. A single-node broker neither lists

@@ -241,7 +241,8 @@ class ReplicaManager:
         log.info("%s-%d: leader in epoch %d from offset %d (ISR %s, high watermark %d)",
                  state.topic, state.index, state.leader_epoch, leo, list(state.isr),
                  leader.high_watermark)
-        await self._on_leadership(state.topic, state.index, True)
+        await self._on_leadership(state.topic, state.index, True,
+                                  continued=previous is not None and previous.leader is not None)
 
     def _become_follower(self, state: ReplicaPartition, partition: Any,
                          previous: ReplicaPartition | None) -> None:
@@ -258,15 +259,26 @@ class ReplicaManager:
         if was_leader:
             asyncio.ensure_future(self._on_leadership(state.topic, state.index, False))
 
-    async def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
+    async def _on_leadership(self, topic: str, index: int, leader: bool, continued: bool = False) -> None:
         """Coordinator partitions: load on leading, unload on losing (when the services
-        offer it)."""
-        from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+        offer it). Other partitions: the share partitions of a partition no longer led
+        here go (KIP-932: the new leader reads their state from the share coordinator);
+        ``continued``: this broker led the partition until this new epoch."""
+        from pylog.log.internal_topics import (
+            GROUP_METADATA_TOPIC_NAME,
+            SHARE_GROUP_STATE_TOPIC_NAME,
+        )
         service: Any = None
         if topic == GROUP_METADATA_TOPIC_NAME:
             service = self.broker.groups
         elif topic == "__transaction_state":
             service = self.broker.txns
+        elif topic == SHARE_GROUP_STATE_TOPIC_NAME:
+            service = self.broker.share.state
+        else:
+            share = getattr(self.broker, "share", None)
+            if share is not None:
+                share.on_leadership(topic, index, leader, continued)
         if service is None:
             return
         hook = getattr(service, "on_become_leader" if leader else "on_resign", None)

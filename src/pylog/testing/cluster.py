@@ -88,6 +88,8 @@ class KafkaCluster:
                 "transaction.state.log.replication.factor": rf,
                 "min.insync.replicas": "2" if self.size >= 3 else "1",
                 "transaction.state.log.min.isr": "2" if self.size >= 3 else "1",
+                "share.coordinator.state.topic.replication.factor": rf,
+                "share.coordinator.state.topic.min.isr": "2" if self.size >= 3 else "1",
                 # The last broker to stop has nobody to hand its leaderships to: one short
                 # retry, not Kafka's 3 x 5 s.
                 "controlled.shutdown.max.retries": "1",

@@ -24,15 +24,13 @@ Event-loop affinity: the broker's loop.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pylog import errors
-from pylog.net.channel import BrokerChannel
+from pylog.net.channel import BrokerChannels
 
 from .metadata import TopicPartition
 
@@ -160,39 +158,8 @@ def verify_response_code(response: Any, transactional_id: str, topic: str, parti
     return NETWORK
 
 
-class MarkerChannels:
+class MarkerChannels(BrokerChannels):
     """One ordered WriteTxnMarkers sender per destination broker."""
-
-    def __init__(self, client_id: str, channel_factory: Any = None, *,
-                 ssl_context: Any = None, sasl: Any = None) -> None:
-        self.client_id = client_id
-        # The inter-broker listener's TLS context (None: PLAINTEXT) goes to every channel.
-        self._factory = channel_factory or functools.partial(_broker_channel,
-                                                             ssl_context=ssl_context, sasl=sasl)
-        self._channels: dict[int, Any] = {}
-
-    def _channel(self, broker_id: int, host: str, port: int) -> Any:
-        ch = self._channels.get(broker_id)
-        if ch is not None and (ch.host, ch.port) != (host, port):
-            # The broker came back at another address: a new channel (the old one is closed).
-            asyncio.ensure_future(ch.close())
-            ch = None
-        if ch is None:
-            ch = self._channels[broker_id] = self._factory(broker_id, host, port, self.client_id)
-        return ch
-
-    async def request(self, broker: Any, body: Any, version: Any = None) -> Any:
-        """Send ``body`` to ``broker`` (a ``BrokerInfo``) behind the requests queued for it
-        (at ``version(conn)`` when given); its response, or the exception that stopped it."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def answered(resp: Any) -> None:
-            if not fut.done():
-                fut.set_result(resp)
-
-        ch = self._channel(broker.broker_id, broker.host, broker.port)
-        ch.enqueue(lambda _conn: body, answered, version)
-        return await fut
 
     async def send(self, broker: Any, producer_id: int, producer_epoch: int, commit: bool,
                    coordinator_epoch: int, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -204,18 +171,3 @@ class MarkerChannels:
             log.info("WriteTxnMarkers to broker %d failed (%s): retried", broker.broker_id, resp)
             return dict.fromkeys(partitions, NETWORK)
         return response_codes(resp, producer_id, partitions)
-
-    def retain(self, live: Mapping[int, Any]) -> None:
-        """Close the channels of brokers no longer live."""
-        for broker_id in [b for b in self._channels if b not in live]:
-            asyncio.ensure_future(self._channels.pop(broker_id).close())
-
-    async def close(self) -> None:
-        channels, self._channels = list(self._channels.values()), {}
-        await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
-
-
-def _broker_channel(broker_id: int, host: str, port: int, client_id: str, *,
-                    ssl_context: Any = None, sasl: Any = None) -> Any:
-    return BrokerChannel(broker_id, host, port, client_id, retry=False, ssl_context=ssl_context,
-                         sasl=sasl)

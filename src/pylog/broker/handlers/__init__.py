@@ -48,6 +48,7 @@ from pylog.broker.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -65,6 +66,7 @@ from pylog.broker.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leader_and_isr,
     leave_group,
@@ -78,6 +80,8 @@ from pylog.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -88,6 +92,7 @@ from pylog.broker.handlers import (
     sync_group,
     txn_offset_commit,
     update_metadata,
+    write_share_group_state,
     write_txn_markers,
 )
 from pylog.broker.handlers._context import RequestContext
@@ -155,6 +160,11 @@ _MODULES: tuple[ModuleType, ...] = (
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
 )
 
 
@@ -172,7 +182,9 @@ HANDLERS: dict[int, tuple[Any, ModuleType]] = {int(m.API_KEY): (_handler(m), m) 
 # Requests between brokers, exempt from the request quota (Kafka's ``clusterAction`` APIs;
 # a follower's Fetch is exempt in the Fetch handler).
 QUOTA_EXEMPT = frozenset(int(m.API_KEY) for m in (
-    leader_and_isr, stop_replica, update_metadata, controlled_shutdown, write_txn_markers))
+    leader_and_isr, stop_replica, update_metadata, controlled_shutdown, write_txn_markers,
+    initialize_share_group_state, read_share_group_state, write_share_group_state,
+    delete_share_group_state, read_share_group_state_summary))
 
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     int(m.API_KEY): m.VERSIONS for m in _MODULES if m.API_KEY not in CLUSTER_ADVERTISED}

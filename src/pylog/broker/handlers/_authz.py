@@ -143,14 +143,17 @@ def require_transactional_id(ctx: RequestContext, transactional_id: str | None) 
 
 
 def coordinator_key_error(ctx: RequestContext, key: str, key_type: int) -> int:
-    """FindCoordinator: DESCRIBE on the group (key type 0) or the transactional id (1);
-    the error code for ``key``, 0 when allowed."""
+    """FindCoordinator: DESCRIBE on the group (key type 0) or the transactional id (1),
+    CLUSTER_ACTION on the cluster for a share partition (2, Kafka's rule for the share
+    coordinator); the error code for ``key``, 0 when allowed."""
     if key_type == 0:
         ok = allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key)
         return 0 if ok else errors.GroupAuthorizationFailedError.code
     if key_type == 1:
         ok = allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
         return 0 if ok else errors.TransactionalIdAuthorizationFailedError.code
+    if key_type == 2:  # share coordinator: brokers only
+        return 0 if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION) else errors.ClusterAuthorizationFailedError.code
     return 0
 
 

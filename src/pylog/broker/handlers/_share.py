@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.group.share.persister import RETRIABLE
 from pylog.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 
 if TYPE_CHECKING:
@@ -75,18 +76,24 @@ def session_step(ctx: RequestContext, group_id: str, member_id: str, epoch: int,
     return session
 
 
-def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: Any,
-                partition: int, batches: list[Any]) -> tuple[int, str | None]:
-    """Apply one partition's acknowledgement batches; (error code, message)."""
+async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: Any,
+                      partition: int, batches: list[Any]) -> tuple[int, str | None]:
+    """Apply one partition's acknowledgement batches; (error code, message). A share
+    partition that is loading (a new leader) is waited for."""
     share = ctx.broker.share
     topic = share.topic_of(topic_id)
     if topic is None:
         return errors.UnknownTopicIdError.code, None
     if not 0 <= partition < len(topic.partitions):
         return errors.UnknownTopicOrPartitionError.code, None
-    sp = share.share_partition(group_id, topic, partition)
-    if sp is None:
+    if not share.leads(topic, partition):
         return errors.NotLeaderOrFollowerError.code, None
+    sp = await share.share_partition(group_id, topic, partition)
+    if sp is None:
+        if not share.leads(topic, partition):
+            return errors.NotLeaderOrFollowerError.code, None
+        return (errors.CoordinatorNotAvailableError.code,
+                "The share partition's state could not be read from its share coordinator.")
     now = round(ctx.broker.clock.monotonic() * 1000)
     try:
         sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
@@ -95,6 +102,27 @@ def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_id: An
         return exc.code, str(exc)
     share.changed((group_id, topic_id, partition), sp, woke=True)
     return 0, None
+
+
+def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partition: int,
+                  result: tuple[int, str | None]) -> tuple[int, str | None]:
+    """An acknowledgement's result once the state was written: when the share partition's
+    state could not be written, the client's error for it as Kafka's ``SharePartition`` maps
+    persister errors (a coordinator that moved or is unreachable: COORDINATOR_NOT_AVAILABLE;
+    a fenced leader epoch: NOT_LEADER_OR_FOLLOWER; a fenced state epoch: FENCED_STATE_EPOCH;
+    else UNKNOWN_SERVER_ERROR), else ``result``."""
+    code = failed.get((group_id, topic_id, partition))
+    if result[0] or not code:
+        return result
+    if code == errors.FencedLeaderEpochError.code:
+        mapped = errors.NotLeaderOrFollowerError.code
+    elif code == errors.FencedStateEpochError.code:
+        mapped = code
+    elif code in RETRIABLE or code == errors.UnknownTopicOrPartitionError.code:
+        mapped = errors.CoordinatorNotAvailableError.code
+    else:
+        mapped = errors.UnknownServerError.code
+    return mapped, f"The share partition's state could not be written to its share coordinator (error {code})."
 
 
 def close_session(ctx: RequestContext, group_id: str, member_id: str) -> None:

@@ -24,12 +24,14 @@ async def _delete(ctx: RequestContext, gid: str) -> int:
     coord = _groups.coordinator(ctx, gid)
     if coord is None:
         return _groups.not_hosted(ctx)
-    share = gid in coord.share.groups
+    group = coord.share.groups.get(gid)
+    topics = {} if group is None else dict(group.subscription_metadata.values())
     ((_, code),) = await _groups.wait(ctx, coord, coord.delete_groups([gid]))
-    if share and code == 0:
+    if group is not None and code == 0:
         # A deleted share group's share-partition state goes too (Kafka's
-        # DeleteShareGroupState): a group of that name starts afresh.
-        ctx.broker.share.on_group_deleted(gid)
+        # DeleteShareGroupState, for every partition of the topics it subscribed to): a
+        # group of that name starts afresh.
+        ctx.broker.share.on_group_deleted(gid, topics)
     return int(code)
 
 

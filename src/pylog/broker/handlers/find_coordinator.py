@@ -6,7 +6,10 @@ controller to create it and answers COORDINATOR_NOT_AVAILABLE meanwhile (the cli
 retries); a single node creates it at once and answers with itself.
 Key type 1 (transaction): likewise for ``__transaction_state`` (created on the first lookup
 with transaction.state.log.num.partitions partitions): this node coordinates every
-transactional id. Other key types: INVALID_REQUEST.
+transactional id. Key type 2 (share, KIP-932; an inter-broker lookup, CLUSTER_ACTION on the
+cluster): the share coordinator of the share partition ``groupId:topicId:partition`` (topic
+id in Kafka's base64; a malformed key is INVALID_REQUEST), the leader of its partition of
+``__share_group_state`` (made here on first use). Other key types: INVALID_REQUEST.
 
 Cluster mode: the leader of the key's partition, from the metadata cache; the topic is
 created through ZooKeeper on first use (``pylog.controller.admin.find_coordinator``).
@@ -20,6 +23,7 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._authz import coordinator_key_error
 from pylog.broker.handlers._context import RequestContext
+from pylog.log.topics import topic_id_from_str
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import FindCoordinatorResponse
 
@@ -29,7 +33,22 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 log = logging.getLogger("pylog.broker.find_coordinator")
 
 _R = FindCoordinatorResponse
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def share_key_error(key: str) -> str | None:
+    """Why ``key`` is not a share coordinator key ``groupId:topicId:partition``; None if it is."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return f"Share coordinator key {key!r} is not groupId:topicId:partition."
+    try:
+        topic_id_from_str(parts[1])
+        partition = int(parts[2])
+    except ValueError:
+        return f"Share coordinator key {key!r} has a malformed topic id or partition."
+    if partition < 0:
+        return f"Share coordinator key {key!r} has a negative partition."
+    return None
 
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
@@ -37,6 +56,19 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str 
     denied_code = coordinator_key_error(ctx, key, key_type)
     if denied_code:
         return denied_code, None
+    if key_type == SHARE:
+        bad = share_key_error(key)
+        if bad is not None:
+            return errors.InvalidRequestError.code, bad
+        store = ctx.broker.share.state
+        if store is None:
+            return errors.CoordinatorNotAvailableError.code, "share groups are disabled"
+        try:
+            await store.ensure_topic()
+        except errors.ApiError as exc:
+            log.error("cannot create __share_group_state: %s", exc)
+            return errors.CoordinatorNotAvailableError.code, str(exc)
+        return 0, None
     if key_type == TRANSACTION:
         try:
             await ctx.broker.txns.ensure_topic()
@@ -67,9 +99,11 @@ async def _cluster_find(ctx: RequestContext, request: Any) -> Any:
         denied_code = coordinator_key_error(ctx, key, key_type)
         if denied_code:
             code, message, b = denied_code, None, None
-        elif key_type not in (GROUP, TRANSACTION):
+        elif key_type not in (GROUP, TRANSACTION, SHARE):
             code, message, b = (errors.InvalidRequestError.code,
                                 f"unknown coordinator key type {key_type}", None)
+        elif key_type == SHARE and share_key_error(key) is not None:
+            code, message, b = errors.InvalidRequestError.code, share_key_error(key), None
         else:
             code, message, b = await find_coordinator(ctx.broker, key, key_type)
             if b is not None:  # the coordinator at the client's listener (Kafka's rule)

@@ -29,16 +29,19 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)
     _share.session_step(ctx, gid or "", mid or "", epoch, acks, [], fetch=False)
-    by_topic: dict[Any, list[Any]] = {}
+    results: dict[tuple[Any, int], tuple[int, str | None]] = {}
     for (topic_id, index), batches in acks.items():
-        code, message = _share.acknowledge(ctx, gid, mid, topic_id, index, batches) \
+        results[(topic_id, index)] = await _share.acknowledge(ctx, gid, mid, topic_id, index, batches) \
             if batches else (0, None)
+    if epoch == FINAL_EPOCH:
+        _share.close_session(ctx, gid, mid)
+    failed = await ctx.broker.share.flushed()  # answered once the acknowledgements are durable
+    by_topic: dict[Any, list[Any]] = {}
+    for (topic_id, index), result in results.items():
+        code, message = _share.write_failure(failed, gid, topic_id, index, result)
         by_topic.setdefault(topic_id, []).append(_R.PartitionData(
             partition_index=index, error_code=code, error_message=message,
             current_leader=_R.LeaderIdAndEpoch(leader_id=ctx.broker.node_id, leader_epoch=0)))
-    if epoch == FINAL_EPOCH:
-        _share.close_session(ctx, gid, mid)
-    await ctx.broker.share.flushed()  # answered once the acknowledgements are durable
     return _R(throttle_time_ms=0, error_code=0, error_message=None,
               acquisition_lock_timeout_ms=ctx.broker.share.lock_duration_ms(gid),
               responses=[_R.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)

@@ -46,6 +46,7 @@ API_KEY = ApiKey.SHARE_FETCH
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = ShareFetchResponse
+LOAD_WAIT_MS = 5000
 
 
 def _leader(ctx: RequestContext, topic: Any, partition: int) -> Any:
@@ -116,14 +117,16 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
             out[key] = _partition(index, errors.UnknownTopicOrPartitionError.code)
             any_error = True
             continue
-        sp = share.share_partition(gid, topic, index)
-        if sp is None:
+        if not share.leads(topic, index):
             out[key] = _partition(index, errors.NotLeaderOrFollowerError.code,
                                   leader=_leader(ctx, topic, index))
             any_error = True
             continue
-        keys.append((topic.name, index))
         keys.append(waiter_key(gid, topic_id, index))
+        sp = share.loaded(gid, topic, index)
+        if sp is None:
+            continue  # loading (a new leader): woken when it is loaded
+        keys.append((topic.name, index))
         if remaining <= 0 or remaining_bytes <= 0:
             continue
         if sp.expire_locks(now):
@@ -168,13 +171,18 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     ack_results: dict[tuple[Any, int], tuple[int, str | None]] = {}
     for (topic_id, index), batches in acks.items():
         if batches:
-            ack_results[(topic_id, index)] = _share.acknowledge(ctx, gid, mid, topic_id, index,
-                                                                batches)
+            ack_results[(topic_id, index)] = await _share.acknowledge(ctx, gid, mid, topic_id, index,
+                                                                      batches)
     answers: dict[tuple[Any, int], Any] = {}
     max_records = request.max_records if request.max_records > 0 else 0
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, gid, mid)
     elif max_records > 0:
+        # Share partitions this broker starts leading are read from their share coordinator
+        # first (a local call on a single node): waited for up to the fetch's wait, and at
+        # least LOAD_WAIT_MS, so that a fetch does not come back empty only because of it.
+        await share.wait_loaded(gid, list(session.partitions),
+                                max(request.max_wait_ms, LOAD_WAIT_MS) / 1000.0)
         broker = ctx.broker
         clock = broker.clock
         deadline = clock.monotonic() + max(request.max_wait_ms, 0) / 1000.0
@@ -207,7 +215,11 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
             answers.setdefault(key, _partition(key[1]))
     # Answer once the state changes (acknowledgements, acquisitions' delivery counts) are
     # durable, as Kafka answers after its persister's write.
-    await share.flushed()
+    failed = await share.flushed()
+    for (topic_id, index), result in ack_results.items():
+        pd = answers[(topic_id, index)]
+        pd.acknowledge_error_code, pd.acknowledge_error_message = _share.write_failure(
+            failed, gid, topic_id, index, result)
     by_topic: dict[Any, list[Any]] = {}
     for (topic_id, _index), pd in answers.items():
         by_topic.setdefault(topic_id, []).append(pd)

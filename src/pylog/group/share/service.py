@@ -2,19 +2,29 @@
 partitions this broker leads, the share sessions, the acquisition-lock timer, the group
 configs and the durable state. The ShareFetch and ShareAcknowledge handlers call it.
 
-- A share partition (``SharePartition``) is made on first use, from its durable state when
-  there is some (``ShareStateStore``: ``__share_group_state``), else at the offset
-  ``share.auto.offset.reset`` names: ``latest`` (the default) the high watermark,
-  ``earliest`` the log start. The group coordinator's heartbeat handler initializes the
-  partitions of a new assignment at once (``initialize``), as Kafka initializes a share
-  partition when it is first assigned, so "latest" means "from the assignment on".
+- A share partition (``SharePartition``) is made on first use by this broker as the leader
+  of its topic partition, from the state its share coordinator keeps (``SharePersister``:
+  ReadShareGroupState with the partition's leader epoch, a direct call when this broker is
+  the coordinator; ``ShareStateStore``: ``__share_group_state``), else, when it was never
+  written, at the offset ``share.auto.offset.reset`` names: ``latest`` (the default) the high
+  watermark, ``earliest`` the log start. The load runs in a task (one per share partition):
+  ShareFetch skips a share partition that is loading and is woken when it is loaded
+  (``waiter_key``); ShareAcknowledge waits for it. The group coordinator's heartbeat handler
+  starts the loads of a new assignment at once (``initialize``), as Kafka initializes a
+  share partition when it is first assigned, so "latest" means "from the assignment on".
+- A share partition belongs to the leader epoch it was loaded in: when this broker stops
+  leading the topic partition (``on_leadership``) or leads it again in a newer epoch, it is
+  dropped and loaded again from the coordinator by whoever leads it; a new epoch of a
+  leadership that went on (an ISR change) keeps it; a write the coordinator fences
+  (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH: another leader took over) drops it too.
 - Acquisition locks: one ``DeadlineTimer`` at the earliest lock deadline of any share
   partition; when it fires, expired records become available again (or are archived at
   the delivery limit), fetches waiting on those partitions are woken and the state is
   written.
-- Every change of a share partition's durable state (acknowledgements, releases, archived
-  records, SPSO moves) is written to the state store; acquisitions are not durable (a lock
-  does not survive a restart, and the delivery count is written with the next change).
+- Every change of a share partition's state (acquisitions, acknowledgements, releases,
+  archived records, SPSO moves) is written through the persister (WriteShareGroupState);
+  ShareFetch and ShareAcknowledge answer after ``flushed``. Acquired records are written as
+  available with their delivery count: a lock does not survive a leader change.
 - Members: when a member leaves its share group or its share session closes, what it
   holds is released at once.
 
@@ -23,16 +33,24 @@ Event-loop affinity: the broker's loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pylog import errors
 from pylog.coordinator.runtime import DeadlineTimer
 
 from .group_configs import GroupConfigs
+from .persister import SharePersister
 from .sessions import ShareSessionCache
 from .share_partition import SharePartition
-from .state_store import SHARE_GROUP_STATE_TOPIC_NAME, ShareStateStore
+from .state_store import (
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    UNINITIALIZED_START_OFFSET,
+    ShareState,
+    ShareStateStore,
+)
 
 if TYPE_CHECKING:
     from pylog.broker.server import Broker
@@ -43,10 +61,13 @@ log = logging.getLogger("pylog.share")
 
 ShareKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 
+#: Write errors after which this broker's share partition is stale (another leader).
+_FENCED = frozenset({errors.FencedLeaderEpochError.code, errors.FencedStateEpochError.code})
+
 
 def waiter_key(group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[Any, ...]:
     """The ``PartitionWaiters`` key woken when records of a share partition become
-    available again (released, lock expired)."""
+    available again (released, lock expired) or the share partition was loaded."""
     return ("share", group_id, topic_id, partition)
 
 
@@ -59,24 +80,37 @@ class ShareService:
         self.enabled = bool(cfg["group.share.enable"])
         self.sessions = ShareSessionCache()
         self.partitions: dict[ShareKey, SharePartition] = {}
+        # The leader epoch each share partition was loaded in; loads under way.
+        self.epochs: dict[ShareKey, int] = {}
+        self._loads: dict[ShareKey, asyncio.Task[SharePartition | None]] = {}
         self._by_id: dict[uuid.UUID, Any] = {}
         self.group_configs = GroupConfigs(cfg)
-        # The durable state (single node): __share_group_state. Cluster mode: memory only.
-        self.state: ShareStateStore | None = None
+        # The share coordinator's side (__share_group_state partitions led here) and the
+        # share-partition leader's way to it. None when share groups are off.
+        self.state: ShareStateStore | None = ShareStateStore(broker) if self.enabled else None
+        self.persister: SharePersister | None = None if self.state is None else SharePersister(broker, self.state)
         self._timer = DeadlineTimer(broker.clock, self._expire)
 
     async def start(self) -> None:
-        """Load the saved state before any share partition is made."""
-        if self.enabled and self.broker.cluster is None:
-            self.state = ShareStateStore(self.broker)
-        if self.state is not None:
-            await self.state.start()
-            if len(self.state):
-                log.info("loaded the state of %d share partitions", len(self.state))
+        """Single node: load the saved state before any share partition is made. Cluster
+        mode: the coordinator's partitions load as this broker becomes their leader."""
+        if self.state is None:
+            return
+        await self.state.start()
+        if len(self.state):
+            log.info("loaded the state of %d share partitions", len(self.state))
 
-    async def flushed(self) -> int:
-        """Wait until the state changes made so far are durable (0, or an error code)."""
-        return 0 if self.state is None else await self.state.flushed()
+    async def flushed(self) -> dict[ShareKey, int]:
+        """Wait until the state changes made so far are written; the share partitions whose
+        write failed, with the error codes (a fenced one is dropped: it is stale)."""
+        if self.persister is None:
+            return {}
+        failed = await self.persister.flushed()
+        for key, code in failed.items():
+            if code in _FENCED:
+                log.info("share partition %s was fenced by its coordinator (%d): dropped", key, code)
+                self._drop(key)
+        return failed
 
     # ------------------------------------------------------------------ settings
 
@@ -115,48 +149,147 @@ class ShareService:
             return None
         return p.log, p.log.log_end_offset
 
+    def leader_epoch(self, topic: Any, partition: int) -> int:
+        """This broker's leader epoch of the partition (0 on a single node)."""
+        replicas = self.broker.replicas
+        if replicas.active:
+            state = replicas.partitions.get((topic.name, partition))
+            if state is not None:
+                return int(state.leader_epoch)
+        return 0
+
     # ------------------------------------------------------------------ share partitions
 
-    def share_partition(self, group_id: str, topic: Any, partition: int) -> SharePartition | None:
-        """The share partition (made on first use); None when this broker does not lead the
-        topic partition."""
-        bounds = self.leader_bounds(topic, partition)
-        if bounds is None:
+    def loaded(self, group_id: str, topic: Any, partition: int) -> SharePartition | None:
+        """The share partition when this broker leads the topic partition and has it loaded
+        in the current leader epoch; else None, and when this broker leads the partition its
+        load is started (``leads`` tells the two Nones apart)."""
+        if self.leader_bounds(topic, partition) is None:
             return None
-        plog, hw = bounds
         key = (group_id, topic.topic_id, partition)
+        epoch = self.leader_epoch(topic, partition)
         sp = self.partitions.get(key)
+        if sp is not None and self.epochs.get(key) != epoch:
+            self._drop(key)  # led again in a newer epoch: the coordinator has the state
+            sp = None
         if sp is None:
+            self._start_load(key, topic, partition, epoch)
+            return None
+        sp.delivery_count_limit = self.delivery_count_limit(group_id)
+        sp.move_start(topic.partitions[partition].log.log_start_offset)
+        return sp
+
+    def leads(self, topic: Any, partition: int) -> bool:
+        return self.leader_bounds(topic, partition) is not None
+
+    async def share_partition(self, group_id: str, topic: Any, partition: int) -> SharePartition | None:
+        """The share partition, loaded if need be (waits for the load); None when this
+        broker does not lead the topic partition or the state could not be read."""
+        sp = self.loaded(group_id, topic, partition)
+        if sp is not None:
+            return sp
+        task = self._loads.get((group_id, topic.topic_id, partition))
+        if task is None:
+            return None
+        await asyncio.shield(task)
+        return self.loaded(group_id, topic, partition)
+
+    async def wait_loaded(self, group_id: str, partitions: list[tuple[uuid.UUID, int]], timeout_s: float) -> None:
+        """Start the loads of the share partitions this broker leads among ``partitions``
+        (topic id, partition) and wait for them, at most ``timeout_s``."""
+        tasks = []
+        for topic_id, index in partitions:
+            topic = self.topic_of(topic_id)
+            if topic is None or not 0 <= index < len(topic.partitions) or self.loaded(group_id, topic, index):
+                continue
+            task = self._loads.get((group_id, topic_id, index))
+            if task is not None:
+                tasks.append(task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+
+    def _start_load(self, key: ShareKey, topic: Any, partition: int, epoch: int) -> None:
+        task = self._loads.get(key)
+        if task is not None and not task.done():
+            return
+        self._loads[key] = asyncio.get_running_loop().create_task(self._load(key, topic, partition, epoch))
+
+    async def _load(self, key: ShareKey, topic: Any, partition: int, epoch: int) -> SharePartition | None:
+        """ReadShareGroupState, then the share partition (or the reset offset's when the
+        state was never written, which is written at once)."""
+        try:
+            assert self.persister is not None
+            r = await self.persister.read(key, epoch)
+            bounds = self.leader_bounds(topic, partition)
+            if bounds is None or self.leader_epoch(topic, partition) != epoch:
+                return None  # no longer the leader (of this epoch)
+            if r.error_code or r.state is None:
+                log.warning("cannot read the state of share partition %s-%d of group %s: error %d (%s)",
+                            topic.name, partition, key[0], r.error_code, r.error_message)
+                return None
+            plog, hw = bounds
+            group_id = key[0]
             limit = self.delivery_count_limit(group_id)
             max_locks = self.broker.config["group.share.partition.max.record.locks"]
-            saved = self.state.read(key) if self.state is not None else None
-            if saved is not None:
-                start, batches = saved
-                sp = SharePartition(max(start, plog.log_start_offset), delivery_count_limit=limit,
-                                    max_in_flight=max_locks, batches=batches)
+            st = r.state
+            if st.start_offset != UNINITIALIZED_START_OFFSET:
+                sp = SharePartition(max(st.start_offset, plog.log_start_offset), delivery_count_limit=limit,
+                                    max_in_flight=max_locks, batches=st.batches)
+                sp.state_epoch = st.state_epoch
+                fresh = False
             else:
                 reset = self.group_configs.get(group_id, "share.auto.offset.reset")
                 start = plog.log_start_offset if reset == "earliest" else hw
                 sp = SharePartition(start, delivery_count_limit=limit, max_in_flight=max_locks)
-                self._persist(key, sp)
+                sp.state_epoch = st.state_epoch
+                fresh = True
             self.partitions[key] = sp
-            log.debug("share partition %s-%s[%d] of group %s starts at %d", topic.name,
-                      topic.topic_id, partition, group_id, sp.start_offset)
-        else:
-            sp.delivery_count_limit = self.delivery_count_limit(group_id)
-        sp.move_start(plog.log_start_offset)
-        return sp
+            self.epochs[key] = epoch
+            if fresh:
+                self._persist(key, sp)
+            log.debug("share partition %s-%s[%d] of group %s starts at %d (leader epoch %d)", topic.name,
+                      topic.topic_id, partition, group_id, sp.start_offset, epoch)
+            return sp
+        finally:
+            if self._loads.get(key) is asyncio.current_task():
+                del self._loads[key]
+            self.broker.waiters.notify(waiter_key(*key))
 
     def initialize(self, group_id: str, assignment: dict[uuid.UUID, set[int]]) -> None:
-        """Make the share partitions of an assignment that this broker leads (their start
-        offset is fixed now, not at the first fetch)."""
+        """Start loading the share partitions of an assignment that this broker leads
+        (their start offset is fixed then, not at the first fetch)."""
         for topic_id, parts in assignment.items():
             topic = self.topic_of(topic_id)
             if topic is None:
                 continue
             for p in parts:
                 if 0 <= p < len(topic.partitions) and (group_id, topic_id, p) not in self.partitions:
-                    self.share_partition(group_id, topic, p)
+                    self.loaded(group_id, topic, p)
+
+    def _drop(self, key: ShareKey) -> None:
+        """Forget a share partition (its records' locks go with it) and wake its fetches."""
+        if self.partitions.pop(key, None) is not None:
+            self.epochs.pop(key, None)
+            self.broker.waiters.notify(waiter_key(*key))
+
+    def on_leadership(self, topic: str, index: int, leader: bool, continued: bool = False) -> None:
+        """The replica manager: this broker starts or stops leading ``topic``-``index``. On
+        a resignation its share partitions go (the new leader reads their state). A new
+        leader epoch of a leadership that went on (``continued``: the ISR changed) keeps them,
+        their records' locks included: nobody else led the partition in between, and their
+        writes carry the new epoch from now on."""
+        t = self.broker.log_manager.topics.get(topic)
+        if t is None:
+            return
+        keys = [k for k in self.partitions if k[1] == t.topic_id and k[2] == index]
+        if leader and continued:
+            epoch = self.leader_epoch(t, index)
+            for key in keys:
+                self.epochs[key] = epoch
+            return
+        for key in keys:
+            self._drop(key)
+        self.arm()
 
     def changed(self, key: ShareKey, sp: SharePartition, woke: bool = False) -> None:
         """After a change of ``sp``: write its state, wake fetches when records became
@@ -167,8 +300,9 @@ class ShareService:
         self.arm()
 
     def _persist(self, key: ShareKey, sp: SharePartition) -> None:
-        if self.state is not None:
-            self.state.write(key, sp)
+        if self.persister is not None and self.partitions.get(key) is sp:
+            self.persister.write(key, ShareState(sp.state_epoch, self.epochs.get(key, 0), sp.start_offset,
+                                                 sp.state_batches()))
 
     def arm(self) -> None:
         deadlines = [d for d in (sp.next_deadline_ms() for sp in self.partitions.values())
@@ -199,11 +333,16 @@ class ShareService:
         or alongside its leave heartbeat; the cache's bound and epoch -1 end sessions."""
         self.release_member(group_id, member_id)
 
-    def on_group_deleted(self, group_id: str) -> None:
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            if self.state is not None:
-                self.state.delete(key)
+    def on_group_deleted(self, group_id: str, topics: dict[uuid.UUID, int] | None = None) -> None:
+        """A share group was deleted: its share partitions here go, and the saved state
+        of every partition of ``topics`` (topic id -> partitions: what it subscribed to)
+        is deleted at its coordinator (DeleteShareGroupState)."""
+        keys = {k for k in self.partitions if k[0] == group_id}
+        keys |= {(group_id, tid, p) for tid, n in (topics or {}).items() for p in range(n)}
+        for key in keys:
+            self._drop(key)
+            if self.persister is not None:
+                self.persister.delete(key)
         self.sessions.remove_group(group_id)
 
     def on_topic_deleted(self, topic: Any) -> None:
@@ -214,12 +353,16 @@ class ShareService:
             self.state.on_topic_deleted()
             return
         for key in [k for k in self.partitions if k[1] == topic.topic_id]:
-            del self.partitions[key]
-            if self.state is not None:
-                self.state.delete(key)
+            self._drop(key)
+            if self.persister is not None:
+                self.persister.delete(key)
         self.arm()
 
     async def shutdown(self) -> None:
         self._timer.cancel()
+        for task in list(self._loads.values()):
+            task.cancel()
+        if self.persister is not None:
+            await self.persister.close()
         if self.state is not None:
             await self.state.shutdown()

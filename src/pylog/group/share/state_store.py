@@ -26,12 +26,41 @@ each share partition is what stays. Kafka writes ShareUpdate deltas with a snaps
 delete policy, pruning what snapshots superseded. Both record kinds are read on load, so a
 log written by either policy loads.
 
-Durability: ``flush()`` returns once the snapshots of every change made so far are in the
-log (acks=all on the single node's log); ShareFetch and ShareAcknowledge answer after it,
-so an acknowledgement the client saw answered survives a restart, as in Kafka.
+The share coordinator (KIP-932): the leader of partition p of ``__share_group_state`` serves
+the state of the share partitions whose key hashes to p (FindCoordinator key type 2, key
+``group:topicId:partition``), through the state RPCs InitializeShareGroupState (83),
+ReadShareGroupState (84), WriteShareGroupState (85), DeleteShareGroupState (86) and
+ReadShareGroupStateSummary (87) (``pylog.broker.handlers.*_share_group_state*``) and, on the
+broker that is also the share partition's leader, through direct calls
+(``pylog.group.share.persister``). Its partitions are hosted by the coordinator runtime:
+every partition on a single node (the topic is made on first use), the partitions this
+broker leads in cluster mode (``on_become_leader`` / ``on_resign`` from the replica manager;
+a replicated topic made through ZooKeeper, ``share.coordinator.state.topic.replication.factor``
+replicas, ``min.insync.replicas`` = ``share.coordinator.state.topic.min.isr``).
 
-Event-loop affinity: the broker's loop. Single node only: in cluster mode share-partition
-state lives in the leader's memory (``ShareService.state`` stays None).
+Per share partition it keeps (state epoch, leader epoch, start offset, batches), as Kafka's
+``ShareCoordinatorShard``:
+
+- a write whose leader epoch is below the stored one is FENCED_LEADER_EPOCH, a write whose
+  state epoch is below the stored one FENCED_STATE_EPOCH; a write's batches replace those
+  offsets of the stored state (Kafka's merge of a ShareUpdate), its start offset (-1: kept)
+  drops what lies below it; leader epoch -1 / state epoch -1 keep the stored ones;
+- a read with a leader epoch below the stored one is FENCED_LEADER_EPOCH; a higher one is
+  stored (and written, so that the fencing survives a coordinator failover); a share
+  partition never written reads as state epoch 0, start offset -1 (uninitialized);
+- an initialize needs a state epoch above the stored one (else FENCED_STATE_EPOCH) and
+  replaces the state with its start offset and no batches;
+- a delete writes the share partition's tombstone;
+- every request names a group id, a non-zero topic id and a partition >= 0, and batches
+  with 0 <= first <= last, a delivery state of 0, 2 or 4 and a delivery count >= 0
+  (else INVALID_REQUEST); a partition that is loading is COORDINATOR_LOAD_IN_PROGRESS, one
+  not hosted here NOT_COORDINATOR (a single node hosts them all once the topic exists).
+
+Durability: a write's answer waits for its record's append (acks=all through the replica
+manager), bounded by ``share.coordinator.write.timeout.ms``; the in-memory state is updated
+at once (a failed append leaves it ahead of the log until the partition is loaded again).
+
+Event-loop affinity: the broker's loop.
 """
 
 from __future__ import annotations
@@ -41,12 +70,12 @@ import logging
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import logcore
 from pylog import errors
 from pylog.coordinator.loader import LoadedMarker, LoadedRecord
-from pylog.coordinator.runtime import CoordinatorRuntime, TopicSpec
+from pylog.coordinator.runtime import CoordinatorRuntime, PartitionState, TopicSpec
 from pylog.group.config import partition_for
 from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
 from pylog.log.topics import topic_id_str
@@ -59,30 +88,57 @@ from pylog.protocol._records import (
 
 from .share_partition import SharePartition, StateBatch
 
-__all__ = ["ShareStateStore", "SHARE_GROUP_STATE_TOPIC_NAME", "encode_snapshot", "decode_state"]
+__all__ = ["SHARE_GROUP_STATE_TOPIC_NAME", "ShareState", "ShareStateStore", "decode_state", "encode_snapshot",
+           "state_topic_configs"]
 
 log = logging.getLogger("pylog.share")
 
 _I16 = struct.Struct(">h")
 
 ShareKey = tuple[str, uuid.UUID, int]
-# start offset, batches, state epoch
+# start offset, batches, state epoch (what a load replays)
 Saved = tuple[int, list[StateBatch], int]
 
+#: ReadShareGroupState's start offset of a share partition never written (Kafka's
+#: ``PartitionFactory.DEFAULT_START_OFFSET``) and its state epoch.
+UNINITIALIZED_START_OFFSET = -1
+DEFAULT_STATE_EPOCH = 0
+_DELIVERY_STATES = frozenset({0, 2, 4})
 
-def encode_snapshot(key: ShareKey, sp: SharePartition | None, leader_epoch: int = 0) -> tuple[bytes, bytes | None]:
-    """A ShareSnapshot record of ``sp`` (None: the share partition's tombstone)."""
+
+class ShareState(NamedTuple):
+    """The saved state of one share partition."""
+
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    batches: list[StateBatch]
+
+
+def state_topic_configs(cfg: Any) -> dict[str, str]:
+    """The topic configs of ``__share_group_state`` (compacted: pylog's write policy)."""
+    return {"cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(cfg["share.coordinator.state.topic.segment.bytes"]),
+            "min.insync.replicas": str(cfg["share.coordinator.state.topic.min.isr"])}
+
+
+def encode_snapshot(key: ShareKey, state: ShareState | SharePartition | None,
+                    leader_epoch: int = 0) -> tuple[bytes, bytes | None]:
+    """A ShareSnapshot record of ``state`` (a ``SharePartition``: its state under
+    ``leader_epoch``; None: the share partition's tombstone)."""
     gid, tid, part = key
     k = _I16.pack(0) + ShareSnapshotKey(group_id=gid, topic_id=tid, partition=part).encode(0)
-    if sp is None:
+    if state is None:
         return k, None
+    if isinstance(state, SharePartition):
+        state = ShareState(state.state_epoch, leader_epoch, state.start_offset, state.state_batches())
     sb = ShareSnapshotValue.StateBatch
     value = ShareSnapshotValue(
-        snapshot_epoch=0, state_epoch=sp.state_epoch, leader_epoch=leader_epoch,
-        start_offset=sp.start_offset,
+        snapshot_epoch=0, state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
+        start_offset=state.start_offset,
         state_batches=[sb(first_offset=b.first_offset, last_offset=b.last_offset,
                           delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                       for b in sp.state_batches()])
+                       for b in state.batches])
     return k, _I16.pack(0) + value.encode(0)
 
 
@@ -116,10 +172,36 @@ def _batches(v: Any) -> list[StateBatch]:
 def _apply_update(saved: Saved, v: Any) -> Saved:
     """A ShareUpdate over the state so far: its batches replace those offsets."""
     start, batches, epoch = saved
-    if v.start_offset >= 0:
-        start = v.start_offset
+    return merge_batches(start, batches, v.start_offset, _batches(v)) + (epoch,)
+
+
+def _covers(start: int, new: list[StateBatch], old: list[StateBatch]) -> bool:
+    """Whether ``new`` alone is the merged state: ordered, contiguous runs from ``start``,
+    of distinct neighbours, reaching past every offset of ``old``."""
+    if not new:
+        return not old or old[-1].last_offset < start
+    if new[0].first_offset != start:
+        return False
+    prev = None
+    for b in new:
+        if b.last_offset < b.first_offset or (prev is not None and (
+                b.first_offset != prev.last_offset + 1
+                or (b.delivery_state, b.delivery_count) == (prev.delivery_state, prev.delivery_count))):
+            return False
+        prev = b
+    return not old or new[-1].last_offset >= max(b.last_offset for b in old)
+
+
+def merge_batches(start: int, batches: list[StateBatch], new_start: int,
+                  new: list[StateBatch]) -> tuple[int, list[StateBatch]]:
+    """``new`` over ``batches`` (its offsets replace theirs), from ``new_start`` on (-1:
+    ``start``); runs of equal state joined."""
+    if new_start >= 0:
+        start = new_start
+    if _covers(start, new, batches):
+        return start, list(new)  # a whole window (pylog's leaders write that): nothing to merge
     per: dict[int, tuple[int, int]] = {}
-    for b in batches + _batches(v):
+    for b in batches + new:
         for off in range(max(b.first_offset, start), b.last_offset + 1):
             per[off] = (b.delivery_state, b.delivery_count)
     out: list[StateBatch] = []
@@ -129,7 +211,7 @@ def _apply_update(saved: Saved, v: Any) -> Saved:
             out[-1] = StateBatch(out[-1].first_offset, off, state, count)
         else:
             out.append(StateBatch(off, off, state, count))
-    return start, out, epoch
+    return start, out
 
 
 class _StateWrite:
@@ -146,114 +228,227 @@ class _StateWrite:
             self.done.set_result(code)
 
 
+class StateResult(NamedTuple):
+    """A state RPC's outcome for one share partition (``state`` for reads)."""
+
+    error_code: int
+    error_message: str | None = None
+    state: ShareState | None = None
+
+
+_OK = StateResult(0)
+
+
+def _invalid(message: str) -> StateResult:
+    return StateResult(errors.InvalidRequestError.code, message)
+
+
+def check_key(group_id: str | None, topic_id: uuid.UUID, partition: int) -> StateResult | None:
+    """INVALID_REQUEST for a key no share partition has (Kafka's checks), else None."""
+    if not group_id:
+        return _invalid("Group id must be provided.")
+    if topic_id is None or topic_id.int == 0:
+        return _invalid("Topic id must be provided.")
+    if partition < 0:
+        return _invalid(f"Partition {partition} is negative.")
+    return None
+
+
+def check_batches(start_offset: int, batches: Sequence[StateBatch]) -> StateResult | None:
+    """INVALID_REQUEST for a start offset below -1 or a malformed state batch, else None."""
+    if start_offset < UNINITIALIZED_START_OFFSET:
+        return _invalid(f"Start offset {start_offset} is below -1.")
+    for b in batches:
+        if b.first_offset < 0 or b.last_offset < b.first_offset:
+            return _invalid(f"State batch {b.first_offset}-{b.last_offset} is not a range of offsets.")
+        if b.delivery_state not in _DELIVERY_STATES:
+            return _invalid(f"Delivery state {b.delivery_state} is not 0, 2 or 4.")
+        if b.delivery_count < 0:
+            return _invalid(f"Delivery count {b.delivery_count} is negative.")
+    return None
+
+
 class ShareStateStore:
-    """``__share_group_state`` on a single node. See the module docstring."""
+    """The share coordinator: ``__share_group_state``. See the module docstring."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         cfg = broker.config
         self.num_partitions = cfg["share.coordinator.state.topic.num.partitions"]
-        spec = TopicSpec(SHARE_GROUP_STATE_TOPIC_NAME, self.num_partitions, 1, {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(cfg["share.coordinator.state.topic.segment.bytes"]),
-        })
+        spec = TopicSpec(SHARE_GROUP_STATE_TOPIC_NAME, self.num_partitions, 1, state_topic_configs(cfg))
         self.runtime = CoordinatorRuntime(broker, spec, self,
                                           load_chunk_bytes=cfg["share.coordinator.load.buffer.size"])
-        self._saved: dict[ShareKey, Saved] = {}
-        self._loading: dict[int, dict[ShareKey, Saved]] = {}
-        self._dirty: dict[ShareKey, SharePartition | None] = {}
-        self._flush: asyncio.Future[None] | None = None
+        self._saved: dict[ShareKey, ShareState] = {}
+        self._loading: dict[int, dict[ShareKey, ShareState]] = {}
+        # Records to append with the next write, and the futures of their appends, by index.
+        self._dirty: dict[int, dict[ShareKey, ShareState | None]] = {}
+        self._turn: dict[int, asyncio.Future[int]] = {}
         self._pending: set[asyncio.Future[int]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Load every partition of an existing topic; returns when they are loaded, so no
-        share partition starts without its saved state."""
+        """Single node: load every partition of an existing topic; returns when they are
+        loaded, so no share partition starts without its saved state. Cluster mode: nothing
+        until the replica manager says this broker leads a partition."""
         await self.runtime.load_all()
 
     async def shutdown(self) -> None:
         """Write what changed, then close (queued appends go to the log first)."""
-        if self._flush is not None:
-            await asyncio.shield(self._flush)
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._write_dirty()
+        if self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
         await self.runtime.shutdown()
 
+    async def on_become_leader(self, index: int) -> None:
+        await self.runtime.on_become_leader(index)
+
+    async def on_resign(self, index: int) -> None:
+        await self.runtime.on_resign(index)
+
     def on_topic_deleted(self) -> None:
-        """``__share_group_state`` was deleted: its partitions resign; what is in memory
-        (``read``) stays until the share partitions are written again."""
+        """``__share_group_state`` was deleted: its partitions resign and their state goes."""
         self.runtime.on_topic_deleted()
 
-    # ------------------------------------------------------------------ reading
+    async def ensure_topic(self) -> Any:
+        """Single node: the topic, made (and loaded) on first use. Cluster mode: the local
+        topic or None (FindCoordinator and the persister make it through ZooKeeper)."""
+        return await self.runtime.ensure_topic()
 
-    def read(self, key: ShareKey) -> tuple[int, list[StateBatch]] | None:
-        saved = self._saved.get(key)
-        return None if saved is None else (saved[0], saved[1])
-
-    def __len__(self) -> int:
-        return len(self._saved)
-
-    # ------------------------------------------------------------------ writing
+    # ------------------------------------------------------------------ placement
 
     def partition_of(self, key: ShareKey) -> int:
         gid, tid, part = key
         return partition_for(f"{gid}:{topic_id_str(tid)}:{part}", self.num_partitions)
 
-    def write(self, key: ShareKey, sp: SharePartition) -> None:
-        """Note a change of ``sp``; its snapshot is written with the next flush."""
-        self._dirty[key] = sp
-        self._saved[key] = (sp.start_offset, sp.state_batches(), sp.state_epoch)
-        self._schedule()
+    def availability(self, index: int) -> StateResult | None:
+        """None when partition ``index`` serves; else NOT_COORDINATOR (not hosted here) or
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        state = self.runtime.state(index)
+        if state is PartitionState.ACTIVE:
+            return None
+        if state is None or state is PartitionState.CLOSED:
+            return StateResult(errors.NotCoordinatorError.code,
+                               f"This broker is not the share coordinator of {SHARE_GROUP_STATE_TOPIC_NAME}-{index}.")
+        return StateResult(errors.CoordinatorLoadInProgressError.code,
+                           f"{SHARE_GROUP_STATE_TOPIC_NAME}-{index} is loading.")
 
-    def delete(self, key: ShareKey) -> None:
-        self._dirty[key] = None
-        self._saved.pop(key, None)
-        self._schedule()
+    def serves(self, key: ShareKey) -> bool:
+        return self.runtime.state(self.partition_of(key)) is PartitionState.ACTIVE
 
-    def _schedule(self) -> None:
-        # One write per event-loop turn: the changes of one request (and of the others
-        # handled in the same turn) go in one batch per state-topic partition.
-        if self._flush is None:
+    # ------------------------------------------------------------------ the state RPCs
+
+    def saved(self, key: ShareKey) -> ShareState | None:
+        """The state held for ``key`` (hosted partitions only)."""
+        return self._saved.get(key)
+
+    def __len__(self) -> int:
+        return len(self._saved)
+
+    async def read_state(self, key: ShareKey, leader_epoch: int) -> StateResult:
+        """ReadShareGroupState for one share partition."""
+        bad = check_key(*key) or self.availability(self.partition_of(key))
+        if bad is not None:
+            return bad
+        st = self._saved.get(key)
+        if st is None:
+            return StateResult(0, None, ShareState(DEFAULT_STATE_EPOCH, leader_epoch, UNINITIALIZED_START_OFFSET, []))
+        if leader_epoch < st.leader_epoch:
+            return StateResult(errors.FencedLeaderEpochError.code,
+                               f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
+        if leader_epoch > st.leader_epoch:
+            st = st._replace(leader_epoch=leader_epoch)
+            code = await self._put(key, st)
+            if code:
+                return StateResult(code, "The new leader epoch could not be written.")
+        return StateResult(0, None, st)
+
+    def read_summary(self, key: ShareKey, leader_epoch: int) -> StateResult:
+        """ReadShareGroupStateSummary: the state epoch and start offset, nothing written."""
+        bad = check_key(*key) or self.availability(self.partition_of(key))
+        if bad is not None:
+            return bad
+        st = self._saved.get(key)
+        if st is None:
+            return StateResult(0, None, ShareState(DEFAULT_STATE_EPOCH, -1, UNINITIALIZED_START_OFFSET, []))
+        if leader_epoch >= 0 and leader_epoch < st.leader_epoch:
+            return StateResult(errors.FencedLeaderEpochError.code,
+                               f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
+        return StateResult(0, None, st)
+
+    async def write_state(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                          batches: list[StateBatch]) -> StateResult:
+        """WriteShareGroupState for one share partition; answered after the append."""
+        bad = check_key(*key) or check_batches(start_offset, batches) \
+            or self.availability(self.partition_of(key))
+        if bad is not None:
+            return bad
+        st = self._saved.get(key)
+        if st is not None:
+            if 0 <= leader_epoch < st.leader_epoch:
+                return StateResult(errors.FencedLeaderEpochError.code,
+                                   f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
+            if 0 <= state_epoch < st.state_epoch:
+                return StateResult(errors.FencedStateEpochError.code,
+                                   f"State epoch {state_epoch} is below the share partition's {st.state_epoch}.")
+            start, merged = merge_batches(st.start_offset, st.batches, start_offset, batches)
+            st = ShareState(st.state_epoch if state_epoch < 0 else state_epoch,
+                            st.leader_epoch if leader_epoch < 0 else leader_epoch, start, merged)
+        else:
+            start, merged = merge_batches(start_offset, [], start_offset, batches)
+            st = ShareState(max(state_epoch, DEFAULT_STATE_EPOCH), leader_epoch, start, merged)
+        code = await self._put(key, st)
+        return StateResult(code, None if not code else "The share-partition state could not be written.")
+
+    async def initialize_state(self, key: ShareKey, state_epoch: int, start_offset: int) -> StateResult:
+        """InitializeShareGroupState: a new state epoch, the start offset, no batches."""
+        bad = check_key(*key) or check_batches(start_offset, []) \
+            or self.availability(self.partition_of(key))
+        if bad is not None:
+            return bad
+        st = self._saved.get(key)
+        if st is not None and state_epoch <= st.state_epoch:
+            return StateResult(errors.FencedStateEpochError.code,
+                               f"State epoch {state_epoch} is not above the share partition's {st.state_epoch}.")
+        code = await self._put(key, ShareState(state_epoch, -1 if st is None else st.leader_epoch,
+                                               start_offset, []))
+        return StateResult(code, None if not code else "The share-partition state could not be written.")
+
+    async def delete_state(self, key: ShareKey) -> StateResult:
+        """DeleteShareGroupState: the share partition's tombstone."""
+        bad = check_key(*key) or self.availability(self.partition_of(key))
+        if bad is not None:
+            return bad
+        code = await self._put(key, None)
+        return StateResult(code, None if not code else "The share-partition state could not be deleted.")
+
+    # ------------------------------------------------------------------ writing
+
+    def _put(self, key: ShareKey, st: ShareState | None) -> asyncio.Future[int]:
+        """Hold ``st`` and write its record with the others of this event-loop turn (one
+        batch per state-topic partition); the future gives the append's error code."""
+        if st is None:
+            self._saved.pop(key, None)
+        else:
+            self._saved[key] = st
+        index = self.partition_of(key)
+        self._dirty.setdefault(index, {})[key] = st
+        fut = self._turn.get(index)
+        if fut is None:
             loop = asyncio.get_running_loop()
-            self._flush = loop.create_future()
-            loop.call_soon(self._start_write)
+            fut = self._turn[index] = loop.create_future()
+            self._pending.add(fut)
+            fut.add_done_callback(self._pending.discard)
+            if len(self._turn) == 1:
+                loop.call_soon(self._write_dirty)
+        return asyncio.shield(fut)
 
-    def _start_write(self) -> None:
-        task = asyncio.get_running_loop().create_task(self._write_dirty())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def flushed(self) -> int:
-        """Wait until every change noted so far is in the log; the error code of the
-        writes (0, or e.g. NOT_COORDINATOR when the broker shuts down)."""
-        if self._flush is not None:
-            await asyncio.shield(self._flush)
-        codes = [await asyncio.shield(f) for f in list(self._pending)]
-        return next((c for c in codes if c), 0)
-
-    async def _write_dirty(self) -> None:
-        flush, self._flush = self._flush, None
+    def _write_dirty(self) -> None:
         dirty, self._dirty = self._dirty, {}
-        try:
-            if self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC_NAME) is None:
-                await self.runtime.ensure_topic()
-            by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
-            for key, sp in dirty.items():
-                by_partition.setdefault(self.partition_of(key), []).append(encode_snapshot(key, sp))
-            loop = asyncio.get_running_loop()
-            for index, records in sorted(by_partition.items()):
-                fut: asyncio.Future[int] = loop.create_future()
-                self._pending.add(fut)
-                fut.add_done_callback(self._pending.discard)
-                self.runtime.enqueue(index, [_StateWrite(records, fut)])
-        except (errors.KafkaError, logcore.LogcoreError, OSError) as exc:
-            log.error("cannot write share-group state: %s", exc)
-        finally:
-            if flush is not None and not flush.done():
-                flush.set_result(None)
+        turn, self._turn = self._turn, {}
+        for index, states in sorted(dirty.items()):
+            records = [encode_snapshot(key, st) for key, st in states.items()]
+            self.runtime.enqueue(index, [_StateWrite(records, turn[index])])
 
     # ------------------------------------------------------------------ ShardHandler
 
@@ -277,9 +472,11 @@ class ShareStateStore:
             if v is None:
                 states.pop(key, None)
             elif version == 0:
-                states[key] = (v.start_offset, _batches(v), v.state_epoch)
+                states[key] = ShareState(v.state_epoch, v.leader_epoch, v.start_offset, _batches(v))
             elif key in states:
-                states[key] = _apply_update(states[key], v)
+                st = states[key]
+                start, batches = merge_batches(st.start_offset, st.batches, v.start_offset, _batches(v))
+                states[key] = ShareState(st.state_epoch, max(st.leader_epoch, v.leader_epoch), start, batches)
 
     def complete_load(self, index: int, read_end: int) -> int:
         states = self._loading.pop(index, {})
@@ -288,6 +485,8 @@ class ShareStateStore:
 
     def unload(self, index: int) -> None:
         self._loading.pop(index, None)
+        for key in [k for k in self._saved if self.partition_of(k) == index]:
+            del self._saved[key]
 
     def batch(self, write: _StateWrite) -> bytes:
         builder = logcore.BatchBuilder(compression="none")

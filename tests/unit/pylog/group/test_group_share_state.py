@@ -68,3 +68,51 @@ def test_a_kafka_update_applies_over_the_snapshot() -> None:
     start, batches, _ = _apply_update(saved, v)
     assert start == 7
     assert batches == [StateBatch(7, 8, 0, 1), StateBatch(9, 10, 2, 2), StateBatch(11, 12, 0, 1)]
+
+
+def test_merge_batches_fast_path_matches_the_per_offset_merge() -> None:
+    """A whole window (what pylog's leaders write) takes the fast path; the result is what
+    the per-offset merge gives, for random windows over random stored states."""
+    import random
+
+    from pylog.group.share import state_store
+
+    rng = random.Random(7)
+
+    def runs(start: int, end: int) -> list[StateBatch]:
+        out: list[StateBatch] = []
+        off = start
+        while off < end:
+            last = min(end - 1, off + rng.randrange(0, 4))
+            state, count = rng.choice((0, 2, 4)), rng.randrange(0, 3)
+            if out and (out[-1].delivery_state, out[-1].delivery_count) == (state, count):
+                out[-1] = StateBatch(out[-1].first_offset, last, state, count)
+            else:
+                out.append(StateBatch(off, last, state, count))
+            off = last + 1
+        return out
+
+    fast = 0
+    for _ in range(500):
+        old_start = rng.randrange(0, 10)
+        old = runs(old_start, old_start + rng.randrange(0, 15))
+        new_start = rng.choice((-1, old_start, old_start + rng.randrange(0, 8)))
+        base = old_start if new_start < 0 else new_start
+        new = runs(base, base + rng.randrange(0, 20))
+        got = state_store.merge_batches(old_start, old, new_start, new)
+        covered = state_store._covers(base, new, old)
+        fast += covered
+        # The per-offset merge, written out here.
+        per = {}
+        for b in old + new:
+            for off in range(max(b.first_offset, base), b.last_offset + 1):
+                per[off] = (b.delivery_state, b.delivery_count)
+        want: list[StateBatch] = []
+        for off in sorted(per):
+            st, c = per[off]
+            if want and want[-1].last_offset == off - 1 and (want[-1].delivery_state, want[-1].delivery_count) == (st, c):
+                want[-1] = StateBatch(want[-1].first_offset, off, st, c)
+            else:
+                want.append(StateBatch(off, off, st, c))
+        assert got == (base, want), (old_start, old, new_start, new)
+    assert fast > 50  # the fast path was taken often enough to be tested

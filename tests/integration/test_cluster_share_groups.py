@@ -1,0 +1,397 @@
+"""Share groups (KIP-932) in cluster mode: a real ZooKeeper, three ``pylog broker`` processes,
+``__share_group_state`` replicated (factor 3, min ISR 2), a confluent-kafka ``ShareConsumer``
+and a ``pylog.client.ShareConsumer`` in one share group, both acknowledging explicitly.
+
+The share partition's state lives with its share coordinator (the leader of its
+``__share_group_state`` partition), not with the topic partition's leader. Stopped mid-run,
+between a consumer's poll and its commit (SIGKILL, or SIGTERM: a controlled shutdown that
+moves the leaderships first), either the topic partition's leader (a new leader reads the
+state from the share coordinator) or the share coordinator (a new leader of the state
+partition loads it from its replica of the log), the group goes on from the saved state. What is asserted, with
+"confirmed" meaning that the consumer's ``commit_sync`` reported success for the record's
+partition (the broker answered after the state write):
+
+- no record is delivered after its acceptance was confirmed (an acknowledged record is
+  never delivered again);
+- every record produced is delivered (nothing is lost, nothing skipped by a reset to
+  ``share.auto.offset.reset``), and every record's acceptance is confirmed, except records
+  whose last acknowledgement's outcome the consumer could not learn (its commit failed as
+  the broker died: Kafka's at-least-once; such a record is either delivered again or was
+  acknowledged before the crash);
+- a record delivered more than once is delivered with a higher delivery count each time
+  (delivery counts survive the failover, they do not start at 1 again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from typing import Any
+
+import confluent_kafka
+import pytest
+from _harness.waiting import wait_until as _wait
+from _harness.zookeeper import zookeeper  # noqa: F401
+from confluent_kafka import AcknowledgeType
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pylog.cluster.zk_store import ZkStore
+from pylog.group.config import partition_for
+from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
+from pylog.log.topics import topic_id_from_str
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 6000
+STATE_PARTITIONS = 6
+RECORDS = 300
+WINDOW = 40
+DEADLINE = 150.0
+
+
+async def _send(host: str, port: int, body: Any, version: int | None = None) -> Any:
+    from pylog.net.connection import BrokerConnection
+
+    conn = BrokerConnection(host, port, node_id=-1, client_id="share-cluster-test", request_timeout=15.0)
+    await conn.connect(15.0)
+    try:
+        return await conn.send(body, version)
+    finally:
+        await conn.close()
+
+
+class Cluster:
+    def __init__(self, connect: str, new_broker) -> None:
+        self.brokers = []
+        for i in range(3):
+            b = new_broker({"zookeeper.connect": connect, "broker.id": str(i), "node.id": str(i),
+                            "zookeeper.session.timeout.ms": str(SESSION_MS),
+                            "replica.lag.time.max.ms": "4000",
+                            "offsets.topic.replication.factor": "3",
+                            "offsets.topic.num.partitions": "3",
+                            "share.coordinator.state.topic.replication.factor": "3",
+                            "share.coordinator.state.topic.min.isr": "2",
+                            "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+                            "min.insync.replicas": "2",
+                            "group.share.heartbeat.interval.ms": "500",
+                            "group.share.session.timeout.ms": "10000",
+                            "group.share.min.record.lock.duration.ms": "1000",
+                            "controlled.shutdown.retry.backoff.ms": "500"})
+            self.brokers.append(b.start())
+        self.store = ZkStore(connect, session_timeout_ms=SESSION_MS)
+        self.store.start()
+        _wait(lambda: self.store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
+        self.bootstrap = ",".join(b.bootstrap for b in self.brokers)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def live(self) -> list[Any]:
+        return [b for b in self.brokers if b.alive()]
+
+    def create_topic(self, name: str) -> str:
+        """One partition, three replicas; its topic id (base64, as Kafka prints it)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, 1, 3)])[name].result(30)
+        _wait(lambda: (s := self.store.get_partition_state(name, 0)) and len(s[0].isr) == 3, 30,
+              f"{name} with a full ISR")
+        return self.store.get_topic_assignment(name)[0].topic_id
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        return self.store.get_partition_state(topic, partition)[0].leader
+
+    def set_group_config(self, group: str, key: str, value: str) -> None:
+        """On every broker (group configs are kept by the broker that gets them)."""
+        from pylog.protocol.messages import IncrementalAlterConfigsRequest as R
+
+        for b in self.live():
+            resp = asyncio.run(_send(b.host, b.port, R(resources=[R.AlterConfigsResource(
+                resource_type=32, resource_name=group,
+                configs=[R.AlterableConfig(name=key, config_operation=0, value=value)])], validate_only=False)))
+            assert resp.responses[0].error_code == 0, resp
+
+    def share_coordinator(self, key: str) -> int:
+        """FindCoordinator key type 2 (which makes ``__share_group_state`` on first use)."""
+        from pylog.protocol.messages import FindCoordinatorRequest
+
+        b = self.live()[0]
+
+        def found() -> tuple[int] | None:  # node 0 is a valid answer: a tuple, not an int
+            resp = asyncio.run(_send(b.host, b.port, FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 4))
+            c = resp.coordinators[0]
+            return (c.node_id,) if c.error_code == 0 else None
+
+        (node,) = _wait(found, 60, f"the share coordinator of {key}")
+        # The answer follows the metadata cache; ZooKeeper says the same leader.
+        assert node == self.leader(SHARE_GROUP_STATE_TOPIC_NAME, partition_for(key, STATE_PARTITIONS))
+        return node
+
+
+@pytest.fixture
+def cluster(zookeeper, new_broker, request):  # noqa: F811
+    chroot = "/" + request.node.name.replace("[", "-").replace("]", "")
+    c = Cluster(zookeeper.connect_string + chroot, new_broker)
+    yield c
+    c.close()
+
+
+class Tally:
+    """What the consumers saw (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.deliveries: dict[bytes, list[int]] = {}  # value -> delivery counts, in order
+        self.confirmed: set[bytes] = set()
+        self.unknown: set[bytes] = set()  # acknowledged, outcome not learnt
+        self.violations: list[str] = []
+        self.errors: list[str] = []  # failed commits, for the failure message
+
+    def delivered(self, who: str, value: bytes, count: int | None) -> None:
+        if value in self.confirmed:
+            self.violations.append(f"{who}: {value!r} delivered (count {count}) after its acceptance was confirmed")
+        seen = self.deliveries.setdefault(value, [])
+        if count is not None and seen and seen[-1] is not None and count <= seen[-1]:
+            self.violations.append(f"{who}: {value!r} delivered with count {count} after {seen}")
+        seen.append(count)
+
+    def committed(self, values: list[bytes], ok: bool) -> None:
+        if ok:
+            self.confirmed.update(values)
+            self.unknown.difference_update(values)
+        else:
+            self.unknown.update(v for v in values if v not in self.confirmed)
+
+    def done(self, values: list[bytes]) -> bool:
+        """Every record's acceptance confirmed or its outcome unknown."""
+        return set(values) <= self.confirmed | self.unknown
+
+
+def _step_confluent(c: Any, tally: Tally, before_commit: Any = None) -> None:
+    msgs = c.poll(0.2)
+    got = []
+    for m in msgs:
+        if m.error() is not None:
+            continue
+        tally.delivered("confluent", m.value(), m.delivery_count())
+        c.acknowledge(m, AcknowledgeType.ACCEPT)
+        got.append(m.value())
+    if got and before_commit is not None:
+        before_commit()
+    if got:
+        try:
+            results = c.commit_sync(10)
+            ok = bool(results) and all(e is None for e in results.values())
+            if not ok:
+                tally.errors.append(f"confluent commit of {got[:2]}..: {results}")
+        except confluent_kafka.KafkaException as exc:
+            tally.errors.append(f"confluent commit of {got[:2]}..: {exc}")
+            ok = False
+        tally.committed(got, ok)
+
+
+def _step_pylog(c: Any, tally: Tally) -> None:
+    from pylog.client import AcknowledgeType as A
+
+    records = c.poll(0.2, max_records=20)
+    for r in records:
+        tally.delivered("pylog", r.value, c.delivery_count(r))
+        c.acknowledge(r, A.ACCEPT)
+    if records:
+        try:
+            results = c.commit_sync(10)
+            ok = bool(results) and all(e is None for e in results.values())
+            if not ok:
+                tally.errors.append(f"pylog commit of {records[0].value!r}..: {results}")
+        except Exception as exc:  # noqa: BLE001 - a failed commit is an unknown outcome
+            tally.errors.append(f"pylog commit of {records[0].value!r}..: {exc!r}")
+            ok = False
+        tally.committed([r.value for r in records], ok)
+
+
+@pytest.mark.parametrize(("victim", "sig"), [("partition-leader", signal.SIGKILL),
+                                             ("share-coordinator", signal.SIGKILL),
+                                             ("partition-leader", signal.SIGTERM)],
+                         ids=["leader-killed", "share-coordinator-killed", "leader-shut-down"])
+def test_share_group_survives_a_stopped_broker(cluster: Cluster, victim: str, sig: int) -> None:
+    from pylog.client import ShareConsumer
+
+    topic = f"jobs-{victim}-{sig}"
+    tid = cluster.create_topic(topic)
+    leader = cluster.leader(topic)
+    # A group whose share partition's coordinator is not the topic partition's leader, so
+    # that each run kills one role only.
+    for _ in range(30):
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        coordinator = cluster.share_coordinator(f"{group}:{tid}:0")
+        if coordinator != leader:
+            break
+    else:
+        pytest.fail("no group name put the share coordinator away from the partition leader")
+    cluster.set_group_config(group, "share.auto.offset.reset", "earliest")
+
+    # Records are produced as the group works through them (at most WINDOW unfinished), so
+    # that the kill falls mid-stream: records in flight with the consumers, records produced
+    # to the old leader and not yet delivered, records produced after the kill.
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                                         "enable.idempotence": True, "linger.ms": 5})
+    values: list[bytes] = []
+    ck = confluent_kafka.ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                        "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
+    ck.subscribe([topic])
+    pc = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                        "share.acknowledgement.mode": "explicit"})
+    pc.subscribe([topic])
+    tally = Tally()
+    killed = None
+    after_kill: set[bytes] = set()  # first delivered after the kill
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not (len(values) == RECORDS and tally.done(values)) and time.monotonic() < deadline:
+            unfinished = len(values) - len(set(values) & (tally.confirmed | tally.unknown))
+            if len(values) < RECORDS and unfinished < WINDOW:
+                for _ in range(WINDOW // 2):
+                    values.append(b"v%d" % len(values))
+                    producer.produce(topic, value=values[-1], partition=0)
+            producer.poll(0)
+            known = set(tally.deliveries)
+            kill = None
+            if killed is None and len(tally.confirmed) >= RECORDS // 3:
+                # Killed between a poll and its commit: that commit's outcome is lost.
+                def kill() -> None:
+                    nonlocal killed
+                    killed = leader if victim == "partition-leader" else coordinator
+                    cluster.brokers[killed].stop(sig=sig)
+            _step_confluent(ck, tally, kill)
+            _step_pylog(pc, tally)
+            if killed is not None:
+                after_kill.update(set(tally.deliveries) - known)
+        assert producer.flush(60) == 0
+        # Records whose outcome was unknown may still come back: poll until nothing has
+        # been delivered for 3 s (or all are confirmed).
+        quiet_since = time.monotonic()
+        while tally.unknown and time.monotonic() - quiet_since < 3 and time.monotonic() < deadline:
+            before = sum(len(d) for d in tally.deliveries.values())
+            _step_confluent(ck, tally)
+            _step_pylog(pc, tally)
+            if sum(len(d) for d in tally.deliveries.values()) != before:
+                quiet_since = time.monotonic()
+    finally:
+        ck.close()
+        pc.close()
+    redelivered = {v: d for v, d in tally.deliveries.items() if len(d) > 1}
+    summary = (f"{victim}: stopped broker {killed} (leader {leader}, coordinator {coordinator}); "
+          f"{len(tally.confirmed)} confirmed, {len(tally.unknown)} unknown, {len(redelivered)} "
+          f"delivered more than once, e.g. {list(redelivered.items())[:3]}; unknown {sorted(tally.unknown)[:5]}; "
+          f"failed commits {tally.errors[:6]}")
+    print(summary)  # shown with -s: what the run went through
+    assert killed is not None, summary
+    assert not tally.violations, (tally.violations[:10], summary)
+    assert set(values) <= set(tally.deliveries), (sorted(set(values) - set(tally.deliveries))[:10], summary)
+    missing = set(values) - tally.confirmed - tally.unknown
+    assert not missing, (sorted(missing)[:10], summary)
+    # The group went on after the kill: records first delivered after it were accepted.
+    assert after_kill & tally.confirmed, ("nothing was delivered after the kill", summary)
+    assert len(values) == RECORDS
+
+
+def test_share_state_crosses_a_sasl_ssl_inter_broker_listener(zookeeper, new_broker, tmp_path) -> None:  # noqa: F811
+    """The persister's RPCs go over the inter-broker listener with its TLS and SASL settings
+    (SASL_SSL, SCRAM-SHA-512): a group whose share coordinator is not the partition's leader
+    accepts every record once, and the coordinator, asked directly, holds the state."""
+    import re
+
+    from _harness.tls import make_pki
+    from _harness.zk_cluster import zk_cluster
+
+    from pylog.protocol.messages import FindCoordinatorRequest, IncrementalAlterConfigsRequest
+    from pylog.protocol.messages import ReadShareGroupStateSummaryRequest as S
+    from pylog.security.sasl.credentials import zk_alter_user
+    from pylog.security.sasl.scram import make_credential
+
+    pki = make_pki(tmp_path / "pki")
+    pre = ZkStore(zookeeper.connect_string)
+    pre.start()
+    try:
+        zk_alter_user(pre, "broker", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "broker-secret")}, [])
+    finally:
+        pre.close()
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="broker" password="broker-secret";',
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker"],
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"],
+        "share.coordinator.state.topic.replication.factor": "3",
+        "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
+        "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+        "group.share.heartbeat.interval.ms": "500",
+    }
+    with zk_cluster(zookeeper, new_broker, SESSION_MS, overrides) as (brokers, store):
+        plain = {}
+        for b in brokers:
+            ports = dict(re.findall(r"listening on (\w+)://127\.0\.0\.1:(\d+)", b.read_log()))
+            plain[int(b.overrides["broker.id"])] = ("127.0.0.1", int(ports["PLAINTEXT"]))
+        bootstrap = ",".join(f"{h}:{p}" for h, p in plain.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped handle cancels the call
+        admin.create_topics([NewTopic("sq", 1, 3)])["sq"].result(30)
+        _wait(lambda: (s := store.get_partition_state("sq", 0)) and len(s[0].isr) == 3, 30, "sq with a full ISR")
+        tid = store.get_topic_assignment("sq")[0].topic_id
+        leader = store.get_partition_state("sq", 0)[0].leader
+
+        def coordinator(key: str) -> tuple[int] | None:
+            resp = asyncio.run(_send(*plain[0], FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 4))
+            c = resp.coordinators[0]
+            return (c.node_id,) if c.error_code == 0 else None
+
+        for _ in range(30):
+            group = f"g-{uuid.uuid4().hex[:6]}"
+            (node,) = _wait(lambda g=group: coordinator(f"{g}:{tid}:0"), 60, "the share coordinator")
+            if node != leader:
+                break
+        else:
+            pytest.fail("no group name put the share coordinator away from the partition leader")
+        R = IncrementalAlterConfigsRequest
+        for host, port in plain.values():
+            resp = asyncio.run(_send(host, port, R(resources=[R.AlterConfigsResource(
+                resource_type=32, resource_name=group, configs=[R.AlterableConfig(
+                    name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False)))
+            assert resp.responses[0].error_code == 0
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        values = [b"s%d" % i for i in range(100)]
+        for v in values:
+            p.produce("sq", v, partition=0)
+        assert p.flush(30) == 0
+
+        c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe(["sq"])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(seen) < len(values) and time.monotonic() < deadline:
+                msgs = [m for m in c.poll(0.3) if m.error() is None]
+                for m in msgs:
+                    seen.append(m.value())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if msgs:
+                    assert all(e is None for e in c.commit_sync(10).values())
+        finally:
+            c.close()
+        assert sorted(seen) == sorted(values)
+
+        def summary() -> tuple[int] | None:
+            resp = asyncio.run(_send(*plain[node], S(group_id=group, topics=[S.ReadStateSummaryData(
+                topic_id=topic_id_from_str(tid), partitions=[S.PartitionData(partition=0, leader_epoch=-1)])])))
+            r = resp.results[0].partitions[0]
+            assert r.error_code == 0, r
+            return (r.start_offset,) if r.start_offset == len(values) else None
+
+        # The remote coordinator holds the start offset past every accepted record: the
+        # leader's writes reached it, and brokers reach each other only on INTERNAL (SASL_SSL).
+        _wait(summary, 30, "the share coordinator's start offset at the end")
