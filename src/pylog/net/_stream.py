@@ -24,8 +24,10 @@ from typing import Any, Protocol
 
 __all__ = ["StreamOwner", "ResponseStream"]
 
-#: Scratch receive size for frames not received in place (and the heads of large ones).
-SCRATCH_SIZE = 1 << 18
+#: Scratch receive size for frames not received in place and the heads of large ones: a
+#: large frame's first bytes are copied twice (scratch, then its own buffer), so this stays
+#: at FrameReader's DIRECT_MIN: the rest of any larger frame is received in place.
+SCRATCH_SIZE = 16 * 1024
 
 
 class StreamOwner(Protocol):
