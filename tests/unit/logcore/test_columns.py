@@ -211,7 +211,7 @@ def _views_values(cols) -> list:
     data = cols.value_data.tobytes()
     return [data[s : s + n] if ok else None
             for s, n, ok in zip(cols.value_starts.tolist(), cols.value_lengths.tolist(),
-                                cols.value_valid.tolist())]
+                                cols.value_valid.tolist(), strict=True)]
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4"])

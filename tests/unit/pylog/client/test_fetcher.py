@@ -251,7 +251,7 @@ def test_columns_without_value_copies_point_into_the_fetched_bytes() -> None:
     assert cols.value_offsets is None and list(cols.offsets) == list(range(6, 15))
     data = cols.value_data
     assert data.nbytes == len(frame)  # the frame itself
-    values = [data[s:s + n].tobytes() for s, n in zip(cols.value_starts, cols.value_lengths)]
+    values = [data[s:s + n].tobytes() for s, n in zip(cols.value_starts, cols.value_lengths, strict=True)]
     assert values == [b"v%d" % i for i in range(6, 15)]
     with pytest.raises(BufferError):
         frame.extend(b"x")  # the columns hold the frame: it cannot be resized or reused
@@ -261,4 +261,4 @@ def test_columns_without_value_copies_point_into_the_fetched_bytes() -> None:
     rest = f.take_columns(copy_values=False)[TP]
     assert rest.value_offsets is None and list(rest.offsets) == [16, 17, 18]
     assert [rest.value_data[s:s + n].tobytes()
-            for s, n in zip(rest.value_starts, rest.value_lengths)] == [b"v16", b"v17", b"v18"]
+            for s, n in zip(rest.value_starts, rest.value_lengths, strict=True)] == [b"v16", b"v17", b"v18"]
