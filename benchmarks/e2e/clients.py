@@ -32,10 +32,12 @@ Kafka's fetch defaults (``fetch.min.bytes`` 1, ``fetch.max.wait.ms`` 500,
 default), and up to 10000 records per call (never more than are left to read:
 confluent-kafka's ``consume`` waits for as many as it is asked, so asking for more than
 the log holds would add its timeout to the run): ours ``poll(max_records=10000)`` and
-``poll_columns()``, confluent-kafka ``consume(num_messages=10000)``, kafka-python
-``poll(max_records=10000)``. Each touches every record's value length (the columns path:
-one numpy subtraction over the value offsets), so a record counts only once its value is
-in the application's hands.
+``poll_columns()`` (``pylog poll_columns views``: ``poll_columns(copy_values=False)``,
+values left in the fetched response where uncompressed), confluent-kafka
+``consume(num_messages=10000)``, kafka-python ``poll(max_records=10000)``. Each touches
+every record's value length (the columns paths: one numpy subtraction over the value
+offsets, or a sum of ``value_lengths``), so a record counts only once its value is in the
+application's hands.
 
 librdkafka (2.2+) stops fetching for ``fetch.queue.backoff.ms`` (default 1000 ms) whenever
 its local queue passes ``queued.min.messages`` or ``queued.max.messages.kbytes``, which a
@@ -85,7 +87,8 @@ WORKLOADS = {"1M x 100 B": (1_000_000, 100), "100k x 10 KiB": (100_000, 10240)}
 QUICK = {"1M x 100 B": (50_000, 100), "100k x 10 KiB": (5_000, 10240)}
 
 PRODUCERS = ("pylog", "pylog send_many", "confluent", "kafka-python")
-CONSUMERS = ("pylog poll", "pylog poll_columns", "confluent", "kafka-python")
+CONSUMERS = ("pylog poll", "pylog poll_columns", "pylog poll_columns views", "confluent",
+             "kafka-python")
 
 # --- child processes: each prints one JSON line {"start", "end", "records", "bytes", "cpu"} ---
 
@@ -243,6 +246,23 @@ while m.got < n:
 m.done()
 c.close()
 """,
+    "pylog poll_columns views": r"""
+from pylog.client import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": a["bootstrap"], "auto.offset.reset": "earliest",
+              "fetch.min.bytes": S["fetch.min.bytes"], "fetch.max.wait.ms": S["fetch.max.wait.ms"],
+              "max.partition.fetch.bytes": S["max.partition.fetch.bytes"],
+              "fetch.max.bytes": S["fetch.max.bytes"], "check.crcs": S["check.crcs"]})
+c.assign([TopicPartition(topic, 0)])
+c.seek(TopicPartition(topic, 0), 0)
+def poll_columns(t):
+    return c.poll_columns(t, copy_values=False)
+m = Meter()
+while m.got < n:
+    for cols in poll_columns(1.0).values():
+        m.add(cols.num_records, int(cols.value_lengths.sum()))
+m.done()
+c.close()
+""",
     "confluent": r"""
 from confluent_kafka import Consumer, TopicPartition
 c = Consumer({"bootstrap.servers": a["bootstrap"], "group.id": "bench-" + topic,
@@ -386,6 +406,7 @@ TARGETS = [
     ("consume", "pylog poll", "kafka-python", 3.0),
     ("consume", "pylog poll", "confluent", 0.7),
     ("consume", "pylog poll_columns", "confluent", 2.0),
+    ("consume", "pylog poll_columns views", "confluent", 2.0),
 ]
 
 

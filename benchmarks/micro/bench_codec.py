@@ -14,7 +14,8 @@ drawn from a fixed vocabulary, seeded) so that compression does real work.
 Groups (one per operation x workload x codec):
 - encode:   build a batch from the records (logcore: append loop and append_many).
 - decode:   iterate the records of a batch and touch key, value, offset, timestamp.
-- columns:  logcore.decode_columns (aiokafka's per-record decode is its baseline).
+- columns:  logcore.decode_columns, with value copies and without (``copy_values=False``;
+            aiokafka's per-record decode is its baseline).
 - validate: logcore.validate_for_append (the broker's produce path), next to the
             physical limits measured in the same run: memcpy of the batch, CRC-32C of the
             batch, and for compressed batches the compression library decompressing the
@@ -223,8 +224,14 @@ def _columns(mod, data):
     return cols.num_records + int(cols.value_offsets[-1])
 
 
+def _columns_views(mod, data):
+    cols = mod.decode_columns(data, copy_values=False)
+    return cols.num_records + int(cols.value_lengths[-1])
+
+
 COLUMNS = {
     "logcore-c decode_columns": lambda d: _columns(lc, d),
+    "logcore-c decode_columns copy_values=False": lambda d: _columns_views(lc, d),
     "logcore-ref decode_columns": lambda d: _columns(lc_ref, d),
     "aiokafka-c per-record decode": DECODERS["aiokafka-c"],
 }

@@ -14,6 +14,14 @@ Output layout (Arrow-style), for n records:
     value_valid      bool[n]       False for a null value
     header_counts    int32[n]
 
+With ``copy_values=False`` the values are not copied when every batch is uncompressed:
+``value_data`` is the input buffer itself (a read-only uint8 array that keeps it alive),
+``value_offsets`` is None, and value i is ``value_data[value_starts[i]:value_starts[i] +
+value_lengths[i]]`` (``value_starts`` int64[n], ``value_lengths`` int32[n], 0 for a null
+value). If any batch is compressed the values are copied as usual and described the same
+way (starts and lengths into the copy), so the caller reads one layout either way. With
+the default ``copy_values=True``, ``value_starts`` and ``value_lengths`` are None.
+
 Input: concatenated batches (the header of _fields.pxd, the records of _record.pxd),
 walked as iter_batches walks them; control batches are skipped, as a consumer does.
 The pure-Python twin is logcore._ref.columns.
@@ -58,10 +66,13 @@ cdef class Columns:
             key_offsets[i + 1]]; a null key has an empty slot and key_valid[i] False);
         key_data, value_data: uint8, contiguous; key_valid, value_valid: bool[n];
         header_counts: int32[n]; num_records: n.
+        value_starts: int64[n], value_lengths: int32[n], with value_offsets None, when
+            decoded with ``copy_values=False`` (see the module docstring); else None.
     """
 
     def __init__(self, offsets, timestamps, timestamp_types, key_offsets, value_offsets,
-                 key_data, value_data, key_valid, value_valid, header_counts):
+                 key_data, value_data, key_valid, value_valid, header_counts,
+                 value_starts=None, value_lengths=None):
         self.offsets = offsets
         self.timestamps = timestamps
         self.timestamp_types = timestamp_types
@@ -72,6 +83,8 @@ cdef class Columns:
         self.key_valid = key_valid
         self.value_valid = value_valid
         self.header_counts = header_counts
+        self.value_starts = value_starts
+        self.value_lengths = value_lengths
         self.num_records = len(offsets)
 
     def __len__(self):
@@ -106,6 +119,10 @@ cdef struct _ColOut:
     uint8_t *value_valid
     int32_t *header_counts
     uint8_t *value_data            # values from the front of the shared data buffer
+    bint views                     # copy_values=False, all uncompressed: no value copy
+    const unsigned char *base      # the input buffer (views: value_starts are from here)
+    int64_t *value_starts          # views: where each value starts in the input buffer
+    int32_t *value_lengths
     uint8_t *keys                  # scratch (malloc), copied behind the values at the end
     size_t keys_cap
     int64_t key_len
@@ -173,7 +190,17 @@ cdef int _fill_columns(const _ColBatch *batches, Py_ssize_t nbatches, int64_t ca
                 o.key_valid[k] = 1
             else:
                 o.key_valid[k] = 0
-            if r.value_len >= 0:
+            if o.views:
+                # The value stays where it is: its place in the input buffer.
+                if r.value_len >= 0:
+                    o.value_starts[k] = r.value - o.base
+                    o.value_lengths[k] = r.value_len
+                    o.value_valid[k] = 1
+                else:
+                    o.value_starts[k] = 0
+                    o.value_lengths[k] = 0
+                    o.value_valid[k] = 0
+            elif r.value_len >= 0:
                 lc_copy(o.value_data + vpos, r.value, <size_t>r.value_len)
                 vpos += r.value_len
                 o.value_valid[k] = 1
@@ -181,7 +208,8 @@ cdef int _fill_columns(const _ColBatch *batches, Py_ssize_t nbatches, int64_t ca
                 o.value_valid[k] = 0
             # int32 offsets: checked against INT32_MAX by the caller before use
             o.key_offsets[k + 1] = <int32_t>kpos
-            o.value_offsets[k + 1] = <int32_t>vpos
+            if not o.views:
+                o.value_offsets[k + 1] = <int32_t>vpos
             o.header_counts[k] = r.header_count
             k += 1
         if c.ptr != c.end:
@@ -235,7 +263,7 @@ cdef object _columns_first_error(const _ColBatch *batches, Py_ssize_t upto, exc)
     return exc
 
 
-def decode_columns(const unsigned char[::1] buffer not None):
+def decode_columns(object source not None, *, bint copy_values=True):
     """Decode every record of every complete data batch into numpy columns.
 
     Batches are walked as iter_batches does (a truncated trailing batch is skipped);
@@ -248,12 +276,20 @@ def decode_columns(const unsigned char[::1] buffer not None):
     valid input), without the GIL for large inputs. One parse per record instead of two
     is what makes this ~10x faster than decoding Record objects.
 
+    Args:
+        source: the batches (any buffer).
+        copy_values: False: values are not copied out of an all-uncompressed ``source``
+            (``value_data`` is ``source``, read-only, kept alive by the columns; values
+            located by ``value_starts`` / ``value_lengths``, ``value_offsets`` None; see
+            the module docstring). The caller must not modify ``source`` meanwhile.
+
     Returns:
         Columns.
 
     Raises:
         CorruptRecordError: a CRC mismatch or any malformed batch or record.
     """
+    cdef const unsigned char[::1] buffer = source
     cdef Py_ssize_t n = buffer.shape[0]
     cdef const unsigned char *base = &buffer[0] if n > 0 else NULL
     cdef Py_ssize_t pos = 0, size, index = 0
@@ -274,8 +310,10 @@ def decode_columns(const unsigned char[::1] buffer not None):
     cdef const unsigned char *sec
     cdef Py_ssize_t sec_len
     cdef _ColOut o
+    cdef bint any_compressed = False
     o.keys = NULL
     o.keys_cap = 0
+    o.views = False
     # Every error path must free the two C allocations (batch array, key scratch): the
     # whole body is one try/finally.
     try:
@@ -346,6 +384,7 @@ def decode_columns(const unsigned char[::1] buffer not None):
             cb.pos = pos
             cb.index = index
             cb.compressed = data is not None
+            any_compressed = any_compressed or cb.compressed
             nbatches += 1
             # records_count is untrusted: at most one record per 7 bytes present.
             bound = sec_len // RECORD_MIN_SIZE
@@ -363,7 +402,18 @@ def decode_columns(const unsigned char[::1] buffer not None):
         key_valid = _np_empty(capacity, _DT_BOOL)
         value_valid = _np_empty(capacity, _DT_BOOL)
         header_counts = _np_empty(capacity, _DT_I32)
-        data_buf = _np_empty(data_bound, _DT_U8)
+        # Views: the values stay in the input; the data buffer holds the keys only (their
+        # total is known after pass 2: the scratch is copied into a buffer of that size).
+        o.views = not copy_values and not any_compressed
+        o.base = base
+        value_starts = value_lengths = None
+        if not copy_values:
+            value_starts = _np_empty(capacity, _DT_I64)
+            value_lengths = _np_empty(capacity, _DT_I32)
+            if o.views and capacity > 0:
+                o.value_starts = <int64_t *>_array_ptr(value_starts)
+                o.value_lengths = <int32_t *>_array_ptr(value_lengths)
+        data_buf = _np_empty(0 if o.views else data_bound, _DT_U8)
         o.n = 0
         o.key_len = 0
         o.value_len = 0
@@ -376,7 +426,8 @@ def decode_columns(const unsigned char[::1] buffer not None):
             o.key_valid = <uint8_t *>_array_ptr(key_valid)
             o.value_valid = <uint8_t *>_array_ptr(value_valid)
             o.header_counts = <int32_t *>_array_ptr(header_counts)
-            o.value_data = <uint8_t *>_array_ptr(data_buf) if data_bound > 0 else NULL
+            o.value_data = (<uint8_t *>_array_ptr(data_buf) if data_bound > 0 and not o.views
+                            else NULL)
         if capacity >= 4096:
             with nogil:
                 st = _fill_columns(batches, nbatches, capacity, &o)
@@ -393,17 +444,33 @@ def decode_columns(const unsigned char[::1] buffer not None):
                                  f"{o.key_len + o.value_len} of {data_bound} data bytes")
         if o.key_len > INT32_MAX or o.value_len > INT32_MAX:
             raise CorruptRecordError("key or value data exceeds the int32 offsets of Columns")
-        # Keys behind the values in the one data buffer (keys + values <= data_bound).
-        if o.key_len > 0:
-            memcpy(o.value_data + o.value_len, o.keys, <size_t>o.key_len)
+        if o.views:
+            value_data = np.frombuffer(source, dtype=_DT_U8)
+            value_data.flags.writeable = False
+            key_data = _np_empty(o.key_len, _DT_U8)
+            if o.key_len > 0:
+                memcpy(_array_ptr(key_data), o.keys, <size_t>o.key_len)
+            value_offsets = None
+        else:
+            # Keys behind the values in the one data buffer (keys + values <= data_bound).
+            if o.key_len > 0:
+                memcpy(o.value_data + o.value_len, o.keys, <size_t>o.key_len)
+            key_data = data_buf[o.value_len:o.value_len + o.key_len]
+            value_data = data_buf[:o.value_len]
+            if not copy_values:  # compressed input: the copies, located as views are
+                value_starts = value_offsets[:o.n].astype(_DT_I64)
+                value_lengths = np.diff(value_offsets[:o.n + 1])
+                value_offsets = None
         cols = Columns.__new__(Columns)
         (<Columns>cols).offsets = offsets
         (<Columns>cols).timestamps = timestamps
         (<Columns>cols).timestamp_types = ts_types
         (<Columns>cols).key_offsets = key_offsets
         (<Columns>cols).value_offsets = value_offsets
-        (<Columns>cols).key_data = data_buf[o.value_len:o.value_len + o.key_len]
-        (<Columns>cols).value_data = data_buf[:o.value_len]
+        (<Columns>cols).key_data = key_data
+        (<Columns>cols).value_data = value_data
+        (<Columns>cols).value_starts = value_starts
+        (<Columns>cols).value_lengths = value_lengths
         (<Columns>cols).key_valid = key_valid
         (<Columns>cols).value_valid = value_valid
         (<Columns>cols).header_counts = header_counts

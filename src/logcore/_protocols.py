@@ -91,6 +91,8 @@ class ColumnsProtocol(Protocol):
     key_valid: Any
     value_valid: Any
     header_counts: Any
+    value_starts: Any
+    value_lengths: Any
     num_records: int
 
     def __len__(self) -> int: ...
@@ -162,7 +164,7 @@ class CodecModuleProtocol(Protocol):
     AppendInfo: type[AppendInfoProtocol]
 
     def iter_batches(self, buffer: Any) -> Iterator[RecordBatchProtocol]: ...
-    def decode_columns(self, buffer: Any) -> ColumnsProtocol: ...
+    def decode_columns(self, buffer: Any, *, copy_values: bool = True) -> ColumnsProtocol: ...
     def validate_for_append(
         self,
         buffer: Any,

@@ -14,6 +14,12 @@ Output layout (Arrow-style, numpy), for n records:
     value_valid      bool[n]       False for a null value
     header_counts    int32[n]
 
+With ``copy_values=False`` the values are not copied when every batch is uncompressed:
+``value_data`` is the input buffer itself (read-only), ``value_offsets`` is None, and value
+i is ``value_data[value_starts[i]:value_starts[i] + value_lengths[i]]`` (int64[n] and
+int32[n], 0 for a null value); with a compressed batch the values are copied and described
+the same way. With the default, ``value_starts`` and ``value_lengths`` are None.
+
 Input: concatenated RecordBatch v2 (see logcore._ref.reader for the batch layout and
 logcore._ref.record for the record layout); control batches are skipped.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CorruptRecordError
-from .fields import ATTR_TIMESTAMP_TYPE, INT32_MAX, wrap64
+from .fields import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, INT32_MAX, wrap64
 from .reader import iter_batches
 
 
@@ -40,6 +46,8 @@ class Columns:
         key_valid, value_valid: bool[n]
         header_counts: int32[n]
         num_records: n
+        value_starts: int64[n], value_lengths: int32[n], with value_offsets None, when
+            decoded with ``copy_values=False`` (see the module docstring); else None.
     """
 
     __slots__ = (
@@ -53,6 +61,8 @@ class Columns:
         "_key_valid",
         "_value_valid",
         "_header_counts",
+        "_value_starts",
+        "_value_lengths",
         "_num_records",
     )
 
@@ -68,6 +78,8 @@ class Columns:
         key_valid,
         value_valid,
         header_counts,
+        value_starts=None,
+        value_lengths=None,
     ) -> None:
         self._offsets = offsets
         self._timestamps = timestamps
@@ -79,6 +91,8 @@ class Columns:
         self._key_valid = key_valid
         self._value_valid = value_valid
         self._header_counts = header_counts
+        self._value_starts = value_starts
+        self._value_lengths = value_lengths
         self._num_records = len(offsets)
 
     offsets = property(lambda self: self._offsets)
@@ -91,6 +105,8 @@ class Columns:
     key_valid = property(lambda self: self._key_valid)
     value_valid = property(lambda self: self._value_valid)
     header_counts = property(lambda self: self._header_counts)
+    value_starts = property(lambda self: self._value_starts)
+    value_lengths = property(lambda self: self._value_lengths)
     num_records = property(lambda self: self._num_records)
 
     def __len__(self) -> int:
@@ -100,13 +116,16 @@ class Columns:
         return f"Columns(num_records={self.num_records})"
 
 
-def decode_columns(buffer) -> Columns:
+def decode_columns(buffer, *, copy_values: bool = True) -> Columns:
     """Decode every record of every complete data batch into numpy columns.
 
     Batches are walked as iter_batches does (a truncated trailing batch is skipped);
     control batches are skipped, as a consumer does; each batch's CRC is checked.
     Nothing is allocated from a count read off the wire: columns grow with the records
     actually parsed.
+
+    ``copy_values=False``: see the module docstring (the caller must not modify
+    ``buffer`` while the columns live).
 
     Raises:
         CorruptRecordError: a CRC mismatch or any malformed batch or record.
@@ -121,10 +140,16 @@ def decode_columns(buffer) -> Columns:
     key_valid: list[bool] = []
     value_valid: list[bool] = []
     header_counts: list[int] = []
+    # Where each value sits in the input (uncompressed batches); None once a batch is
+    # compressed (the values are then described by their place in the copy).
+    in_place: list[int] | None = []
     for batch in iter_batches(buffer):
         if batch.is_control:
             continue
         batch._check_crc()
+        section_pos = batch._position + HEADER_SIZE
+        if batch.compression != "none":
+            in_place = None
         log_append = bool(batch.attributes & ATTR_TIMESTAMP_TYPE)
         for raw in batch._raw_records():
             offsets.append(wrap64(batch.base_offset + raw.offset_delta))
@@ -137,6 +162,8 @@ def decode_columns(buffer) -> Columns:
                 key_data += raw.key
             key_valid.append(raw.key is not None)
             key_offsets.append(len(key_data))
+            if in_place is not None:
+                in_place.append(section_pos + raw.value_pos if raw.value is not None else 0)
             if raw.value is not None:
                 value_data += raw.value
             value_valid.append(raw.value is not None)
@@ -144,16 +171,39 @@ def decode_columns(buffer) -> Columns:
             header_counts.append(len(raw.headers))
     if len(key_data) > INT32_MAX or len(value_data) > INT32_MAX:
         raise CorruptRecordError("key or value data exceeds the int32 offsets of Columns")
+    if copy_values:
+        return Columns(
+            np.array(offsets, dtype=np.int64),
+            np.array(timestamps, dtype=np.int64),
+            np.array(ts_types, dtype=np.int8),
+            np.array(key_offsets, dtype=np.int32),
+            np.array(value_offsets, dtype=np.int32),
+            np.frombuffer(bytes(key_data), dtype=np.uint8),
+            np.frombuffer(bytes(value_data), dtype=np.uint8),
+            np.array(key_valid, dtype=np.bool_),
+            np.array(value_valid, dtype=np.bool_),
+            np.array(header_counts, dtype=np.int32),
+        )
+    ends = np.array(value_offsets, dtype=np.int64)
+    lengths = (ends[1:] - ends[:-1]).astype(np.int32)
+    if in_place is not None:
+        starts = np.array(in_place, dtype=np.int64)
+        data = np.frombuffer(buffer, dtype=np.uint8)
+        data.flags.writeable = False
+    else:
+        starts = ends[:-1].copy()
+        data = np.frombuffer(bytes(value_data), dtype=np.uint8)
     return Columns(
         np.array(offsets, dtype=np.int64),
         np.array(timestamps, dtype=np.int64),
         np.array(ts_types, dtype=np.int8),
         np.array(key_offsets, dtype=np.int32),
-        np.array(value_offsets, dtype=np.int32),
+        None,
         np.frombuffer(bytes(key_data), dtype=np.uint8),
-        np.frombuffer(bytes(value_data), dtype=np.uint8),
+        data,
         np.array(key_valid, dtype=np.bool_),
         np.array(value_valid, dtype=np.bool_),
         np.array(header_counts, dtype=np.int32),
+        starts,
+        lengths,
     )
-

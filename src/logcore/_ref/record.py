@@ -100,14 +100,16 @@ class Reader:
 class RawRecord:
     """A parsed record: fields as plain values, key/value/header bytes as views."""
 
-    __slots__ = ("timestamp_delta", "offset_delta", "key", "value", "headers")
+    __slots__ = ("timestamp_delta", "offset_delta", "key", "value", "headers", "value_pos")
 
-    def __init__(self, timestamp_delta, offset_delta, key, value, headers) -> None:
+    def __init__(self, timestamp_delta, offset_delta, key, value, headers,
+                 value_pos: int = 0) -> None:
         self.timestamp_delta = timestamp_delta
         self.offset_delta = offset_delta
         self.key = key  # memoryview or None
         self.value = value  # memoryview or None
         self.headers = headers  # list of (key memoryview, value memoryview | None)
+        self.value_pos = value_pos  # where the value starts in the records section
 
 
 def read_record(r: Reader) -> RawRecord:
@@ -139,6 +141,7 @@ def read_record(r: Reader) -> RawRecord:
         value_length = r.varint()
         if value_length < -1:
             raise r.error(f"invalid value length {value_length}", at)
+        value_pos = r.pos
         value = None if value_length == -1 else r.take(value_length, "value", at)
         at = r.pos
         header_count = r.varint()
@@ -163,7 +166,7 @@ def read_record(r: Reader) -> RawRecord:
             raise r.error(f"record has {r.end - r.pos} bytes after its last header")
     finally:
         r.end = outer_end
-    return RawRecord(timestamp_delta, offset_delta, key, value, headers)
+    return RawRecord(timestamp_delta, offset_delta, key, value, headers, value_pos)
 
 
 class Record:

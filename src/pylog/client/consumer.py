@@ -415,11 +415,16 @@ class Consumer:
             if records:
                 self._iter_buffer.extendleft(reversed(records))
 
-    def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
+    def poll_columns(self, timeout: float = 1.0, *, copy_values: bool = True
+                     ) -> dict[TopicPartition, logcore.Columns]:
         """Fetched records as ``logcore.Columns`` per partition (numpy arrays: offsets,
         timestamps, key/value offsets and bytes, validity, header counts), with no Python
-        object per record; positions move past them. Headers are not decoded."""
-        return self._serve(self._core.poll_columns(timeout))  # type: ignore[no-any-return]
+        object per record; positions move past them. Headers are not decoded.
+        ``copy_values=False``: values stay in the fetched response where its batches are
+        uncompressed, located by ``value_starts``/``value_lengths`` (``value_offsets`` is
+        None; docs/client.md, "Columns")."""
+        return self._serve(  # type: ignore[no-any-return]
+            self._core.poll_columns(timeout, copy_values))
 
     def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
                           ) -> dict[TopicPartition, int]:

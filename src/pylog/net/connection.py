@@ -41,6 +41,7 @@ import ssl
 from typing import Any, Protocol
 
 from pylog import errors
+from pylog.net._stream import ResponseStream
 from pylog.net.errors import KafkaAuthenticationError, KafkaConnectionError, KafkaTimeoutError
 from pylog.protocol.connection import NEED_DATA, ClientConnection, ConnectionClosed, Response
 from pylog.protocol.messages import (
@@ -79,7 +80,6 @@ MAX_VERSIONS = {
     60: 1,  # DescribeCluster
 }
 
-_READ_SIZE = 1 << 18
 
 
 class Connection(Protocol):
@@ -147,9 +147,11 @@ class BrokerConnection:
         self.request_timeout = request_timeout
         self.versions: dict[int, tuple[int, int]] = {}
         self._conn = ClientConnection(client_id=client_id)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        # The transport's protocol (``_stream.ResponseStream``): it receives large frames
+        # in place, calls back receive_data / received_into / connection_lost, and holds
+        # the write flow control.
+        self._stream: ResponseStream | None = None
+        self._transport: asyncio.Transport | None = None
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._slots = asyncio.Semaphore(max_in_flight)
         self._closed = False
@@ -171,12 +173,14 @@ class BrokerConnection:
             KafkaConnectionError: the broker cannot be reached or answers garbage.
             KafkaTimeoutError: no connection and answer within ``timeout`` seconds.
         """
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(
-                    self.host, self.port, ssl=self.ssl_context,
+            transport, stream = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: ResponseStream(self), self.host, self.port, ssl=self.ssl_context,
                     server_hostname=self.host if self.ssl_context is not None else None),
                 timeout)
+            self._transport, self._stream = transport, stream  # type: ignore[assignment]
         except asyncio.TimeoutError:
             self._closed = True
             raise KafkaTimeoutError(f"connecting to {self.address} took over {timeout} s") from None
@@ -188,10 +192,9 @@ class BrokerConnection:
             self._closed = True
             raise KafkaConnectionError(
                 f"cannot connect to {self.address}: {exc.strerror or exc}") from None
-        sock = self._writer.get_extra_info("socket") if self._writer is not None else None
+        sock = self._transport.get_extra_info("socket") if self._transport is not None else None
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await asyncio.wait_for(self._negotiate(), timeout)
             if self.sasl is not None:
@@ -296,8 +299,8 @@ class BrokerConnection:
         async with self._slots:
             fut = self.send_nowait(body, version)
             try:
-                assert self._writer is not None
-                await self._writer.drain()
+                assert self._stream is not None
+                await self._stream.drain()
             except (OSError, AssertionError) as exc:
                 err = KafkaConnectionError(f"{self.address}: {exc}")
                 await self.close(err)
@@ -317,7 +320,7 @@ class BrokerConnection:
         Raises:
             KafkaConnectionError: the connection is closed.
         """
-        if self._closed or self._writer is None:
+        if self._closed or self._transport is None:
             raise KafkaConnectionError(f"connection to {self.address} is closed"
                                        + (f": {self.error}" if self.error else ""))
         if version is None:
@@ -329,7 +332,7 @@ class BrokerConnection:
         if not (type(body).API_KEY == 0 and body.acks == 0):
             fut = asyncio.get_running_loop().create_future()
             self._waiters[cid] = fut
-        self._writer.writelines(chunks)
+        self._transport.writelines(chunks)
         return fut
 
     async def wait(self, fut: asyncio.Future[Any], timeout: float | None = None,
@@ -348,34 +351,66 @@ class BrokerConnection:
             await self.close(err)
             raise err from None
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        err: BaseException | None = None
+    # -- receiving: called back by the ResponseStream on the loop -------------------------
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where the transport should ``recv_into`` next: the frame being received in place,
+        or None (then into the stream's scratch buffer, and ``receive_data``)."""
+        if self._closed:
+            return None
+        return self._conn.receive_buffer()
+
+    def received_into(self, n: int) -> None:
+        if not self._closed:
+            try:
+                self._conn.received_into(n)
+            except errors.ProtocolError as exc:
+                self._broken(KafkaConnectionError(f"{self.address}: {exc}"))
+                return
+            self._dispatch()
+
+    def receive_data(self, data: bytes) -> None:
+        """Received bytes (``b""``: the broker closed its side)."""
+        if not self._closed:
+            try:
+                self._conn.receive_data(data)
+            except errors.ProtocolError as exc:
+                self._broken(KafkaConnectionError(f"{self.address}: {exc}"))
+                return
+            self._dispatch()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._closed:
+            self._broken(KafkaConnectionError(
+                f"{self.address}: {exc}" if exc is not None
+                else f"connection to {self.address} closed"))
+
+    def _dispatch(self) -> None:
+        """Hand every complete response to its waiter."""
         try:
             while True:
-                data = await self._reader.read(_READ_SIZE)
-                self._conn.receive_data(data)
-                while True:
-                    event = self._conn.next_event()
-                    if event is NEED_DATA:
-                        break
-                    if isinstance(event, ConnectionClosed):
-                        raise KafkaConnectionError(f"{self.address} closed the connection")
-                    assert isinstance(event, Response)
-                    fut = self._waiters.pop(event.correlation_id, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(event.body)
-        except asyncio.CancelledError:
-            err = KafkaConnectionError(f"connection to {self.address} closed")
-        except (OSError, errors.ProtocolError, KafkaConnectionError) as exc:
-            err = exc if isinstance(exc, KafkaConnectionError) else KafkaConnectionError(
-                f"{self.address}: {exc}")
+                event = self._conn.next_event()
+                if event is NEED_DATA:
+                    return
+                if isinstance(event, ConnectionClosed):
+                    raise KafkaConnectionError(f"{self.address} closed the connection")
+                assert isinstance(event, Response)
+                fut = self._waiters.pop(event.correlation_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(event.body)
+        except errors.ProtocolError as exc:
+            self._broken(KafkaConnectionError(f"{self.address}: {exc}"))
+        except KafkaConnectionError as exc:
+            self._broken(exc)
+
+    def _broken(self, err: KafkaConnectionError) -> None:
+        """The connection cannot go on: fail everything in flight and close the socket."""
         self._fail_all(err)
         self._closed = True
         if self.error is None:
             self.error = err
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
 
     def _fail_all(self, err: BaseException) -> None:
         waiters, self._waiters = self._waiters, {}
@@ -393,18 +428,9 @@ class BrokerConnection:
             self._reauth.cancel()
             self._reauth = None
         self._fail_all(error or KafkaConnectionError(f"connection to {self.address} closed"))
-        task, self._read_task = self._read_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except OSError:
-                pass
-            self._writer = None
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+            assert self._stream is not None
+            await self._stream.closed  # connection_lost has run: the socket is closed
         self._conn.close()

@@ -58,6 +58,9 @@ __all__ = [
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 
+#: Spare frame buffers a client connection keeps for reuse (FrameReader ``spares``).
+CLIENT_SPARES = 4
+
 _hhi = struct.Struct(">hhi")
 _i32 = struct.Struct(">i")
 _i16 = struct.Struct(">h")
@@ -269,9 +272,9 @@ def error_response(api_key: int, version: int, error_code: int,
 class _Connection:
     __slots__ = ("_state", "_reader", "_eof")
 
-    def __init__(self, max_frame_size: int, admission: bool = False) -> None:
+    def __init__(self, max_frame_size: int, admission: bool = False, spares: int = 1) -> None:
         self._state = OPEN
-        self._reader = FrameReader(max_frame_size, admission=admission)
+        self._reader = FrameReader(max_frame_size, admission=admission, spares=spares)
         self._eof = False
 
     @property
@@ -588,8 +591,11 @@ class ClientConnection(_Connection):
 
     __slots__ = ("client_id", "_next_id", "_pending")
 
-    def __init__(self, client_id: str | None = "pylog", max_frame_size: int = MAX_FRAME_SIZE) -> None:
-        super().__init__(max_frame_size)
+    def __init__(self, client_id: str | None = "pylog", max_frame_size: int = MAX_FRAME_SIZE,
+                 spares: int = CLIENT_SPARES) -> None:
+        # Several spare frame buffers (FrameReader): a consumer holds one fetch's data
+        # while the next arrives, and columns may point into a response.
+        super().__init__(max_frame_size, spares=spares)
         self.client_id = client_id
         self._next_id = 0
         self._pending: dict[int, tuple[int, int, Any]] = {}

@@ -25,8 +25,11 @@ record batch) needs no copy either. The buffer is allocated up front only up to
 ``DIRECT_MAX`` bytes (a peer that announces a large frame and stalls holds at most that
 much); larger frames grow it as their bytes arrive, doubling. Once nothing refers to a
 completed frame any more (its views are gone), its buffer is reused for the next large
-frame: one spare of at most ``DIRECT_MAX`` bytes per reader, which saves zeroing and
-page-faulting a fresh megabyte per produce request.
+frame: up to ``spares`` buffers of at most ``DIRECT_MAX`` bytes per reader (one by
+default: the broker's produce requests), which saves zeroing and page-faulting a fresh
+megabyte per frame. A consumer keeps a fetch's data while the next one (a prefetch) is
+received, and columns may point into a response for as long as the application holds
+them, so the client's connections keep a few (``ClientConnection``).
 
 Admission (memory bounds, Kafka's ``MemoryPool``): with ``admission=True`` no frame is
 buffered beyond what was received, or returned, before the caller admits it. Once a
@@ -67,9 +70,10 @@ class FrameReader:
     """
 
     __slots__ = ("max_frame_size", "_chunks", "_off", "_avail", "_direct", "_direct_size",
-                 "_direct_filled", "_spare", "_admission", "_admitted")
+                 "_direct_filled", "_spares", "_max_spares", "_admission", "_admitted")
 
-    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, *, admission: bool = False) -> None:
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, *, admission: bool = False,
+                 spares: int = 1) -> None:
         self.max_frame_size = max_frame_size
         # With admission, the frame at the head of the stream is served only once admitted
         # (see the module docstring); without, every frame counts as admitted.
@@ -83,8 +87,10 @@ class FrameReader:
         self._direct: bytearray | None = None
         self._direct_size = 0
         self._direct_filled = 0
-        # The buffer of the last in-place frame, reused when nothing refers to it any more.
-        self._spare: bytearray | None = None
+        # Buffers of the last in-place frames (oldest first, at most ``spares``), each
+        # reused when nothing refers to it any more.
+        self._spares: list[bytearray] = []
+        self._max_spares = spares
 
     @property
     def buffered(self) -> int:
@@ -116,11 +122,11 @@ class FrameReader:
     def spare_bytes(self) -> int:
         """Size of the buffer kept for reuse by the next large frame (0 when none); a
         caller that bounds memory counts it, or calls ``drop_spare``."""
-        return len(self._spare) if self._spare is not None else 0
+        return sum(len(b) for b in self._spares)
 
     def drop_spare(self) -> None:
-        """Forget the buffer kept for reuse (freed once no frame view refers to it)."""
-        self._spare = None
+        """Forget the buffers kept for reuse (freed once no frame view refers to them)."""
+        self._spares = []
 
     def feed(self, data: Any) -> None:
         """Append received bytes (``bytes`` is kept as is, other buffers are copied once)."""
@@ -150,11 +156,14 @@ class FrameReader:
                 return None  # next_frame reports bad sizes; small frames take the feed path
             total = 4 + size
             alloc = min(total, max(DIRECT_MAX, self._avail))
-            buf = self._spare
-            # Free when only self._spare, ``buf`` and getrefcount's argument refer to it.
-            if buf is not None and len(buf) >= alloc and sys.getrefcount(buf) == 3:
-                self._spare = None
-            else:
+            buf = None
+            for i in range(len(self._spares)):  # (enumerate's reused tuple would hold a ref)
+                spare = self._spares[i]
+                # Free when only the list, ``spare`` and getrefcount's argument refer to it.
+                if len(spare) >= alloc and sys.getrefcount(spare) == 3:
+                    buf = self._spares.pop(i)
+                    break
+            if buf is None:
                 buf = bytearray(alloc)
             pos = 0
             off = self._off
@@ -187,8 +196,10 @@ class FrameReader:
             # A reused spare may be longer than this frame: queue exactly the frame.
             self._chunks.append(buf if len(buf) == total else memoryview(buf)[:total])
             self._direct = None
-            if len(buf) <= DIRECT_MAX:
-                self._spare = buf
+            if len(buf) <= DIRECT_MAX and self._max_spares > 0:
+                if len(self._spares) >= self._max_spares:
+                    del self._spares[0]
+                self._spares.append(buf)
 
     def _fill_direct(self, data: memoryview) -> None:
         """``feed`` while a frame is received in place: copy into it, queue the rest."""

@@ -205,3 +205,46 @@ def test_columns_own_their_memory() -> None:
     before = (cols.key_data.tobytes(), cols.value_data.tobytes())
     buf[:] = bytes(len(buf))
     assert (cols.key_data.tobytes(), cols.value_data.tobytes()) == before
+
+
+def _views_values(cols) -> list:
+    data = cols.value_data.tobytes()
+    return [data[s : s + n] if ok else None
+            for s, n, ok in zip(cols.value_starts.tolist(), cols.value_lengths.tolist(),
+                                cols.value_valid.tolist(), strict=True)]
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_copy_values_false_locates_the_values_without_copying_them(codec) -> None:
+    """copy_values=False: uncompressed values stay in the input (value_data is the input,
+    read-only, kept alive by the columns); a compressed batch has its values copied and
+    located the same way; every other column is as with copies."""
+    data = b"".join(build(mixed_records(30, seed), base_offset=30 * seed, compression=codec)
+                    for seed in range(3))
+    buf = bytearray(data)
+    copied = logcore.decode_columns(buf)
+    views = logcore.decode_columns(memoryview(buf), copy_values=False)
+    assert copied.value_starts is None and copied.value_lengths is None
+    assert views.value_offsets is None
+    assert views.value_starts.dtype == np.int64 and views.value_lengths.dtype == np.int32
+    records = [r for b in logcore.iter_batches(data) for r in b]
+    assert _views_values(views) == [r.value for r in records]
+    for name in ("offsets", "timestamps", "timestamp_types", "key_offsets", "key_valid",
+                 "value_valid", "header_counts"):
+        assert getattr(views, name).tolist() == getattr(copied, name).tolist(), name
+    assert views.key_data.tobytes() == copied.key_data.tobytes()
+    if codec == "none":
+        assert not views.value_data.flags.writeable
+        assert views.value_data.nbytes == len(buf)  # the input itself: no copy
+        with pytest.raises(BufferError):
+            buf.extend(b"x")  # exported to the columns: the owner cannot resize it
+        del views
+        buf.extend(b"x")  # released with the columns
+    else:
+        assert views.value_data.nbytes == copied.value_data.nbytes
+
+
+def test_copy_values_false_with_no_records() -> None:
+    cols = logcore.decode_columns(b"", copy_values=False)
+    assert cols.num_records == 0 and cols.value_offsets is None
+    assert len(cols.value_starts) == 0 and len(cols.value_lengths) == 0

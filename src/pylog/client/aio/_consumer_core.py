@@ -435,8 +435,10 @@ class ConsumerCore:
         return await self._poll(  # type: ignore[no-any-return]
             timeout, lambda: self.fetcher.take_records(max_records or self.max_poll_records))
 
-    async def poll_columns(self, timeout: float) -> dict[TopicPartition, logcore.Columns]:
-        return await self._poll(timeout, self.fetcher.take_columns)  # type: ignore[no-any-return]
+    async def poll_columns(self, timeout: float, copy_values: bool = True
+                           ) -> dict[TopicPartition, logcore.Columns]:
+        return await self._poll(  # type: ignore[no-any-return]
+            timeout, lambda: self.fetcher.take_columns(copy_values))
 
     async def position(self, tp: TopicPartition, timeout: float | None) -> int:
         self._check()

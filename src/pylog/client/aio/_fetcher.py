@@ -25,7 +25,9 @@ until ``poll`` or ``poll_columns`` takes it:
   position (a compressed batch is returned whole from its base offset) are dropped.
 - ``columns``: the selected batches go to ``logcore.decode_columns`` in one call, with no
   Python object per record; the leading records below the position are sliced off the
-  numpy columns.
+  numpy columns. With ``copy_values=False`` the values of uncompressed batches are not
+  copied: the columns point into the response frame's buffer and keep it alive (the
+  connection's ``FrameReader`` reuses a frame buffer only once nothing refers to it).
 
 Fetched data is dropped if the position moved (``seek``) while it was in flight.
 
@@ -405,8 +407,10 @@ class Fetcher:
                                       value, r.headers_or_none, epoch))
         return recs
 
-    def take_columns(self) -> dict[TopicPartition, logcore.Columns]:
-        """Every fetched partition's records as ``logcore.Columns``; positions move past."""
+    def take_columns(self, copy_values: bool = True) -> dict[TopicPartition, logcore.Columns]:
+        """Every fetched partition's records as ``logcore.Columns``; positions move past.
+        ``copy_values=False``: values located by ``value_starts``/``value_lengths`` (in
+        the fetched bytes where uncompressed), ``value_offsets`` None."""
         out: dict[TopicPartition, logcore.Columns] = {}
         # Partitions whose prefetched data follows on, made completed after the loop (one
         # fetch's columns per partition per call).
@@ -420,7 +424,7 @@ class Fetcher:
             if c.records is not None:  # half handed out as records: finish as columns
                 recs = c.records[c.index:]
                 if recs:
-                    out[tp] = _columns_from_records(recs)
+                    out[tp] = _columns_from_records(recs, copy_values)
                 st.position = max(recs[-1].offset + 1 if recs else st.position, c.next_offset)
                 followed.append((tp, st))
                 continue
@@ -436,7 +440,7 @@ class Fetcher:
                 buf: Any = view[spans[0][0]:spans[-1][1]]  # contiguous: no copy
             else:
                 buf = b"".join(view[a:b] for a, b in spans)
-            cols = logcore.decode_columns(buf)
+            cols = logcore.decode_columns(buf, copy_values=copy_values)
             if cols.num_records and cols.offsets[0] < position:
                 cols = _slice_columns(cols, int(np.searchsorted(cols.offsets, position)))
             if cols.num_records:
@@ -460,12 +464,15 @@ def _next_offset(data: Any, fetch_offset: int) -> int:
 
 
 def _slice_columns(c: Any, i: int) -> Any:
+    views = c.value_offsets is None  # copy_values=False: starts and lengths
     return logcore.Columns(c.offsets[i:], c.timestamps[i:], c.timestamp_types[i:],
-                           c.key_offsets[i:], c.value_offsets[i:], c.key_data, c.value_data,
-                           c.key_valid[i:], c.value_valid[i:], c.header_counts[i:])
+                           c.key_offsets[i:], None if views else c.value_offsets[i:],
+                           c.key_data, c.value_data, c.key_valid[i:], c.value_valid[i:],
+                           c.header_counts[i:], c.value_starts[i:] if views else None,
+                           c.value_lengths[i:] if views else None)
 
 
-def _columns_from_records(recs: list[ConsumerRecord]) -> Any:
+def _columns_from_records(recs: list[ConsumerRecord], copy_values: bool = True) -> Any:
     keys = [r.key if isinstance(r.key, (bytes, type(None))) else bytes(r.key) for r in recs]
     values = [r.value if isinstance(r.value, (bytes, type(None))) else bytes(r.value)
               for r in recs]
@@ -480,8 +487,11 @@ def _columns_from_records(recs: list[ConsumerRecord]) -> Any:
 
     ko, kdata, kv = pack(keys)
     vo, vdata, vv = pack(values)
+    starts = lengths = None
+    if not copy_values:  # the same layout as decode_columns(copy_values=False) gives
+        starts, lengths, vo = vo[:-1].astype(np.int64), np.diff(vo), None
     return logcore.Columns(
         np.array([r.offset for r in recs], dtype=np.int64),
         np.array([r.timestamp for r in recs], dtype=np.int64),
         np.array([r.timestamp_type for r in recs], dtype=np.int8), ko, vo, kdata, vdata, kv, vv,
-        np.array([len(r.headers) for r in recs], dtype=np.int32))
+        np.array([len(r.headers) for r in recs], dtype=np.int32), starts, lengths)

@@ -206,12 +206,17 @@ class Consumer:
         """
         return await self._core.poll(timeout, max_records)
 
-    async def poll_columns(self, timeout: float = 1.0) -> dict[TopicPartition, logcore.Columns]:
+    async def poll_columns(self, timeout: float = 1.0, *, copy_values: bool = True
+                           ) -> dict[TopicPartition, logcore.Columns]:
         """Fetched records as ``logcore.Columns`` per partition: no Python object per record.
 
         Headers are not decoded (``header_counts`` says how many each record has).
+        ``copy_values=False``: values are not copied out of the fetched response where its
+        batches are uncompressed; the columns then locate them with ``value_starts`` and
+        ``value_lengths`` in ``value_data`` (the response bytes, read-only, kept alive by
+        the columns) and ``value_offsets`` is None (docs/client.md, "Columns").
         """
-        return await self._core.poll_columns(timeout)
+        return await self._core.poll_columns(timeout, copy_values)
 
     async def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None
                                 ) -> dict[TopicPartition, int]:

@@ -82,3 +82,48 @@ def test_compiled_decoding_equals_the_python_loop(compression: str, log_append: 
         assert p == c
         assert p.timestamp_type == c.timestamp_type == (1 if log_append else 0)
         assert c.leader_epoch == 5
+
+
+def _compiled_records(n: int = 3) -> list:
+    b = logcore.BatchBuilder(base_offset=0)
+    for i in range(n):
+        b.append(b"v%d" % i, key=b"k", timestamp_ms=1000 + i)
+    out: list = []
+    _native.decode_records([(logcore.RecordBatch(b.build()), 0, 0)], "t", 0, 0, out)
+    return out
+
+
+@pytest.mark.skipif(_native.decode_records is None, reason="compiled units not loaded")
+def test_decoded_records_leave_the_collector_until_a_cycle_could_form() -> None:
+    """Decoded records (atomic fields only) are untracked by the cyclic collector; a setter
+    or the headers list (mutable) tracks them again, so a cycle through them is found."""
+    import gc
+
+    recs = _compiled_records()
+    assert not any(gc.is_tracked(r) for r in recs)
+    recs[0].value = b"x"
+    assert gc.is_tracked(recs[0]) and recs[0].value == b"x"
+    recs[0].value = b"y"  # tracked already: no second track
+    assert gc.is_tracked(recs[0])
+    recs[1].headers  # noqa: B018  (the mutable list is handed out)
+    assert gc.is_tracked(recs[1])
+    assert not gc.is_tracked(recs[2])
+
+    freed = []
+
+    class Canary:
+        def __del__(self) -> None:
+            freed.append(True)
+
+    r = _compiled_records(1)[0]
+    r.headers.append(("self", r))  # a cycle through the headers list
+    r.headers.append(("canary", Canary()))  # type: ignore[arg-type]
+    del r
+    gc.collect()
+    assert freed == [True]
+
+    r = _compiled_records(1)[0]
+    r.value = [r, Canary()]  # a cycle through a field set by the application
+    del r
+    gc.collect()
+    assert freed == [True, True]

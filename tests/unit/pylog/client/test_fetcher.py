@@ -237,3 +237,28 @@ def test_out_of_range_names_the_offset_once() -> None:
     st.position = 150  # seek: a late answer for 100 is stale
     f._on_partition(TP, _Answer(None, error_code=1), {TP: 100})
     assert f.out_of_range == [(TP, 100)]
+
+
+def test_columns_without_value_copies_point_into_the_fetched_bytes() -> None:
+    """take_columns(copy_values=False): values of uncompressed batches stay in the fetched
+    frame (kept alive by the columns), sliced to the position like the copies; a fetch
+    half handed out as records gives the same layout."""
+    f, st = _fetcher()
+    frame = bytearray(_batch(0, 10) + _batch(10, 5))
+    st.position = 6
+    f.completed[TP] = CompletedFetch(TP, memoryview(frame), 6, [])
+    cols = f.take_columns(copy_values=False)[TP]
+    assert cols.value_offsets is None and list(cols.offsets) == list(range(6, 15))
+    data = cols.value_data
+    assert data.nbytes == len(frame)  # the frame itself
+    values = [data[s:s + n].tobytes() for s, n in zip(cols.value_starts, cols.value_lengths, strict=True)]
+    assert values == [b"v%d" % i for i in range(6, 15)]
+    with pytest.raises(BufferError):
+        frame.extend(b"x")  # the columns hold the frame: it cannot be resized or reused
+
+    f.completed[TP] = CompletedFetch(TP, memoryview(_batch(15, 4)), 15, [])
+    assert [r.offset for r in f.take_records(1)] == [15]
+    rest = f.take_columns(copy_values=False)[TP]
+    assert rest.value_offsets is None and list(rest.offsets) == [16, 17, 18]
+    assert [rest.value_data[s:s + n].tobytes()
+            for s, n in zip(rest.value_starts, rest.value_lengths, strict=True)] == [b"v16", b"v17", b"v18"]

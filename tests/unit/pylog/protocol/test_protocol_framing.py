@@ -264,3 +264,27 @@ def test_bad_sizes_are_not_offered_for_admission() -> None:
     assert r.awaiting_admission == -1
     with pytest.raises(FrameTooLargeError):
         r.next_frame()
+
+
+def test_several_spares_reuse_whichever_buffer_is_released_and_never_a_held_one() -> None:
+    """``spares=3`` (a client connection): buffers of held frames stay untouched; the first
+    released one long enough is reused; at most three are kept (the oldest is dropped)."""
+    from pylog.protocol.framing import DIRECT_MIN
+
+    size = 12 * DIRECT_MIN
+    r = FrameReader(spares=3)
+    frames = [_recv_into(r, frame(bytes([i]) * size), 50_000)[0] for i in range(3)]
+    buffers = [f.obj for f in frames]
+    assert len({id(b) for b in buffers}) == 3 and r.spare_bytes == 3 * (4 + size)
+    held = frames[1]
+    ids = [id(b) for b in buffers]
+    del frames, buffers
+    (f,) = _recv_into(r, frame(b"\x07" * size), 50_000)
+    assert id(f.obj) == ids[0] and held == b"\x01" * size  # the oldest released one
+    (g,) = _recv_into(r, frame(b"\x08" * size), 50_000)
+    assert id(g.obj) == ids[2] and held == b"\x01" * size  # not the held one
+    (h,) = _recv_into(r, frame(b"\x09" * size), 50_000)
+    assert id(h.obj) not in ids and held == b"\x01" * size  # all three spares held: a new one
+    assert f == b"\x07" * size and g == b"\x08" * size
+    r.drop_spare()
+    assert r.spare_bytes == 0
