@@ -100,6 +100,22 @@ class ClassicMembers:
         self._cg._timers.schedule(key, self._cg._mono_ms() + max(timeout_ms, 0),
                                   lambda: self._cg._expire(group_id, member_id, None))
 
+    # ------------------------------------------------------------------ loading
+
+    def complete_load(self) -> None:
+        """After a load (the session timers are the consumer groups'): a classic member the
+        log shows must rejoin (``_must_rejoin``) gets its rebalance timeout again, from now,
+        so one that never rejoins is fenced even if it never heartbeats to be told. Kafka's
+        ``onLoaded`` restores only the session and revocation timers, and re-arms this one
+        on the member's next Heartbeat or SyncGroup (as ``heartbeat`` and ``sync`` do here).
+        The must-sync timer cannot be restored: no record says whether a member synced
+        since its last JoinGroup; a member that neither syncs nor heartbeats loses its
+        session."""
+        for gid, group in self._cg.groups.items():
+            for m in group.members.values():
+                if m.uses_classic_protocol and self._must_rejoin(group, m):
+                    self._schedule("cg-join", gid, m.member_id, m.rebalance_timeout_ms, if_absent=True)
+
     # ------------------------------------------------------------------ JoinGroup
 
     def join(self, group: ConsumerGroup, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],

@@ -526,3 +526,37 @@ def test_no_downgrade_by_replacement_over_the_classic_max_size() -> None:
     j = classic_join(h, "", instance="i1").result
     assert j.error_code == 0 and h.coord.group("g") is None and "g" in h.coord.consumer.groups
 
+
+# --------------------------------------------------------------------------- after a restart
+
+
+def test_a_classic_member_that_must_rejoin_is_fenced_after_a_restart_without_a_heartbeat() -> None:
+    h = GroupHarness()
+    hb(h, "n1", 0)
+    x = classic_join(h, "x", version=3, session=45_000).result
+    synced(h, "x", x.generation_id)
+    y = classic_join(h, "y", version=3, session=45_000).result
+    synced(h, "y", y.generation_id)
+    g = h.coord.consumer.groups["g"]
+    # x must rejoin (behind the group epoch); y is up to date.
+    assert g.members["x"].member_epoch < g.group_epoch == g.members["y"].member_epoch
+    h.coord = h.replayed()
+    h.advance(29_000)
+    assert {"x", "y"} <= set(h.coord.consumer.groups["g"].members)
+    h.advance(2_000)  # past x's rebalance timeout, within both sessions
+    assert set(h.coord.consumer.groups["g"].members) == {"n1", "y"}
+
+
+def test_a_classic_member_rejoining_after_a_restart_keeps_its_place() -> None:
+    h = GroupHarness()
+    hb(h, "n1", 0)
+    x = classic_join(h, "x", version=3, session=45_000).result
+    synced(h, "x", x.generation_id)
+    classic_join(h, "y", version=3, session=45_000)
+    h.coord = h.replayed()
+    h.advance(20_000)
+    j = classic_join(h, "x", version=3, session=45_000).result
+    assert j.error_code == 0
+    synced(h, "x", j.generation_id)
+    h.advance(15_000)  # past the restored rebalance timeout: the rejoin cancelled it
+    assert "x" in h.coord.consumer.groups["g"].members
