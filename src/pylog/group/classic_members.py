@@ -8,7 +8,11 @@ leader, decides their partitions, and they reconcile like the others, one rejoin
 - **JoinGroup** (protocol type ``consumer``, an assignor every classic member supports, else
   INCONSISTENT_GROUP_PROTOCOL; v4+ dynamic members first get MEMBER_ID_REQUIRED): the
   subscription (topics, rack, owned partitions) comes from the first protocol's
-  ConsumerProtocolSubscription. A changed subscription bumps the group epoch, the target
+  ConsumerProtocolSubscription (malformed: UNKNOWN_SERVER_ERROR, as Kafka answers it). A
+  static member with a new member id replaces the one holding its instance id, at epoch 0
+  with its target; when that was the last consumer-protocol member the group goes back to
+  a classic group (``Migration.maybe_downgrade_on_replacement``). A changed subscription
+  bumps the group epoch, the target
   assignment is recomputed, and the member reconciles with the partitions it says it owns.
   The answer (no leader, no member list: the member just syncs) carries the member epoch as
   the generation, once the records are written; the member must then sync within its
@@ -21,6 +25,8 @@ leader, decides their partitions, and they reconcile like the others, one rejoin
   it has partitions to revoke, or partitions it waited for were released. A member told
   to rejoin that does not within its rebalance timeout is fenced.
 - **LeaveGroup**: the members leave; one epoch bump for the batch.
+- **After a load**: members that must rejoin get their rebalance timeout again
+  (``complete_load``).
 
 Not thread-safe: called from the coordinator's thread only.
 """
