@@ -31,6 +31,7 @@ from pylog.group.migration import (
     encode_assignment,
 )
 from pylog.group.offsets import OffsetCommitPartition
+from pylog.group.records import decode_record
 from pylog.protocol.messages import ConsumerGroupHeartbeatRequest
 
 T = uuid.UUID(int=7)
@@ -560,3 +561,52 @@ def test_a_classic_member_rejoining_after_a_restart_keeps_its_place() -> None:
     synced(h, "x", j.generation_id)
     h.advance(15_000)  # past the restored rebalance timeout: the rejoin cancelled it
     assert "x" in h.coord.consumer.groups["g"].members
+
+
+# --------------------------------------------------------------------------- the write path
+
+
+def test_each_conversion_is_one_coordinator_write_with_its_requests_records() -> None:
+    """Upgrade, downgrade on a leave and downgrade by replacement hand their records out
+    through ``take_writes()`` in the same Write as the request's own records, and the
+    request's answer waits for that write (a failed write is the client's error)."""
+    def kinds(write: Any) -> list[str]:
+        return [type(decode_record(k, v)).__name__ for k, v in write.records]
+
+    h = GroupHarness()
+    classic_group(h, [[0, 1, 2], [3, 4, 5]])
+    p = h.coord.consumer_group_heartbeat(
+        "g", "s1", 0, TOPICS, instance_id="i1", rack_id=None, rebalance_timeout_ms=30_000,
+        subscribed_topic_names=["t"], subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=[_TP(topic_id=T, partitions=[])], client_id="c", client_host="/127.0.0.1")
+    writes = h.coord.take_writes()
+    assert not p.done and len(writes) == 1
+    # The classic group's tombstone, then the consumer group's records, with the newcomer's.
+    assert kinds(writes[0])[0] == "GroupMetadataRecord" and writes[0].records[0][1] is None
+    assert set(kinds(writes[0])[1:]) == {"ConsumerGroupRecord"}
+    writes[0].fail(6)  # NOT_LEADER_OR_FOLLOWER
+    assert p.done and p.result.error_code != 0
+
+    h2 = GroupHarness()
+    upgraded_by_static(h2)
+    j = h2.coord.join_group("g", "", "consumer", [("range", subscription("t"))], 10_000, 30_000, "i1",
+                            "client", "/127.0.0.1", 5, topics=TOPICS)
+    writes = h2.coord.take_writes()
+    assert not j.done and len(writes) == 1
+    # The join's records, the consumer group's tombstones, then the classic group's value.
+    assert kinds(writes[0])[-1] == "GroupMetadataRecord" and writes[0].records[-1][1] is not None
+    assert set(kinds(writes[0])[:-1]) == {"ConsumerGroupRecord"}
+    writes[0].fail(6)
+    assert j.done and j.result.error_code != 0
+
+    h3 = GroupHarness()
+    upgraded(h3)
+    leave = h3.coord.consumer_group_heartbeat(
+        "g", "n1", -1, TOPICS, instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
+        subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=None, client_id="c", client_host="/127.0.0.1")
+    writes = h3.coord.take_writes()
+    assert not leave.done and len(writes) == 1
+    assert kinds(writes[0])[-1] == "GroupMetadataRecord" and writes[0].records[-1][1] is not None
+    writes[0].complete(0)
+    assert leave.done and leave.result.error_code == 0
