@@ -265,6 +265,10 @@ def test_static_classic_member_replaced_and_fenced() -> None:
     j = classic_join(h, "", instance="i1").result
     assert j.error_code == 0
     assert classic_join(h, "other", instance="i1").result.error_code == FencedInstanceIdError.code
+    # The member checks come before the subscription is read (Kafka's order).
+    assert classic_join(h, "other", instance="i1", protocols=[("range", b"\x00")]).result.error_code == (
+        FencedInstanceIdError.code)
+    assert classic_join(h, "n1", protocols=[("range", b"\x00")]).result.error_code == UnknownMemberIdError.code
     again = classic_join(h, "", instance="i1").result
     assert again.error_code == 0 and again.member_id != j.member_id
     g = h.coord.consumer.groups["g"]
