@@ -82,7 +82,7 @@ CLUSTER_SUITES := tests/integration/test_client_interop.py tests/integration/tes
 	tests/integration/test_client_parity.py tests/integration/test_client_roundtrip.py \
 	tests/integration/test_idempotence.py tests/integration/test_groups.py \
 	tests/integration/test_cli_client_tools.py tests/integration/test_client_api.py \
-	tests/integration/test_broker_fetch.py
+	tests/integration/test_broker_fetch.py tests/integration/test_group_migration.py
 test-cluster: $(STAMP)
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(XDIST) $(CLUSTER_SUITES) $(PYTEST_ARGS)
 
@@ -90,7 +90,7 @@ test-cluster: $(STAMP)
 CLUSTER_CI_SUITES := tests/integration/test_client_interop.py \
 	tests/integration/test_admin_clients.py tests/integration/test_client_roundtrip.py \
 	tests/integration/test_idempotence.py tests/integration/test_client_parity.py \
-	tests/integration/test_groups.py
+	tests/integration/test_groups.py tests/integration/test_group_migration.py
 test-cluster-ci: $(STAMP)
 	PYLOG_TEST_CLUSTER=3 $(PY) -m pytest -q $(XDIST) $(CLUSTER_CI_SUITES) $(PYTEST_ARGS)
 

@@ -324,3 +324,32 @@ def test_pylog_consumers_on_both_protocols_in_one_group(mbroker: BrokerProcess, 
     until([classic], lambda: covers([classic]) and group_type(bootstrap, group) == ConsumerGroupType.CLASSIC,
           "the downgrade")
     classic.close()
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+        mbroker: BrokerProcess, topic_name: str) -> None:
+    """Kafka's downgrade by replacement: the consumer-protocol static member leaves for a
+    while (epoch -2, it keeps its place) and a classic consumer with the same
+    group.instance.id takes its place: the group is classic at once, Stable, with every
+    partition covered (without the downgrade it would stay a consumer group of classic
+    members: nothing else converts it)."""
+    bootstrap = mbroker.bootstrap
+    _create_topic(bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    m = Mixed(bootstrap, group, topic_name)
+    m.add("classic0", CLASSIC)
+    m.until(m.covered, "the classic member")
+    m.add("new0", {**CONSUMER, "group.instance.id": "i1"})
+    m.until(lambda: m.covered() and all(c.assignment() for c in m.consumers.values()), "a mixed group")
+    assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+    m.close("new0")
+    m.add("classic-i1", {**CLASSIC, "group.instance.id": "i1"})
+    m.until(lambda: group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+            and m.covered() and all(c.assignment() for c in m.consumers.values()),
+            "the classic static member to replace the consumer one and the group to be classic")
+    m.drain("after the downgrade by replacement")
+    with Admin(bootstrap_servers=bootstrap) as padmin:
+        d = padmin.describe_groups([group])[group]
+    assert (d.state, d.protocol_type) == ("Stable", "consumer")
+    assert {x.client_id for x in d.members} == {"classic0", "classic-i1"}
+    m.close_all()

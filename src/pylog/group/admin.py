@@ -65,6 +65,7 @@ from .results import (
 if TYPE_CHECKING:
     from pylog.protocol._records import GroupMetadataValue
 
+    from .classic_members import ClassicMembers
     from .config import GroupCoordinatorConfig
     from .consumer_coordinator import ConsumerGroups
     from .consumer_group import ConsumerGroup
@@ -108,6 +109,7 @@ class AdminMixin:
         _loading: bool
         _loaded_groups: dict[str, GroupMetadataValue]
         consumer: ConsumerGroups
+        classic_members: ClassicMembers
         share: ShareGroups
 
         def _wall_ms(self) -> int: ...
@@ -558,6 +560,7 @@ class AdminMixin:
         for gid, value in values.items():
             self._groups[gid] = self._group_from_value(gid, value)
         self.consumer.complete_load()
+        self.classic_members.complete_load()
         self.share.complete_load()
         for gid in self._offsets.group_ids():
             if gid not in self._groups and gid not in self.consumer.groups and gid not in self.share.groups:

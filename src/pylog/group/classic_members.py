@@ -8,7 +8,11 @@ leader, decides their partitions, and they reconcile like the others, one rejoin
 - **JoinGroup** (protocol type ``consumer``, an assignor every classic member supports, else
   INCONSISTENT_GROUP_PROTOCOL; v4+ dynamic members first get MEMBER_ID_REQUIRED): the
   subscription (topics, rack, owned partitions) comes from the first protocol's
-  ConsumerProtocolSubscription. A changed subscription bumps the group epoch, the target
+  ConsumerProtocolSubscription (malformed: UNKNOWN_SERVER_ERROR, as Kafka answers it). A
+  static member with a new member id replaces the one holding its instance id, at epoch 0
+  with its target; when that was the last consumer-protocol member the group goes back to
+  a classic group (``Migration.maybe_downgrade_on_replacement``). A changed subscription
+  bumps the group epoch, the target
   assignment is recomputed, and the member reconciles with the partitions it says it owns.
   The answer (no leader, no member list: the member just syncs) carries the member epoch as
   the generation, once the records are written; the member must then sync within its
@@ -21,6 +25,8 @@ leader, decides their partitions, and they reconcile like the others, one rejoin
   it has partitions to revoke, or partitions it waited for were released. A member told
   to rejoin that does not within its rebalance timeout is fenced.
 - **LeaveGroup**: the members leave; one epoch bump for the batch.
+- **After a load**: members that must rejoin get their rebalance timeout again
+  (``complete_load``).
 
 Not thread-safe: called from the coordinator's thread only.
 """
@@ -38,6 +44,7 @@ from pylog.errors import (
     MemberIdRequiredError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    UnknownServerError,
 )
 
 from .admin import map_append_error
@@ -99,6 +106,22 @@ class ClassicMembers:
         self._cg._timers.schedule(key, self._cg._mono_ms() + max(timeout_ms, 0),
                                   lambda: self._cg._expire(group_id, member_id, None))
 
+    # ------------------------------------------------------------------ loading
+
+    def complete_load(self) -> None:
+        """After a load (the session timers are the consumer groups'): a classic member the
+        log shows must rejoin (``_must_rejoin``) gets its rebalance timeout again, from now,
+        so one that never rejoins is fenced even if it never heartbeats to be told. Kafka's
+        ``onLoaded`` restores only the session and revocation timers, and re-arms this one
+        on the member's next Heartbeat or SyncGroup (as ``heartbeat`` and ``sync`` do here).
+        The must-sync timer cannot be restored: no record says whether a member synced
+        since its last JoinGroup; a member that neither syncs nor heartbeats loses its
+        session."""
+        for gid, group in self._cg.groups.items():
+            for m in group.members.values():
+                if m.uses_classic_protocol and self._must_rejoin(group, m):
+                    self._schedule("cg-join", gid, m.member_id, m.rebalance_timeout_ms, if_absent=True)
+
     # ------------------------------------------------------------------ JoinGroup
 
     def join(self, group: ConsumerGroup, member_id: str, protocol_type: str, protocols: list[tuple[str, bytes]],
@@ -118,14 +141,20 @@ class ClassicMembers:
             return done(InconsistentGroupProtocolError.code, "" if unknown else member_id)
         if unknown and instance_id is None and api_version >= 4:
             return done(MemberIdRequiredError.code, member_id)
+        refused = self._join_error(group, member_id, instance_id, unknown)
+        if refused != NONE:
+            return done(refused, member_id)
         try:
             sub = decode_subscription(protocols[0][1])
         except ValueError:
-            return done(InconsistentGroupProtocolError.code, "" if unknown else member_id)
+            # Kafka's deserializeSubscription throws an IllegalStateException here, which
+            # its coordinator answers UNKNOWN_SERVER_ERROR (not INCONSISTENT_GROUP_PROTOCOL).
+            return done(UnknownServerError.code, "")
+        # The static member this join replaces or rejoins as (Kafka's staticMemberId,
+        # read before the join changes the group).
+        existing = group.static_member(instance_id)
         records: list[Record] = []
         member = self._join_member(group, member_id, instance_id, unknown, records)
-        if isinstance(member, int):
-            return done(member, member_id)
         updated = dataclasses.replace(
             member, instance_id=instance_id if instance_id is not None else member.instance_id,
             rack_id=getattr(sub, "rack_id", None) or member.rack_id,
@@ -151,6 +180,15 @@ class ClassicMembers:
             records.append(encode_consumer_group_current_assignment(gid, member_id, after))
         result = JoinGroupResult(NONE, generation_id=after.member_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE,
                                  protocol_name=protocols[0][0], leader="", member_id=member_id)
+        # The last consumer-protocol member replaced by this classic static member: the group
+        # goes back to a classic group, Stable, this member in it (no rebalance).
+        classic = None
+        if existing is not None and cg.migration is not None:
+            classic = cg.migration.maybe_downgrade_on_replacement(group, member_id, records)
+        if classic is not None:
+            # The member syncs with the classic group's generation and protocol.
+            result = dataclasses.replace(result, generation_id=classic.generation_id,
+                                         protocol_name=classic.protocol_name)
 
         def answered() -> JoinGroupResult:
             cg._timers.cancel(("cg-join", gid, member_id))
@@ -171,24 +209,32 @@ class ClassicMembers:
         cg._write(gid, records, on_done)
         return pending
 
-    def _join_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None, unknown: bool,
-                     records: list[Record]) -> ConsumerGroupMember | int:
-        """The joining member (new, or its current state), or an error code."""
+    @staticmethod
+    def _join_error(group: ConsumerGroup, member_id: str, instance_id: str | None, unknown: bool) -> int:
+        """Why the joining member may not join (Kafka's ``getOrMaybeSubscribe*ConsumerGroupMember``
+        for a classic join), checked before anything changes."""
         if instance_id is None:
             member = group.members.get(member_id)
-            if member is None:
-                return ConsumerGroupMember(member_id)
-            return member if member.uses_classic_protocol else UnknownMemberIdError.code
+            return UnknownMemberIdError.code if member is not None and not member.uses_classic_protocol else NONE
+        existing = group.static_member(instance_id)
+        if existing is not None and existing.member_id != member_id and not unknown:
+            return FencedInstanceIdError.code
+        return NONE
+
+    def _join_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None, unknown: bool,
+                     records: list[Record]) -> ConsumerGroupMember:
+        """The joining member (new, or its current state); ``_join_error`` said it may join."""
+        if instance_id is None:
+            return group.members.get(member_id) or ConsumerGroupMember(member_id)
         existing = group.static_member(instance_id)
         if existing is None:
             return group.members.get(member_id) or ConsumerGroupMember(member_id, instance_id=instance_id)
         if existing.member_id == member_id:
             return existing
-        if not unknown:
-            return FencedInstanceIdError.code
-        # A restarted static member (new member id): it takes over the old one's place
-        # and partitions, as in a classic group.
-        replacement = dataclasses.replace(existing, member_id=member_id)
+        # A restarted static member (new member id, whichever protocol the old one spoke):
+        # it takes over the old one's place and target partitions at epoch 0, as in Kafka
+        # (it then reconciles like a new member).
+        replacement = dataclasses.replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         target = group.target.get(existing.member_id)
         self._cg._remove(group, existing.member_id, records)
         group.put_member(replacement)

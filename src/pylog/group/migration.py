@@ -1,7 +1,8 @@
 """Online migration between the classic and the consumer (KIP-848) group protocols.
 
 Kafka 4's rules (``GroupMetadataManager``: ``validateOnlineUpgrade``, ``convertToConsumerGroup``,
-``validateOnlineDowngradeWithFencedMember``, ``convertToClassicGroup``), under the broker
+``validateOnlineDowngradeWithFencedMember``, ``validateOnlineDowngradeWithReplacedMemberId``,
+``convertToClassicGroup``), under the broker
 setting ``group.consumer.migration.policy`` (``MigrationPolicy``; Kafka's default
 ``bidirectional``):
 
@@ -18,6 +19,11 @@ setting ``group.consumer.migration.policy`` (``MigrationPolicy``; Kafka's defaul
   most ``group.max.size`` of them, the group becomes a classic group: Stable at generation
   = the group epoch, each member with its target assignment, protocol chosen by vote, and a
   rebalance starts at once (the members rejoin with JoinGroup).
+- **Downgrade by replacement.** When a classic static member joins with a new member id
+  and takes the place of the last consumer-protocol member (same ``group.instance.id``),
+  the policy allows downgrades and the group has at most ``group.max.size`` members, the
+  group becomes a classic group the same way, the joiner in place of the replaced member
+  with its target partitions, but it stays Stable (the joiner just syncs, nobody rejoins).
 - Empty groups are replaced whatever the policy (``ConsumerGroups._group`` and
   ``GroupCoordinator.join_group``).
 
@@ -247,13 +253,38 @@ class Migration:
 
     def maybe_downgrade(self, group: ConsumerGroup, leaving: str, records: list[Record]) -> bool:
         """Convert ``group`` to a classic group without ``leaving`` if it is the last
-        consumer-protocol member (see the module docstring); True when converted, with the
-        conversion's records appended."""
-        c = self._c
+        consumer-protocol member (Kafka's ``validateOnlineDowngradeWithFencedMember``; see
+        the module docstring); True when converted, with the conversion's records appended.
+        The classic group rebalances at once."""
         if not group.all_classic_except(leaving) or len(group.members) <= 1:
             return False
-        if not self.policy.downgrade_enabled or len(group.members) - 1 > c.config.max_size:
+        if not self.policy.downgrade_enabled or len(group.members) - 1 > self._c.config.max_size:
             return False
+        classic = self._downgrade(group, leaving, records)
+        # Kafka: a downgrade after a member left starts a rebalance at once.
+        self._c._prepare_rebalance(classic)
+        return True
+
+    def maybe_downgrade_on_replacement(self, group: ConsumerGroup, joining: str,
+                                       records: list[Record]) -> ClassicGroup | None:
+        """After the classic static member ``joining`` took the place of the member that held
+        its group.instance.id (already swapped in ``group``): if that was the last
+        consumer-protocol member, convert ``group`` to a classic group that keeps every
+        member, ``joining`` with the target partitions it inherited (Kafka's
+        ``validateOnlineDowngradeWithReplacedMemberId``). The classic group stays Stable: no
+        rebalance. The classic group when converted, else None."""
+        if not all(m.uses_classic_protocol for m in group.members.values()) or joining not in group.members:
+            return None
+        if not self.policy.downgrade_enabled or len(group.members) > self._c.config.max_size:
+            return None
+        return self._downgrade(group, None, records)
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str | None, records: list[Record]) -> ClassicGroup:
+        """The conversion itself: a Stable classic group at generation = the group epoch with
+        every member but ``leaving``, each assigned its target; the records (tombstones for
+        every consumer-group record, then the GroupMetadataValue) appended to ``records``,
+        which the caller writes through the coordinator like any group records."""
+        c = self._c
         gid = group.group_id
         names = {tid: name for name, (tid, _n) in group.subscription_metadata.items()}
         now = c._wall_ms()
@@ -279,6 +310,4 @@ class Migration:
         c._groups[gid] = classic
         for km in classic.members.values():
             c._session_timer(classic, km)
-        # Kafka: a downgrade after a member left starts a rebalance at once.
-        c._prepare_rebalance(classic)
-        return True
+        return classic

@@ -19,6 +19,7 @@ from pylog.errors import (
     MemberIdRequiredError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    UnknownServerError,
 )
 from pylog.group.classic import GroupState
 from pylog.group.config import GroupCoordinatorConfig
@@ -30,6 +31,7 @@ from pylog.group.migration import (
     encode_assignment,
 )
 from pylog.group.offsets import OffsetCommitPartition
+from pylog.group.records import decode_record
 from pylog.protocol.messages import ConsumerGroupHeartbeatRequest
 
 T = uuid.UUID(int=7)
@@ -184,8 +186,13 @@ def test_classic_joins_to_a_consumer_group() -> None:
     first = classic_join(h, version=5).result
     assert first.error_code == MemberIdRequiredError.code and first.member_id
     assert classic_join(h, protocol_type="connect").result.error_code == InconsistentGroupProtocolError.code
+    # A malformed ConsumerProtocolSubscription: Kafka answers UNKNOWN_SERVER_ERROR (its
+    # deserializeSubscription throws an IllegalStateException), and nothing changes.
+    epoch, seen = h.coord.consumer.groups["g"].group_epoch, h.writes_seen
     assert classic_join(h, first.member_id, protocols=[("range", b"\x00")]).result.error_code == (
-        InconsistentGroupProtocolError.code)
+        UnknownServerError.code)
+    assert first.member_id not in h.coord.consumer.groups["g"].members
+    assert h.coord.consumer.groups["g"].group_epoch == epoch and h.writes_seen == seen
     j = classic_join(h, first.member_id).result
     assert j.error_code == 0 and j.member_id == first.member_id
     g = h.coord.consumer.groups["g"]
@@ -258,6 +265,10 @@ def test_static_classic_member_replaced_and_fenced() -> None:
     j = classic_join(h, "", instance="i1").result
     assert j.error_code == 0
     assert classic_join(h, "other", instance="i1").result.error_code == FencedInstanceIdError.code
+    # The member checks come before the subscription is read (Kafka's order).
+    assert classic_join(h, "other", instance="i1", protocols=[("range", b"\x00")]).result.error_code == (
+        FencedInstanceIdError.code)
+    assert classic_join(h, "n1", protocols=[("range", b"\x00")]).result.error_code == UnknownMemberIdError.code
     again = classic_join(h, "", instance="i1").result
     assert again.error_code == 0 and again.member_id != j.member_id
     g = h.coord.consumer.groups["g"]
@@ -438,3 +449,168 @@ def test_up_down_and_up_again_replays_to_the_last_conversion() -> None:
     up = h.replayed()
     assert up.group("g") is None and set(up.consumer.groups["g"].members) == {a, b, "n9"}
     assert {m: up.consumer.groups["g"].members[m].assigned for m in (a, b)} == {a: {T: {0, 1, 2}}, b: {T: {3, 4, 5}}}
+
+
+# --------------------------------------------------------------------------- static replacement
+
+
+def static_hb(h: GroupHarness, member: str, epoch: int, instance: str) -> Any:
+    pending = h.call(
+        "consumer_group_heartbeat", "g", member, epoch, TOPICS, instance_id=instance, rack_id=None,
+        rebalance_timeout_ms=30_000 if epoch == 0 else -1, subscribed_topic_names=["t"] if epoch == 0 else None,
+        subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=[_TP(topic_id=T, partitions=[])] if epoch == 0 else None,
+        client_id="c", client_host="/127.0.0.1")
+    assert pending.done and pending.result.error_code == 0, pending.result
+    return pending.result
+
+
+def upgraded_by_static(h: GroupHarness) -> tuple[str, str]:
+    """A classic group of two upgraded by the static consumer-protocol member "s1" (i1)."""
+    a, b = classic_group(h, [[0, 1, 2], [3, 4, 5]])
+    static_hb(h, "s1", 0, "i1")
+    # The classic members rejoin and give up what the newcomer is to get.
+    for m in (a, b):
+        j = classic_join(h, m).result
+        synced(h, m, j.generation_id)
+    g = h.coord.consumer.groups["g"]
+    static_hb(h, "s1", g.members["s1"].member_epoch, "i1")
+    return a, b
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    h = GroupHarness()
+    a, b = upgraded_by_static(h)
+    g = h.coord.consumer.groups["g"]
+    inherited = set(g.target["s1"].get(T, set()))
+    assert inherited, "the consumer member has a target to hand over"
+    j = classic_join(h, "", instance="i1").result
+    assert j.error_code == 0 and j.member_id not in ("", "s1")
+    # A Stable classic group (no rebalance): the others keep their generation and the
+    # joiner syncs with the group's generation and protocol.
+    assert "g" not in h.coord.consumer.groups
+    cg = h.coord.group("g")
+    assert cg.is_in(GroupState.STABLE) and set(cg.members) == {a, b, j.member_id}
+    assert j.generation_id == cg.generation_id and j.protocol_name == cg.protocol_name == "range"
+    assert cg.static_members == {"i1": j.member_id}
+    assert synced(h, j.member_id, j.generation_id) == inherited
+    for m in (a, b):
+        assert h.call("heartbeat", "g", cg.generation_id, m) == 0
+    # The replaced member is gone; the log rebuilds the classic group.
+    assert h.call("heartbeat", "g", cg.generation_id, "s1") == UnknownMemberIdError.code
+    fresh = h.replayed()
+    assert "g" not in fresh.consumer.groups
+    assert set(fresh.group("g").members) == {a, b, j.member_id}
+    assert decode_assignment(fresh.group("g").members[j.member_id].assignment).get("t", set()) == inherited
+
+
+@pytest.mark.parametrize("policy", ["disabled", "upgrade"])
+def test_no_downgrade_by_replacement_unless_the_policy_allows_it(policy: str) -> None:
+    h = GroupHarness()
+    a, b = upgraded_by_static(h)
+    h.coord.config = GroupCoordinatorConfig(consumer_migration_policy=policy)
+    j = classic_join(h, "", instance="i1").result
+    assert j.error_code == 0
+    g = h.coord.consumer.groups["g"]
+    assert set(g.members) == {a, b, j.member_id} and h.coord.group("g") is None
+    assert g.members[j.member_id].uses_classic_protocol
+
+
+def test_no_downgrade_by_replacement_while_another_consumer_member_stays() -> None:
+    h = GroupHarness()
+    upgraded_by_static(h)
+    hb(h, "n2", 0)
+    j = classic_join(h, "", instance="i1").result
+    assert j.error_code == 0 and h.coord.group("g") is None
+    assert set(h.coord.consumer.groups["g"].members) >= {j.member_id, "n2"}
+
+
+def test_no_downgrade_by_replacement_over_the_classic_max_size() -> None:
+    h = GroupHarness(max_size=2)
+    upgraded_by_static(h)
+    j = classic_join(h, "", instance="i1").result
+    assert j.error_code == 0 and h.coord.group("g") is None and "g" in h.coord.consumer.groups
+
+
+# --------------------------------------------------------------------------- after a restart
+
+
+def test_a_classic_member_that_must_rejoin_is_fenced_after_a_restart_without_a_heartbeat() -> None:
+    h = GroupHarness()
+    hb(h, "n1", 0)
+    x = classic_join(h, "x", version=3, session=45_000).result
+    synced(h, "x", x.generation_id)
+    y = classic_join(h, "y", version=3, session=45_000).result
+    synced(h, "y", y.generation_id)
+    g = h.coord.consumer.groups["g"]
+    # x must rejoin (behind the group epoch); y is up to date.
+    assert g.members["x"].member_epoch < g.group_epoch == g.members["y"].member_epoch
+    h.coord = h.replayed()
+    h.advance(29_000)
+    assert {"x", "y"} <= set(h.coord.consumer.groups["g"].members)
+    h.advance(2_000)  # past x's rebalance timeout, within both sessions
+    assert set(h.coord.consumer.groups["g"].members) == {"n1", "y"}
+
+
+def test_a_classic_member_rejoining_after_a_restart_keeps_its_place() -> None:
+    h = GroupHarness()
+    hb(h, "n1", 0)
+    x = classic_join(h, "x", version=3, session=45_000).result
+    synced(h, "x", x.generation_id)
+    classic_join(h, "y", version=3, session=45_000)
+    h.coord = h.replayed()
+    h.advance(20_000)
+    j = classic_join(h, "x", version=3, session=45_000).result
+    assert j.error_code == 0
+    synced(h, "x", j.generation_id)
+    h.advance(15_000)  # past the restored rebalance timeout: the rejoin cancelled it
+    assert "x" in h.coord.consumer.groups["g"].members
+
+
+# --------------------------------------------------------------------------- the write path
+
+
+def test_each_conversion_is_one_coordinator_write_with_its_requests_records() -> None:
+    """Upgrade, downgrade on a leave and downgrade by replacement hand their records out
+    through ``take_writes()`` in the same Write as the request's own records, and the
+    request's answer waits for that write (a failed write is the client's error)."""
+    def kinds(write: Any) -> list[str]:
+        return [type(decode_record(k, v)).__name__ for k, v in write.records]
+
+    h = GroupHarness()
+    classic_group(h, [[0, 1, 2], [3, 4, 5]])
+    p = h.coord.consumer_group_heartbeat(
+        "g", "s1", 0, TOPICS, instance_id="i1", rack_id=None, rebalance_timeout_ms=30_000,
+        subscribed_topic_names=["t"], subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=[_TP(topic_id=T, partitions=[])], client_id="c", client_host="/127.0.0.1")
+    writes = h.coord.take_writes()
+    assert not p.done and len(writes) == 1
+    # The classic group's tombstone, then the consumer group's records, with the newcomer's.
+    assert kinds(writes[0])[0] == "GroupMetadataRecord" and writes[0].records[0][1] is None
+    assert set(kinds(writes[0])[1:]) == {"ConsumerGroupRecord"}
+    writes[0].fail(6)  # NOT_LEADER_OR_FOLLOWER
+    assert p.done and p.result.error_code != 0
+
+    h2 = GroupHarness()
+    upgraded_by_static(h2)
+    j = h2.coord.join_group("g", "", "consumer", [("range", subscription("t"))], 10_000, 30_000, "i1",
+                            "client", "/127.0.0.1", 5, topics=TOPICS)
+    writes = h2.coord.take_writes()
+    assert not j.done and len(writes) == 1
+    # The join's records, the consumer group's tombstones, then the classic group's value.
+    assert kinds(writes[0])[-1] == "GroupMetadataRecord" and writes[0].records[-1][1] is not None
+    assert set(kinds(writes[0])[:-1]) == {"ConsumerGroupRecord"}
+    writes[0].fail(6)
+    assert j.done and j.result.error_code != 0
+
+    h3 = GroupHarness()
+    upgraded(h3)
+    leave = h3.coord.consumer_group_heartbeat(
+        "g", "n1", -1, TOPICS, instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
+        subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=None, client_id="c", client_host="/127.0.0.1")
+    writes = h3.coord.take_writes()
+    assert not leave.done and len(writes) == 1
+    assert kinds(writes[0])[-1] == "GroupMetadataRecord" and writes[0].records[-1][1] is not None
+    writes[0].complete(0)
+    assert leave.done and leave.result.error_code == 0
