@@ -76,6 +76,7 @@ __all__ = [
     "ShareGroupRecord",
     "UnknownRecord",
     "encode_offset_commit",
+    "stored_offset_commit",
     "encode_group_metadata",
     "encode_consumer_group_epoch",
     "encode_consumer_group_partition_metadata",
@@ -211,6 +212,22 @@ def encode_offset_commit(
     )
     version = OFFSET_COMMIT_VALUE_VERSION if expire_timestamp == -1 else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     return key, _framed(version, value)
+
+
+def stored_offset_commit(group: str, topic: str, partition: int, *, offset: int, leader_epoch: int = -1,
+                         metadata: str = "", commit_timestamp: int = -1,
+                         expire_timestamp: int = -1) -> OffsetCommitRecord:
+    """The record ``decode_record`` reads back from ``encode_offset_commit``'s bytes for
+    the same arguments (not a tombstone): a value written at v1 (with an expiry) has no
+    leader epoch, so it reads back as -1. The commit path applies this once the write is
+    durable instead of decoding the bytes it has just encoded."""
+    return OffsetCommitRecord(group, topic, partition, OffsetCommitValue(
+        offset=offset,
+        leader_epoch=leader_epoch if expire_timestamp == -1 else -1,
+        metadata=metadata,
+        commit_timestamp=commit_timestamp,
+        expire_timestamp=expire_timestamp,
+    ))
 
 
 def encode_group_metadata(group: str, value: GroupMetadataValue | None) -> tuple[bytes, bytes | None]:
