@@ -42,6 +42,7 @@ nothing else escapes. Stateless and thread-safe.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -174,6 +175,13 @@ def _framed(version: int, message: Any) -> bytes:
     return _I16.pack(version) + message.encode(version)
 
 
+@functools.lru_cache(maxsize=4096)
+def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    # The same bytes for every commit of a partition by a group: encoded once for the
+    # partitions a coordinator's groups commit most (immutable bytes, a pure function).
+    return _framed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group, topic, partition))
+
+
 def encode_offset_commit(
     group: str,
     topic: str,
@@ -200,7 +208,7 @@ def encode_offset_commit(
     Returns:
         ``(key, value)``; ``value`` is None for a tombstone.
     """
-    key = _framed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group, topic, partition))
+    key = _offset_commit_key(group, topic, partition)
     if offset is None:
         return key, None
     value = OffsetCommitValue(
