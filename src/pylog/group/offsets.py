@@ -111,6 +111,8 @@ class OffsetMetadataManager:
         that producer), and stop counting its partitions as in flight either way."""
         pending = self._pending.get(group_id)
         decoded = records.decoded if type(records) is CommitRecords else None
+        if decoded is not None and len(decoded) != len(records):
+            decoded = None  # changed after commit_records built it: read the bytes
         for i, (key, value) in enumerate(records):
             rec = decoded[i] if decoded is not None else decode_record(key, value)
             if not isinstance(rec, OffsetCommitRecord):

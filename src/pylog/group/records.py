@@ -37,7 +37,8 @@ null value (offset deleted or expired; group deleted).
 
 Decoding never trusts the bytes: truncated keys or values, versions outside the schema and
 trailing garbage raise ``CoordinatorRecordError`` (a ``ValueError``) naming what was wrong;
-nothing else escapes. Stateless and thread-safe.
+nothing else escapes. Stateless and thread-safe (the one cache, of offset-commit key bytes,
+is an ``lru_cache`` of a pure function).
 """
 
 from __future__ import annotations

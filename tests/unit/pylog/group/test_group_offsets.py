@@ -339,3 +339,15 @@ def test_a_failed_write_settled_from_built_records_changes_nothing() -> None:
     _, records = m.commit_records("g", [P("t", 0, 5, 2, "a")], now_ms=1000)
     m.settle("g", records, False, base_offset=-1)
     assert m.committed("g") == {} and not m.has_pending("g")
+
+
+def test_records_changed_after_they_were_built_are_settled_from_their_bytes() -> None:
+    from pylog.group.offsets import OffsetMetadataManager
+    from pylog.group.records import encode_offset_commit
+
+    m = OffsetMetadataManager(offset_metadata_max_bytes=4096)
+    _, records = m.commit_records("g", [P("t", 0, 5, 2, "a")], now_ms=1000)
+    records.append(encode_offset_commit("g", "t", 1, offset=8, commit_timestamp=1000))
+    m.settle("g", records, True, base_offset=3)
+    assert {tp: (c.offset, c.record_offset) for tp, c in m.committed("g").items()} == {
+        ("t", 0): (5, 3), ("t", 1): (8, 4)}
