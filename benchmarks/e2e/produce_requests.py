@@ -6,7 +6,11 @@ rounds of ``--broker`` kinds (or of source trees, ``--src``) in one run.
 - ``fetch``: single-batch Fetch requests (v12, one partition, ``max_wait_ms=0``), one at a
   time on one connection as a consumer sends them, each at the next offset of a log that
   kcat filled with one-record batches (the broker answers each with one 100 B batch);
-- ``metadata``: Metadata v12 requests for that one topic, one at a time.
+- ``metadata``: Metadata v12 requests for that one topic, one at a time;
+- ``offset_commit``: OffsetCommit v8 requests of one partition's offset, one at a time,
+  to a group nobody joined (generation -1, as a simple consumer commits), each for the
+  next offset: the synchronous commit's path (handler, group coordinator,
+  ``__consumer_offsets`` append, response) without a client library's own cost.
 
 The broker's CPU is read from ``/proc/<pid>/stat`` (all threads) around each phase.
 
@@ -31,7 +35,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import BrokerProc, create_topic, git_commit, kcat  # noqa: E402
 
-APIS = ("produce", "fetch", "metadata")
+APIS = ("produce", "fetch", "metadata", "offset_commit")
 
 
 class _Wire:
@@ -78,6 +82,34 @@ def _metadata_body(topic: str) -> Any:
     return R(topics=[R.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
 
 
+def _offset_commit_body(group: str, topic: str, offset: int) -> Any:
+    from pylog.protocol.messages import OffsetCommitRequest as R
+
+    return R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+             group_instance_id=None, retention_time_ms=-1,
+             topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
+                 R.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                committed_leader_epoch=-1,
+                                                committed_metadata="")])])
+
+
+def _await_coordinator(wire: _Wire, group: str, topic: str) -> None:
+    """Commit once, untimed, until the group's coordinator answers (``__consumer_offsets``
+    is created by the first FindCoordinator naming a group)."""
+    from pylog.protocol.messages import FindCoordinatorRequest
+
+    deadline = time.monotonic() + 60
+    while True:
+        wire.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+        resp = wire.request(_offset_commit_body(group, topic, 0), 8)
+        code = resp.topics[0].partitions[0].error_code
+        if code == 0:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"offset commit failed: error {code}")
+        time.sleep(0.05)  # the coordinator is loading its partition: poll again
+
+
 def run_one(kind: str, src: str | None, apis: list[str], records: int,
             round_no: int) -> list[dict[str, Any]]:
     env = None if src is None else dict(os.environ, PYTHONPATH=os.path.abspath(src))
@@ -100,12 +132,17 @@ def run_one(kind: str, src: str | None, apis: list[str], records: int,
                 out.append({"api": "produce", "requests": records, "seconds": secs, "cpu": cpu})
             wire = _Wire(broker.bootstrap)
             try:
-                for api in ("fetch", "metadata"):
+                for api in ("fetch", "metadata", "offset_commit"):
                     if api not in apis:
                         continue
                     if api == "fetch":
                         bodies = (_fetch_body(topic, i) for i in range(records))
                         version = 12
+                    elif api == "offset_commit":
+                        _await_coordinator(wire, f"pr-group-{round_no}", topic)
+                        bodies = (_offset_commit_body(f"pr-group-{round_no}", topic, i)
+                                  for i in range(records))
+                        version = 8
                     else:
                         body = _metadata_body(topic)
                         bodies = (body for _ in range(records))
@@ -117,6 +154,10 @@ def run_one(kind: str, src: str | None, apis: list[str], records: int,
                             part = resp.responses[0].partitions[0]
                             if part.error_code or not part.records:
                                 raise SystemExit(f"fetch failed: {part!r}")
+                        elif api == "offset_commit":
+                            code = resp.topics[0].partitions[0].error_code
+                            if code:
+                                raise SystemExit(f"offset commit failed: error {code}")
                     secs, cpu = time.monotonic() - t0, broker.cpu() - cpu0
                     out.append({"api": api, "requests": records, "seconds": secs, "cpu": cpu})
             finally:

@@ -39,6 +39,7 @@ OVERRIDES = {
 }
 DEADLINE = 30.0
 UNSTABLE = errors.UnstableOffsetCommitError.code
+LOADING = errors.CoordinatorLoadInProgressError.code
 RETRIABLE = {errors.CoordinatorNotAvailableError.code, errors.CoordinatorLoadInProgressError.code,
              errors.NotCoordinatorError.code, errors.ConcurrentTransactionsError.code}
 
@@ -84,17 +85,23 @@ def _txn_commit(c: BrokerConnection, group: str, topic: str, offsets: dict[int, 
     return codes
 
 
-def _fetch(c: BrokerConnection, group: str, topic: str, stable: bool, version: int | None = None) -> dict:
+def _fetch(c: BrokerConnection, group: str, topic: str, stable: bool, version: int | None = None) -> dict | None:
+    """The group's offsets of partitions 0 and 1; None while its coordinator is still
+    loading (COORDINATOR_LOAD_IN_PROGRESS, e.g. right after a restart: ``_wait`` asks again)."""
     R = OffsetFetchRequest
     v = version if version is not None else c.version_for(R())
     if v >= 8:
         r = c.request(R(require_stable=stable, groups=[R.OffsetFetchRequestGroup(group_id=group, topics=[
             R.OffsetFetchRequestTopics(name=topic, partition_indexes=[0, 1])])]), v)
         (g,) = r.groups
+        if g.error_code == LOADING:
+            return None
         assert g.error_code == 0
         return {p.partition_index: (p.committed_offset, p.error_code) for t in g.topics for p in t.partitions}
     r = c.request(R(group_id=group, require_stable=stable, topics=[
         R.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]), v)
+    if r.error_code == LOADING:
+        return None
     assert r.error_code == 0
     return {p.partition_index: (p.committed_offset, p.error_code) for t in r.topics for p in t.partitions}
 

@@ -158,6 +158,7 @@ class Broker:
         self.servers: list[Any] = []
         self._inter_broker_tls: Any = False  # not built yet (inter_broker_tls)
         self.bound: list[tuple[str, int]] = []
+        self._advertised_cache: tuple[Any, Any, int, tuple[tuple[str, str, int], ...]] | None = None
         self.connections: set[Any] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -184,8 +185,21 @@ class Broker:
         return "", -1
 
     def advertised_endpoints(self) -> list[tuple[str, str, int]]:
-        """(listener name, host, port) of every advertised listener, in config order."""
+        """(listener name, host, port) of every advertised listener, in config order.
+
+        Asked by every Metadata and FindCoordinator request: computed once per config
+        object, its advertised listeners and the listeners bound so far (``bound`` only
+        grows, as ``start`` binds them), and reused while those are the same objects."""
         config = self.config
+        cached = self._advertised_cache
+        if (cached is not None and cached[0] is config
+                and cached[1] is config.advertised_listeners and cached[2] == len(self.bound)):
+            return list(cached[3])
+        out = self._compute_advertised(config)
+        self._advertised_cache = (config, config.advertised_listeners, len(self.bound), tuple(out))
+        return out
+
+    def _compute_advertised(self, config: Any) -> list[tuple[str, str, int]]:
         bound = {ll.name: addr for ll, addr in zip(config.listeners, self.bound, strict=False)}
         out = []
         for adv in config.advertised_listeners:

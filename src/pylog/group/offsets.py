@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from pylog.errors import OffsetMetadataTooLargeError, UnstableOffsetCommitError
 
-from .records import OffsetCommitRecord, decode_record, encode_offset_commit
+from .records import OffsetCommitRecord, decode_record, encode_offset_commit, stored_offset_commit
 from .results import NONE, OffsetFetchPartition, PartitionResult
 
 
@@ -57,6 +57,17 @@ class OffsetCommitPartition:
 
 
 _Offsets = dict[tuple[str, int], CommittedOffset]
+
+
+class CommitRecords(list):  # type: ignore[type-arg]
+    """The ``(key, value)`` records ``commit_records`` built, and ``decoded``: each as
+    ``decode_record`` reads it back, which ``settle`` applies instead of decoding them."""
+
+    __slots__ = ("decoded",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded: list[OffsetCommitRecord] = []
 
 
 class OffsetMetadataManager:
@@ -99,8 +110,11 @@ class OffsetMetadataManager:
         offset ``base_offset``; transactional ones, ``producer_id`` >= 0, as pending for
         that producer), and stop counting its partitions as in flight either way."""
         pending = self._pending.get(group_id)
+        decoded = records.decoded if type(records) is CommitRecords else None
+        if decoded is not None and len(decoded) != len(records):
+            decoded = None  # changed after commit_records built it: read the bytes
         for i, (key, value) in enumerate(records):
-            rec = decode_record(key, value)
+            rec = decoded[i] if decoded is not None else decode_record(key, value)
             if not isinstance(rec, OffsetCommitRecord):
                 continue
             if durable:
@@ -275,7 +289,7 @@ class OffsetMetadataManager:
         expiry time, which Kafka stores by writing the value at v1.
         """
         results: list[PartitionResult] = []
-        records: list[tuple[bytes, bytes | None]] = []
+        records = CommitRecords()
         expire = -1 if retention_time_ms is None or retention_time_ms < 0 else now_ms + retention_time_ms
         for p in partitions:
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
@@ -283,6 +297,10 @@ class OffsetMetadataManager:
                 results.append(PartitionResult(p.topic, p.partition, OffsetMetadataTooLargeError.code))
                 continue
             records.append(encode_offset_commit(
+                group_id, p.topic, p.partition, offset=p.committed_offset, leader_epoch=p.committed_leader_epoch,
+                metadata=metadata, commit_timestamp=now_ms, expire_timestamp=expire,
+            ))
+            records.decoded.append(stored_offset_commit(
                 group_id, p.topic, p.partition, offset=p.committed_offset, leader_epoch=p.committed_leader_epoch,
                 metadata=metadata, commit_timestamp=now_ms, expire_timestamp=expire,
             ))

@@ -37,11 +37,13 @@ null value (offset deleted or expired; group deleted).
 
 Decoding never trusts the bytes: truncated keys or values, versions outside the schema and
 trailing garbage raise ``CoordinatorRecordError`` (a ``ValueError``) naming what was wrong;
-nothing else escapes. Stateless and thread-safe.
+nothing else escapes. Stateless and thread-safe (the one cache, of offset-commit key bytes,
+is an ``lru_cache`` of a pure function).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +78,7 @@ __all__ = [
     "ShareGroupRecord",
     "UnknownRecord",
     "encode_offset_commit",
+    "stored_offset_commit",
     "encode_group_metadata",
     "encode_consumer_group_epoch",
     "encode_consumer_group_partition_metadata",
@@ -173,6 +176,13 @@ def _framed(version: int, message: Any) -> bytes:
     return _I16.pack(version) + message.encode(version)
 
 
+@functools.lru_cache(maxsize=4096)
+def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    # The same bytes for every commit of a partition by a group: encoded once for the
+    # partitions a coordinator's groups commit most (immutable bytes, a pure function).
+    return _framed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group, topic, partition))
+
+
 def encode_offset_commit(
     group: str,
     topic: str,
@@ -199,7 +209,7 @@ def encode_offset_commit(
     Returns:
         ``(key, value)``; ``value`` is None for a tombstone.
     """
-    key = _framed(OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group, topic, partition))
+    key = _offset_commit_key(group, topic, partition)
     if offset is None:
         return key, None
     value = OffsetCommitValue(
@@ -211,6 +221,22 @@ def encode_offset_commit(
     )
     version = OFFSET_COMMIT_VALUE_VERSION if expire_timestamp == -1 else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     return key, _framed(version, value)
+
+
+def stored_offset_commit(group: str, topic: str, partition: int, *, offset: int, leader_epoch: int = -1,
+                         metadata: str = "", commit_timestamp: int = -1,
+                         expire_timestamp: int = -1) -> OffsetCommitRecord:
+    """The record ``decode_record`` reads back from ``encode_offset_commit``'s bytes for
+    the same arguments (not a tombstone): a value written at v1 (with an expiry) has no
+    leader epoch, so it reads back as -1. The commit path applies this once the write is
+    durable instead of decoding the bytes it has just encoded."""
+    return OffsetCommitRecord(group, topic, partition, OffsetCommitValue(
+        offset=offset,
+        leader_epoch=leader_epoch if expire_timestamp == -1 else -1,
+        metadata=metadata,
+        commit_timestamp=commit_timestamp,
+        expire_timestamp=expire_timestamp,
+    ))
 
 
 def encode_group_metadata(group: str, value: GroupMetadataValue | None) -> tuple[bytes, bytes | None]:

@@ -294,3 +294,60 @@ def test_replay_skips_foreign_record_types_and_refuses_garbage() -> None:
         h.coord.replay(b"\x00\x01\x00", None)
     h.coord.complete_load()
     assert h.coord.group_ids() == []
+
+
+# -- settling a commit from the records it built (no decode of its own bytes) -------------
+
+def test_stored_offset_commit_is_what_decoding_the_encoded_record_gives() -> None:
+    from pylog.group.records import encode_offset_commit, stored_offset_commit
+
+    cases = [
+        dict(offset=0),
+        dict(offset=42, leader_epoch=7, metadata="m\u00e9ta", commit_timestamp=1_700_000_000_000),
+        # v1 value (a retention time): no leader epoch in the bytes, -1 read back
+        dict(offset=9, leader_epoch=5, metadata="", commit_timestamp=10, expire_timestamp=99),
+        dict(offset=(1 << 63) - 1, leader_epoch=(1 << 31) - 1, metadata="x" * 300, commit_timestamp=-1),
+    ]
+    for kw in cases:
+        key, value = encode_offset_commit("g", "t\u00fc", 3, **kw)
+        assert stored_offset_commit("g", "t\u00fc", 3, **kw) == decode_record(key, value), kw
+
+
+def test_settle_with_built_records_matches_settle_by_decoding() -> None:
+    from pylog.group.offsets import CommitRecords, OffsetMetadataManager
+
+    parts = [P("t", 0, 5, 2, "a"), P("t", 1, 6, -1, None), P("u", 0, 7, 3, "b" * 10)]
+    states = []
+    for built in (True, False):
+        m = OffsetMetadataManager(offset_metadata_max_bytes=4096)
+        results, records = m.commit_records("g", parts, now_ms=1000, retention_time_ms=50)
+        assert type(records) is CommitRecords and len(records.decoded) == len(records) == 3
+        assert m.has_pending("g")
+        m.settle("g", records if built else list(records), True, base_offset=10)
+        assert not m.has_pending("g")
+        states.append(m.committed("g"))
+    assert states[0] == states[1]
+    assert {tp: (c.offset, c.leader_epoch, c.expire_timestamp_ms, c.record_offset)
+            for tp, c in states[0].items()} == {
+        ("t", 0): (5, -1, 1050, 10), ("t", 1): (6, -1, 1050, 11), ("u", 0): (7, -1, 1050, 12)}
+
+
+def test_a_failed_write_settled_from_built_records_changes_nothing() -> None:
+    from pylog.group.offsets import OffsetMetadataManager
+
+    m = OffsetMetadataManager(offset_metadata_max_bytes=4096)
+    _, records = m.commit_records("g", [P("t", 0, 5, 2, "a")], now_ms=1000)
+    m.settle("g", records, False, base_offset=-1)
+    assert m.committed("g") == {} and not m.has_pending("g")
+
+
+def test_records_changed_after_they_were_built_are_settled_from_their_bytes() -> None:
+    from pylog.group.offsets import OffsetMetadataManager
+    from pylog.group.records import encode_offset_commit
+
+    m = OffsetMetadataManager(offset_metadata_max_bytes=4096)
+    _, records = m.commit_records("g", [P("t", 0, 5, 2, "a")], now_ms=1000)
+    records.append(encode_offset_commit("g", "t", 1, offset=8, commit_timestamp=1000))
+    m.settle("g", records, True, base_offset=3)
+    assert {tp: (c.offset, c.record_offset) for tp, c in m.committed("g").items()} == {
+        ("t", 0): (5, 3), ("t", 1): (8, 4)}
