@@ -248,13 +248,19 @@ PYLOG_NOTES: dict[str, str] = {
                                              "ConsumerGroupDescribe are neither advertised nor served.",
     "group.consumer.assignors": "Honoured: `uniform` and `range` (names or Kafka's class names); "
                                 "the first is the default, a member may ask for another.",
-    "group.consumer.heartbeat.interval.ms": "Honoured: the interval given to consumer-group members.",
-    "group.consumer.min.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` below it is refused at start.",
-    "group.consumer.max.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` above it is refused at start.",
+    "group.consumer.heartbeat.interval.ms": "Honoured: the interval given to consumer-group members (group "
+                                            "config `consumer.heartbeat.interval.ms` overrides it).",
+    "group.consumer.min.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` below it is refused at start, "
+                                                "a group config `consumer.heartbeat.interval.ms` below it with INVALID_CONFIG.",
+    "group.consumer.max.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` above it is refused at start, "
+                                                "a group config `consumer.heartbeat.interval.ms` above it with INVALID_CONFIG.",
     "group.consumer.session.timeout.ms": "Honoured: a consumer-group member is fenced this long after "
-                                         "its last heartbeat.",
-    "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start.",
-    "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start.",
+                                         "its last heartbeat (group config `consumer.session.timeout.ms` "
+                                         "overrides it).",
+    "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start, "
+                                             "a group config `consumer.session.timeout.ms` below it with INVALID_CONFIG.",
+    "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start, "
+                                             "a group config `consumer.session.timeout.ms` above it with INVALID_CONFIG.",
     "group.consumer.max.size": "Honoured: consumer-group members beyond it get GROUP_MAX_SIZE_REACHED.",
     "group.consumer.migration.policy": "Honoured (Kafka's default bidirectional): a ConsumerGroupHeartbeat upgrades a "
                                        "classic group with members, the last consumer-protocol member leaving downgrades "
@@ -266,6 +272,14 @@ PYLOG_NOTES: dict[str, str] = {
     "group.share.session.timeout.ms": "Honoured: a share-group member is removed this long after its last "
                                       "heartbeat and its records are released (group config "
                                       "`share.session.timeout.ms` overrides it).",
+    "group.share.min.heartbeat.interval.ms": "Honoured: the lowest `share.heartbeat.interval.ms` a group config "
+                                             "may set (the broker's own setting is not checked against it).",
+    "group.share.max.heartbeat.interval.ms": "Honoured: the highest `share.heartbeat.interval.ms` a group config "
+                                             "may set (the broker's own setting is not checked against it).",
+    "group.share.min.session.timeout.ms": "Honoured: the lowest `share.session.timeout.ms` a group config may set "
+                                          "(the broker's own setting is not checked against it).",
+    "group.share.max.session.timeout.ms": "Honoured: the highest `share.session.timeout.ms` a group config may set "
+                                          "(the broker's own setting is not checked against it).",
     "group.share.max.size": "Honoured: share-group members beyond it get GROUP_MAX_SIZE_REACHED.",
     "group.share.record.lock.duration.ms": "Honoured: how long an acquired record stays locked to its "
                                            "share consumer (group config `share.record.lock.duration.ms`).",

@@ -31,6 +31,7 @@ from pylog.broker.quotas import ClientQuotas
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.config.security_defs import TLS_PROTOCOLS
+from pylog.group.group_configs import GroupConfigs
 from pylog.group.service import GroupService
 from pylog.group.share.service import ShareService
 from pylog.log import LogManager
@@ -96,6 +97,10 @@ class Broker:
         # may block, cold reads, topic and retention file work); see io_threads.
         self.io = IoThreads(config["num.io.threads"])
         self.executor = self.io.executor
+        # Group configs (resource type GROUP: per-group overrides of the group settings,
+        # pylog.group.group_configs): a local file on a single node, ZooKeeper's
+        # /config/groups in cluster mode (pylog.controller.configs keeps this copy current).
+        self.group_configs = GroupConfigs(config, local=not config.cluster_mode)
         # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
         self.groups = GroupService(self)
         # KIP-932 share partitions, sessions and their state (pylog.group.share.service).
