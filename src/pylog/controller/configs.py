@@ -159,12 +159,6 @@ async def write_group_config(broker: Any, group_id: str,
     broker.group_configs.apply_stored(group_id, written)
 
 
-async def group_overrides(broker: Any, group_id: str) -> dict[str, str]:
-    """ZooKeeper's ``/config/groups/<group>`` as it is now (strings; {} when absent)."""
-    store = broker.cluster.store
-    return await broker.cluster.zk(store.get_entity_config, "groups", sanitize(group_id))
-
-
 async def delete_group_config(broker: Any, group_id: str) -> None:
     """A deleted group's config goes with it (and from every broker, by the notice)."""
     store = broker.cluster.store

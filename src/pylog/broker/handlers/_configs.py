@@ -102,14 +102,11 @@ def alter_error_response(request: Any, response_cls: Any, code: int, message: st
     ])
 
 
-async def group_overrides(ctx: RequestContext, group_id: str) -> dict[str, Any]:
-    """A group's overrides (resource type GROUP): ZooKeeper's strings in cluster mode (as
-    every broker will apply them), else the local store's parsed values."""
+def group_overrides(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    """A group's overrides (resource type GROUP) as this broker uses them. In cluster mode
+    that is its copy of ZooKeeper's ``/config/groups/<group>``, current once the change
+    notice has reached it (as a KRaft broker answers from its metadata cache)."""
     check_group_name(group_id)
-    if ctx.broker.cluster is not None:
-        from pylog.controller.configs import group_overrides as zk_overrides
-
-        return await zk_overrides(ctx.broker, group_id)
     return ctx.broker.group_configs.overrides(group_id)
 
 

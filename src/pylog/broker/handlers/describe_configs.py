@@ -74,10 +74,11 @@ async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any
 
 
 async def _group_entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
-    """A group's configs (``pylog.group.group_configs``): its overrides (ZooKeeper's in
-    cluster mode, so every broker answers alike) and the broker's settings for the rest."""
+    """A group's configs (``pylog.group.group_configs``): its overrides as this broker uses
+    them (in cluster mode: once ZooKeeper's change notice reached it) and the broker's
+    settings for the rest."""
     keys = resource.configuration_keys
-    own = await group_overrides(ctx, resource.resource_name)
+    own = group_overrides(ctx, resource.resource_name)
     out = []
     for name, value, source, broker_name in ctx.broker.group_configs.describe(
             resource.resource_name, own):
