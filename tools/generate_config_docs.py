@@ -379,6 +379,42 @@ def _check_notes() -> None:
         )
 
 
+def _group_section() -> list[str]:
+    """Group configs (resource type GROUP), from pylog.group.group_configs."""
+    from pylog.group.group_configs import GROUP_CONFIG_DEFS
+
+    out = [
+        "",
+        "## Group configs",
+        "",
+        "Set per group with IncrementalAlterConfigs (SET, DELETE) or AlterConfigs (the whole",
+        "set) on resource type GROUP (32), e.g. `pylog configs alter --entity-type groups",
+        "--entity-name G --add-config share.auto.offset.reset=earliest` or kafka-configs.sh;",
+        "DescribeConfigs reports the group's value (source 8, GROUP_CONFIG) or the broker setting",
+        "(4 when set explicitly, else 5). A value outside its bounds is INVALID_CONFIG naming the",
+        "key and the bound; a session timeout must stay above its heartbeat interval. Single",
+        "node: stored in `group-configs.json` in the log directory; cluster mode: ZooKeeper's",
+        "`/config/groups/<group>` with a `/config/changes` notice that every broker applies",
+        "(read at start). Deleting the group (DeleteGroups) deletes its configs.",
+        "",
+        "| key | type | broker setting (default) | bounds | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, d in GROUP_CONFIG_DEFS.items():
+        if d.type == "string":
+            setting, bounds = f"(none: `{d.fixed}`)", ", ".join(f"`{c}`" for c in d.choices)
+        else:
+            setting = f"`{d.broker_name}`"
+            parts = []
+            if d.fixed_min > 1 or d.fixed_max < 2**31 - 1:
+                parts.append(f"{d.fixed_min}-{d.fixed_max}")
+            if d.min_name is not None:
+                parts.append(f"`{d.min_name}` to `{d.max_name}`")
+            bounds = "; ".join(parts)
+        out.append(f"| `{name}` | {d.type} | {setting} | {_cell(bounds)} | {_cell(d.doc)} |")
+    return out
+
+
 def render() -> str:
     """The whole of docs/configuration.md, deterministic."""
     _check_notes()
@@ -434,12 +470,13 @@ def render() -> str:
             f"| `{name}` | {t.type} | {synonyms} | {_cell(_default(t.type, defaults.topic_default(name)))} "
             f"| {_cell(doc)} | {_cell(PYLOG_NOTES[_note_key(name, True)])} |"
         )
+    out += _group_section()
     out += [
         "",
         "## Keys not listed",
         "",
         "A key that is not in these tables is refused at start (or with INVALID_CONFIG for a",
-        "topic) as an unknown configuration, naming it.",
+        "topic or a group) as an unknown configuration, naming it.",
     ]
     out.append("")
     return "\n".join(out)
