@@ -14,8 +14,11 @@ import pytest
 from _harness.waiting import wait_until as _wait
 from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_cluster_share_groups import Cluster, _send
-from test_cluster_share_groups import cluster  # noqa: F401 - the fixture
+from test_cluster_share_groups import (
+    Cluster,
+    _send,
+    cluster,  # noqa: F401 - the fixture
+)
 
 from pylog import errors
 from pylog.protocol.messages import IncrementalAlterConfigsRequest as I

@@ -24,6 +24,7 @@ from typing import Any
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.broker.fetch_sessions import FetchSessionCache
+from pylog.broker.group_config_file import open_group_configs
 from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
@@ -31,7 +32,6 @@ from pylog.broker.quotas import ClientQuotas
 from pylog.broker.waiters import PartitionWaiters
 from pylog.config import BrokerConfig, parse_metrics_listener
 from pylog.config.security_defs import TLS_PROTOCOLS
-from pylog.group.group_configs import GroupConfigs
 from pylog.group.service import GroupService
 from pylog.group.share.service import ShareService
 from pylog.log import LogManager
@@ -100,7 +100,7 @@ class Broker:
         # Group configs (resource type GROUP: per-group overrides of the group settings,
         # pylog.group.group_configs): a local file on a single node, ZooKeeper's
         # /config/groups in cluster mode (pylog.controller.configs keeps this copy current).
-        self.group_configs = GroupConfigs(config, local=not config.cluster_mode)
+        self.group_configs = open_group_configs(config)
         # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
         self.groups = GroupService(self)
         # KIP-932 share partitions, sessions and their state (pylog.group.share.service).

@@ -45,9 +45,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog import errors
-from pylog.broker.quotas.entities import desanitize, sanitize
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, format_value, parse_topic_configs
 from pylog.group.group_configs import to_strings as group_strings
+from pylog.security.sasl.credentials import desanitize, sanitize
 
 log = logging.getLogger("pylog.controller.configs")
 

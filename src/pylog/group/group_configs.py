@@ -22,7 +22,8 @@ interval, each taken from the group when it sets it, else from the broker.
 Where they are kept (``GroupConfigs`` holds the parsed overrides every reader uses):
 
 - **single node**: ``group-configs.json`` in the log directory (written to a temporary
-  file, fsynced, renamed; read at start) through ``alter``.
+  file, fsynced, renamed; read at start: ``pylog.broker.group_config_file``), saved by
+  ``alter`` and ``delete`` through the ``save`` function the broker gives.
 - **cluster mode**: ZooKeeper's ``/config/groups/<group>`` (``{"version":1,"config":{...}}``,
   string values, as ``/config/topics``), each write followed by a ``/config/changes`` notice
   ``{"version":2,"entity_path":"groups/<group>"}``; every broker's config-change listener
@@ -35,10 +36,8 @@ Not thread-safe: the broker's event loop owns it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.errors import InvalidConfigError, InvalidRequestError
@@ -46,8 +45,6 @@ from pylog.errors import InvalidConfigError, InvalidRequestError
 __all__ = ["GroupConfigs", "GROUP_CONFIG_DEFS", "GROUP_CONFIG_NAMES", "GroupConfigDef"]
 
 log = logging.getLogger("pylog.group.configs")
-
-FILE_NAME = "group-configs.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,22 +106,14 @@ SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8  # Kafka's ConfigSo
 class GroupConfigs:
     """The parsed overrides of every group with one (see the module docstring)."""
 
-    def __init__(self, broker_config: Any, *, local: bool = True) -> None:
+    def __init__(self, broker_config: Any, overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                 save: Callable[[dict[str, dict[str, Any]]], None] | None = None) -> None:
+        """``overrides``: what the local store held at start; ``save``: writes every
+        group's overrides durably (single node), None in cluster mode (ZooKeeper is the
+        store, ``apply_stored`` keeps this copy)."""
         self._config = broker_config
-        self._overrides: dict[str, dict[str, Any]] = {}
-        self._path = os.path.join(broker_config.log_dir, FILE_NAME)
-        self.local = local  # single node: the file is the store; cluster mode: ZooKeeper
-        if not local:
-            return
-        try:
-            with open(self._path, encoding="utf-8") as f:
-                data = json.load(f)
-            if isinstance(data, dict):
-                self._overrides = {g: dict(v) for g, v in data.items() if isinstance(v, dict)}
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            log.error("cannot read %s (%s): group configs start from the defaults", self._path, exc)
+        self._overrides: dict[str, dict[str, Any]] = {g: dict(v) for g, v in (overrides or {}).items() if v}
+        self._save_fn = save
 
     # ------------------------------------------------------------------ reading
 
@@ -246,8 +235,7 @@ class GroupConfigs:
         if group_id not in self._overrides:
             return False
         self._set(group_id, {})
-        if self.local:
-            self._save()
+        self._save()
         return True
 
     def _set(self, group_id: str, overrides: dict[str, Any]) -> None:
@@ -257,12 +245,8 @@ class GroupConfigs:
             self._overrides.pop(group_id, None)
 
     def _save(self) -> None:
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self._overrides, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        if self._save_fn is not None:
+            self._save_fn({g: dict(v) for g, v in self._overrides.items()})
 
 
 def to_strings(overrides: Mapping[str, Any]) -> dict[str, str]:

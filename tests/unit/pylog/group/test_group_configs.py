@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pylog.broker.group_config_file import open_group_configs
 from pylog.config import BrokerConfig
 from pylog.errors import InvalidConfigError, InvalidRequestError
 from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs
@@ -14,7 +15,7 @@ from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs
 def configs(tmp_path, **overrides: str) -> GroupConfigs:
     props = {"log.dirs": str(tmp_path)}
     props.update(overrides)
-    return GroupConfigs(BrokerConfig(props))
+    return open_group_configs(BrokerConfig(props))  # single node: group-configs.json
 
 
 def test_the_names_are_kafkas_group_configs() -> None:
@@ -94,7 +95,7 @@ def test_the_local_store_survives_a_restart_and_a_deleted_group_loses_its_config
 
 
 def test_stored_strings_apply_and_a_refused_one_is_left_out(tmp_path) -> None:
-    gc = GroupConfigs(BrokerConfig({"log.dirs": str(tmp_path)}), local=False)
+    gc = GroupConfigs(BrokerConfig({"log.dirs": str(tmp_path)}))  # cluster mode: no local store
     gc.apply_stored("g", {"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "99"})
     assert gc.overrides("g") == {"share.record.lock.duration.ms": 20000}
     gc.apply_stored("g", {})
@@ -117,7 +118,6 @@ def test_describe_sources(tmp_path) -> None:
 
 def test_a_consumer_group_uses_its_own_session_timeout_and_heartbeat_interval() -> None:
     from _harness.groups import GroupHarness
-
     from test_group_consumer import hb  # the KIP-848 heartbeat helper
 
     h = GroupHarness()
@@ -133,3 +133,13 @@ def test_a_consumer_group_uses_its_own_session_timeout_and_heartbeat_interval() 
     assert other is None or "o1" not in other.members  # 45 s for the other group
     h.advance(4_001)
     assert set(h.coord.consumer.groups["g"].members) == set()
+
+
+def test_an_unreadable_file_starts_from_the_defaults(tmp_path) -> None:
+    (tmp_path / "group-configs.json").write_text("[1, 2]")
+    assert configs(tmp_path).groups() == []
+    (tmp_path / "group-configs.json").write_text("{not json")
+    gc = configs(tmp_path)
+    assert gc.groups() == []
+    gc.alter("g", {"share.delivery.count.limit": 3}, validate_only=False)  # and is rewritten
+    assert configs(tmp_path).overrides("g") == {"share.delivery.count.limit": 3}
