@@ -248,13 +248,19 @@ PYLOG_NOTES: dict[str, str] = {
                                              "ConsumerGroupDescribe are neither advertised nor served.",
     "group.consumer.assignors": "Honoured: `uniform` and `range` (names or Kafka's class names); "
                                 "the first is the default, a member may ask for another.",
-    "group.consumer.heartbeat.interval.ms": "Honoured: the interval given to consumer-group members.",
-    "group.consumer.min.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` below it is refused at start.",
-    "group.consumer.max.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` above it is refused at start.",
+    "group.consumer.heartbeat.interval.ms": "Honoured: the interval given to consumer-group members (group "
+                                            "config `consumer.heartbeat.interval.ms` overrides it).",
+    "group.consumer.min.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` below it is refused at start, "
+                                                "a group config `consumer.heartbeat.interval.ms` below it with INVALID_CONFIG.",
+    "group.consumer.max.heartbeat.interval.ms": "Honoured: a `group.consumer.heartbeat.interval.ms` above it is refused at start, "
+                                                "a group config `consumer.heartbeat.interval.ms` above it with INVALID_CONFIG.",
     "group.consumer.session.timeout.ms": "Honoured: a consumer-group member is fenced this long after "
-                                         "its last heartbeat.",
-    "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start.",
-    "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start.",
+                                         "its last heartbeat (group config `consumer.session.timeout.ms` "
+                                         "overrides it).",
+    "group.consumer.min.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` below it is refused at start, "
+                                             "a group config `consumer.session.timeout.ms` below it with INVALID_CONFIG.",
+    "group.consumer.max.session.timeout.ms": "Honoured: a `group.consumer.session.timeout.ms` above it is refused at start, "
+                                             "a group config `consumer.session.timeout.ms` above it with INVALID_CONFIG.",
     "group.consumer.max.size": "Honoured: consumer-group members beyond it get GROUP_MAX_SIZE_REACHED.",
     "group.consumer.migration.policy": "Honoured (Kafka's default bidirectional): a ConsumerGroupHeartbeat upgrades a "
                                        "classic group with members, the last consumer-protocol member leaving downgrades "
@@ -266,6 +272,14 @@ PYLOG_NOTES: dict[str, str] = {
     "group.share.session.timeout.ms": "Honoured: a share-group member is removed this long after its last "
                                       "heartbeat and its records are released (group config "
                                       "`share.session.timeout.ms` overrides it).",
+    "group.share.min.heartbeat.interval.ms": "Honoured: the lowest `share.heartbeat.interval.ms` a group config "
+                                             "may set (the broker's own setting is not checked against it).",
+    "group.share.max.heartbeat.interval.ms": "Honoured: the highest `share.heartbeat.interval.ms` a group config "
+                                             "may set (the broker's own setting is not checked against it).",
+    "group.share.min.session.timeout.ms": "Honoured: the lowest `share.session.timeout.ms` a group config may set "
+                                          "(the broker's own setting is not checked against it).",
+    "group.share.max.session.timeout.ms": "Honoured: the highest `share.session.timeout.ms` a group config may set "
+                                          "(the broker's own setting is not checked against it).",
     "group.share.max.size": "Honoured: share-group members beyond it get GROUP_MAX_SIZE_REACHED.",
     "group.share.record.lock.duration.ms": "Honoured: how long an acquired record stays locked to its "
                                            "share consumer (group config `share.record.lock.duration.ms`).",
@@ -365,6 +379,42 @@ def _check_notes() -> None:
         )
 
 
+def _group_section() -> list[str]:
+    """Group configs (resource type GROUP), from pylog.group.group_configs."""
+    from pylog.group.group_configs import GROUP_CONFIG_DEFS
+
+    out = [
+        "",
+        "## Group configs",
+        "",
+        "Set per group with IncrementalAlterConfigs (SET, DELETE) or AlterConfigs (the whole",
+        "set) on resource type GROUP (32), e.g. `pylog configs alter --entity-type groups",
+        "--entity-name G --add-config share.auto.offset.reset=earliest` or kafka-configs.sh;",
+        "DescribeConfigs reports the group's value (source 8, GROUP_CONFIG) or the broker setting",
+        "(4 when set explicitly, else 5). A value outside its bounds is INVALID_CONFIG naming the",
+        "key and the bound; a session timeout must stay above its heartbeat interval. Single",
+        "node: stored in `group-configs.json` in the log directory; cluster mode: ZooKeeper's",
+        "`/config/groups/<group>` with a `/config/changes` notice that every broker applies",
+        "(read at start). Deleting the group (DeleteGroups) deletes its configs.",
+        "",
+        "| key | type | broker setting (default) | bounds | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, d in GROUP_CONFIG_DEFS.items():
+        if d.type == "string":
+            setting, bounds = f"(none: `{d.fixed}`)", ", ".join(f"`{c}`" for c in d.choices)
+        else:
+            setting = f"`{d.broker_name}`"
+            parts = []
+            if d.fixed_min > 1 or d.fixed_max < 2**31 - 1:
+                parts.append(f"{d.fixed_min}-{d.fixed_max}")
+            if d.min_name is not None:
+                parts.append(f"`{d.min_name}` to `{d.max_name}`")
+            bounds = "; ".join(parts)
+        out.append(f"| `{name}` | {d.type} | {setting} | {_cell(bounds)} | {_cell(d.doc)} |")
+    return out
+
+
 def render() -> str:
     """The whole of docs/configuration.md, deterministic."""
     _check_notes()
@@ -420,12 +470,13 @@ def render() -> str:
             f"| `{name}` | {t.type} | {synonyms} | {_cell(_default(t.type, defaults.topic_default(name)))} "
             f"| {_cell(doc)} | {_cell(PYLOG_NOTES[_note_key(name, True)])} |"
         )
+    out += _group_section()
     out += [
         "",
         "## Keys not listed",
         "",
         "A key that is not in these tables is refused at start (or with INVALID_CONFIG for a",
-        "topic) as an unknown configuration, naming it.",
+        "topic or a group) as an unknown configuration, naming it.",
     ]
     out.append("")
     return "\n".join(out)

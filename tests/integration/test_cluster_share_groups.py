@@ -102,15 +102,35 @@ class Cluster:
     def leader(self, topic: str, partition: int = 0) -> int:
         return self.store.get_partition_state(topic, partition)[0].leader
 
-    def set_group_config(self, group: str, key: str, value: str) -> None:
-        """On every broker (group configs are kept by the broker that gets them)."""
+    def set_group_config(self, group: str, key: str, value: str, via: int | None = None) -> None:
+        """Through one broker (``via``, else the first live one): ZooKeeper's
+        ``/config/groups/<group>`` carries it to every broker."""
         from pylog.protocol.messages import IncrementalAlterConfigsRequest as R
 
+        b = self.live()[0] if via is None else self.brokers[via]
+        resp = asyncio.run(_send(b.host, b.port, R(resources=[R.AlterConfigsResource(
+            resource_type=32, resource_name=group,
+            configs=[R.AlterableConfig(name=key, config_operation=0, value=value)])], validate_only=False)))
+        assert resp.responses[0].error_code == 0, resp
+
+    def group_config(self, node: int, group: str) -> dict[str, tuple[str, int]]:
+        """DescribeConfigs of the GROUP resource on one broker: {name: (value, source)}, as
+        that broker uses them."""
+        from pylog.protocol.messages import DescribeConfigsRequest as D
+
+        b = self.brokers[node]
+        resp = asyncio.run(_send(b.host, b.port, D(resources=[D.DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=None)], include_synonyms=False)))
+        assert resp.results[0].error_code == 0, resp
+        return {c.name: (c.value, c.config_source) for c in resp.results[0].configs}
+
+    def wait_group_config(self, group: str, key: str, value: str) -> None:
+        """Until every live broker uses the group's ``key`` = ``value`` (change notices are
+        applied asynchronously)."""
         for b in self.live():
-            resp = asyncio.run(_send(b.host, b.port, R(resources=[R.AlterConfigsResource(
-                resource_type=32, resource_name=group,
-                configs=[R.AlterableConfig(name=key, config_operation=0, value=value)])], validate_only=False)))
-            assert resp.responses[0].error_code == 0, resp
+            node = self.brokers.index(b)
+            _wait(lambda n=node: self.group_config(n, group).get(key) == (value, 8), 30,
+                  f"broker {node} to use {group}'s {key}={value}")
 
     def share_coordinator(self, key: str) -> int:
         """FindCoordinator key type 2 (which makes ``__share_group_state`` on first use)."""
@@ -228,7 +248,8 @@ def test_share_group_survives_a_stopped_broker(cluster: Cluster, victim: str, si
             break
     else:
         pytest.fail("no group name put the share coordinator away from the partition leader")
-    cluster.set_group_config(group, "share.auto.offset.reset", "earliest")
+    cluster.set_group_config(group, "share.auto.offset.reset", "earliest", via=coordinator)
+    cluster.wait_group_config(group, "share.auto.offset.reset", "earliest")
 
     # Records are produced as the group works through them (at most WINDOW unfinished), so
     # that the kill falls mid-stream: records in flight with the consumers, records produced
@@ -304,7 +325,11 @@ def test_share_state_crosses_a_sasl_ssl_inter_broker_listener(zookeeper, new_bro
     from _harness.tls import make_pki
     from _harness.zk_cluster import zk_cluster
 
-    from pylog.protocol.messages import FindCoordinatorRequest, IncrementalAlterConfigsRequest
+    from pylog.protocol.messages import (
+        DescribeConfigsRequest,
+        FindCoordinatorRequest,
+        IncrementalAlterConfigsRequest,
+    )
     from pylog.protocol.messages import ReadShareGroupStateSummaryRequest as S
     from pylog.security.sasl.credentials import zk_alter_user
     from pylog.security.sasl.scram import make_credential
@@ -357,11 +382,20 @@ def test_share_state_crosses_a_sasl_ssl_inter_broker_listener(zookeeper, new_bro
         else:
             pytest.fail("no group name put the share coordinator away from the partition leader")
         R = IncrementalAlterConfigsRequest
-        for host, port in plain.values():
-            resp = asyncio.run(_send(host, port, R(resources=[R.AlterConfigsResource(
-                resource_type=32, resource_name=group, configs=[R.AlterableConfig(
-                    name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False)))
-            assert resp.responses[0].error_code == 0
+        # Through one broker only (not the partition's leader): ZooKeeper carries it.
+        via = next(n for n in plain if n != leader)
+        resp = asyncio.run(_send(*plain[via], R(resources=[R.AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[R.AlterableConfig(
+                name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False)))
+        assert resp.responses[0].error_code == 0
+        D = DescribeConfigsRequest
+
+        def leader_uses_it() -> bool:
+            r = asyncio.run(_send(*plain[leader], D(resources=[D.DescribeConfigsResource(
+                resource_type=32, resource_name=group, configuration_keys=["share.auto.offset.reset"])],
+                include_synonyms=False)))
+            return [(c.value, c.config_source) for c in r.results[0].configs] == [("earliest", 8)]
+        _wait(leader_uses_it, 30, "the partition's leader to use the group config")
         p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         values = [b"s%d" % i for i in range(100)]
         for v in values:

@@ -160,10 +160,14 @@ def test_configuration_reference_matches_the_generator() -> None:
 
 def test_configuration_reference_lists_every_key() -> None:
     from pylog import config
+    from pylog.group.group_configs import GROUP_CONFIG_DEFS
 
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `([a-z0-9.]+)` \|", text, flags=re.M)
+
+    head, _, groups = text.partition("\n## Group configs\n")
+    rows = re.findall(r"^\| `([a-z0-9.]+)` \|", head, flags=re.M)
     assert sorted(rows) == sorted(list(config.BROKER_CONFIG_DEFS) + list(config.TOPIC_CONFIG_DEFS))
+    assert re.findall(r"^\| `([a-z0-9.]+)` \|", groups, flags=re.M) == list(GROUP_CONFIG_DEFS)
 
 
 def test_the_generator_refuses_a_key_without_a_note(monkeypatch: pytest.MonkeyPatch) -> None:

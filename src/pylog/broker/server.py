@@ -24,6 +24,7 @@ from typing import Any
 import logcore
 from pylog._clock import SYSTEM_CLOCK, Clock
 from pylog.broker.fetch_sessions import FetchSessionCache
+from pylog.broker.group_config_file import open_group_configs
 from pylog.broker.intercept import RequestInterceptor
 from pylog.broker.io_threads import IoThreads
 from pylog.broker.memory_pool import MemoryPool
@@ -96,6 +97,10 @@ class Broker:
         # may block, cold reads, topic and retention file work); see io_threads.
         self.io = IoThreads(config["num.io.threads"])
         self.executor = self.io.executor
+        # Group configs (resource type GROUP: per-group overrides of the group settings,
+        # pylog.group.group_configs): a local file on a single node, ZooKeeper's
+        # /config/groups in cluster mode (pylog.controller.configs keeps this copy current).
+        self.group_configs = open_group_configs(config)
         # The group coordinators, one per __consumer_offsets partition (pylog.group.service).
         self.groups = GroupService(self)
         # KIP-932 share partitions, sessions and their state (pylog.group.share.service).

@@ -11,6 +11,9 @@ without one describes every entity of that type. Output lines are kafka-configs.
     Quota configs for client-id 'app' are producer_byte_rate=1048576.0
     Completed updating config for client app.
 
+Group configs (``--entity-type groups --entity-name G``) go through DescribeConfigs and
+IncrementalAlterConfigs instead (``pylog.cli.configs_groups``).
+
 Topic configs stay with ``pylog topics alter-config`` / ``pylog topics describe --configs``.
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 
 from pylog.cli._common import CliError, run_command
 
-ENTITY_TYPES = {"clients": "client-id", "users": "user"}
+ENTITY_TYPES = {"clients": "client-id", "users": "user", "groups": "group"}
 _DEFAULT = ""  # --entity-default: the name of the default entity on the command line
 _TYPE_WORDS = {"user": "user-principal", "client-id": "client-id"}
 
@@ -43,7 +46,7 @@ class _Entity(argparse.Action):
             if values not in ENTITY_TYPES:
                 parser.error(
                     f"--entity-type {values!r}: pylog configs handles "
-                    f"{' and '.join(ENTITY_TYPES)} (client quotas); topic configs: "
+                    "clients and users (client quotas) and groups (group configs); topic configs: "
                     "pylog topics alter-config / describe --configs"
                 )
             entities.append([values, None])
@@ -60,8 +63,9 @@ def _add_entity_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--entity-type",
         action=_Entity,
-        metavar="clients|users",
-        help="the entity's type; give two (users, then clients) for a user's client",
+        metavar="clients|users|groups",
+        help="the entity's type; give two (users, then clients) for a user's client; groups: "
+        "group configs",
     )
     p.add_argument(
         "--entity-name",
@@ -82,11 +86,13 @@ def _add_entity_options(p: argparse.ArgumentParser) -> None:
 def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None]) -> None:
     c = sub.add_parser(
         "configs",
-        help="describe and alter client quotas and SCRAM credentials (kafka-configs.sh)",
+        help="describe and alter client quotas, SCRAM credentials and group configs (kafka-configs.sh)",
         description="Client quotas (producer_byte_rate, consumer_byte_rate in bytes/s, "
         "request_percentage) of client ids and users, as kafka-configs.sh --entity-type "
         "clients|users sets them (docs/quotas.md), and users' SCRAM credentials "
-        "(SCRAM-SHA-256=[iterations=8192,password=...], docs/security.md).",
+        "(SCRAM-SHA-256=[iterations=8192,password=...], docs/security.md), and group configs "
+        "(--entity-type groups: consumer.session.timeout.ms, share.auto.offset.reset, ..., "
+        "docs/configuration.md).",
     )
     csub = c.add_subparsers(dest="configs_command", metavar="ACTION", required=True)
     d = csub.add_parser(
@@ -97,6 +103,9 @@ def add_parser(sub: Any, add_bootstrap: Callable[[argparse.ArgumentParser], None
         "describe --entity-type clients",
     )
     _add_entity_options(d)
+    d.add_argument("--all", action="store_true",
+                   help="groups: every group config, the broker's values included (default: "
+                   "the group's own)")
     add_bootstrap(d)
     a = csub.add_parser(
         "alter",
@@ -246,7 +255,18 @@ def _admin(args: argparse.Namespace) -> Any:
     return admin_for(args)
 
 
+def _groups(args: argparse.Namespace) -> bool:
+    return any(t == "groups" for t, _ in args.entities)
+
+
 def alter(args: argparse.Namespace) -> int:
+    if _groups(args):
+        from pylog.cli import configs_groups
+
+        configs_groups.group_name(args)  # before connecting
+        with _admin(args) as admin:
+            configs_groups.alter(args, admin)
+        return 0
     entity = _entity(args, named=True)
     ups, dels = _scram_changes(args)
     if (ups or dels) and (list(entity) != ["user"] or entity["user"] is None):
@@ -273,6 +293,15 @@ def alter(args: argparse.Namespace) -> int:
 def describe(args: argparse.Namespace) -> int:
     from pylog.client import QuotaFilter
 
+    if _groups(args):
+        from pylog.cli import configs_groups
+
+        configs_groups.group_name(args)
+        with _admin(args) as admin:
+            configs_groups.describe(args, admin)
+        return 0
+    if getattr(args, "all", False):
+        raise CliError("--all lists group configs: --entity-type groups --entity-name GROUP")
     filters = []
     for etype, name in args.entities:
         kind = ENTITY_TYPES[etype]

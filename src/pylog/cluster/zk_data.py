@@ -75,8 +75,10 @@ CLUSTER_ID_PATH = "/cluster/id"  # ClusterIdZNode
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"  # ProducerIdBlockZNode
 CONSUMERS_PATH = "/consumers"  # ConsumerPathZNode (the old consumer's; Kafka still creates it)
 
-# ConfigType.all
-CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips")
+# ConfigType.all, and "groups": group configs (resource type GROUP), which Kafka keeps in
+# KRaft metadata only; pylog's cluster mode keeps them as the others, the group id
+# sanitized (Kafka's Sanitizer) as client ids are.
+CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips", "groups")
 
 # ZkData.PersistentZkPaths: created (empty) by every broker at startup.
 PERSISTENT_PATHS = (

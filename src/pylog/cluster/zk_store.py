@@ -373,6 +373,29 @@ class ZkStore:
                 log.warning("ignoring quota entity: %s", exc)
         return out
 
+    def get_group_configs(self) -> dict[str, dict[str, str]]:
+        """Every ``/config/groups/<sanitized group>``: {sanitized group: config}. Unreadable
+        znodes are skipped with a warning."""
+        out: dict[str, dict[str, str]] = {}
+        for name in self._children(f"{z.CONFIG_PATH}/groups"):
+            try:
+                out[name] = self.get_entity_config("groups", name)
+            except z.ZkDataError as exc:
+                log.warning("ignoring group config: %s", exc)
+        return out
+
+    def delete_entity_config(self, entity_type: str, name: str) -> bool:
+        """Remove ``/config/<type>/<name>`` and write a change notice (every broker then
+        reads it as gone). False when there was none."""
+        path = z.config_entity_path(entity_type, name)
+        try:
+            self.client.delete(path)
+        except NoNodeError:
+            return False
+        self.client.create(z.CONFIG_CHANGE_PREFIX,
+                           z.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+        return True
+
     def _children(self, path: str) -> list[str]:
         try:
             return sorted(self.client.get_children(path))

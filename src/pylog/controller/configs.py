@@ -24,6 +24,12 @@ same notices: a ``clients/...`` or ``users/...`` notice hands the entity's confi
 broker's quota managers (``broker.quotas.apply_stored``, pylog.broker.quotas), and at start
 every quota entity is read.
 
+Group configs (resource type GROUP: ``/config/groups/<group>``, the group id sanitized as a
+client id is) go through the same notices: ``write_group_config`` writes the znode and a
+``groups/<group>`` notice, every broker hands the znode's config to its
+``broker.group_configs.apply_stored`` (pylog.group.group_configs), and at start every
+group's config is read. Deleting a group removes its znode (``delete_group_config``).
+
 Broker-level dynamic configs (``/config/brokers/<id>``) are not supported: broker configs
 are static (server.properties / ``--override``), and AlterConfigs on a broker resource is
 refused as on a single node.
@@ -35,11 +41,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog import errors
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, format_value, parse_topic_configs
+from pylog.group.group_configs import to_strings as group_strings
+from pylog.security.sasl.credentials import desanitize, sanitize
 
 log = logging.getLogger("pylog.controller.configs")
 
@@ -127,6 +135,38 @@ async def apply_topic_config(broker: Any, topic: str, overrides: dict[str, Any])
         controller.topic_configs[topic] = to_zk_strings(overrides)
 
 
+async def write_group_config(broker: Any, group_id: str,
+                             change: Callable[[dict[str, str]], dict[str, Any]],
+                             validate_only: bool) -> None:
+    """Change a group's config in ``/config/groups/<group>``: ``change`` takes the stored
+    strings and returns the new whole config parsed and validated (raising the request's
+    error). The write is a compare-and-set (``update_entity_config``: two brokers altering
+    one group at once each see the other's change), followed by a change notice; this
+    broker applies the result at once, the others when their watch fires."""
+    cluster = broker.cluster
+    store = cluster.store
+    name = sanitize(group_id)
+    if validate_only:
+        change(await cluster.zk(store.get_entity_config, "groups", name))
+        return
+
+    def update(config: dict[str, str]) -> None:
+        new = group_strings(change(dict(config)))
+        config.clear()
+        config.update(new)
+    written = await cluster.zk(store.update_entity_config, "groups", name, update)
+    log.info("group %s: config written to ZooKeeper: %s", group_id, written)
+    broker.group_configs.apply_stored(group_id, written)
+
+
+async def delete_group_config(broker: Any, group_id: str) -> None:
+    """A deleted group's config goes with it (and from every broker, by the notice)."""
+    store = broker.cluster.store
+    if await broker.cluster.zk(store.delete_entity_config, "groups", sanitize(group_id)):
+        log.info("group %s: config removed from ZooKeeper with the group", group_id)
+    broker.group_configs.apply_stored(group_id, {})
+
+
 class ConfigChangeListener:
     """Watches ``/config/changes`` and applies each new notice once, in order."""
 
@@ -163,10 +203,13 @@ class ConfigChangeListener:
 
     async def _sync_all(self) -> None:
         """At start: ZooKeeper's config for every local topic it knows and every client
-        quota entity (changes made while this broker was down)."""
+        quota and group config entity (changes made while this broker was down)."""
         await self.broker.quotas.load_from_zookeeper()
         await self.broker.scram.load_from_zookeeper()
         store = self.cluster.store
+        group_configs = self.broker.group_configs
+        for name, raw in (await self.cluster.zk(store.get_group_configs)).items():
+            group_configs.apply_stored(desanitize(name), raw)
         names = sorted(self.broker.log_manager.topics)
 
         def read() -> dict[str, dict[str, str]]:
@@ -215,6 +258,10 @@ class ConfigChangeListener:
             self.broker.quotas.apply_stored(entity, raw)
             if kind == "users":  # SCRAM credentials share the znode (pylog.broker.scram_admin)
                 await self.broker.scram.reload_user(name)
+            return
+        if kind == "groups":
+            raw = await self.cluster.zk(store.get_entity_config, "groups", name)
+            self.broker.group_configs.apply_stored(desanitize(name), raw)
             return
         if kind != "topics":
             log.info("config change for %s ignored: only topic configs and client quotas "

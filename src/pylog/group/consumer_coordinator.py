@@ -138,6 +138,18 @@ class ConsumerGroups:
         # the coordinator: converts a classic group on a heartbeat, and a consumer group
         # back when its last consumer-protocol member leaves.
         self.migration: Any = None
+        # Group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms):
+        # (group id, name, broker default) -> the group's value, set by the broker
+        # (``pylog.group.group_configs``).
+        self.group_setting: Callable[[str, str, int], int] = lambda gid, name, default: default
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self.group_setting(group_id, "consumer.heartbeat.interval.ms",
+                                  self.config.consumer_heartbeat_interval_ms)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self.group_setting(group_id, "consumer.session.timeout.ms",
+                                  self.config.consumer_session_timeout_ms)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -379,7 +391,7 @@ class ConsumerGroups:
             None,
             member_id,
             after.member_epoch,
-            self.config.consumer_heartbeat_interval_ms,
+            self.heartbeat_interval_ms(group_id),
             copy_partitions(after.assigned) if full or changed or is_new else None,
         )
 
@@ -599,7 +611,7 @@ class ConsumerGroups:
         # A classic member's session timeout is its JoinGroup's, not the group's.
         self._timers.schedule(
             ("cg-session", group_id, member_id),
-            self._mono_ms() + (self.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms),
+            self._mono_ms() + (self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms),
             lambda: self._expire(group_id, member_id, None),
         )
 

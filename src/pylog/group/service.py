@@ -186,8 +186,9 @@ class GroupService:
                 # Share groups: a member that goes gives back its records; group configs
                 # override the broker's share-group settings.
                 coord.share.on_member_removed = share.on_member_removed
-                coord.share.group_setting = lambda gid, name, default: \
-                    share.group_configs.overrides(gid).get(name, default)
+                coord.share.group_setting = self.broker.group_configs.setting
+            # KIP-848 groups' consumer.session.timeout.ms / consumer.heartbeat.interval.ms.
+            coord.consumer.group_setting = self.broker.group_configs.setting
             shard = self._shards[index] = _Shard(index, coord, DeadlineTimer(self.broker.clock,
                                                                               lambda: self._fire(index)))
             self._by_coordinator[id(coord)] = shard

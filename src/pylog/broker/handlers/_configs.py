@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog import errors
@@ -16,6 +16,7 @@ log = logging.getLogger("pylog.broker.handlers")
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
 
 
 def check_broker_name(ctx: RequestContext, name: str) -> None:
@@ -99,3 +100,48 @@ def alter_error_response(request: Any, response_cls: Any, code: int, message: st
             resource_name=r.resource_name)
         for r in request.resources
     ])
+
+
+def group_overrides(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    """A group's overrides (resource type GROUP) as this broker uses them. In cluster mode
+    that is its copy of ZooKeeper's ``/config/groups/<group>``, current once the change
+    notice has reached it (as a KRaft broker answers from its metadata cache)."""
+    check_group_name(group_id)
+    return ctx.broker.group_configs.overrides(group_id)
+
+
+async def change_group_configs(ctx: RequestContext, group_id: str,
+                               change: Callable[[dict[str, str]], dict[str, str]],
+                               validate_only: bool) -> None:
+    """Change a group's configs: ``change`` takes its overrides as strings and returns the
+    new whole set as strings, which is parsed and validated (``GroupConfigs.parse_all``:
+    INVALID_CONFIG naming the key) and stored: through ZooKeeper in cluster mode (every
+    broker applies it), else in the local store."""
+    check_group_name(group_id)
+    configs = ctx.broker.group_configs
+
+    def changed(current: dict[str, str]) -> dict[str, Any]:
+        return configs.parse_all(change(current))
+    if ctx.broker.cluster is not None:
+        from pylog.controller.configs import write_group_config
+
+        await write_group_config(ctx.broker, group_id, changed, validate_only)
+        return
+    current = {k: str(v) for k, v in configs.overrides(group_id).items()}
+    configs.alter(group_id, changed(current), validate_only)
+
+
+def check_group_name(group_id: str) -> None:
+    if not group_id:
+        raise errors.InvalidRequestError("Group name must not be empty")
+
+
+async def delete_group_configs(ctx: RequestContext, group_id: str) -> None:
+    """A deleted group's configs go with it (Kafka 4.x removes them on DeleteGroups): from
+    ZooKeeper in cluster mode (every broker drops them on the notice), else locally."""
+    if ctx.broker.cluster is not None:
+        from pylog.controller.configs import delete_group_config
+
+        await delete_group_config(ctx.broker, group_id)
+        return
+    ctx.broker.group_configs.delete(group_id)

@@ -3,7 +3,9 @@
 The new set replaces every override of the topic (Kafka's legacy semantics); values are
 validated first and the change is stored durably, then applied to the running logs (in
 cluster mode: written to ZooKeeper, from where every broker applies it).
-Broker configs are static here (INVALID_REQUEST).
+Broker configs are static here (INVALID_REQUEST). A GROUP resource (32) replaces the
+group's configs the same way (``pylog.group.group_configs``; Kafka's legacy AlterConfigs
+accepts GROUP as it does TOPIC).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     alter_each,
     alter_error_response,
+    change_group_configs,
     check_implemented,
     log_warnings,
     refuse_broker_change,
@@ -33,7 +37,24 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 _R = AlterConfigsResponse
 
 
+def _replace_group(ctx: RequestContext, resource: Any) -> Any:
+    """A GROUP resource (Kafka accepts it in the legacy API too): the given configs replace
+    every override of the group."""
+    raw: dict[str, str] = {}
+    for c in resource.configs:
+        if c.value is None:
+            raise errors.InvalidRequestError(f"Null value not supported for : {c.name}")
+        if c.name in raw:
+            raise errors.InvalidRequestError("Error due to duplicate config keys")
+        raw[c.name] = c.value
+    return lambda _current: dict(raw)
+
+
 async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
+    if resource.resource_type == RESOURCE_GROUP:
+        await change_group_configs(ctx, resource.resource_name, _replace_group(ctx, resource),
+                                   request.validate_only)
+        return
     if resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(ctx, resource.resource_name)
     if resource.resource_type != RESOURCE_TOPIC:

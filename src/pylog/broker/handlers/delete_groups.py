@@ -1,6 +1,7 @@
 """DeleteGroups (key 42), versions 0-2: delete empty groups with their offsets
 (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP otherwise); answered once the tombstones are in the log.
-A share group's share-partition state is deleted with it."""
+A share group's share-partition state is deleted with it, and any group's configs
+(resource type GROUP, ``pylog.group.group_configs``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers import _groups
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied
+from pylog.broker.handlers._configs import delete_group_configs
 from pylog.broker.handlers._context import RequestContext
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DeleteGroupsResponse
@@ -27,6 +29,8 @@ async def _delete(ctx: RequestContext, gid: str) -> int:
     group = coord.share.groups.get(gid)
     topics = {} if group is None else dict(group.subscription_metadata.values())
     ((_, code),) = await _groups.wait(ctx, coord, coord.delete_groups([gid]))
+    if code == 0:
+        await delete_group_configs(ctx, gid)
     if group is not None and code == 0:
         # A deleted share group's share-partition state goes too (Kafka's
         # DeleteShareGroupState, for every partition of the topics it subscribed to): a

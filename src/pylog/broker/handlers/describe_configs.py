@@ -5,7 +5,8 @@ synonym set explicitly, else the default), broker resources every broker config.
 cluster mode a topic's overrides come from ZooKeeper's ``/config/topics/<t>``
 (``pylog.controller.configs``), so every broker answers alike, holding a replica or not. Synonyms
 are sent when asked (``include_synonyms``), types and documentation from v3 on. GROUP
-resources (32) list the share-group configs (``pylog.group.share.group_configs``).
+resources (32) list the group configs (``pylog.group.group_configs``) with sources 8
+(GROUP_CONFIG), 4 (STATIC_BROKER_CONFIG) or 5 (DEFAULT_CONFIG).
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from pylog.broker.handlers._authz import AclOperation, require_config_access
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     check_broker_name,
+    group_overrides,
     topic_overrides,
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import CONFIG_TYPE_CODES
+from pylog.group.group_configs import (
+    GROUP_CONFIG_DEFS,
+    SOURCE_DEFAULT,
+    SOURCE_GROUP,
+    SOURCE_STATIC_BROKER,
+)
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DescribeConfigsResponse
 
@@ -43,7 +52,7 @@ async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any
         check_broker_name(ctx, resource.resource_name)
         return []
     elif resource.resource_type == RESOURCE_GROUP:
-        return _group_entries(ctx, request, resource)
+        return await _group_entries(ctx, request, resource)
     else:
         raise errors.InvalidRequestError(f"unsupported resource type {resource.resource_type}")
     keys = resource.configuration_keys
@@ -64,26 +73,30 @@ async def _entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any
     return out
 
 
-RESOURCE_GROUP = 32
-
-
-def _group_entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
-    """A group's configs (KIP-932's ``share.*``, ``pylog.group.share.group_configs``)."""
+async def _group_entries(ctx: RequestContext, request: Any, resource: Any) -> list[Any]:
+    """A group's configs (``pylog.group.group_configs``): its overrides as this broker uses
+    them (in cluster mode: once ZooKeeper's change notice reached it) and the broker's
+    settings for the rest."""
     keys = resource.configuration_keys
+    own = group_overrides(ctx, resource.resource_name)
     out = []
-    for name, value, source, broker_name in ctx.broker.share.group_configs.describe(
-            resource.resource_name):
+    for name, value, source, broker_name in ctx.broker.group_configs.describe(
+            resource.resource_name, own):
         if keys is not None and name not in keys:
             continue
         synonyms = []
-        if request.include_synonyms and broker_name is not None:
-            synonyms = [_R.DescribeConfigsSynonym(name=broker_name,
-                                                  value=str(ctx.broker.config[broker_name]),
-                                                  source=4 if source == 4 else 5)]
+        if request.include_synonyms:
+            if source == SOURCE_GROUP:
+                synonyms.append(_R.DescribeConfigsSynonym(name=name, value=value, source=source))
+            if broker_name is not None:
+                explicit = ctx.broker.config.is_explicit(broker_name)
+                synonyms.append(_R.DescribeConfigsSynonym(
+                    name=broker_name, value=str(ctx.broker.config[broker_name]),
+                    source=SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT))
         out.append(_R.DescribeConfigsResourceResult(
             name=name, value=value, read_only=False, config_source=source, is_sensitive=False,
-            synonyms=synonyms, config_type=2 if name == "share.auto.offset.reset" else 3,
-            documentation=None))
+            synonyms=synonyms, config_type=CONFIG_TYPE_CODES[GROUP_CONFIG_DEFS[name].type],
+            documentation=GROUP_CONFIG_DEFS[name].doc if request.include_documentation else None))
     return out
 
 

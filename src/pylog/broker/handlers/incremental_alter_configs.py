@@ -3,8 +3,9 @@
 APPEND and SUBTRACT apply to list configs only (``cleanup.policy``). The result is validated
 as a whole, stored durably and applied to the running logs (in cluster mode: written to
 ZooKeeper, from where every broker applies it). Broker configs are static here. Group
-configs (resource type GROUP, 32: KIP-932's ``share.*``) are SET or DELETEd in
-``pylog.group.share.group_configs``.
+configs (resource type GROUP, 32: ``consumer.*`` and ``share.*``, ``pylog.group.group_configs``)
+are SET or DELETEd; the group's whole result is validated, then stored (ZooKeeper's
+``/config/groups/<group>`` in cluster mode).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 from pylog import errors
 from pylog.broker.handlers._configs import (
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     alter_each,
     alter_error_response,
+    change_group_configs,
     check_implemented,
     log_warnings,
     refuse_broker_change,
@@ -25,7 +28,7 @@ from pylog.broker.handlers._configs import (
 )
 from pylog.broker.handlers._context import RequestContext
 from pylog.config import TOPIC_CONFIG_DEFS, ConfigError, parse_topic_configs
-from pylog.group.share.group_configs import GROUP_CONFIG_NAMES
+from pylog.group.group_configs import GROUP_CONFIG_DEFS
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import IncrementalAlterConfigsResponse
 
@@ -36,33 +39,37 @@ _R = IncrementalAlterConfigsResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-RESOURCE_GROUP = 32
-
-
-def _alter_group(ctx: RequestContext, request: Any, resource: Any) -> None:
-    """Group configs (KIP-932's ``share.*``; ``pylog.group.share.group_configs``): SET and
-    DELETE only."""
-    configs = ctx.broker.share.group_configs
+def _group_ops(resource: Any) -> Any:
+    """A GROUP resource's operations as a change of its stored strings: SET and DELETE
+    only (no group config is a list)."""
     names = [c.name for c in resource.configs]
     if len(names) != len(set(names)):
         raise errors.InvalidRequestError("Error due to duplicate config keys")
-    changes: dict[str, Any] = {}
     for c in resource.configs:
-        if c.config_operation == SET:
-            changes[c.name] = configs.parse(c.name, c.value)
-        elif c.config_operation == DELETE:
-            if c.name not in GROUP_CONFIG_NAMES:
-                raise errors.InvalidConfigError(f"Unknown group config name: {c.name}")
-            changes[c.name] = None
-        else:
+        if c.name not in GROUP_CONFIG_DEFS:
+            raise errors.InvalidConfigError(f"Unknown group config name: {c.name}")
+        if c.config_operation in (APPEND, SUBTRACT):
             raise errors.InvalidConfigError(
                 f"Config value append/subtract is not allowed for config key: {c.name}")
-    configs.alter(resource.resource_name, changes, request.validate_only)
+        if c.config_operation not in (SET, DELETE):
+            raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
+        if c.config_operation == SET and c.value is None:
+            raise errors.InvalidRequestError(f"Null value not supported for : {c.name}")
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        for c in resource.configs:
+            if c.config_operation == SET:
+                current[c.name] = c.value
+            else:
+                current.pop(c.name, None)
+        return current
+    return change
 
 
 async def _alter(ctx: RequestContext, request: Any, resource: Any) -> None:
     if resource.resource_type == RESOURCE_GROUP:
-        _alter_group(ctx, request, resource)
+        await change_group_configs(ctx, resource.resource_name, _group_ops(resource),
+                                   request.validate_only)
         return
     if resource.resource_type == RESOURCE_BROKER:
         refuse_broker_change(ctx, resource.resource_name)

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 from pylog import errors
 from pylog.coordinator.runtime import DeadlineTimer
 
-from .group_configs import GroupConfigs
 from .persister import SharePersister
 from .sessions import ShareSessionCache
 from .share_partition import SharePartition
@@ -84,7 +83,7 @@ class ShareService:
         self.epochs: dict[ShareKey, int] = {}
         self._loads: dict[ShareKey, asyncio.Task[SharePartition | None]] = {}
         self._by_id: dict[uuid.UUID, Any] = {}
-        self.group_configs = GroupConfigs(cfg)
+        self.group_configs = broker.group_configs  # pylog.group.group_configs
         # The share coordinator's side (__share_group_state partitions led here) and the
         # share-partition leader's way to it. None when share groups are off.
         self.state: ShareStateStore | None = ShareStateStore(broker) if self.enabled else None

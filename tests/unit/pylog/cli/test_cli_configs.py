@@ -96,3 +96,26 @@ def test_malformed_command_lines_say_what_is_expected(argv, needle, capsys) -> N
 def test_alter_refuses_before_asking_a_broker(argv, needle, capsys) -> None:
     assert main(["configs", "alter", *argv, "-b", "127.0.0.1:1"]) == 1
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--entity-type", "groups", "--add-config", "share.auto.offset.reset=earliest"],
+         "needs --entity-name GROUP"),
+        (["--entity-type", "groups", "--entity-default", "--add-config", "a=1"], "no default group"),
+        (["--entity-type", "groups", "--entity-name", "g", "--entity-type", "clients",
+          "--entity-name", "c", "--add-config", "a=1"], "one --entity-type groups"),
+        (["--entity-type", "groups", "--entity-name", "g"], "nothing to change"),
+        (["--entity-type", "groups", "--entity-name", "g", "--add-config", "a=1",
+          "--delete-config", "a"], "both added and deleted"),
+    ],
+)
+def test_group_configs_refused_before_asking_a_broker(argv, needle, capsys) -> None:
+    assert main(["configs", "alter", *argv, "-b", "127.0.0.1:1"]) == 1
+    assert needle in capsys.readouterr().err
+
+
+def test_all_is_for_groups(capsys) -> None:
+    assert main(["configs", "describe", "--entity-type", "clients", "--all", "-b", "127.0.0.1:1"]) == 1
+    assert "--all lists group configs" in capsys.readouterr().err

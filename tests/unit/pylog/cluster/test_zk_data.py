@@ -40,7 +40,7 @@ def test_paths_refuse_negative_ids_and_unknown_config_types() -> None:
     with pytest.raises(z.ZkDataError, match="partition"):
         z.partition_state_path("t", -1)
     with pytest.raises(z.ZkDataError, match="unknown config entity type"):
-        z.config_entity_path("groups", "g")
+        z.config_entity_path("widgets", "g")
 
 
 def test_client_quota_entity_paths_and_notices() -> None:

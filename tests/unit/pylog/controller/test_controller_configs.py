@@ -20,6 +20,7 @@ from pylog.controller.configs import (
     parse_stored,
     to_zk_strings,
 )
+from pylog.group.group_configs import GroupConfigs
 
 
 def test_zk_strings_are_kafkas_forms() -> None:
@@ -40,6 +41,7 @@ class FakeStore:
         self.notices: list[tuple[int, str, str | None, int]] = []
         self.configs: dict[str, dict[str, str]] = {}
         self.quota_configs: dict[str, dict[str, str]] = {}  # by entity path (clients/app)
+        self.group_configs: dict[str, dict[str, str]] = {}  # by sanitized group id
         self.deleted: list[str] = []
 
     def add(self, seq: int, entity: str | None, ctime: int) -> None:
@@ -56,7 +58,12 @@ class FakeStore:
         return (object(), 0) if topic in self.configs else None
 
     def get_entity_config(self, kind: str, name: str) -> dict[str, str]:
+        if kind == "groups":
+            return dict(self.group_configs.get(name, {}))
         return dict(self.configs.get(name, {}))
+
+    def get_group_configs(self) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self.group_configs.items()}
 
     def get_topics(self) -> list[str]:
         return sorted(self.configs)
@@ -89,6 +96,7 @@ def _broker(store: FakeStore, topics: list[str], now_ms: int) -> Any:
                              clock=SimpleNamespace(time_ms=lambda: now_ms,
                                                    monotonic=lambda: now_ms / 1000))
     broker.quotas = ClientQuotas(broker)  # the real quota store, fed by the listener
+    broker.group_configs = GroupConfigs(broker.config)  # cluster mode's: fed by the listener
     from pylog.broker.scram_admin import ScramService
 
     broker.scram = ScramService(broker)  # SCRAM credentials share users/<u> notices
@@ -129,3 +137,28 @@ def test_listener_applies_new_notices_once_in_order_and_drops_expired_ones() -> 
         QuotaEntity("a b", "app"): {"producer_byte_rate": 1024.0}}  # from the notice
     assert broker.quotas.produce.quota("a b", "app") == 1024.0
     assert store.deleted == ["config_change_0000000001"]
+
+
+def test_group_configs_are_read_at_start_and_follow_their_notices() -> None:
+    now = 10 * CHANGE_EXPIRATION_MS
+    store = FakeStore()
+    store.group_configs = {"a%2Fb": {"share.auto.offset.reset": "earliest"},  # group "a/b"
+                           "bad": {"share.delivery.count.limit": "99", "consumer.session.timeout.ms": "50000"}}
+    broker = _broker(store, [], now)
+    listener = ConfigChangeListener(broker)
+    gc = broker.group_configs
+
+    async def run() -> None:
+        await listener._sync_all()
+        assert gc.overrides("a/b") == {"share.auto.offset.reset": "earliest"}
+        # a value this broker refuses is left out, the rest applies
+        assert gc.overrides("bad") == {"consumer.session.timeout.ms": 50000}
+        store.group_configs["w"] = {"share.record.lock.duration.ms": "20000"}
+        store.add(1, "groups/w", now)
+        del store.group_configs["a%2Fb"]  # the group was deleted
+        store.add(2, "groups/a%2Fb", now)
+        await listener.process()
+    asyncio.run(run())
+    assert gc.overrides("w") == {"share.record.lock.duration.ms": 20000}
+    assert gc.overrides("a/b") == {}
+    assert gc.get("w", "share.record.lock.duration.ms") == 20000 and listener.applied == 2
