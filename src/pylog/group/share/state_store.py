@@ -196,6 +196,28 @@ class ShareStateStore:
     def __len__(self) -> int:
         return len(self._saved)
 
+    def keys(self) -> set[ShareKey]:
+        """Every share partition with saved state (the admin APIs list a group's)."""
+        return set(self._saved)
+
+    def saved(self, key: ShareKey) -> Saved | None:
+        """What ``restore`` takes back (the admin APIs undo a change whose write failed)."""
+        return self._saved.get(key)
+
+    def restore(self, key: ShareKey, saved: Saved | None) -> None:
+        """Put back what ``saved(key)`` returned before a change whose write failed; nothing
+        is written (the log still has that state)."""
+        self._dirty.pop(key, None)
+        if saved is None:
+            self._saved.pop(key, None)
+        else:
+            self._saved[key] = saved
+
+    def state_epoch(self, key: ShareKey) -> int:
+        """The saved state epoch of a share partition (0 when none)."""
+        saved = self._saved.get(key)
+        return 0 if saved is None else saved[2]
+
     # ------------------------------------------------------------------ writing
 
     def partition_of(self, key: ShareKey) -> int:
