@@ -163,7 +163,10 @@ class ShareStateStore:
         self._saved: dict[ShareKey, Saved] = {}
         self._loading: dict[int, dict[ShareKey, Saved]] = {}
         self._dirty: dict[ShareKey, SharePartition | None] = {}
-        self._flush: asyncio.Future[None] | None = None
+        # The next flush; its result is the futures of the writes it enqueued (each resolves
+        # with its error code), so ``flushed`` learns their outcome even when they settled
+        # (inline) before it looked.
+        self._flush: asyncio.Future[list[asyncio.Future[int]]] | None = None
         self._pending: set[asyncio.Future[int]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -251,31 +254,37 @@ class ShareStateStore:
     async def flushed(self) -> int:
         """Wait until every change noted so far is in the log; the error code of the
         writes (0, or e.g. NOT_COORDINATOR when the broker shuts down)."""
+        writes = list(self._pending)
         if self._flush is not None:
-            await asyncio.shield(self._flush)
-        codes = [await asyncio.shield(f) for f in list(self._pending)]
+            writes += await asyncio.shield(self._flush)
+        codes = [await asyncio.shield(f) for f in writes]
         return next((c for c in codes if c), 0)
 
     async def _write_dirty(self) -> None:
         flush, self._flush = self._flush, None
         dirty, self._dirty = self._dirty, {}
+        loop = asyncio.get_running_loop()
+        futs: list[asyncio.Future[int]] = []
         try:
             if self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC_NAME) is None:
                 await self.runtime.ensure_topic()
             by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
             for key, sp in dirty.items():
                 by_partition.setdefault(self.partition_of(key), []).append(encode_snapshot(key, sp))
-            loop = asyncio.get_running_loop()
             for index, records in sorted(by_partition.items()):
                 fut: asyncio.Future[int] = loop.create_future()
                 self._pending.add(fut)
                 fut.add_done_callback(self._pending.discard)
+                futs.append(fut)
                 self.runtime.enqueue(index, [_StateWrite(records, fut)])
         except (errors.KafkaError, logcore.LogcoreError, OSError) as exc:
             log.error("cannot write share-group state: %s", exc)
+            failed: asyncio.Future[int] = loop.create_future()
+            failed.set_result(errors.code_for_exception(exc))
+            futs.append(failed)
         finally:
             if flush is not None and not flush.done():
-                flush.set_result(None)
+                flush.set_result(futs)
 
     # ------------------------------------------------------------------ ShardHandler
 

@@ -23,10 +23,12 @@ from pylog.broker import handlers
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
 from pylog.coordinator import PartitionState, runtime
-from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME
+from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, SHARE_GROUP_STATE_TOPIC_NAME
 from pylog.protocol.apis import ApiKey
 from pylog.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
     ConsumerGroupHeartbeatRequest,
+    DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
@@ -279,4 +281,63 @@ def test_without_the_flag_a_failed_write_does_not_reload(broker, monkeypatch) ->
             assert "g" in coordinator(broker).group_ids()  # the simple group stayed
         finally:
             await stop(broker)
+    run(go())
+
+
+def test_a_failed_share_state_write_leaves_the_start_offset_as_it_was(broker, monkeypatch) -> None:
+    """AlterShareGroupOffsets whose ``__share_group_state`` write fails: each partition gets
+    the mapped error and the start offset in memory is the one the log has. (The write
+    settles inline on a single node: ``ShareStateStore.flushed`` must still see its code.)"""
+    failing = {"on": False}
+    inline, replicated = runtime.try_append_inline, runtime.append_replicated
+
+    def check(partition: Any) -> None:
+        if failing["on"] and partition.topic == SHARE_GROUP_STATE_TOPIC_NAME:
+            raise AppendError(NOT_ENOUGH_REPLICAS, "injected append failure")
+
+    def try_inline(b: Any, partition: Any, records: Any, *a: Any) -> Any:
+        check(partition)
+        return inline(b, partition, records, *a)
+
+    async def append(b: Any, partition: Any, records: Any, *a: Any) -> Any:
+        check(partition)
+        return await replicated(b, partition, records, *a)
+    monkeypatch.setattr(runtime, "try_append_inline", try_inline)
+    monkeypatch.setattr(runtime, "append_replicated", append)
+    A, D = AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest
+
+    async def start_offset() -> int:
+        r = await call(broker, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, D(groups=[
+            D.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=[
+                D.DescribeShareGroupOffsetsRequestTopic(topic_name="data", partitions=[0])])]))
+        (g,) = r.groups
+        assert g.error_code == 0, g.error_message
+        return int(g.topics[0].partitions[0].start_offset)
+
+    def alter(offset: int) -> Any:
+        return A(group_id="g", topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name="data", partitions=[
+            A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset)])])
+
+    async def go() -> None:
+        await broker.share.start()
+        await start(broker)
+        try:
+            joined = await call(broker, ApiKey.SHARE_GROUP_HEARTBEAT, 1, _sg_heartbeat("m1", 0, ["data"]))
+            assert joined.error_code == 0
+            left = await call(broker, ApiKey.SHARE_GROUP_HEARTBEAT, 1, _sg_heartbeat("m1", -1, None))
+            assert left.error_code == 0
+            ok = await call(broker, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter(7))
+            assert (ok.error_code, ok.responses[0].partitions[0].error_code) == (0, 0)
+            assert await start_offset() == 7
+            failing["on"] = True
+            bad = await call(broker, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter(3))
+            assert bad.responses[0].partitions[0].error_code == COORDINATOR_NOT_AVAILABLE
+            assert await start_offset() == 7  # memory kept what the log has
+            failing["on"] = False
+            ok = await call(broker, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter(3))
+            assert ok.responses[0].partitions[0].error_code == 0
+            assert await start_offset() == 3
+        finally:
+            await stop(broker)
+            await broker.share.shutdown()
     run(go())
