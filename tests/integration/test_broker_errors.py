@@ -259,6 +259,7 @@ def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
         68: (0, 1), 69: (0, 0),
         # issue 25: KIP-932 share groups (Kafka 4.2's versions)
         76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
+        90: (0, 1), 91: (0, 0), 92: (0, 0),
     }
 
 
