@@ -8,9 +8,12 @@ members, 6 partitions) and confluent-kafka ``ShareConsumer``s (KIP-932).
   reach the end of every partition. A share group resumes: no record acknowledged (its
   commit_sync answered) is delivered again, and every record is delivered.
 - Cluster (3 brokers, ZooKeeper): the broker leading the group's ``__consumer_offsets``
-  partition is killed (SIGKILL); the same for a consumer group. For a share group only the
-  group side is checked (its members and assignment are served by the new coordinator and
-  records keep coming): share-partition state failover across brokers is not built yet.
+  partition is killed (SIGKILL); the same for a consumer group. For a share group, the
+  group side (its members and assignment are served by the new coordinator and records keep
+  coming) and the whole check: the killed broker's partitions' share state moves to their
+  new leaders (the share coordinator, ``__share_group_state``), so no acknowledged record
+  comes again and every record comes. The share-group offset admin APIs reach partitions
+  led by any broker.
 
 All members are polled from the test thread, one after the other; commits are synchronous,
 so none is in flight when the broker goes down.
@@ -335,10 +338,9 @@ def test_a_consumer_group_resumes_when_its_coordinator_is_killed(cluster) -> Non
 
 
 def test_a_share_group_keeps_its_members_when_its_coordinator_is_killed(cluster) -> None:
-    """The group side only: the new coordinator has the members, epochs and assignment
-    (replayed from its replica of ``__consumer_offsets``) and records keep being delivered.
-    Whether acknowledged records stay acknowledged depends on share-partition state moving
-    with partition leadership, which is not built yet (docs/share-groups.md)."""
+    """The group side: the new coordinator has the members, epochs and assignment (replayed
+    from its replica of ``__consumer_offsets``) and records keep being delivered (the
+    records' side is the next-but-one test)."""
     topic = f"sfo-{uuid.uuid4().hex[:6]}"
     cluster.create(topic)
     # Group configs are kept by the broker that received them in cluster mode, so the group
@@ -365,47 +367,48 @@ def test_a_share_group_keeps_its_members_when_its_coordinator_is_killed(cluster)
         assert len(run.delivered) >= n + 20
         after = described(alive)
         assert after == before, (before, after)
-        # Not checked here: that every record comes (the killed broker's partitions start
-        # again at share.auto.offset.reset on their new leaders; see the xfail below).
     finally:
         run.close()
 
 
-def test_share_group_offsets_of_a_cluster_partition_led_elsewhere(cluster) -> None:
-    """DescribeShareGroupOffsets at the coordinator names each partition it does not lead
-    with NOT_LEADER_OR_FOLLOWER (share-partition state lives with the partition leader)."""
+def test_share_group_offsets_of_cluster_partitions_led_anywhere(cluster) -> None:
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets at the
+    group coordinator reach each partition's share coordinator (the state RPCs), whichever
+    broker leads the partition: every partition is described, reset and deleted."""
     pytest.importorskip("confluent_kafka")
+    from pylog import errors
+
     topic = f"sfo-{uuid.uuid4().hex[:6]}"
     cluster.create(topic)
+    run = ShareGroupRun(cluster.bootstrap, topic, earliest=False)
+    run.join(DEADLINE)
     _produce(cluster.bootstrap, topic)
-    run = ShareGroupRun(cluster.bootstrap, topic)
     try:
         run.consume_until(30, DEADLINE)
     finally:
         run.close()
-    from pylog import errors
-
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     with Admin(bootstrap_servers=cluster.bootstrap) as admin:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        outcomes = set()
-        for tp in tps:
+        described = admin.list_share_group_offsets(run.group, tps)
+        assert all(described[tp] is not None and described[tp].start_offset >= 0 for tp in tps), described
+
+        def altered() -> bool:  # once the closed consumers have left the group
             try:
-                admin.list_share_group_offsets(run.group, [tp])
-                outcomes.add("ok")
-            except errors.NotLeaderOrFollowerError:
-                outcomes.add("elsewhere")
-        # Three brokers lead the six partitions: the coordinator leads some, not all.
-        assert outcomes == {"ok", "elsewhere"}, outcomes
+                admin.alter_share_group_offsets(run.group, {tp: 1 + tp.partition for tp in tps})
+            except errors.NonEmptyGroupError:
+                return False
+            return True
+        _wait(altered, 60, "the share group empty and its offsets altered")
+        after = admin.list_share_group_offsets(run.group, tps)
+        assert {tp: after[tp].start_offset for tp in tps} == {tp: 1 + tp.partition for tp in tps}
+        assert admin.delete_share_group_offsets(run.group, [topic]) == {topic: None}
+        assert admin.list_share_group_offsets(run.group, tps) == dict.fromkeys(tps), "state left after delete"
 
 
-@pytest.mark.xfail(reason="share-partition state does not move with partition leadership yet "
-                          "(__share_group_state in cluster mode is another engineer's work): the "
-                          "new leaders of the killed broker's partitions start them again from "
-                          "share.auto.offset.reset (seen: with latest, a whole partition's "
-                          "undelivered records are never delivered)",
-                   strict=False)
 def test_a_share_group_resumes_when_its_coordinator_is_killed(cluster) -> None:
-    """The whole of it: no acknowledged record delivered again, every record delivered."""
+    """The whole of it: no acknowledged record delivered again, every record delivered (the
+    killed broker's partitions' share state moves with their leadership: their new leaders
+    read it from the share coordinators)."""
     topic = f"sfo-{uuid.uuid4().hex[:6]}"
     cluster.create(topic)
     run = ShareGroupRun(cluster.bootstrap, topic, earliest=False)
