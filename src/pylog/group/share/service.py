@@ -126,10 +126,9 @@ class ShareService:
 
     def forget(self, key: ShareKey) -> None:
         """The share partition's state was changed or deleted at its coordinator by an admin
-        call: drop what this broker holds of it (its next use loads the new state)."""
-        task = self._loads.pop(key, None)
-        if task is not None:
-            task.cancel()
+        call: drop what this broker holds of it (its next use loads the new state). A load
+        under way is left to finish (a fetch may be waiting on it): if it read the old state,
+        its share partition's first write is fenced (FENCED_STATE_EPOCH) and it is dropped."""
         self._drop(key)
         self.arm()
 
