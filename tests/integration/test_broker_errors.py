@@ -261,6 +261,8 @@ def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
         76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
         # issue 25: KIP-932's share coordinator (inter-broker, CLUSTER_ACTION; v0)
         83: (0, 0), 84: (0, 0), 85: (0, 0), 86: (0, 0), 87: (0, 0),
+        # issue 25: the share-group offset admin APIs
+        90: (0, 1), 91: (0, 0), 92: (0, 0),
     }
 
 

@@ -93,3 +93,64 @@ def test_a_share_fetch_without_read_on_the_topic_is_refused() -> None:
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline:
                     c.poll(0.5)
+
+
+def _allow(admin: Admin, rtype: ResourceType, name: str, principal: str, op: AclOperation) -> None:
+    admin.create_acls([AclBinding(ResourcePattern(rtype, name, PatternType.LITERAL),
+                                  AccessControlEntry(principal, "*", op, AclPermissionType.ALLOW))])
+
+
+def test_share_group_offset_apis_need_kafkas_acls() -> None:
+    """DescribeShareGroupOffsets: DESCRIBE on the group and the topics; AlterShareGroupOffsets:
+    READ on both; DeleteShareGroupOffsets: DELETE on the group, READ on the topics."""
+    with KafkaBroker(security_protocol="SSL", ssl_client_auth="required",
+                     authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+                     super_users=ADMIN) as kb:
+        topic, group = f"jobs-{uuid.uuid4().hex[:6]}", f"workers-{uuid.uuid4().hex[:6]}"
+        kb.create_topic(topic, 1)
+        admin_conf = kb.client_config(certificate=kb.client_certificate("admin"))
+        with Admin(admin_conf) as admin:
+            admin.alter_configs(ConfigResource("group", group), {"share.auto.offset.reset": "earliest"})
+        with Producer(admin_conf) as p:
+            for i in range(5):
+                p.send(topic, b"job-%d" % i)
+            p.flush(30)
+        with ShareConsumer({**admin_conf, "group.id": group}) as c:  # makes the group's state
+            c.subscribe([topic])
+            got = 0
+            deadline = time.monotonic() + 60
+            while got < 5 and time.monotonic() < deadline:
+                got += len(c.poll(0.5))
+            c.poll(0.5)  # accepts the last ones
+        from pylog.client import TopicPartition
+
+        tp = TopicPartition(topic, 0)
+        with Admin(admin_conf) as admin:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and admin.list_share_group_offsets(group) == {}:
+                time.sleep(0.1)
+            assert admin.list_share_group_offsets(group)[tp].start_offset == 5
+        bob = kb.client_certificate("bob")
+        with Admin(kb.client_config(certificate=bob)) as b, Admin(admin_conf) as admin:
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                b.list_share_group_offsets(group)
+            _allow(admin, ResourceType.GROUP, group, bob.principal, AclOperation.DESCRIBE)
+            assert b.list_share_group_offsets(group) == {}  # the topic is not his to see
+            with pytest.raises(errors.TopicAuthorizationFailedError):
+                b.list_share_group_offsets(group, [tp])
+            _allow(admin, ResourceType.TOPIC, topic, bob.principal, AclOperation.DESCRIBE)
+            assert b.list_share_group_offsets(group)[tp].start_offset == 5
+
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                b.alter_share_group_offsets(group, {tp: 0})
+            _allow(admin, ResourceType.GROUP, group, bob.principal, AclOperation.READ)
+            with pytest.raises(errors.TopicAuthorizationFailedError):
+                b.alter_share_group_offsets(group, {tp: 0})
+            _allow(admin, ResourceType.TOPIC, topic, bob.principal, AclOperation.READ)
+            b.alter_share_group_offsets(group, {tp: 0})
+            assert b.list_share_group_offsets(group)[tp].start_offset == 0
+
+            with pytest.raises(errors.GroupAuthorizationFailedError):
+                b.delete_share_group_offsets(group, [topic])
+            _allow(admin, ResourceType.GROUP, group, bob.principal, AclOperation.DELETE)
+            assert b.delete_share_group_offsets(group, [topic]) == {topic: None}

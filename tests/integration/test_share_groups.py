@@ -352,7 +352,7 @@ def test_pylog_groups_lists_and_describes_share_groups(sbroker: BrokerProcess) -
         assert "Stable" in _pylog(sbroker, "groups", "list", "--state", "stable").stdout
         listed = _pylog(sbroker, "groups", "list", "--type", "consumer")
         assert group not in listed.stdout
-        desc = _pylog(sbroker, "groups", "describe", group)
+        desc = _pylog(sbroker, "groups", "describe", group, "--members", "--verbose")
         assert desc.returncode == 0, desc.stderr
         assert "cli-share" in desc.stdout and f"{topic}(0,1)" in desc.stdout, desc.stdout
         state = _pylog(sbroker, "groups", "describe", group, "--state")

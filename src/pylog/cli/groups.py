@@ -1,5 +1,5 @@
 """`pylog groups`: list, describe, reset the offsets of and delete consumer groups (and list,
-describe and delete KIP-932 share groups).
+describe, reset the start offsets of and delete KIP-932 share groups: ``share_groups``).
 
 After Kafka's ``kafka-consumer-groups.sh`` (``ConsumerGroupCommand``): the same views
 and columns, the same rules, over pylog's own admin client (``pylog.client.Admin``), so
@@ -320,9 +320,11 @@ def groups_describe(admin: Admin, args: argparse.Namespace) -> int:
                        [[gid, f"{where}  ({desc.coordinator})", desc.protocol, desc.state,
                          len(desc.members)]], [15, 25, 20, 15, 0])
         elif desc.group_type == "share":
-            # A share group commits no offsets: its members and what they are assigned
-            # (kafka-share-groups.sh --members).
-            _print_members(desc, True)
+            # A share group commits no offsets: its start offsets and lag, as
+            # kafka-share-groups.sh --describe [--offsets] shows them.
+            from pylog.cli import share_groups
+
+            share_groups.describe_offsets(admin, desc)
         else:
             rows = _offset_rows(admin, desc)
             if rows:
@@ -393,13 +395,20 @@ def _describe_json(admin: Admin, descs: dict[str, GroupDescription]) -> int:
             "group": gid, "state": desc.state, "protocol_type": desc.protocol_type,
             "protocol": desc.protocol, "coordinator": desc.coordinator, "type": desc.group_type,
             "members": [_member_json(m) for m in desc.members],
-            "offsets": _offset_rows(admin, desc)}
+            "offsets": _offset_rows(admin, desc) if desc.group_type != "share" else
+            _share_offset_rows(admin, gid)}
         if desc.group_type in ("consumer", "share"):
             group["group_epoch"] = desc.group_epoch
             group["assignment_epoch"] = desc.assignment_epoch
         out.append(group)
     print(json.dumps(out, indent=2))
     return status
+
+
+def _share_offset_rows(admin: Admin, gid: str) -> list[dict[str, Any]]:
+    from pylog.cli import share_groups
+
+    return share_groups.offset_rows(admin, gid)
 
 
 def _member_json(m: Any) -> dict[str, Any]:
@@ -559,6 +568,10 @@ def _new_offsets(admin: Admin, args: argparse.Namespace, group: str,
 def groups_reset_offsets(admin: Admin, args: argparse.Namespace) -> int:
     group = args.group
     desc = admin.describe_groups([group])[group]
+    if desc.group_type == "share":
+        from pylog.cli import share_groups
+
+        return share_groups.reset_offsets(admin, args, desc)
     if desc.state not in ("Empty", "Dead"):
         raise CommandError(
             f"assignments can only be reset if the group {group!r} is inactive, but the "
@@ -617,6 +630,11 @@ def groups_delete(admin: Admin, args: argparse.Namespace) -> int:
 
 def groups_delete_offsets(admin: Admin, args: argparse.Namespace) -> int:
     group = args.group
+    desc = admin.describe_groups([group])[group]
+    if desc.group_type == "share":
+        from pylog.cli import share_groups
+
+        return share_groups.delete_offsets(admin, args, desc)
     tps = _topic_partitions(admin, args.topic, (
         "; the broker keeps no partition to delete offsets of: a deleted topic's offsets "
         f"expire (offsets.retention.minutes) or go with `pylog groups delete {group}`"))

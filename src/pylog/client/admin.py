@@ -218,6 +218,39 @@ class Admin:
         """
         return self._run(self._aio.delete_group_offsets(group_id, partitions))  # type: ignore[no-any-return]
 
+    def list_share_group_offsets(self, group_id: str, partitions: Iterable[Any] | None = None
+                                 ) -> dict[TopicPartition, Any]:
+        """A share group's start offsets (``SharePartitionOffsetInfo``: start_offset,
+        leader_epoch, lag): every partition it has state for, or those of ``partitions``
+        (None for a partition without state).
+
+        Raises:
+            GroupIdNotFoundError: not a share group.
+        """
+        return self._run(self._aio.list_share_group_offsets(group_id, partitions))  # type: ignore[no-any-return]
+
+    def alter_share_group_offsets(self, group_id: str, offsets: Mapping[Any, int]) -> None:
+        """Set a share group's start offsets ``{tp: offset}``: it delivers from there on.
+        Only for a share group without members.
+
+        Raises:
+            GroupIdNotFoundError: not a share group.
+            NonEmptyGroupError: the group has members: stop its consumers first.
+            UnknownTopicOrPartitionError: a partition that does not exist.
+        """
+        self._run(self._aio.alter_share_group_offsets(group_id, offsets))
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]
+                                   ) -> dict[str, ApiError | None]:
+        """Delete a share group's state of whole topics. Returns ``{topic: None}`` where
+        deleted, else the error (``UnknownTopicOrPartitionError``: no such topic or no state).
+
+        Raises:
+            GroupIdNotFoundError: not a share group.
+            NonEmptyGroupError: the group has members.
+        """
+        return self._run(self._aio.delete_share_group_offsets(group_id, topics))  # type: ignore[no-any-return]
+
     def elect_leaders(self, election_type: str = "preferred",
                       partitions: Iterable[Any] | None = None
                       ) -> dict[TopicPartition, ApiError | None]:

@@ -34,6 +34,8 @@ Per internal-topic partition a state machine (``PartitionState``)::
   outcome to ``handler.settled``.
 - **Resign** (``on_resign``, a deleted topic, shutdown): the partition is CLOSED,
   ``handler.unload`` drops its state and queued writes get NOT_COORDINATOR.
+- **Reload** (``reload``, after a failed write): closed as for a resign, then LOADING again
+  from the log, so the handler's memory is what the log holds.
 
 ``DeadlineTimer`` is the one asyncio timer at a coordinator's next deadline, for the users'
 timers.
@@ -166,6 +168,9 @@ class CoordinatorRuntime:
         self.handler = handler
         self.load_chunk_bytes = max(int(load_chunk_bytes), 1)
         self.reload_on_new_epoch = reload_on_new_epoch
+        # A failed write reloads its partition from the log (``reload``): for handlers whose
+        # memory changes before their records are durable (the group coordinator).
+        self.reload_on_failed_write = False
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.closed = False
@@ -289,6 +294,24 @@ class CoordinatorRuntime:
         if p is not None:
             self._close(p)
             log.info("resigned %s-%d", self.spec.name, index)
+
+    def reload(self, index: int) -> bool:
+        """Fence the partition and load it again from the log: a write failed, so what the
+        handler holds in memory may be ahead of the log (Kafka's runtime reverts its
+        timeline snapshot instead; reloading gives the same state: exactly what is in the
+        log). ``handler.unload`` drops the state, queued writes get NOT_COORDINATOR, then
+        the partition is LOADING (COORDINATOR_LOAD_IN_PROGRESS) until replayed. Returns
+        False, after closing it, when the broker no longer leads the partition (cluster
+        mode) or shuts down; False without a change when it is not hosted."""
+        p = self._partitions.get(index)
+        if p is None or p.state is PartitionState.CLOSED:
+            return False
+        epoch = p.epoch
+        self._close(p)
+        if self.closed or (self.cluster_mode and not self._leads(index)):
+            return False
+        self._host(index, epoch)
+        return True
 
     def on_topic_deleted(self) -> int:
         """The topic was deleted: every hosted partition resigns (the next FindCoordinator
@@ -445,6 +468,8 @@ class CoordinatorRuntime:
                     return
                 p.queue.popleft()
                 handler.settled(p.index, write, code, info)
+                if code:
+                    self._after_failed_write(p, code)
         finally:
             p.draining = False
 
@@ -483,6 +508,7 @@ class CoordinatorRuntime:
         while p.queue:
             write = p.queue.popleft()
             code = 0
+            appended = False
             info = None
             partition = self._partition(p)
             if partition is None:
@@ -493,6 +519,7 @@ class CoordinatorRuntime:
                                                    handler.append_timeout_ms(write))
                 except AppendError as exc:
                     code = exc.code
+                    appended = exc.appended
                     log.warning("append to %s-%d failed: %s", name, p.index, exc)
                 except logcore.LogcoreError as exc:
                     if not partition.log.closed:
@@ -500,6 +527,21 @@ class CoordinatorRuntime:
                     code = _NOT_COORDINATOR  # the topic was deleted meanwhile (resigned)
                     log.info("%s-%d was closed during an append: %s", name, p.index, exc)
             handler.settled(p.index, write, code, info)
+            if code and not appended:
+                self._after_failed_write(p, code)
+
+    def _after_failed_write(self, p: _Partition, code: int) -> None:
+        """With ``reload_on_failed_write``, a write that failed without reaching the log
+        reloads the current partition (``reload``), as Kafka's runtime reverts its snapshot
+        when an append fails. A write that is in the leader's log but timed out waiting for
+        the ISR is not undone (Kafka keeps it too: the log has it; it commits when the ISR
+        catches up or goes with a leader change). A partition already closed or replaced is
+        left alone."""
+        if not self.reload_on_failed_write or not self._current(p):
+            return
+        reloading = self.reload(p.index)
+        log.warning("%s-%d: a write failed (error %d); %s", self.spec.name, p.index, code,
+                    "reloading it from the log" if reloading else "resigned")
 
 
 class DeadlineTimer:

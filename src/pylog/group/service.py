@@ -27,6 +27,13 @@ keeps what is the groups' own:
   ``complete()`` or ``fail(code)`` (the coordinator maps append errors to client errors,
   ``admin.map_append_error``); a TxnOffsetCommit write goes out as one transactional batch
   (the producer's id and epoch, base sequence -1);
+- a failed write fences its partition: the coordinators change memory before their records
+  are appended (a join, a heartbeat's new epoch and assignment, a share member's leave), so
+  after a failure the runtime reloads the partition from the log
+  (``CoordinatorRuntime.reload``), as if this broker had just become its leader: its parked
+  requests and the writes queued behind the failed one get NOT_COORDINATOR, new requests
+  COORDINATOR_LOAD_IN_PROGRESS until the load ends, and memory never keeps a change the log
+  does not have;
 - one asyncio timer per coordinator fires ``tick()`` at ``next_deadline_ms()``;
 - ``__consumer_offsets`` deleted by DeleteTopics (Kafka allows it): every hosted partition
   resigns (``on_offsets_topic_deleted``): its groups are unloaded, parked requests and
@@ -128,6 +135,8 @@ class GroupService:
         spec = TopicSpec(GROUP_METADATA_TOPIC_NAME, self.num_partitions,
                          broker.config["offsets.topic.replication.factor"], offsets_topic_configs(broker.config))
         self.runtime = CoordinatorRuntime(broker, spec, self, load_chunk_bytes=broker.config["offsets.load.buffer.size"])
+        # A failed write reloads its partition from the log (see the module docstring).
+        self.runtime.reload_on_failed_write = True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -251,9 +260,9 @@ class GroupService:
 
     def settled(self, index: int, write: Write, code: int, info: Any) -> None:
         if code:
-            write.fail(code)
-        else:
-            write.complete(info.first_offset)
+            write.fail(code)  # the runtime then reloads the partition (reload_on_failed_write)
+            return
+        write.complete(info.first_offset)
         # Completing a write may release answers that lead to more writes.
         shard = self._shards.get(index)
         if shard is not None:

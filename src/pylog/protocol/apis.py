@@ -112,6 +112,9 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (min, max) per API key, as listed in ApiVersionsResponse.
@@ -188,6 +191,10 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
+    # The share-group offset admin APIs (Kafka 4.1: v0; 4.2 adds Lag in Describe v1).
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # The APIs of the KIP-848 consumer group protocol.
@@ -197,7 +204,9 @@ SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_D
                               ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
                               ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
                               ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
-                              ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
+                              ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+                              ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                              ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 # Inter-broker APIs served in cluster mode only (zookeeper.connect set): the metadata and
 # shutdown requests between the controller and the brokers. A single-node broker neither lists

@@ -82,10 +82,13 @@ _KEEPS_UNCOMPRESSED = frozenset({"producer", "uncompressed"})
 class AppendError(Exception):
     """A partition append refused with Kafka error ``code`` (and per-record errors)."""
 
-    def __init__(self, code: int, message: str, record_errors: list[Any] | None = None) -> None:
+    def __init__(self, code: int, message: str, record_errors: list[Any] | None = None, *,
+                 appended: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.record_errors = record_errors or []
+        # True when the batch is in the leader's log but the wait for the ISR failed.
+        self.appended = appended
 
 
 def _check_shape(records: Any) -> None:
@@ -311,7 +314,7 @@ async def append_replicated(broker: Any, partition: Any, records: Any, timeout_m
         if code:
             raise AppendError(code, f"the append to {partition.topic}-{partition.index} at offset "
                                     f"{info.first_offset} was not replicated to the ISR "
-                                    f"(error {code})")
+                                    f"(error {code})", appended=True)
     return info
 
 

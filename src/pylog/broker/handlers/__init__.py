@@ -37,6 +37,7 @@ from pylog.broker.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -48,6 +49,7 @@ from pylog.broker.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_share_group_state,
     delete_topics,
     describe_acls,
@@ -57,6 +59,7 @@ from pylog.broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_share_group_offsets,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -165,6 +168,9 @@ _MODULES: tuple[ModuleType, ...] = (
     write_share_group_state,
     delete_share_group_state,
     read_share_group_state_summary,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
 )
 
 

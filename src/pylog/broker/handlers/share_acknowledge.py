@@ -26,6 +26,7 @@ _R = ShareAcknowledgeResponse
 
 async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     _share.require_access(ctx, request.group_id, request.topics)
+    since = ctx.broker.share.mark()  # this request's writes, even those flushed before it waits
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)
     _share.session_step(ctx, gid or "", mid or "", epoch, acks, [], fetch=False)
@@ -35,7 +36,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
             if batches else (0, None)
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, gid, mid)
-    failed = await ctx.broker.share.flushed()  # answered once the acknowledgements are durable
+    failed = await ctx.broker.share.flushed(since)  # answered once the acknowledgements are durable
     by_topic: dict[Any, list[Any]] = {}
     for (topic_id, index), result in results.items():
         code, message = _share.write_failure(failed, gid, topic_id, index, result)

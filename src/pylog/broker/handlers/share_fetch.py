@@ -163,6 +163,7 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     _share.require_access(ctx, request.group_id, request.topics)
     share = ctx.broker.share
+    since = share.mark()  # this request's writes, even those whose flush ends before it waits
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)
     forgotten = [(f.topic_id, p) for f in request.forgotten_topics_data for p in f.partitions]
@@ -215,7 +216,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
             answers.setdefault(key, _partition(key[1]))
     # Answer once the state changes (acknowledgements, acquisitions' delivery counts) are
     # durable, as Kafka answers after its persister's write.
-    failed = await share.flushed()
+    failed = await share.flushed(since)
     for (topic_id, index), result in ack_results.items():
         pd = answers[(topic_id, index)]
         pd.acknowledge_error_code, pd.acknowledge_error_message = _share.write_failure(

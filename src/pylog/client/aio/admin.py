@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pylog import errors
-from pylog.client.aio import _acl_admin, _quota_admin, _replica_admin
+from pylog.client.aio import _acl_admin, _quota_admin, _replica_admin, _share_offsets_admin
 from pylog.client.aio._cluster import make_cluster
 from pylog.client.aio._group_admin import (
     GroupAdmin,
@@ -441,6 +441,19 @@ class Admin:
     async def delete_group_offsets(self, group_id: str, partitions: Iterable[Any]
                                    ) -> dict[TopicPartition, errors.ApiError | None]:
         return await self._core.groups.delete_group_offsets(group_id, partitions)
+
+    async def list_share_group_offsets(self, group_id: str, partitions: Iterable[Any] | None = None
+                                       ) -> dict[TopicPartition, Any]:
+        return await _share_offsets_admin.list_share_group_offsets(self._core.groups, group_id,
+                                                                   partitions)
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: Mapping[Any, int]) -> None:
+        await _share_offsets_admin.alter_share_group_offsets(self._core.groups, group_id, offsets)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]
+                                         ) -> dict[str, errors.ApiError | None]:
+        return await _share_offsets_admin.delete_share_group_offsets(self._core.groups, group_id,
+                                                                     topics)
 
     async def elect_leaders(self, election_type: str = "preferred",
                             partitions: Iterable[Any] | None = None

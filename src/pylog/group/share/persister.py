@@ -61,6 +61,21 @@ BACKOFF_S, BACKOFF_MAX_S = 0.05, 1.0
 _NETWORK = errors.NetworkError.code
 
 
+def _one(resp: Any, key: ShareKey) -> Any:
+    """The partition result for ``key`` in a state RPC's response, or the StateResult of
+    its error (a broken connection: NETWORK_EXCEPTION, retried)."""
+    if isinstance(resp, BaseException):
+        return StateResult(_NETWORK, str(resp))
+    _gid, tid, part = key
+    for t in resp.results:
+        for p in t.partitions:
+            if t.topic_id == tid and p.partition == part:
+                if p.error_code:
+                    return StateResult(p.error_code, p.error_message)
+                return p
+    return StateResult(errors.UnknownServerError.code, "the coordinator did not answer for the partition")
+
+
 def coordinator_key(key: ShareKey) -> str:
     """FindCoordinator's key of a share partition: ``group:topicId:partition``."""
     gid, tid, part = key
@@ -79,6 +94,13 @@ class SharePersister:
         self._inflight: asyncio.Future[dict[ShareKey, int]] | None = None
         self._runner: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Flush generations: ``_next`` is flush ``_gen``; the last failed write of each share
+        # partition, with its flush's generation (a success clears it), so that ``flushed``
+        # reports a failure of a flush that ended before it was called (see ``mark``).
+        self._gen = 0
+        self._failures: dict[ShareKey, tuple[int, int]] = {}
+        #: Called with each flush's failures (``ShareService`` drops fenced share partitions).
+        self.on_failed: Callable[[dict[ShareKey, int]], None] | None = None
 
     def _timeout_s(self) -> float:
         return self.broker.config["share.coordinator.write.timeout.ms"] / 1000.0
@@ -150,11 +172,66 @@ class SharePersister:
                          for b in p.state_batches]))
         return StateResult(errors.UnknownServerError.code, "the coordinator did not answer for the partition")
 
+    # ------------------------------------------------------------------ the admin side
+
+    async def read_summary(self, key: ShareKey) -> StateResult:
+        """ReadShareGroupStateSummary of one share partition (the group coordinator's admin
+        calls; retried until the deadline). A local coordinator answers with the whole
+        state (batches and leader epoch); a remote one with version 0's fields only: state
+        epoch and start offset (``leader_epoch`` -1, no batches)."""
+        return await self._retrying(f"reading the summary of {key}", lambda: self._summary_once(key))
+
+    async def _summary_once(self, key: ShareKey) -> StateResult:
+        code, where = await self._route(key)
+        if code:
+            return StateResult(code, "no share coordinator")
+        if where is None:
+            return self.store.read_summary(key, -1)
+        from pylog.protocol.messages import ReadShareGroupStateSummaryRequest as R
+
+        gid, tid, part = key
+        resp = await self._request(where, R(group_id=gid, topics=[R.ReadStateSummaryData(
+            topic_id=tid, partitions=[R.PartitionData(partition=part, leader_epoch=-1)])]))
+        p = _one(resp, key)
+        if isinstance(p, StateResult):
+            return p
+        return StateResult(0, None, ShareState(p.state_epoch, -1, p.start_offset, []))
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> StateResult:
+        """InitializeShareGroupState of one share partition: ``start_offset`` with no
+        in-flight records under ``state_epoch``, which must be above the coordinator's
+        (FENCED_STATE_EPOCH otherwise). A share-partition leader still holding the old state
+        is fenced by its next write and loads the new one. Retried until the deadline."""
+        return await self._retrying(f"initializing the state of {key}",
+                                    lambda: self._initialize_once(key, state_epoch, start_offset))
+
+    async def _initialize_once(self, key: ShareKey, state_epoch: int, start_offset: int) -> StateResult:
+        code, where = await self._route(key)
+        if code:
+            return StateResult(code, "no share coordinator")
+        if where is None:
+            return await self.store.initialize_state(key, state_epoch, start_offset)
+        from pylog.protocol.messages import InitializeShareGroupStateRequest as R
+
+        gid, tid, part = key
+        resp = await self._request(where, R(group_id=gid, topics=[R.InitializeStateData(
+            topic_id=tid, partitions=[R.PartitionData(partition=part, state_epoch=state_epoch,
+                                                      start_offset=start_offset)])]))
+        p = _one(resp, key)
+        return p if isinstance(p, StateResult) else StateResult(0)
+
+    async def delete_now(self, key: ShareKey) -> StateResult:
+        """DeleteShareGroupState of one share partition, answered (retried until the
+        deadline); a write of it noted but not sent yet is dropped first."""
+        self._dirty.pop(key, None)
+        return await self._retrying(f"deleting the state of {key}", lambda: self._delete_once(key))
+
     # ------------------------------------------------------------------ deletes
 
     def delete(self, key: ShareKey) -> None:
         """DeleteShareGroupState of one share partition, in the background (retried)."""
         self._dirty.pop(key, None)
+        self._failures.pop(key, None)
         task = asyncio.get_running_loop().create_task(
             self._retrying(f"deleting the state of {key}", lambda: self._delete_once(key)))
         self._tasks.add(task)
@@ -184,23 +261,34 @@ class SharePersister:
         if self._next is None:
             loop = asyncio.get_running_loop()
             self._next = loop.create_future()
+            self._gen += 1
             loop.call_soon(self._kick)
 
     def _kick(self) -> None:
         if self._runner is None or self._runner.done():
             self._runner = asyncio.get_running_loop().create_task(self._run())
 
-    async def flushed(self) -> dict[ShareKey, int]:
+    def mark(self) -> int:
+        """The generation of the first flush that can carry a write noted from now on: a
+        request takes it before its changes and passes it to ``flushed``."""
+        return self._gen if self._next is not None else self._gen + 1
+
+    async def flushed(self, since: int | None = None) -> dict[ShareKey, int]:
         """Wait until what was noted so far is written; the share partitions whose write
-        failed, with their error codes."""
+        failed, with their error codes: those of the flushes waited for and, with ``since``
+        (a ``mark``), the last failure of each share partition in a flush from that
+        generation on, so a write that failed before this call is still reported."""
         out: dict[ShareKey, int] = {}
         for fut in [f for f in (self._inflight, self._next) if f is not None]:
             out.update(await asyncio.shield(fut))
+        if since is not None:
+            out.update({k: c for k, (gen, c) in self._failures.items() if gen >= since and k not in out})
         return out
 
     async def _run(self) -> None:
         while self._next is not None:
             fut, self._next = self._next, None
+            gen = self._gen
             dirty, self._dirty = self._dirty, {}
             self._inflight = fut
             try:
@@ -210,8 +298,15 @@ class SharePersister:
                 failed = dict.fromkeys(dirty, errors.UnknownServerError.code)
             finally:
                 self._inflight = None
+            for key in dirty:
+                if key in failed:
+                    self._failures[key] = (gen, failed[key])
+                else:
+                    self._failures.pop(key, None)
             if not fut.done():
                 fut.set_result(failed)
+            if failed and self.on_failed is not None:
+                self.on_failed(failed)
 
     async def _write_all(self, dirty: dict[ShareKey, ShareState]) -> dict[ShareKey, int]:
         failed: dict[ShareKey, int] = {}

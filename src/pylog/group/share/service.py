@@ -89,6 +89,8 @@ class ShareService:
         self.state: ShareStateStore | None = ShareStateStore(broker) if self.enabled else None
         self.persister: SharePersister | None = None if self.state is None else SharePersister(broker, self.state)
         self._timer = DeadlineTimer(broker.clock, self._expire)
+        if self.persister is not None:
+            self.persister.on_failed = self._drop_fenced
 
     async def start(self) -> None:
         """Single node: load the saved state before any share partition is made. Cluster
@@ -99,17 +101,35 @@ class ShareService:
         if len(self.state):
             log.info("loaded the state of %d share partitions", len(self.state))
 
-    async def flushed(self) -> dict[ShareKey, int]:
+    def mark(self) -> int | None:
+        """Taken by a request before its changes, given to ``flushed`` (``SharePersister.mark``)."""
+        return None if self.persister is None else self.persister.mark()
+
+    async def flushed(self, since: int | None = None) -> dict[ShareKey, int]:
         """Wait until the state changes made so far are written; the share partitions whose
-        write failed, with the error codes (a fenced one is dropped: it is stale)."""
+        write failed, with the error codes, including those of flushes since the ``mark``
+        ``since`` that ended before this call."""
         if self.persister is None:
             return {}
-        failed = await self.persister.flushed()
+        return await self.persister.flushed(since)
+
+    def _drop_fenced(self, failed: dict[ShareKey, int]) -> None:
+        """After every flush: a share partition whose write was fenced (another leader took
+        over, or an admin reset its state epoch) is stale: dropped, so its next use loads
+        the coordinator's state, as Kafka's ``SharePartition`` is fenced and removed."""
         for key, code in failed.items():
-            if code in _FENCED:
+            if code in _FENCED and key in self.partitions:
                 log.info("share partition %s was fenced by its coordinator (%d): dropped", key, code)
                 self._drop(key)
-        return failed
+        self.arm()
+
+    def forget(self, key: ShareKey) -> None:
+        """The share partition's state was changed or deleted at its coordinator by an admin
+        call: drop what this broker holds of it (its next use loads the new state). A load
+        under way is left to finish (a fetch may be waiting on it): if it read the old state,
+        its share partition's first write is fenced (FENCED_STATE_EPOCH) and it is dropped."""
+        self._drop(key)
+        self.arm()
 
     # ------------------------------------------------------------------ settings
 

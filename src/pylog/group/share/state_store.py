@@ -278,6 +278,10 @@ class ShareStateStore:
         spec = TopicSpec(SHARE_GROUP_STATE_TOPIC_NAME, self.num_partitions, 1, state_topic_configs(cfg))
         self.runtime = CoordinatorRuntime(broker, spec, self,
                                           load_chunk_bytes=cfg["share.coordinator.load.buffer.size"])
+        # A failed write reloads its partition from the log: ``_put`` holds the new state
+        # before the append, and the log is what a failed write leaves (the caller gets the
+        # error; the persister retries it once the partition is loaded again).
+        self.runtime.reload_on_failed_write = True
         self._saved: dict[ShareKey, ShareState] = {}
         self._loading: dict[int, dict[ShareKey, ShareState]] = {}
         # Records to append with the next write, and the futures of their appends, by index.
@@ -344,6 +348,10 @@ class ShareStateStore:
 
     def __len__(self) -> int:
         return len(self._saved)
+
+    def keys(self) -> list[ShareKey]:
+        """The share partitions whose state this broker's coordinator partitions hold."""
+        return list(self._saved)
 
     async def read_state(self, key: ShareKey, leader_epoch: int) -> StateResult:
         """ReadShareGroupState for one share partition."""

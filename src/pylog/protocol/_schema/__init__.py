@@ -30,6 +30,8 @@ MESSAGES = {
     'AlterPartitionResponse': ('alter_partition_response', 56, 'response', (0, 3), 0),
     'AlterReplicaLogDirsRequest': ('alter_replica_log_dirs_request', 34, 'request', (0, 2), 2),
     'AlterReplicaLogDirsResponse': ('alter_replica_log_dirs_response', 34, 'response', (0, 2), 2),
+    'AlterShareGroupOffsetsRequest': ('alter_share_group_offsets_request', 91, 'request', (0, 0), 0),
+    'AlterShareGroupOffsetsResponse': ('alter_share_group_offsets_response', 91, 'response', (0, 0), 0),
     'AlterUserScramCredentialsRequest': ('alter_user_scram_credentials_request', 51, 'request', (0, 0), 0),
     'AlterUserScramCredentialsResponse': ('alter_user_scram_credentials_response', 51, 'response', (0, 0), 0),
     'ApiVersionsRequest': ('api_versions_request', 18, 'request', (0, 4), 3),
@@ -67,6 +69,8 @@ MESSAGES = {
     'DeleteGroupsResponse': ('delete_groups_response', 42, 'response', (0, 2), 2),
     'DeleteRecordsRequest': ('delete_records_request', 21, 'request', (0, 2), 2),
     'DeleteRecordsResponse': ('delete_records_response', 21, 'response', (0, 2), 2),
+    'DeleteShareGroupOffsetsRequest': ('delete_share_group_offsets_request', 92, 'request', (0, 0), 0),
+    'DeleteShareGroupOffsetsResponse': ('delete_share_group_offsets_response', 92, 'response', (0, 0), 0),
     'DeleteShareGroupStateRequest': ('delete_share_group_state_request', 86, 'request', (0, 0), 0),
     'DeleteShareGroupStateResponse': ('delete_share_group_state_response', 86, 'response', (0, 0), 0),
     'DeleteTopicsRequest': ('delete_topics_request', 20, 'request', (0, 6), 4),
@@ -89,6 +93,8 @@ MESSAGES = {
     'DescribeProducersResponse': ('describe_producers_response', 61, 'response', (0, 0), 0),
     'DescribeQuorumRequest': ('describe_quorum_request', 55, 'request', (0, 2), 0),
     'DescribeQuorumResponse': ('describe_quorum_response', 55, 'response', (0, 2), 0),
+    'DescribeShareGroupOffsetsRequest': ('describe_share_group_offsets_request', 90, 'request', (0, 1), 0),
+    'DescribeShareGroupOffsetsResponse': ('describe_share_group_offsets_response', 90, 'response', (0, 1), 0),
     'DescribeTopicPartitionsRequest': ('describe_topic_partitions_request', 75, 'request', (0, 0), 0),
     'DescribeTopicPartitionsResponse': ('describe_topic_partitions_response', 75, 'response', (0, 0), 0),
     'DescribeTransactionsRequest': ('describe_transactions_request', 65, 'request', (0, 0), 0),
@@ -289,6 +295,9 @@ REQUESTS = {
     85: 'WriteShareGroupStateRequest',
     86: 'DeleteShareGroupStateRequest',
     87: 'ReadShareGroupStateSummaryRequest',
+    90: 'DescribeShareGroupOffsetsRequest',
+    91: 'AlterShareGroupOffsetsRequest',
+    92: 'DeleteShareGroupOffsetsRequest',
 }
 
 RESPONSES = {
@@ -380,6 +389,9 @@ RESPONSES = {
     85: 'WriteShareGroupStateResponse',
     86: 'DeleteShareGroupStateResponse',
     87: 'ReadShareGroupStateSummaryResponse',
+    90: 'DescribeShareGroupOffsetsResponse',
+    91: 'AlterShareGroupOffsetsResponse',
+    92: 'DeleteShareGroupOffsetsResponse',
 }
 
 _loaded = {}

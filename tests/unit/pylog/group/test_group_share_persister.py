@@ -166,3 +166,76 @@ def test_flushes_reach_the_coordinator_in_order() -> None:
         assert order == [1, 2]
 
     asyncio.run(go())
+
+
+def test_a_write_that_failed_before_flushed_was_called_is_still_reported() -> None:
+    """A request marks, notes its writes, and awaits something else (a load) while their
+    flush fails; its ``flushed(since)`` still reports the failure (``flushed()`` without a
+    mark waits only for flushes in progress). A later success of the same share partition
+    clears it; ``on_failed`` sees every failed flush."""
+    codes: dict[tuple[str, int], int] = {("g", 0): errors.FencedStateEpochError.code}
+    seen: list[dict[Any, int]] = []
+
+    async def go() -> None:
+        p, _ = persister(_write_answer(codes))
+        p.on_failed = seen.append
+        since = p.mark()
+        p.write(("g", T, 0), ShareState(0, 0, 1, []))
+        p.write(("g", T, 1), ShareState(0, 0, 1, []))
+        await p.flushed()  # someone else's wait: this flush is over
+        assert await p.flushed() == {}  # nothing in progress any more
+        assert await p.flushed(since) == {("g", T, 0): errors.FencedStateEpochError.code}
+        assert seen == [{("g", T, 0): errors.FencedStateEpochError.code}]
+        later = p.mark()
+        assert later > since
+        assert await p.flushed(later) == {}  # an older flush's failure is not a later request's
+        codes.clear()
+        p.write(("g", T, 0), ShareState(1, 0, 2, []))
+        await p.flushed()
+        assert await p.flushed(since) == {}  # written since: the failure is gone
+
+    asyncio.run(go())
+
+
+def test_the_admin_calls_over_the_rpcs() -> None:
+    """ReadShareGroupStateSummary (state epoch and start offset only), InitializeShareGroupState
+    (a fenced state epoch is not retried; a moved coordinator is) and DeleteShareGroupState."""
+    from pylog.protocol.messages import (
+        DeleteShareGroupStateResponse,
+        InitializeShareGroupStateResponse,
+        ReadShareGroupStateSummaryResponse,
+    )
+    init_codes = [errors.NotCoordinatorError.code, 0, errors.FencedStateEpochError.code]
+
+    async def answer(body: Any) -> Any:
+        (t,) = body.topics
+        (p,) = t.partitions
+        name = type(body).__name__
+        if name == "ReadShareGroupStateSummaryRequest":
+            S = ReadShareGroupStateSummaryResponse
+            assert p.leader_epoch == -1
+            return S(results=[S.ReadStateSummaryResult(topic_id=t.topic_id, partitions=[S.PartitionResult(
+                partition=p.partition, error_code=0, state_epoch=4, start_offset=17)])])
+        if name == "InitializeShareGroupStateRequest":
+            I = InitializeShareGroupStateResponse  # noqa: E741
+            assert (p.state_epoch, p.start_offset) == (5, 3)
+            return I(results=[I.InitializeStateResult(topic_id=t.topic_id, partitions=[I.PartitionResult(
+                partition=p.partition, error_code=init_codes.pop(0))])])
+        D = DeleteShareGroupStateResponse
+        return D(results=[D.DeleteStateResult(topic_id=t.topic_id, partitions=[D.PartitionResult(
+            partition=p.partition, error_code=0)])])
+
+    async def go() -> None:
+        p, ch = persister(answer)
+        r = await p.read_summary(("g", T, 2))
+        assert r.error_code == 0 and r.state == ShareState(4, -1, 17, [])
+        assert (await p.initialize(("g", T, 2), 5, 3)).error_code == 0  # after one retry
+        assert (await p.initialize(("g", T, 2), 5, 3)).error_code == errors.FencedStateEpochError.code
+        assert not init_codes  # the fenced answer was not retried
+        assert (await p.delete_now(("g", T, 2))).error_code == 0
+        assert [type(b).__name__ for b in ch.sent] == [
+            "ReadShareGroupStateSummaryRequest", "InitializeShareGroupStateRequest",
+            "InitializeShareGroupStateRequest", "InitializeShareGroupStateRequest",
+            "DeleteShareGroupStateRequest"]
+
+    asyncio.run(go())
