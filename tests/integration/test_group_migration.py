@@ -240,8 +240,12 @@ def test_a_mixed_group_survives_a_broker_restart(new_broker: Callable[..., Broke
     _create_topic(b.bootstrap, topic_name)
     group = f"g-{topic_name}"
     m = Mixed(b.bootstrap, group, topic_name)
-    m.add("classic0", CLASSIC)
-    m.add("classic1", CLASSIC)
+    # The classic members' session outlasts the restart even on a loaded machine (a broker
+    # that takes longer than a 6 s session to come back would rightly expire them, and they
+    # would rejoin with new member ids).
+    restart_proof = {**CLASSIC, "session.timeout.ms": 30000}
+    m.add("classic0", restart_proof)
+    m.add("classic1", restart_proof)
     m.until(m.covered, "two classic members")
     m.add("new0", CONSUMER)
     m.until(lambda: m.covered() and all(c.assignment() for c in m.consumers.values()), "a mixed group")

@@ -37,3 +37,13 @@ def test_mypy() -> None:
         text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test modules by basename (rootdir-relative, no packages): two test files
+    of one name in different folders stop the whole run's collection ("import file
+    mismatch"), which a run of one folder never shows."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {n: ps for n, ps in seen.items() if len(ps) > 1} == {}

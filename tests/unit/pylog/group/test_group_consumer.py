@@ -270,7 +270,7 @@ def test_classic_and_consumer_groups_side_by_side() -> None:
     assert listed == {("new", "consumer", "Stable"), ("old", "classic", "Stable")}
     assert [g.group_id for g in h.coord.list_groups(types_filter=["consumer"])] == ["new"]
     # A classic member may join the consumer group (Kafka 4: it is served there,
-    # test_group_migration.py); a non-consumer protocol type may not.
+    # test_group_protocol_migration.py); a non-consumer protocol type may not.
     assert h.join("new").result.error_code == 79  # MEMBER_ID_REQUIRED: accepted
     assert h.join("new", protocol_type="connect").result.error_code == InconsistentGroupProtocolError.code
     # This classic group's assignments are not ConsumerProtocol bytes: it cannot be upgraded.
