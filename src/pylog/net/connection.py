@@ -36,6 +36,7 @@ Event-loop affinity: one connection belongs to the loop that opened it; not thre
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from typing import Any, Protocol
@@ -51,6 +52,11 @@ from pylog.protocol.messages import (
 )
 
 __all__ = ["BrokerConnection", "Connection", "MAX_VERSIONS", "pick_version"]
+
+log = logging.getLogger("pylog.net")
+
+#: How long ``close`` lets the transport flush before it aborts the socket (seconds).
+CLOSE_FLUSH_TIMEOUT = 5.0
 
 # The newest version of each API this client knows how to fill in and read.
 MAX_VERSIONS = {
@@ -432,5 +438,14 @@ class BrokerConnection:
         if transport is not None:
             transport.close()
             assert self._stream is not None
-            await self._stream.closed  # connection_lost has run: the socket is closed
+            try:
+                # connection_lost has run: the socket is closed. A transport still flushing
+                # to a peer that stopped reading would wait for ever; in-flight requests were
+                # failed above, so what was not sent is dropped.
+                await asyncio.wait_for(asyncio.shield(self._stream.closed), CLOSE_FLUSH_TIMEOUT)
+            except asyncio.TimeoutError:
+                log.warning("connection to %s: the socket did not close within %.0f s; aborted",
+                            self.address, CLOSE_FLUSH_TIMEOUT)
+                transport.abort()
+                await self._stream.closed
         self._conn.close()
