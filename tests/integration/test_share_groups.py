@@ -21,8 +21,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from _harness.waiting import wait_until as _wait
 
-from pylog.client import Admin
+from pylog.client import Admin, TopicPartition
 from pylog.client.aio.admin import ConfigResource
 from tests.integration.conftest import BrokerProcess, cluster_size
 
@@ -458,16 +459,21 @@ def test_share_groups_in_cluster_mode(tmp_path_factory: pytest.TempPathFactory) 
     try:
         bs = cluster.bootstrap
         topic = _topic(bs, partitions=4)
-        # Group configs are kept by the broker that got them (not shared in cluster mode):
-        # the default "latest" it is, so every leader starts its share partitions (on the
-        # members' first fetches) before anything is produced.
+        # The default "latest": every leader starts its share partitions (on the members'
+        # first fetches) before anything is produced; the share state's start offsets say
+        # when they have.
         group = f"g-{uuid.uuid4().hex[:6]}"
         consumers = [_consumer(bs, group, topic) for _ in range(2)]
         _wait_members(bs, group, 2, lambda: [c.poll(0.05) for c in consumers])
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
+        tps = [TopicPartition(topic, p) for p in range(4)]
+
+        def started() -> bool:
             for c in consumers:
                 assert _records(c.poll(0.2)) == []
+            with Admin(bootstrap_servers=bs) as admin:
+                offsets = admin.list_share_group_offsets(group, tps)
+            return all(o is not None and o.start_offset >= 0 for o in offsets.values())
+        _wait(started, DEADLINE, "every share partition started")
         values = _produce(bs, topic, 400, partitions=4)
         seen: Counter[bytes] = Counter()
         deadline = time.monotonic() + DEADLINE
