@@ -234,7 +234,7 @@ class ShareGroups:
         group.members[member_id] = updated
         bump = self._refresh_metadata(group, topics, records) or bump
         deleted = self._forget_deleted_topics(group_id, topics, records)
-        bump = bump or sm.assignment_pending(self.meta(group_id), group.subscribed_topic_names(),
+        bump = bump or sm.assignment_pending(self.meta(group_id), group.subscription_metadata,
                                              group.target, bool(group.members))
         if bump:
             group.group_epoch += 1
@@ -437,14 +437,16 @@ class ShareGroups:
 
     def _forget_deleted_topics(self, group_id: str, topics: TopicsView,
                                records: list[Record]) -> TopicPartitions | None:
-        """Topics of the record that no longer exist (deleted, or re-created under a new id)
-        leave it; returns their partitions that may have state (to delete). An empty topics
-        view (metadata not known yet) forgets nothing."""
+        """Topics of the record whose name the metadata now gives to another topic id (deleted
+        and re-created) leave it; returns their partitions that may have state (to delete).
+        A topic merely absent from ``topics`` is kept: a metadata cache still filling (a
+        broker that just started) must not delete state; DeleteTopics tells the coordinators
+        of the broker that deleted it (``forget_topics``)."""
         meta = self.meta(group_id)
-        if meta.is_empty() or not topics:
+        if meta.is_empty():
             return None
-        live = {tid for tid, _n in topics.values()}
-        gone = [t for t in meta.topic_names() if t not in live]
+        gone = [t for t, name in meta.topic_names().items()
+                if name in topics and topics[name][0] != t]
         if not gone:
             return None
         known = meta.known_partitions()

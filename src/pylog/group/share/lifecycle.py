@@ -17,7 +17,8 @@ asyncio glue between a share group's ``ShareGroupStatePartitionMetadata``
 - ``delete_state_later``: the same in the background; ``forget_topics``: deleted topics
   leave the records of the groups this broker coordinates, and their share partitions'
   state is deleted (Kafka deletes the state of a deleted topic's share partitions). A
-  coordinator that did not see the deletion drops such topics at the group's next heartbeat.
+  coordinator that did not see the deletion drops such a topic at the group's next
+  heartbeat once the topic's name belongs to a new topic id.
 
 A share partition whose state was deleted cannot be written back by a leader that still
 holds it in memory: the share coordinator refuses a write of a share partition it has no

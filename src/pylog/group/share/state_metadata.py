@@ -170,17 +170,23 @@ def without_topics(meta: StatePartitionMetadata, topics: Iterable[uuid.UUID]) ->
     return StatePartitionMetadata(keep(meta.initializing), keep(meta.initialized), keep(meta.deleting))
 
 
-def assignment_pending(meta: StatePartitionMetadata, subscribed: Iterable[str],
+def assignment_pending(meta: StatePartitionMetadata, subscribed: Mapping[str, tuple[uuid.UUID, int]],
                        target: Mapping[str, Mapping[uuid.UUID, set[int]]], has_members: bool) -> bool:
     """Kafka's ``initializedAssignmentPending``: whether an initialized topic the group
-    subscribes to is not assigned exactly as initialized (then the assignment is computed
-    again, with the group epoch bumped)."""
-    names = set(subscribed)
-    if not has_members or not meta.initialized or not names:
+    subscribes to (name -> (id, partitions) from the metadata) is not assigned exactly as
+    initialized, among its existing partitions (then the assignment is computed again, with
+    the group epoch bumped). A recorded topic id that is no longer the name's (a topic
+    deleted and re-created) does not count."""
+    if not has_members or not meta.initialized or not subscribed:
         return False
     assigned: TopicPartitions = {}
     for parts in target.values():
         for t, ps in parts.items():
             assigned.setdefault(t, set()).update(ps)
-    return any(e.name in names and assigned.get(t) != set(e.partitions)
-               for t, e in meta.initialized.items())
+    for t, e in meta.initialized.items():
+        current = subscribed.get(e.name)
+        if current is None or current[0] != t:
+            continue
+        if assigned.get(t, set()) != set(e.partitions) & set(range(current[1])):
+            return True
+    return False

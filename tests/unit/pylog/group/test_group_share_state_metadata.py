@@ -186,17 +186,24 @@ def test_deleted_topics_leave_the_record() -> None:
     h.flush()
     assert set(h.coord.share.meta("sg").initialized) == {T}
     assert h.replayed().share.meta("sg").topic_names() == {T: "t"}
-    # A coordinator that did not see the deletion drops the topic at the next heartbeat
-    # (the topic is gone from the metadata), with the partitions whose state to delete.
-    r = hb(h, "a", a.member_epoch, topics={"u": (U, 2)})
+    # A coordinator that did not see the deletion drops the topic at the next heartbeat once
+    # the metadata gives its name to a new topic id (deleted and re-created), with the
+    # partitions whose state to delete; the new topic is initialized.
+    t2 = uuid.UUID(int=70)
+    r = hb(h, "a", a.member_epoch, topics={"t": (t2, 3), "u": (U, 2)})
     assert r.delete_state == {T: {0, 1, 2}} and T not in h.coord.share.meta("sg").topic_names()
-    assert r.initialize == {U: {0, 1}}  # u, subscribed and in the metadata, is initialized again
-    # An empty metadata view (not known yet) forgets nothing.
+    assert r.initialize == {t2: {0, 1, 2}, U: {0, 1}}  # u was forgotten above: initialized again
+    # A topic merely missing from the metadata (a cache still filling) is kept, and its
+    # stale entry does not make every heartbeat bump the epoch.
     h2 = GroupHarness()
     a = hb(h2, "a", 0)
     settle(h2, h2.coord.share.initialized("sg", a.initialize, NAMES))
-    assert hb(h2, "a", 1, topics={}).delete_state is None
-    assert set(h2.coord.share.meta("sg").initialized) == {T}
+    a = hb(h2, "a", 1)
+    assert a.member_epoch == 2
+    r = hb(h2, "a", 2, topics={"u": (U, 2)})
+    assert r.delete_state is None and set(h2.coord.share.meta("sg").initialized) == {T}
+    epoch = r.member_epoch
+    assert hb(h2, "a", epoch, topics={"u": (U, 2)}).member_epoch == epoch
 
 
 def test_record_15_round_trips_in_kafkas_format() -> None:
@@ -227,9 +234,10 @@ def test_pure_transitions() -> None:
     assert m.initializing[T].partitions == {2} and m.initialized[T].partitions == {0, 1}
     assert m.initialized[T].timestamp_ms == 100  # the initializing entry's
     assert sm.to_initialize(m, sub, now_ms=151, retry_ms=50) == {T: sm.InitEntry("t", frozenset({2}), 151)}
-    assert sm.assignment_pending(m, ["t"], {"a": {T: {0}}}, True)
-    assert not sm.assignment_pending(m, ["t"], {"a": {T: {0}}, "b": {T: {1}}}, True)
-    assert not sm.assignment_pending(m, ["t"], {}, False)
+    assert sm.assignment_pending(m, sub, {"a": {T: {0}}}, True)
+    assert not sm.assignment_pending(m, sub, {"a": {T: {0}}, "b": {T: {1}}}, True)
+    assert not sm.assignment_pending(m, sub, {}, False)
+    assert not sm.assignment_pending(m, {"t": (U, 3)}, {}, True)  # t is another topic now
     d = sm.with_deleting(m, {T: "t"})
     assert d.deleting == {T: "t"} and not d.initialized and not d.initializing
     assert sm.without_deleting(d, [T]).is_empty()
