@@ -85,12 +85,16 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Any:
 
 
 def _wait_members(bootstrap: str, group: str, n: int, poll: Any = None) -> None:
-    """Until the share group has ``n`` members (``poll()`` between looks)."""
+    """Until the share group has ``n`` members, each with its partitions assigned (the
+    group coordinator assigns a partition once its share-partition state is initialized,
+    at the heartbeat after the member joined; "latest" is resolved after that);
+    ``poll()`` between looks."""
     deadline = time.monotonic() + DEADLINE
     with Admin(bootstrap_servers=bootstrap) as admin:
         while time.monotonic() < deadline:
             desc = admin.describe_groups([group])[group]
-            if desc.group_type == "share" and len(desc.members) >= n:
+            if (desc.group_type == "share" and len(desc.members) >= n
+                    and all(m.assignment for m in desc.members)):
                 return
             if poll is not None:
                 poll()

@@ -53,7 +53,8 @@ Per share partition it keeps (state epoch, leader epoch, start offset, batches),
   state epoch 0, start offset -1;
 - an initialize needs a state epoch not below the stored one (else FENCED_STATE_EPOCH) and
   replaces the state with its start offset (-1: the leader resolves
-  ``share.auto.offset.reset`` when it loads the share partition) and no batches;
+  ``share.auto.offset.reset`` when it loads the share partition) and no batches (a new
+  share partition's leader epoch is 0, an existing one's is kept);
 - a delete writes the share partition's tombstone;
 - every request names a group id, a non-zero topic id and a partition >= 0, and batches
   with 0 <= first <= last, a delivery state of 0, 2 or 4 and a delivery count >= 0
@@ -426,7 +427,7 @@ class ShareStateStore:
         if st is not None and state_epoch < st.state_epoch:
             return StateResult(errors.FencedStateEpochError.code,
                                f"State epoch {state_epoch} is below the share partition's {st.state_epoch}.")
-        code = await self._put(key, ShareState(state_epoch, -1 if st is None else st.leader_epoch,
+        code = await self._put(key, ShareState(state_epoch, 0 if st is None else st.leader_epoch,
                                                start_offset, []))
         return StateResult(code, None if not code else "The share-partition state could not be written.")
 
