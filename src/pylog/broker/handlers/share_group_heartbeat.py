@@ -55,7 +55,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
         lifecycle.delete_state_later(ctx.broker, {request.group_id: r.delete_state})
     if r.error_code == 0 and r.initialize:
         code, message = await lifecycle.initialize(ctx.broker, coord, request.group_id, r.state_epoch,
-                                                   r.initialize, _groups.topic_names(ctx))
+                                                   r.initialize, _groups.topic_names(ctx), r.adopt)
         if code:
             return _R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
                       member_epoch=0, heartbeat_interval_ms=0, assignment=None)

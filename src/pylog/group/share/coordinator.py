@@ -96,6 +96,9 @@ class ShareHeartbeatResult:
     # -1) once the records are written; partitions of deleted topics whose state to delete.
     initialize: TopicPartitions | None = None
     state_epoch: int = 0
+    # The group's ShareGroupStatePartitionMetadata was empty (a new group, or one written by a
+    # pylog that did not keep it): state already at the share coordinators is adopted.
+    adopt: bool = False
     delete_state: TopicPartitions | None = None
 
 
@@ -253,11 +256,12 @@ class ShareGroups:
             records.append(encode_share_group_current_assignment(group_id, member_id, after))
         self._schedule_session_timeout(group_id, member_id)
         send = joining or names is not None or after.assigned != member.assigned or is_new
+        adopt = self.meta(group_id).is_empty()
         return ShareHeartbeatResult(
             NONE, None, member_id, after.member_epoch, self.heartbeat_interval_ms(group_id),
             {t: set(ps) for t, ps in after.assigned.items()} if send else None,
             initialize=self._prepare_initialize(group, records), state_epoch=group.group_epoch,
-            delete_state=deleted)
+            delete_state=deleted, adopt=adopt)
 
     def _refresh_metadata(self, group: ShareGroup, topics: TopicsView,
                           records: list[Record]) -> bool:

@@ -10,7 +10,11 @@ asyncio glue between a share group's ``ShareGroupStatePartitionMetadata``
   initialized (and are assigned from the next heartbeat on); any failure: the request's
   partitions leave the initializing set and the heartbeat is answered with the error
   (COORDINATOR_NOT_AVAILABLE for a coordinator that could not be reached), as Kafka's
-  ``uninitializeShareGroupState`` does; the next heartbeat tries again.
+  ``uninitializeShareGroupState`` does; the next heartbeat tries again. A group with no
+  record yet (its records written by a pylog that did not keep it, up to 2207a69) first
+  asks each share coordinator for the partition's summary (ReadShareGroupStateSummary): a
+  share partition that already has a start offset keeps its state and is recorded as
+  initialized, instead of being reset (pylog's, for upgrades; Kafka has no such groups).
 - ``delete_state``: DeleteShareGroupState of share partitions, answered (DeleteGroups,
   DeleteShareGroupOffsets); their topics are in the deleting set meanwhile (``begin_delete``),
   so an interrupted delete is done again by the next one.
@@ -60,14 +64,24 @@ def _client_code(code: int, message: str | None) -> int:
 
 
 async def initialize(broker: Any, coord: GroupCoordinator, group_id: str, state_epoch: int,
-                     parts: TopicPartitions, names: Mapping[uuid.UUID, str]) -> tuple[int, str | None]:
+                     parts: TopicPartitions, names: Mapping[uuid.UUID, str],
+                     adopt: bool = False) -> tuple[int, str | None]:
     """InitializeShareGroupState of ``parts`` at ``state_epoch``, then their record moves
     (initialized, or out of initializing on a failure). Returns (error code, message) for
-    the heartbeat: 0 when every partition was initialized and recorded."""
+    the heartbeat: 0 when every partition was initialized and recorded. With ``adopt``,
+    partitions whose state already has a start offset keep it (see the module docstring)."""
     persister = broker.share.persister
     if persister is None:
         return errors.GroupIdNotFoundError.code, "share groups are disabled on this broker"
     keys = _keys(group_id, parts)
+    if adopt:
+        summaries = await asyncio.gather(*(persister.read_summary(k) for k in keys))
+        kept = [k for k, r in zip(keys, summaries, strict=True)
+                if not r.error_code and r.state is not None and r.state.start_offset != UNINITIALIZED_START_OFFSET]
+        if kept:
+            log.info("share group %s: %d share partitions already had state (written before the group "
+                     "coordinator kept ShareGroupStatePartitionMetadata): kept", group_id, len(kept))
+        keys = [k for k in keys if k not in kept]
     results = await asyncio.gather(*(persister.initialize(k, state_epoch, UNINITIALIZED_START_OFFSET)
                                      for k in keys))
     failed = [(k, r) for k, r in zip(keys, results, strict=True) if r.error_code]

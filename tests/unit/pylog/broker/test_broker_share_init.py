@@ -18,6 +18,7 @@ from pylog._clock import ManualClock
 from pylog.broker import handlers
 from pylog.broker.server import Broker
 from pylog.config import BrokerConfig
+from pylog.group.share.state_metadata import InitEntry, StatePartitionMetadata
 from pylog.group.share.state_store import StateResult
 from pylog.protocol.apis import ApiKey
 from pylog.protocol.messages import (
@@ -212,6 +213,40 @@ def test_delete_topics_drops_the_topic_from_the_record(broker) -> None:
             assert broker.share.state.saved(("g", other.topic_id, 0)) is None
             r = await heartbeat(broker, "m1", r.member_epoch)
             assert assigned(r) == {topic.topic_id: [0, 1]}
+        finally:
+            await stop(broker)
+    run(go())
+
+
+def test_state_written_before_the_record_existed_is_kept(broker) -> None:
+    """A share group whose records were written by a pylog that did not keep
+    ShareGroupStatePartitionMetadata (its share-partition leaders wrote the state): at its
+    first heartbeat the coordinator finds state with a start offset and records the
+    partition as initialized instead of resetting it; a partition without state is
+    initialized."""
+    async def go() -> None:
+        topic = await start(broker)
+        tid = topic.topic_id
+        persister = broker.share.persister
+        try:
+            # What the old leader left: share partition 0 at start offset 7 (state epoch 0).
+            assert (await persister.initialize(("g", tid, 0), 0, 7)).error_code == 0
+            r = await heartbeat(broker, "m1", 0, ["data"])
+            assert r.error_code == 0
+            assert meta(broker).initialized_partitions() == {tid: {0, 1}}
+            st0 = broker.share.state.saved(("g", tid, 0))
+            st1 = broker.share.state.saved(("g", tid, 1))
+            assert (st0.state_epoch, st0.start_offset) == (0, 7)  # kept
+            assert (st1.state_epoch, st1.start_offset) == (1, -1)  # initialized
+            # A group that has a record adopts nothing: a partition it does not know as
+            # initialized (here 1, with state) is initialized, its state reset, as Kafka does.
+            assert (await persister.initialize(("g", tid, 1), 1, 9)).error_code == 0
+            coord = broker.groups.coordinator("g")
+            coord.share.state_metadata["g"] = StatePartitionMetadata(
+                initialized={tid: InitEntry("data", frozenset({0}), 0)})
+            r = await heartbeat(broker, "m1", r.member_epoch)
+            assert r.error_code == 0
+            assert broker.share.state.saved(("g", tid, 1)).start_offset == -1
         finally:
             await stop(broker)
     run(go())
