@@ -5,9 +5,12 @@ configs and the durable state. The ShareFetch and ShareAcknowledge handlers call
 - A share partition (``SharePartition``) is made on first use by this broker as the leader
   of its topic partition, from the state its share coordinator keeps (``SharePersister``:
   ReadShareGroupState with the partition's leader epoch, a direct call when this broker is
-  the coordinator; ``ShareStateStore``: ``__share_group_state``), else, when it was never
-  written, at the offset ``share.auto.offset.reset`` names: ``latest`` (the default) the high
-  watermark, ``earliest`` the log start. The load runs in a task (one per share partition):
+  the coordinator; ``ShareStateStore``: ``__share_group_state``); when its start offset is
+  -1 (the group coordinator initialized it, Kafka 4.1), at the offset
+  ``share.auto.offset.reset`` names: ``latest`` (the default) the high watermark,
+  ``earliest`` the log start. A share partition the coordinator has no state for (never
+  initialized, or deleted: INVALID_REQUEST) is not made; the failure is reported once to
+  the request that uses it (``take_load_failure``). The load runs in a task (one per share partition):
   ShareFetch skips a share partition that is loading and is woken when it is loaded
   (``waiter_key``); ShareAcknowledge waits for it. The group coordinator's heartbeat handler
   starts the loads of a new assignment at once (``initialize``), as Kafka initializes a
@@ -243,8 +246,8 @@ class ShareService:
         self._loads[key] = asyncio.get_running_loop().create_task(self._load(key, topic, partition, epoch))
 
     async def _load(self, key: ShareKey, topic: Any, partition: int, epoch: int) -> SharePartition | None:
-        """ReadShareGroupState, then the share partition (or the reset offset's when the
-        state was never written, which is written at once)."""
+        """ReadShareGroupState, then the share partition (at the reset offset when the start
+        offset is -1, which is written at once)."""
         try:
             assert self.persister is not None
             r = await self.persister.read(key, epoch)

@@ -104,8 +104,9 @@ ShareKey = tuple[str, uuid.UUID, int]
 # start offset, batches, state epoch (what a load replays)
 Saved = tuple[int, list[StateBatch], int]
 
-#: ReadShareGroupState's start offset of a share partition never written (Kafka's
-#: ``PartitionFactory.DEFAULT_START_OFFSET``) and its state epoch.
+#: The start offset of a share partition initialized but not resolved yet, and of
+#: ReadShareGroupStateSummary's answer for one without state (Kafka's
+#: ``PartitionFactory.UNINITIALIZED_START_OFFSET``), and the summary's state epoch then.
 UNINITIALIZED_START_OFFSET = -1
 DEFAULT_STATE_EPOCH = 0
 #: Kafka's messages (``ShareCoordinatorShard``) for a share partition with no state.
