@@ -47,6 +47,13 @@ async def produce(broker: Broker, topic: str, n: int) -> None:
     assert resp.responses[0].partition_responses[0].error_code == 0
 
 
+async def initialize(broker: Broker, tid: Any, group: str = "g") -> None:
+    """InitializeShareGroupState of partition 0 (start offset -1) through the persister, as
+    the group coordinator does before it assigns the partition (it makes the state topic)."""
+    r = await broker.share.persister.initialize((group, tid, 0), 1, -1)
+    assert r.error_code == 0
+
+
 def fetch(tid: Any, member: str, epoch: int, *, max_records: int = 100, wait: int = 0,
           acks: list[tuple[int, int, int]] = (), group: str = "g") -> Any:
     return F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
@@ -76,6 +83,7 @@ def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None
         tid = topic.topic_id
         await produce(broker, "t", 10)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        await initialize(broker, tid)
 
         r = await call(broker, 78, 1, fetch(tid, "m1", 0, max_records=5))
         assert r.error_code == 0 and acquired(r) == [(0, 4, 1)]
@@ -138,12 +146,33 @@ def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None
     asyncio.run(go())
 
 
+def test_a_share_partition_is_read_only_once_initialized(broker: Broker) -> None:
+    """Kafka 4.1: the leader reads the state the group coordinator initialized; a share
+    partition never initialized is the partition's error (Kafka's SharePartition maps the
+    coordinator's INVALID_REQUEST to UNKNOWN_SERVER_ERROR), answered at once even with a
+    long wait, and not kept: initialized later, it is read."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("u", 1)
+        await produce(broker, "u", 4)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, wait=5000))
+        assert r.error_code == 0 and acquired(r) == []
+        assert r.responses[0].partitions[0].error_code == errors.UnknownServerError.code
+        assert ("g", topic.topic_id, 0) not in broker.share.partitions
+        await initialize(broker, topic.topic_id)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
+        assert r.responses[0].partitions[0].error_code == 0 and acquired(r) == [(0, 3, 1)]
+
+    asyncio.run(go())
+
+
 def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
     async def go() -> None:
         topic = broker.log_manager.create_topic("w", 1)
         await produce(broker, "w", 300)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
         key = ("g", topic.topic_id, 0)
+        await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
         assert acquired(r) == [(0, 149, 1)]
         broker.share.partitions[key].max_in_flight = 200
@@ -195,6 +224,7 @@ def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
         topic = broker.log_manager.create_topic("d", 1)
         await produce(broker, "d", 3)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
         assert acquired(r) == [(0, 2, 1)]
         assert ("g", topic.topic_id, 0) in broker.share.partitions
