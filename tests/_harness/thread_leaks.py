@@ -6,8 +6,10 @@ that are gone (and draws ``random`` jitter while a later Hypothesis test runs in
 same process), librdkafka's native ``rdk:*`` threads poll, pylog.client's loop thread
 waits. Which threads count as a client's:
 
-- Python threads whose name starts with one of ``CLIENT_THREAD_PREFIXES`` (kafka-python,
-  pylog.client's blocking Producer, Consumer, Admin, ShareConsumer and embedded client);
+- Python threads whose name starts with one of ``CLIENT_THREAD_PREFIXES`` (kafka-python's
+  consumer and admin client, pylog.client's blocking Producer, Consumer, Admin,
+  ShareConsumer and embedded client) or ends with one of ``CLIENT_THREAD_SUFFIXES``
+  (kafka-python's producer: its sender thread is ``<client_id>-network-thread``);
 - native threads named ``rdk:*`` (librdkafka names its threads with
   ``pthread_setname_np``; the plugin reads ``/proc/self/task/*/comm``, Linux only).
 
@@ -47,6 +49,9 @@ CLIENT_THREAD_PREFIXES = (
     "pylog-share-consumer",   # pylog.client.ShareConsumer
     "pylog-embedded-",        # pylog.client's embedded (in-process) broker client
 )
+CLIENT_THREAD_SUFFIXES = (
+    "-network-thread",        # kafka-python 3 KafkaProducer (kafka/producer/sender.py)
+)
 NATIVE_PREFIX = "rdk:"        # librdkafka (confluent-kafka)
 GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.01
@@ -77,7 +82,8 @@ def _native_threads() -> dict[ThreadKey, str]:
 def client_threads() -> dict[ThreadKey, str]:
     """Every live client thread: key to name."""
     found: dict[ThreadKey, str] = {
-        t: t.name for t in threading.enumerate() if t.name.startswith(CLIENT_THREAD_PREFIXES)
+        t: t.name for t in threading.enumerate()
+        if t.name.startswith(CLIENT_THREAD_PREFIXES) or t.name.endswith(CLIENT_THREAD_SUFFIXES)
     }
     found.update(_native_threads())
     return found

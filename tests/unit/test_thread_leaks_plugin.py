@@ -42,6 +42,9 @@ def test_leaks():
 def test_after():
     pass
 
+def test_leaks_a_producer():
+    client_thread("kafka-python-producer-1-network-thread")
+
 def test_fails():
     client_thread("kafka-io-held")
     assert False
@@ -97,13 +100,16 @@ def test_leaks_fail_the_teardown_that_leaked_them_and_are_listed(pytester: pytes
     # still ending within the grace period, a thread that is no client's. test_fixtures:
     # neither test leaks; the module fixture that never stops its client does, reported at
     # the teardown in which it was finalised (the module's last test).
-    result.assert_outcomes(passed=7, failed=1, errors=2)
+    result.assert_outcomes(passed=8, failed=1, errors=3)
     result.stdout.fnmatch_lines([
         "*ERROR at teardown of test_uses_it_again*",
         "*ClientThreadLeak: fixture 'forgotten_client' (set up by "
         "test_fixtures.py::test_uses_it) left kafka-io-forgotten running after its teardown*",
         "*ERROR at teardown of test_leaks*",
         "*ClientThreadLeak: test_leaks.py::test_leaks left kafka-io-leaky running*",
+        "*ERROR at teardown of test_leaks_a_producer*",
+        "*ClientThreadLeak: test_leaks.py::test_leaks_a_producer left "
+        "kafka-python-producer-1-network-thread running*",
         "*client threads left running*",
     ])
     summary = result.stdout.str().split("client threads left running", 1)[1]
@@ -115,7 +121,7 @@ def test_leaks_fail_the_teardown_that_leaked_them_and_are_listed(pytester: pytes
 
 def test_report_mode_only_lists_the_leaks(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--client-thread-leaks=report", test_leaks=LEAKS)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*client threads left running*",
                                  "test_leaks.py::test_leaks left kafka-io-leaky running",
                                  "test_leaks.py::test_fails left kafka-io-held running"])
