@@ -23,6 +23,10 @@ reference cycle is only destroyed, and its threads joined, when the cycle is col
 and waits again. What is still alive is a leak, attributed to the test (or fixture) that
 started it.
 
+A leaked Python client thread is then stopped, so that it cannot trouble the tests that
+follow in the same process (kafka-python's selector or sender, pylog.client's loop, through
+their own stop calls: ``reap``); librdkafka's native threads cannot be reached.
+
 ``--client-thread-leaks=fail`` (the default) turns a leak into an error in the teardown
 of the test that leaked; a test whose own call already failed only gets it in the
 summary (the traceback pytest keeps holds the test's frame, hence its clients).
@@ -123,6 +127,24 @@ def describe(keys: dict[ThreadKey, str]) -> str:
     if native:
         parts.append(f"{len(native)} librdkafka thread(s) ({', '.join(sorted(set(native)))})")
     return ", ".join(parts)
+
+
+def reap(keys: dict[ThreadKey, str]) -> None:
+    """Stop the leaked Python client threads of ``keys`` (best effort, each bounded)."""
+    for key in keys:
+        if isinstance(key, tuple):
+            continue  # native: no handle on a librdkafka client from its threads
+        owner = getattr(getattr(key, "_target", None), "__self__", None)
+        try:
+            if hasattr(key, "force_close"):  # kafka-python's producer Sender (a Thread)
+                key.force_close()
+                key.join(GRACE_SECONDS)
+            elif owner is not None and hasattr(owner, "call_soon_threadsafe"):
+                owner.stop(timeout_ms=GRACE_SECONDS * 1000)  # kafka-python's NetworkSelector
+            elif owner is not None and hasattr(owner, "in_loop_thread"):
+                owner.stop()  # pylog.client's LoopThread: cancels what is left, bounded
+        except Exception:  # noqa: BLE001 - containment only; the leak is reported anyway
+            pass
 
 
 class ClientThreadLeak(AssertionError):
@@ -235,6 +257,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     left = survivors(started, state.grace)
     if left:
         found.append(f"{item.nodeid} left {describe(left)} running")
+        reap(left)
     by_fixture: dict[tuple[str, str], dict[ThreadKey, str]] = {}
     for key, (fixture, nodeid, name) in released.items():
         by_fixture.setdefault((fixture, nodeid), {})[key] = name
@@ -243,6 +266,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
         if left:
             found.append(f"fixture {fixture!r} (set up by {nodeid}) left {describe(left)} "
                          "running after its teardown")
+            reap(left)
     if not found:
         return result
     item.stash[_FOUND] = found

@@ -119,6 +119,31 @@ def test_leaks_fail_the_teardown_that_leaked_them_and_are_listed(pytester: pytes
         assert innocent not in summary
 
 
+REAPED = '''
+import threading
+import warnings
+
+def test_leaks_a_kafka_python_consumer():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import kafka
+    # No broker: api_version given, so nothing is asked at construction; its I/O thread runs.
+    kafka.KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(2, 5), client_id="reaped")
+
+def test_the_leaked_thread_was_stopped():
+    assert [t.name for t in threading.enumerate() if t.name.startswith("kafka-io-")] == []
+'''
+
+
+def test_a_leaked_kafka_python_thread_is_stopped_after_it_is_reported(
+        pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "--client-thread-leaks=report", test_reaped=REAPED)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*client threads left running*",
+        "test_reaped.py::test_leaks_a_kafka_python_consumer left kafka-io-reaped running"])
+
+
 def test_report_mode_only_lists_the_leaks(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--client-thread-leaks=report", test_leaks=LEAKS)
     result.assert_outcomes(passed=3, failed=1)
