@@ -15,6 +15,12 @@ done (the next cancel lands at the task's next await), and gives up after ``time
 seconds, logging the task, so that a close never waits without bound (what is left is
 cancelled again when the client's loop stops, ``pylog.client._loop``).
 
+A cancel of the caller itself while it waits does not cut the wait short: these waits run
+in ``close``, whose later steps (closing the coordinator link, the connections) must run
+too, or sockets would be left open. The caller's cancel is absorbed, as the ``except
+CancelledError: pass`` around ``await task`` these helpers replace absorbed it; the wait
+stays bounded.
+
 Event-loop affinity: the task's loop.
 """
 
@@ -44,8 +50,7 @@ async def cancel_and_wait(task: asyncio.Future[Any] | None, timeout: float = STO
         True once the task is done; False if it still ran after ``timeout`` seconds (it is
         logged as a warning and left running).
 
-    Raises:
-        CancelledError: the caller itself was cancelled (the task was cancelled too).
+    A cancel of the caller while it waits is absorbed (see the module's docstring).
     """
     if task is None:
         return True
@@ -60,7 +65,10 @@ async def cancel_and_wait(task: asyncio.Future[Any] | None, timeout: float = STO
             return False
         task.cancel()
         cancels += 1
-        await asyncio.wait({task}, timeout=min(RECANCEL_INTERVAL, left))
+        try:
+            await asyncio.wait({task}, timeout=min(RECANCEL_INTERVAL, left))
+        except asyncio.CancelledError:
+            _uncancel()  # the caller's own cancel: the close goes on
     if cancels > 1:
         log.debug("task %r ended after %d cancels", task, cancels)
     if not task.cancelled():
@@ -81,3 +89,12 @@ async def cancel_all(tasks: Iterable[asyncio.Future[Any] | None],
     for t in todo:
         ok = await cancel_and_wait(t, max(0.0, end - loop.time())) and ok
     return ok
+
+
+def _uncancel() -> None:
+    """Undo the current task's pending-cancel count after absorbing its cancel (3.11+), so
+    that an ``asyncio.timeout`` around the caller still works."""
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()
