@@ -17,10 +17,10 @@ Who owns a thread: a thread started while a fixture of module, class, package or
 scope was being set up belongs to that fixture and must be gone once the fixture is
 finalised; every other thread started during a test (its body and its function-scoped
 fixtures) must be gone once the test's teardown is over. Each check first gives lingering
-threads ``GRACE_SECONDS`` to end (ini ``client_thread_leaks_grace``) (a client's ``close()`` may hand its shutdown to the
-thread itself), then runs the garbage collector once (a confluent-kafka client in a
-reference cycle is only destroyed, and its threads joined, when the cycle is collected)
-and waits again. What is still alive is a leak, attributed to the test (or fixture) that
+threads ``GRACE_SECONDS`` (ini ``client_thread_leaks_grace``) to end (a client's
+``close()`` may hand its shutdown to the thread itself), then runs the garbage collector
+once (a confluent-kafka client in a reference cycle is only destroyed, and its threads
+joined, when the cycle is collected) and waits again. What is still alive is a leak, attributed to the test (or fixture) that
 started it.
 
 A leaked Python client thread is then stopped, so that it cannot trouble the tests that
@@ -158,10 +158,10 @@ class _State:
     before: dict[ThreadKey, str] = field(default_factory=dict)
     current: str = ""  # the test being run
     # Threads started while a fixture broader than a function was set up: key to
-    # (fixture name, the test that set it up, thread name).
-    owned: dict[ThreadKey, tuple[str, str, str]] = field(default_factory=dict)
+    # (its FixtureDef, the fixture's name, the test that set it up, thread name).
+    owned: dict[ThreadKey, tuple[Any, str, str, str]] = field(default_factory=dict)
     # Owned threads whose fixture was finalised since the last check.
-    released: dict[ThreadKey, tuple[str, str, str]] = field(default_factory=dict)
+    released: dict[ThreadKey, tuple[Any, str, str, str]] = field(default_factory=dict)
 
 
 _STATE = pytest.StashKey[_State]()
@@ -208,7 +208,7 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
     finally:
         for key, name in client_threads().items():
             if key not in before and key not in state.owned:
-                state.owned[key] = (fixturedef.argname, state.current, name)
+                state.owned[key] = (fixturedef, fixturedef.argname, state.current, name)
 
 
 def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[Any],
@@ -217,7 +217,7 @@ def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[Any],
     if state is None or fixturedef.scope == "function":
         return
     for key, owner in list(state.owned.items()):
-        if owner[0] == fixturedef.argname:
+        if owner[0] is fixturedef:
             state.released[key] = state.owned.pop(key)
 
 
@@ -251,15 +251,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     if state is None:
         return result
     now = client_threads()
-    started = {k: n for k, n in now.items() if k not in state.before and k not in state.owned}
     released, state.released = state.released, {}
+    started = {k: n for k, n in now.items()
+               if k not in state.before and k not in state.owned and k not in released}
     found = []
     left = survivors(started, state.grace)
     if left:
         found.append(f"{item.nodeid} left {describe(left)} running")
         reap(left)
     by_fixture: dict[tuple[str, str], dict[ThreadKey, str]] = {}
-    for key, (fixture, nodeid, name) in released.items():
+    for key, (_fixturedef, fixture, nodeid, name) in released.items():
         by_fixture.setdefault((fixture, nodeid), {})[key] = name
     for (fixture, nodeid), keys in by_fixture.items():
         left = survivors(keys, state.grace)

@@ -92,15 +92,29 @@ def test_uses_it_again(shared_client, forgotten_client):
     assert shared_client.is_alive()
 '''
 
+ONE_TEST_MODULE = '''
+import pytest
+from helpers import client_thread
+
+@pytest.fixture(scope="module")
+def forgotten_client():
+    yield client_thread("kafka-io-forgotten-once")
+
+def test_alone(forgotten_client):
+    pass
+'''
+
 
 def test_leaks_fail_the_teardown_that_leaked_them_and_are_listed(pytester: pytest.Pytester) -> None:
-    result = _run(pytester, test_leaks=LEAKS, test_clean=CLEAN, test_fixtures=FIXTURES)
+    result = _run(pytester, test_leaks=LEAKS, test_clean=CLEAN, test_fixtures=FIXTURES,
+                  test_one=ONE_TEST_MODULE)
     # test_leaks: its own teardown errors. test_fails: failed already, so only listed (the
     # traceback pytest keeps holds its frame and clients). test_clean: a closed client, one
     # still ending within the grace period, a thread that is no client's. test_fixtures:
     # neither test leaks; the module fixture that never stops its client does, reported at
-    # the teardown in which it was finalised (the module's last test).
-    result.assert_outcomes(passed=8, failed=1, errors=3)
+    # the teardown in which it was finalised (the module's last test); test_one: the same
+    # with one test, whose teardown reports the fixture, not the test.
+    result.assert_outcomes(passed=9, failed=1, errors=4)
     result.stdout.fnmatch_lines([
         "*ERROR at teardown of test_uses_it_again*",
         "*ClientThreadLeak: fixture 'forgotten_client' (set up by "
@@ -115,6 +129,9 @@ def test_leaks_fail_the_teardown_that_leaked_them_and_are_listed(pytester: pytes
     summary = result.stdout.str().split("client threads left running", 1)[1]
     assert "test_leaks.py::test_leaks left kafka-io-leaky running" in summary
     assert "test_leaks.py::test_fails left kafka-io-held running" in summary
+    assert ("fixture 'forgotten_client' (set up by test_one.py::test_alone) left "
+            "kafka-io-forgotten-once running after its teardown") in summary
+    assert "test_one.py::test_alone left" not in summary
     for innocent in ("test_clean", "kafka-io-shared", "test_after"):
         assert innocent not in summary
 
