@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+# Kafka client threads (kafka-python, librdkafka, pylog.client) left running by a test fail
+# its teardown: tests/_harness/thread_leaks.py.
+pytest_plugins = ["_harness.thread_leaks"]
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The logcore suites run twice, compiled and pure: make sure the
@@ -23,4 +27,3 @@ def pytest_report_header(config: pytest.Config) -> str:
     import logcore
 
     return f"logcore implementation: {logcore.IMPLEMENTATION}"
-

@@ -30,6 +30,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
+from _harness.kafka_python import close_producer
 
 from .workload import Record, Seen, _Worker
 
@@ -298,7 +299,7 @@ class KafkaPythonTxnProducer(_TxnProducer):
         try:
             p.init_transactions()
         except BaseException:
-            p.close(timeout=5)
+            close_producer(p, 5)
             raise
         return p
 
@@ -338,7 +339,7 @@ class KafkaPythonTxnProducer(_TxnProducer):
             raise
 
     def close(self, client: Any) -> None:
-        client.close(timeout=10)
+        close_producer(client, 10)
 
 
 # -- verification ---------------------------------------------------------------------------

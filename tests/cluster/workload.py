@@ -20,6 +20,7 @@ from collections import defaultdict
 from typing import Any
 
 import confluent_kafka
+from _harness.kafka_python import close_producer
 
 with warnings.catch_warnings():  # kafka-python warns at import time; warnings are errors
     warnings.simplefilter("ignore")
@@ -205,7 +206,7 @@ class KafkaPythonProducer(_Producer):
                 seq += 1
             p.flush(180)
         finally:
-            p.close(timeout=30)
+            close_producer(p, 30)
 
 
 class Seen:

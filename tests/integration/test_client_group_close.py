@@ -9,7 +9,9 @@ mode on a data directory of this process), with the same broker settings:
   LeaveGroup behind the JoinGroup for the rebalance timeout; ``close(timeout=0)`` waits for
   nothing and still leaves;
 - a revoke callback that commits after a pattern-subscribed topic was deleted does not
-  hang the rebalance (the deleted topic's positions are left out of the commit).
+  hang the rebalance (the deleted topic's positions are left out of the commit);
+- a live member closed at any moment of its broker's restart (down, starting, back,
+  rejoining) returns within close's timeout plus its connections' close.
 """
 
 from __future__ import annotations
@@ -339,6 +341,52 @@ def test_close_timeout_bounds_a_commit_in_the_revoke_callback(new_broker: Any, t
     assert 2.5 < took < 3 + 7
     assert len(listener.commits) == 1 and isinstance(listener.commits[0], KafkaTimeoutError)
     assert b.stop() == 0
+
+
+# When, around a broker restart, close runs: the broker is down; it is starting again; it
+# is back but the member has not noticed; the member's poll has started its rejoin.
+RESTART_MOMENTS = ["down", "starting", "back", "rejoining"]
+CLOSE_TIMEOUT = 5.0
+# What close may take past its timeout: its connections' close (at most 5 s each to flush,
+# pylog.net.connection) and the tasks it stops (pylog.client.aio._tasks), on a loaded
+# machine.
+CLOSE_SLACK = 7.0
+
+
+@pytest.mark.parametrize("moment", RESTART_MOMENTS)
+def test_close_around_a_broker_restart_returns_within_its_timeout(
+        new_broker: Any, topic_name: str, moment: str) -> None:
+    """A live member (heartbeating, auto commit on) of a group whose only broker is killed
+    and restarted: close(timeout=5) at each moment of the restart returns within its
+    timeout plus its connections' close, raises nothing (the commit and the LeaveGroup
+    that fail are logged, as Kafka does), and stops the consumer's I/O thread."""
+    b: BrokerProcess = new_broker(BROKER).start()
+    settings = {"bootstrap.servers": b.bootstrap}
+    _setup(settings, topic_name, 5)
+    c = Consumer({**settings, "group.id": f"g-{topic_name}", "client.id": "a", **MEMBER,
+                  "enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    restarting: threading.Thread | None = None
+    try:
+        c.subscribe([topic_name])
+        _drain(c, 10)
+        b.stop(sig=signal.SIGKILL)
+        if moment == "starting":
+            restarting = threading.Thread(target=b.start, name="broker-restart")
+            restarting.start()
+            _wait(lambda: b.proc is not None, "the broker process to start")
+        elif moment in ("back", "rejoining"):
+            b.start()
+        if moment == "rejoining":
+            c.poll(1.0)  # finds the coordinator again, rejoins (or goes on if it may)
+        start = time.monotonic()
+        c.close(timeout=CLOSE_TIMEOUT)
+        took = time.monotonic() - start
+    finally:
+        c.close()
+        if restarting is not None:
+            restarting.join(60)
+    assert took < CLOSE_TIMEOUT + CLOSE_SLACK, f"close took {took:.1f} s"
+    assert not c._thread.thread.is_alive()
 
 
 def test_an_interrupted_poll_loses_no_record(target: Target, topic_name: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from _harness.kafka_python import close_producer
 
 from pylog.client import Consumer, Producer, TopicPartition
 
@@ -74,11 +75,11 @@ def consume_kafka_python(bootstrap: str, topic: str, n: int):
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
     tp = KTP(topic, 0)
-    c.assign([tp])
-    c.seek(tp, 0)
     got = []
     deadline = time.monotonic() + 30
     try:
+        c.assign([tp])
+        c.seek(tp, 0)
         while len(got) < n and time.monotonic() < deadline:
             for records in c.poll(500).values():
                 got += [(r.offset, r.key, r.value, _norm_headers(r.headers), r.timestamp)
@@ -105,11 +106,13 @@ def produce_kafka_python(bootstrap: str, topic: str, codec: str, records) -> Non
 
     p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
                       compression_type=None if codec == "none" else codec)
-    futures = [p.send(topic, key=k, value=v, headers=h, partition=0, timestamp_ms=ts)
-               for k, v, h, ts in records]
-    p.flush(30)
-    assert [f.get(10).offset for f in futures] == list(range(len(records)))
-    p.close(5)
+    try:
+        futures = [p.send(topic, key=k, value=v, headers=h, partition=0, timestamp_ms=ts)
+                   for k, v, h, ts in records]
+        p.flush(30)
+        assert [f.get(10).offset for f in futures] == list(range(len(records)))
+    finally:
+        close_producer(p, 5)
 
 
 # --- ours ---------------------------------------------------------------------------------

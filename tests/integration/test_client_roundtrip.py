@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from _harness.kafka_python import close_producer
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
@@ -53,11 +54,13 @@ def produce_kafka_python(bootstrap: str, topic: str, codec: str, records) -> Non
 
     p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
                       enable_idempotence=False, acks=1, linger_ms=20)
-    futures = [p.send(topic, key=k, value=v, headers=h, partition=0) for k, v, h in records]
-    p.flush(20)
-    offsets = [f.get(10).offset for f in futures]
+    try:
+        futures = [p.send(topic, key=k, value=v, headers=h, partition=0) for k, v, h in records]
+        p.flush(20)
+        offsets = [f.get(10).offset for f in futures]
+    finally:
+        close_producer(p, 5)
     assert offsets == list(range(offsets[0], offsets[0] + len(records)))
-    p.close(5)
 
 
 def produce_aiokafka(bootstrap: str, topic: str, codec: str, records) -> None:
@@ -104,11 +107,11 @@ def consume_kafka_python(bootstrap: str, topic: str, n: int):
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100)
     tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    c.seek(tp, 0)
     got = []
     deadline = time.monotonic() + 20
     try:
+        c.assign([tp])
+        c.seek(tp, 0)
         while len(got) < n and time.monotonic() < deadline:
             for records in c.poll(500).values():
                 got += [(r.offset, r.key, r.value, list(r.headers)) for r in records]

@@ -49,6 +49,14 @@ def _admin(b) -> AdminClient:
     return _ADMINS[-1]
 
 
+@pytest.fixture(autouse=True)
+def _destroy_admins():
+    """The test's admin clients are destroyed when it ends: kept in the module's list, they
+    went on reconnecting to its stopped brokers for the rest of the xdist worker."""
+    yield
+    _ADMINS.clear()
+
+
 def _local_configs(b, topic: str) -> dict | None:
     doc = json.loads((b.data_dir / "pylog-topics.json").read_text())
     spec = doc["topics"].get(topic)

@@ -291,8 +291,10 @@ def test_committed_offsets_survive_broker_restart(new_broker: Callable[..., Brok
         warnings.simplefilter("ignore")
         kp = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=f"{group}-kp", enable_auto_commit=False)
     tp = kafka.TopicPartition(topic_name, 0)
-    kp.commit({tp: kafka.OffsetAndMetadata(7, "meta", -1)})
-    kp.close()
+    try:
+        kp.commit({tp: kafka.OffsetAndMetadata(7, "meta", -1)})
+    finally:
+        kp.close()
     b.stop(sig=sig)
     b.start()
     assert _consume_and_commit(b.bootstrap, group, topic_name, 10) == list(range(10, 20))

@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+from _harness.kafka_python import close_producer
 from _harness.wire import BrokerConnection
 
 import logcore
@@ -51,16 +52,16 @@ def test_kafka_python_default_producer_is_idempotent_and_exactly_once(broker, to
         p.flush(30)
         offsets = [f.get(10).offset for f in futures]
     finally:
-        p.close(5)
+        close_producer(p, 5)
     assert offsets == list(range(200))
     c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
                       fetch_max_wait_ms=100)
     tp = TopicPartition(topic_name, 0)
-    c.assign([tp])
-    c.seek(tp, 0)
     got = []
     deadline = time.monotonic() + 20
     try:
+        c.assign([tp])
+        c.seek(tp, 0)
         while len(got) < 200 and time.monotonic() < deadline:
             for records in c.poll(500).values():
                 got += [(r.offset, r.value) for r in records]

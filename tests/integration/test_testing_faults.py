@@ -179,8 +179,12 @@ def test_refuse_connections_until_accepted(broker: KafkaBroker) -> None:
     with pytest.raises(KafkaException) as info:
         admin.list_topics(timeout=1)
     assert info.value.args[0].code() == KafkaError._TRANSPORT
-    with pytest.raises(KafkaConnectionError, match="Connect call failed"):
-        Admin(bootstrap_servers=broker.bootstrap_servers, default_api_timeout_ms=1000).list_topics()
+    ours = Admin(bootstrap_servers=broker.bootstrap_servers, default_api_timeout_ms=1000)
+    try:
+        with pytest.raises(KafkaConnectionError, match="Connect call failed"):
+            ours.list_topics()
+    finally:
+        ours.close()
     broker.accept_connections()
     p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     try:

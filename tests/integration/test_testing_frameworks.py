@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import uuid
 import warnings
 
@@ -71,6 +72,14 @@ def test_quixstreams(tmp_path) -> None:
                 msg = topic.serialize(key=f"k{i}", value={"n": i})
                 producer.produce(topic=topic.name, key=msg.key, value=msg.value)
         app.dataframe(topic).apply(lambda v: {"doubled": v["n"] * 2})  # run() finds it
-        rows = app.run(count=3, timeout=30)
+        # run() sets SIGINT and SIGTERM handlers bound to the app and never puts the old
+        # ones back: the app, and its librdkafka clients, stayed alive (and in charge of
+        # the xdist worker's SIGTERM) for the rest of the process.
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            rows = app.run(count=3, timeout=30)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
         assert sorted(r["doubled"] for r in rows) == [0, 2, 4]
         assert len(broker.records(topic_name)) == 3

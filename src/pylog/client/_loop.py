@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from pylog.client.aio._tasks import STOP_TIMEOUT, cancel_all
 from pylog.client.errors import IllegalStateError, KafkaTimeoutError
 
 T = TypeVar("T")
 
 __all__ = ["LoopThread"]
+
+log = logging.getLogger("pylog.client")
 
 
 class LoopThread:
@@ -42,12 +46,18 @@ class LoopThread:
             self.loop.run_forever()
         finally:
             try:
+                # Tasks a close left behind: cancelled until they end, within a bound (a
+                # bare gather would wait for ever on a task whose cancel Python 3.11's
+                # wait_for swallowed: pylog.client.aio._tasks), so stop() always returns.
                 pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-                for t in pending:
-                    t.cancel()
                 if pending:
-                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                    self.loop.run_until_complete(cancel_all(pending, STOP_TIMEOUT))
+                try:
+                    self.loop.run_until_complete(
+                        asyncio.wait_for(self.loop.shutdown_asyncgens(), STOP_TIMEOUT))
+                except asyncio.TimeoutError:
+                    log.warning("%s: async generators still open after %.0f s; loop closed",
+                                self.thread.name, STOP_TIMEOUT)
             finally:
                 self.loop.close()
 

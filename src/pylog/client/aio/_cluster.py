@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog.client.aio._tasks import cancel_all
 from pylog.client.config import ConfigError
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.net.connection import BrokerConnection, Connection
@@ -197,6 +198,9 @@ class Cluster:
             if addr is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the metadata")
             pending = asyncio.get_running_loop().create_task(self._open(node_id, addr))
+            # Its failure is its callers' to read; with every caller cancelled (a close),
+            # nobody would, and asyncio would log "Task exception was never retrieved".
+            pending.add_done_callback(_retrieve)
             self._connecting[node_id] = pending
         # Concurrent callers share one connect; shielded so one caller's cancellation does
         # not abort it for the others.
@@ -404,26 +408,14 @@ class Cluster:
 
     async def close(self) -> None:
         self._closed = True
-        for bg in list(self._background):
-            bg.cancel()
-            try:
-                await bg
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
-                pass
-        for task in list(self._connecting.values()):
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
-                pass
-        if self._refresh is not None and not self._refresh.done():
-            self._refresh.cancel()
-            try:
-                await self._refresh
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
-                pass
+        await cancel_all([*self._background, *self._connecting.values(), self._refresh])
         conns = list(self._conns.values()) + list(self._bootstrap_conns.values())
         self._conns.clear()
         self._bootstrap_conns.clear()
         for conn in conns:
             await conn.close()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

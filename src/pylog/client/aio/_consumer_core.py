@@ -44,6 +44,7 @@ from pylog.client.aio._fetcher import Fetcher, PartitionState
 from pylog.client.aio._group_offsets import commit_offsets, fetch_committed, is_retriable
 from pylog.client.aio._offsets import EARLIEST, LATEST, list_offsets
 from pylog.client.aio._rebalance import RebalanceListener
+from pylog.client.aio._tasks import cancel_all
 from pylog.client.config import ConfigError, Resolved, check_group_protocol
 from pylog.client.errors import (
     ClientClosedError,
@@ -550,12 +551,7 @@ class ConsumerCore:
                 await coord.close(deadline)
         finally:
             self.closed = True
-            for task in list(self.fetcher.in_flight.values()) + list(self.async_commits):
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
-                    pass
+            await cancel_all(list(self.fetcher.in_flight.values()) + list(self.async_commits))
             self.fetcher.clear()
             if self.coordinator is not None:
                 await self.coordinator.close_link()

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pylog import errors
 from pylog.client.aio._cluster import Cluster
+from pylog.client.aio._tasks import cancel_all, cancel_and_wait
 from pylog.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import TopicPartition
 from pylog.net.connection import Connection
@@ -48,17 +49,13 @@ def rebalancing(detail: str) -> errors.RebalanceInProgressError:
 
 
 async def cancel_tasks(owner: Any, *names: str) -> None:
-    """Cancel and await the tasks in ``owner``'s attributes ``names``, setting each to None
+    """Cancel the tasks in ``owner``'s attributes ``names`` and wait for them to end (each
+    cancelled again while it runs on: ``_tasks.cancel_and_wait``), setting each to None
     first (a membership's heartbeat and join/reconcile tasks, on leave and close)."""
     for name in names:
         task = getattr(owner, name)
         setattr(owner, name, None)
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await cancel_and_wait(task)
 
 
 class Generation(NamedTuple):
@@ -262,13 +259,7 @@ class CoordinatorLink:
     async def close_link(self) -> None:
         """Stop looking and close the coordinator connection."""
         self.closed = True
-        for task in [self._lookup, *self._background]:
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing
-                    pass
+        await cancel_all([self._lookup, *self._background])
         conn, self.coordinator_conn = self.coordinator_conn, None
         self.coordinator = None
         if conn is not None:

@@ -37,6 +37,7 @@ from typing import Any
 import logcore
 from pylog import errors
 from pylog.client.aio._cluster import make_cluster
+from pylog.client.aio._tasks import cancel_and_wait
 from pylog.client.config import SHARE_CONSUMER, Resolved, resolve
 from pylog.client.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import ConsumerRecord, TopicPartition
@@ -444,8 +445,8 @@ class ShareConsumer:
             return
         t = self.settings["default.api.timeout.ms"] / 1000 if timeout is None else timeout
         if self._heartbeat is not None:
-            self._heartbeat.cancel()  # the leave below is the last heartbeat
-            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            # The leave below is the last heartbeat (cancelled until it ends: _tasks).
+            await cancel_and_wait(self._heartbeat)
             self._heartbeat = None
         try:
             self._mark_implicit()
