@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.cli._common import CliError, connection_settings, describe_error, interrupted_status
+from pylog.config.durations import parse_duration_ms
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
     from pylog.client import Admin, GroupDescription, TopicPartition
@@ -483,24 +483,14 @@ def parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-_DURATION = re.compile(
-    r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
-    re.IGNORECASE)
-
-
 def parse_duration(text: str) -> int:
     """Milliseconds of an ISO-8601 duration ``PnDTnHnMn.nS``, as Java's ``Duration.parse``
     reads ``--by-duration``."""
-    m = _DURATION.fullmatch(text.strip())
-    if m is None or text.strip().upper().endswith("T") or not any(m.group(i) for i in range(2, 6)):
+    try:
+        return parse_duration_ms(text)
+    except ValueError:
         raise UsageError(f"--by-duration {text!r}: expected an ISO-8601 duration PnDTnHnMnS, "
-                         f"e.g. PT30M, P1DT2H, PT0.5S")
-    sign, days, hours, minutes, seconds, fraction = m.groups()
-    seconds_sign = -1 if (seconds or "").startswith("-") else 1
-    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000
-          + int(minutes or 0) * 60_000 + int(seconds or 0) * 1000
-          + seconds_sign * int(((fraction or "") + "000")[:3]))
-    return -ms if sign == "-" else ms
+                         f"e.g. PT30M, P1DT2H, PT0.5S") from None
 
 
 def _warn(text: str) -> None:

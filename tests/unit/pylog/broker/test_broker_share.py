@@ -146,11 +146,14 @@ def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
         key = ("g", topic.topic_id, 0)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
         assert acquired(r) == [(0, 149, 1)]
-        broker.share.partitions[key].max_in_flight = 200
+        # the group config share.partition.max.record.locks applies to a loaded share partition
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.partition.max.record.locks": 200}, False)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "n", 0, max_records=150))
         assert acquired(r) == [(150, 199, 1)]
         r = await call(broker, 78, 1, fetch(topic.topic_id, "o", 0, max_records=150))
         assert acquired(r) == []
+        assert broker.share.partitions[key].max_in_flight == 200
 
     asyncio.run(go())
 
@@ -204,5 +207,60 @@ def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
         assert ("g", topic.topic_id, 0) not in broker.share.partitions
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
         assert r.responses[0].partitions[0].error_code == errors.UnknownTopicIdError.code
+
+    asyncio.run(go())
+
+
+def _txn(pid: int, seq: int, values: list[bytes]) -> bytes:
+    b = logcore.BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    for v in values:
+        b.append(v, timestamp_ms=T0)
+    return b.build()
+
+
+def _archived(sp: Any, offset: int) -> bool:
+    """Archived, or done with (below the share-partition start offset)."""
+    state = sp.state_of(offset)
+    return offset < sp.start_offset if state is None else state[0] == 4
+
+
+@pytest.mark.parametrize("level", ["read_uncommitted", "read_committed"])
+def test_share_isolation_level(broker: Broker, level: str) -> None:
+    """share.isolation.level: markers are never acquired; read_committed stops at the last
+    stable offset and archives aborted data; read_uncommitted delivers aborted data too."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("x", 1)
+        plog = topic.partitions[0].log
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": level}, False)
+        plog.append(_txn(7, 0, [b"a0", b"a1"]))                          # 0-1 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)       # 2
+        plog.append(_txn(8, 0, [b"c0"]))                                   # 3 committed
+        plog.append_control(8, 0, commit=True, coordinator_epoch=0)        # 4
+        plog.append(_txn(9, 0, [b"o0", b"o1"]))                            # 5-6 open
+        await produce(broker, "x", 1)                                      # 7 plain
+        tid = topic.topic_id
+        key = ("g", tid, 0)
+        r = await call(broker, 78, 1, fetch(tid, "m", 0))
+        if level == "read_committed":
+            assert acquired(r) == [(3, 3, 1)]  # stops at the open transaction (LSO 5)
+        else:
+            assert acquired(r) == [(0, 1, 1), (3, 3, 1), (5, 7, 1)]
+        sp = broker.share.partitions[key]
+        assert _archived(sp, 2) and _archived(sp, 4)  # markers
+        if level == "read_committed":
+            assert _archived(sp, 0) and _archived(sp, 1) and sp.start_offset == 3
+            r = await call(broker, 78, 1, fetch(tid, "m", 1))
+            assert acquired(r) == []  # the open transaction still blocks 5-7
+            plog.append_control(9, 0, commit=False, coordinator_epoch=0)   # 8: abort it
+            r = await call(broker, 78, 1, fetch(tid, "m", 2))
+            assert acquired(r) == [(7, 7, 1)]  # 5-6 aborted, 8 a marker
+            assert all(_archived(sp, o) for o in (5, 6, 8))
+        # the member accepts what it got: the start offset moves past everything
+        got = [(0, 1), (3, 3), (5, 7)] if level == "read_uncommitted" else [(3, 3), (7, 7)]
+        r = await call(broker, 79, 1, ack(tid, "m", 1 if level == "read_uncommitted" else 3,
+                                          [(a, b, [1]) for a, b in got]))
+        assert r.error_code == 0
+        assert sp.start_offset == plog.log_end_offset
 
     asyncio.run(go())
