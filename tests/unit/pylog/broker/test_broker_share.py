@@ -159,7 +159,11 @@ def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
 
 
 def test_group_configs_altered_and_described(broker: Broker) -> None:
-    from pylog.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    from pylog.protocol.messages import (
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    )
 
     I = IncrementalAlterConfigsRequest  # noqa: E741
     D = DescribeConfigsRequest
@@ -187,6 +191,52 @@ def test_group_configs_altered_and_described(broker: Broker) -> None:
         assert got["share.delivery.count.limit"] == ("5", 5)
         r = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 1, None)))
         assert r.responses[0].error_code == 0 and broker.share.lock_duration_ms("g") == 30000
+        # share.auto.offset.reset=by_duration: Kafka's words for a bad duration, through
+        # IncrementalAlterConfigs and the legacy AlterConfigs alike
+        bad = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "by_duration:PT-1H")))
+        assert bad.responses[0].error_code == errors.InvalidConfigError.code
+        assert "by_duration:<PnDTnHnMn.nS>" in bad.responses[0].error_message
+        A = AlterConfigsRequest
+        legacy = await call(broker, 33, 1, A(resources=[A.AlterConfigsResource(
+            resource_type=32, resource_name="g", configs=[A.AlterableConfig(
+                name="share.auto.offset.reset", value="by_duration:1 hour")])], validate_only=False))
+        assert legacy.responses[0].error_code == errors.InvalidConfigError.code
+        assert "share.auto.offset.reset" in legacy.responses[0].error_message
+        r = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "by_duration:PT1H"),
+                                            ("share.isolation.level", 0, "read_committed")))
+        assert r.responses[0].error_code == 0
+        d = await call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=32, resource_name="g", configuration_keys=None)],
+            include_synonyms=True, include_documentation=False))
+        got = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
+        assert got["share.auto.offset.reset"] == ("by_duration:PT1H", 8)
+        assert got["share.isolation.level"] == ("read_committed", 8)
+        assert got["share.partition.max.record.locks"] == ("2000", 5)
+
+    asyncio.run(go())
+
+
+def test_by_duration_starts_at_the_first_record_that_recent(broker: Broker) -> None:
+    """share.auto.offset.reset=by_duration:D: a new share partition starts at the first
+    record whose timestamp is >= now - D (the time index), at the log end when none is."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("b", 1)
+        plog = topic.partitions[0].log
+        for age_min in (180, 90, 50, 20, 5):  # offsets 0-4, oldest first
+            b = logcore.BatchBuilder()
+            b.append(b"%d" % age_min, timestamp_ms=T0 - age_min * 60_000)
+            plog.append(b.build())
+        tid = topic.topic_id
+        broker.share.group_configs.alter("h1", {"share.auto.offset.reset": "by_duration:PT1H"}, False)
+        broker.share.group_configs.alter("d1", {"share.auto.offset.reset": "by_duration:P1D"}, False)
+        broker.share.group_configs.alter("m1", {"share.auto.offset.reset": "by_duration:PT1M"}, False)
+        for group, first in (("h1", 2), ("d1", 0), ("m1", None)):
+            r = await call(broker, 78, 1, fetch(tid, "m", 0, group=group))
+            sp = broker.share.partitions[(group, tid, 0)]
+            if first is None:
+                assert acquired(r) == [] and sp.start_offset == 5  # none that recent
+            else:
+                assert acquired(r) == [(first, 4, 1)]
 
     asyncio.run(go())
 
