@@ -348,8 +348,11 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
         "HOST", "CLIENT-ID", "#PARTITIONS"]
     widths = [15, 15] + ([17] if instances else []) + [15, 15, 15]
     if modern:
-        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-        widths += [15, 20, 15, 0]
+        # MEMBER-TYPE (pylog's column): classic for a member that joined with JoinGroup
+        # (a mixed group, groups.md "Migrating between the protocols"), else consumer.
+        header += ["MEMBER-TYPE", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                   "TARGET-ASSIGNMENT"]
+        widths += [12, 15, 20, 15, 0]
     elif share:
         header += ["MEMBER-EPOCH", "ASSIGNMENT"]
         widths += [15, 0]
@@ -363,7 +366,8 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
             row.append(m.group_instance_id or "")
         row += [m.host, m.client_id, len(m.assignment)]
         if modern:
-            row += [m.member_epoch, _assignment_text(m.assignment), desc.assignment_epoch,
+            row += [m.member_type or MISSING, m.member_epoch, _assignment_text(m.assignment),
+                    desc.assignment_epoch,
                     _assignment_text(m.target_assignment or [])]
         elif share:
             row += [m.member_epoch, _assignment_text(m.assignment)]
@@ -419,6 +423,7 @@ def _member_json(m: Any) -> dict[str, Any]:
         out["member_epoch"] = m.member_epoch
         out["target_assignment"] = [{"topic": t, "partition": p} for t, p in m.target_assignment or []]
         out["subscribed_topics"] = m.subscribed_topics
+        out["member_type"] = m.member_type
     return out
 
 
