@@ -15,7 +15,11 @@ Order of work, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    ``logcore.FileRegion`` sent with sendfile), and the AVAILABLE offsets in the region are
    acquired for the member (at most ``MaxRecords`` in all). The answer carries whole batches
    and the ``AcquiredRecords`` ranges with their delivery counts; the client keeps only
-   the records inside those ranges.
+   the records inside those ranges. Transaction markers in the region are archived, never
+   acquired; with the group config ``share.isolation.level=read_committed`` the read stops
+   at the last stable offset and aborted transactions' data is archived too
+   (``pylog.group.share.transactions``, Kafka's ``SharePartition``): a share fetch answer
+   has no aborted-transactions list for the client to filter with.
 
 Long poll: with nothing acquired and ``MaxWaitMs`` left, the request waits for an append to
 one of its partitions or for records to become available again (released, lock expired:
