@@ -159,6 +159,10 @@ def txn_batches(int fd, int64_t start, int64_t end):
         size = SEG_LOG_OVERHEAD + <int32_t>lc_load_be32(p + 8)
         if pos + size > end:
             break
+        if size > SEG_CHUNK:
+            # The next header is beyond this buffer whatever its size: read a small chunk
+            # there instead of copying 4 KiB of record bytes for 61 of header.
+            w.chunk = SEG_FIRST_CHUNK
         attributes = (<unsigned int>p[21] << 8) | p[22]
         if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
             base = <int64_t>lc_load_be64(p)
