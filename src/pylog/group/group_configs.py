@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pylog.config.durations import parse_duration_ms
+from pylog._durations import parse_duration_ms
 from pylog.errors import InvalidConfigError, InvalidRequestError
 
 __all__ = ["GroupConfigs", "GROUP_CONFIG_DEFS", "GROUP_CONFIG_NAMES", "GroupConfigDef",
