@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.cli._common import CliError, connection_settings, describe_error, interrupted_status
 from pylog._durations import parse_duration_ms
+from pylog.cli._common import CliError, connection_settings, describe_error, interrupted_status
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
     from pylog.client import Admin, GroupDescription, TopicPartition
