@@ -164,9 +164,10 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
             skip = unreadable_ranges(plog.txn_batches(region), plog.aborted_transactions(
                 region.first_offset, region.last_offset + 1) if committed else (), committed)
             acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms, skip)
-            if sp.version != version:
-                share.changed((gid, topic_id, index), sp)
-            if acquired or not skip:
+            if sp.version == version:
+                break  # nothing acquirable in this read
+            share.changed((gid, topic_id, index), sp)
+            if acquired:
                 break
             # The whole read was markers or aborted data, now archived: read on past it.
         if not acquired or region is None:

@@ -314,3 +314,28 @@ def test_share_isolation_level(broker: Broker, level: str) -> None:
         assert sp.start_offset == plog.log_end_offset
 
     asyncio.run(go())
+
+
+def test_a_fetch_reads_on_past_reads_of_only_markers_and_aborted_data(broker: Broker, monkeypatch) -> None:
+    """Reads of one batch each (a small read size): the aborted batch and the markers are
+    archived read after read, and the same fetch acquires the committed record behind them."""
+    from pylog.broker.handlers import share_fetch
+
+    monkeypatch.setattr(share_fetch, "_READ_BYTES", 1)  # one batch per read (min one batch)
+
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("y", 1)
+        plog = topic.partitions[0].log
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": "read_committed"}, False)
+        plog.append(_txn(7, 0, [b"a0", b"a1"]))                        # 0-1 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)     # 2
+        plog.append(_txn(7, 2, [b"a2"]))                                 # 3 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)     # 4
+        plog.append(_txn(8, 0, [b"c0"]))                                 # 5 committed
+        plog.append_control(8, 0, commit=True, coordinator_epoch=0)      # 6
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
+        assert acquired(r) == [(5, 5, 1)]
+        assert broker.share.partitions[("g", topic.topic_id, 0)].start_offset == 5
+
+    asyncio.run(go())
