@@ -9,7 +9,7 @@ import pytest
 from pylog.broker.group_config_file import open_group_configs
 from pylog.config import BrokerConfig
 from pylog.errors import InvalidConfigError, InvalidRequestError
-from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs, reset_duration_ms
+from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs, reset_duration_ms, to_strings
 
 
 def configs(tmp_path, **overrides: str) -> GroupConfigs:
@@ -139,7 +139,15 @@ def test_stored_strings_apply_and_a_refused_one_is_left_out(tmp_path) -> None:
     gc = GroupConfigs(BrokerConfig({"log.dirs": str(tmp_path)}))  # cluster mode: no local store
     gc.apply_stored("g", {"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "99"})
     assert gc.overrides("g") == {"share.record.lock.duration.ms": 20000}
+    gc.apply_stored("h", {"share.auto.offset.reset": "by_duration:PT1H",
+                          "share.isolation.level": "read_committed",
+                          "share.partition.max.record.locks": "50"})
+    assert gc.overrides("h") == {"share.auto.offset.reset": "by_duration:PT1H",
+                                 "share.isolation.level": "read_committed"}
+    assert to_strings(gc.overrides("h")) == {"share.auto.offset.reset": "by_duration:PT1H",
+                                             "share.isolation.level": "read_committed"}
     gc.apply_stored("g", {})
+    gc.apply_stored("h", {})
     assert gc.overrides("g") == {} and gc.groups() == []
     assert not (tmp_path / "group-configs.json").exists()  # cluster mode: ZooKeeper is the store
 
