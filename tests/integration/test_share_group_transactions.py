@@ -1,6 +1,7 @@
 """Share groups and transactions (``share.isolation.level``) and ``share.auto.offset.reset=
 by_duration:...`` with real clients: a confluent-kafka transactional producer commits and
-aborts, confluent-kafka 2.16 ``ShareConsumer``s read in both isolation levels.
+aborts, confluent-kafka 2.16 ``ShareConsumer``s read in both isolation levels (and a
+pylog.client ``ShareConsumer`` under read_committed).
 
 Done is checked on the broker, not by waiting: a share group has finished a partition when
 its share-partition start offset (DescribeShareGroupOffsets, pylog's admin client) reaches
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from pylog.client import Admin
+from pylog.client import ShareConsumer as PylogShareConsumer
 from pylog.client.aio.admin import ConfigResource
 from tests.integration.conftest import BrokerProcess, cluster_size
 
@@ -119,9 +121,12 @@ def _drain(bootstrap: str, consumers: dict[str, Any], topic: str) -> dict[str, l
             assert time.monotonic() < deadline, f"not done: {got}, start offsets " \
                 f"{ {g: _start_offset(admin, g) for g in consumers} }, log end {end}"
             for g, c in consumers.items():
-                for m in c.poll(0.3):
-                    assert m.error() is None, m.error()
-                    got[g].append(m.value().decode())
+                if isinstance(c, confluent_kafka.ShareConsumer):
+                    for m in c.poll(0.3):
+                        assert m.error() is None, m.error()
+                        got[g].append(m.value().decode())
+                else:  # pylog.client's ShareConsumer
+                    got[g] += [r.value.decode() for r in c.poll(0.3, max_records=50)]
                 if _start_offset(admin, g) == end:
                     done.add(g)
     return got
@@ -138,8 +143,12 @@ def test_read_committed_delivers_only_committed_records_read_uncommitted_all(tbr
     _plain(bs, topic, ["p0", "p1"])
     _transaction(p, topic, [f"c{i}" for i in range(5, 10)], commit=True)
     _transaction(p, topic, [f"a{i}" for i in range(5, 8)], commit=False)
+    pylog_group = _group(bs, share_auto_offset_reset="earliest", share_isolation_level="read_committed")
+    pylog_consumer = PylogShareConsumer({"bootstrap.servers": bs, "group.id": pylog_group})
+    pylog_consumer.subscribe([topic])
     consumers = {committed_group: _consumer(bs, committed_group, topic),
-                 uncommitted_group: _consumer(bs, uncommitted_group, topic)}
+                 uncommitted_group: _consumer(bs, uncommitted_group, topic),
+                 pylog_group: pylog_consumer}
     try:
         got = _drain(bs, consumers, topic)
     finally:
@@ -147,10 +156,12 @@ def test_read_committed_delivers_only_committed_records_read_uncommitted_all(tbr
             c.close()
     committed = [f"c{i}" for i in range(10)] + ["p0", "p1"]
     aborted = [f"a{i}" for i in range(8)]
-    # Exactly once each: no aborted record under read_committed, every record under
-    # read_uncommitted, and the four markers (never delivered, they hold no value) done with
-    # in both groups (the start offsets reached the log end).
+    # Exactly once each: no aborted record under read_committed (confluent-kafka's and
+    # pylog.client's share consumers), every record under read_uncommitted, and the four
+    # markers (never delivered, they hold no value) done with in every group (the start
+    # offsets reached the log end).
     assert sorted(got[committed_group]) == sorted(committed)
+    assert sorted(got[pylog_group]) == sorted(committed)
     assert sorted(got[uncommitted_group]) == sorted(committed + aborted)
 
 
