@@ -408,6 +408,8 @@ def _group_section() -> list[str]:
     for name, d in GROUP_CONFIG_DEFS.items():
         if d.type == "string":
             setting, bounds = f"(none: `{d.fixed}`)", ", ".join(f"`{c}`" for c in d.choices)
+        elif d.type == "boolean":
+            setting, bounds = f"(none: `{d.fixed}`)", "`true`, `false`"
         else:
             setting = f"`{d.broker_name}`"
             parts = []

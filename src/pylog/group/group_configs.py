@@ -19,6 +19,7 @@ settings, for KIP-848 consumer groups and KIP-932 share groups::
                                    (no broker setting: latest)
     share.isolation.level          read_uncommitted | read_committed (no broker
                                    setting: read_uncommitted)
+    share.renew.acknowledge.enable true | false (no broker setting: true)
 
 A value outside its bounds is INVALID_CONFIG naming the key and the bound (Kafka's
 ``GroupConfig.validateValues`` words); the session timeout must stay above the heartbeat
@@ -108,6 +109,10 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
         fixed="read_uncommitted",
         doc="read_committed delivers only committed transactional records (and nothing past "
             "an open transaction); read_uncommitted delivers aborted ones too."),
+    "share.renew.acknowledge.enable": GroupConfigDef(
+        None, type="boolean", fixed="true",
+        doc="Whether the group's share consumers may renew their acquisition locks "
+            "(AcknowledgeType RENEW)."),
 }
 
 _RESET = "share.auto.offset.reset"
@@ -139,7 +144,9 @@ class GroupConfigs:
 
     def default(self, name: str) -> Any:
         d = GROUP_CONFIG_DEFS[name]
-        return d.fixed if d.broker_name is None else self._config[d.broker_name]
+        if d.broker_name is None:
+            return d.fixed == "true" if d.type == "boolean" else d.fixed
+        return self._config[d.broker_name]
 
     def get(self, group_id: str, name: str) -> Any:
         value = self._overrides.get(group_id, {}).get(name)
@@ -175,7 +182,7 @@ class GroupConfigs:
             else:
                 source = SOURCE_DEFAULT
             value = own[name] if name in own else self.default(name)
-            out.append((name, str(value), source, d.broker_name))
+            out.append((name, _string(value), source, d.broker_name))
         return out
 
     # ------------------------------------------------------------------ validation
@@ -194,6 +201,13 @@ class GroupConfigs:
             raise InvalidRequestError(f"Null value not supported for : {name}")
         if name == _RESET:
             return _parse_reset(value)
+        if d.type == "boolean":
+            # Kafka's ConfigDef BOOLEAN: true or false, in any case.
+            v = value.strip().lower()
+            if v not in ("true", "false"):
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: "
+                                         "Expected value to be either true or false")
+            return v == "true"
         if d.type == "string":
             v = value.strip().lower()
             if v not in d.choices:
@@ -307,4 +321,9 @@ def reset_duration_ms(reset: str) -> int | None:
 
 def to_strings(overrides: Mapping[str, Any]) -> dict[str, str]:
     """Parsed overrides in Kafka's string form, as ``/config/groups/<group>`` stores them."""
-    return {name: str(value) for name, value in overrides.items()}
+    return {name: _string(value) for name, value in overrides.items()}
+
+
+def _string(value: Any) -> str:
+    """A parsed value in Kafka's string form (booleans lowercase, as Java prints them)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -144,6 +144,11 @@ class ShareService:
     def max_record_locks(self, group_id: str) -> int:
         return self.group_configs.get(group_id, "share.partition.max.record.locks")
 
+    def renew_enabled(self, group_id: str) -> bool:
+        """``share.renew.acknowledge.enable`` (true by default): RENEW acknowledgements are
+        refused with INVALID_RECORD_STATE when false, as in Kafka."""
+        return bool(self.group_configs.get(group_id, "share.renew.acknowledge.enable"))
+
     def isolation_level(self, group_id: str) -> str:
         """``share.isolation.level``: read_uncommitted (the default) or read_committed."""
         return self.group_configs.get(group_id, "share.isolation.level")

@@ -339,3 +339,34 @@ def test_a_fetch_reads_on_past_reads_of_only_markers_and_aborted_data(broker: Br
         assert broker.share.partitions[("g", topic.topic_id, 0)].start_offset == 5
 
     asyncio.run(go())
+
+
+def test_renew_acknowledgements_follow_share_renew_acknowledge_enable(broker: Broker) -> None:
+    """RENEW (v2) extends a lock; with the group config share.renew.acknowledge.enable=false
+    it is INVALID_RECORD_STATE for the partition and nothing of it is applied, as in Kafka."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("r", 1)
+        await produce(broker, "r", 2)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        tid = topic.topic_id
+        r = await call(broker, 78, 2, fetch(tid, "m", 0))
+        assert acquired(r) == [(0, 1, 1)]
+        sp = broker.share.partitions[("g", tid, 0)]
+        body = ack(tid, "m", 1, [(0, 0, [4])])
+        body.is_renew_ack = True
+        r = await call(broker, 79, 2, body)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 0 and sp.state_of(0) == (1, 1)  # renewed: still acquired
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.renew.acknowledge.enable": False}, False)
+        body = ack(tid, "m", 2, [(0, 0, [4]), (1, 1, [1])])
+        body.is_renew_ack = True
+        r = await call(broker, 79, 2, body)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == errors.InvalidRecordStateError.code
+        assert "share.renew.acknowledge.enable" in p.error_message
+        assert sp.state_of(1) == (1, 1)  # the ACCEPT in the same partition was not applied
+        r = await call(broker, 79, 2, ack(tid, "m", 3, [(0, 1, [1])]))
+        assert r.responses[0].partitions[0].error_code == 0 and sp.start_offset == 2
+
+    asyncio.run(go())

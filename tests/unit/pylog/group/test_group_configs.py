@@ -23,7 +23,7 @@ def test_the_names_are_kafkas_group_configs() -> None:
         "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
         "share.session.timeout.ms", "share.heartbeat.interval.ms",
         "share.record.lock.duration.ms", "share.delivery.count.limit", "share.auto.offset.reset",
-        "share.partition.max.record.locks", "share.isolation.level"}
+        "share.partition.max.record.locks", "share.isolation.level", "share.renew.acknowledge.enable"}
 
 
 @pytest.mark.parametrize(("name", "value", "bound"), [
@@ -51,6 +51,7 @@ def test_the_names_are_kafkas_group_configs() -> None:
     ("share.auto.offset.reset", "by_duration:-PT1H", "by_duration:<PnDTnHnMn.nS>"),
     ("share.auto.offset.reset", "by_duration:PT-5M", "by_duration:<PnDTnHnMn.nS>"),
     ("share.isolation.level", "committed", "one of: read_uncommitted, read_committed"),
+    ("share.renew.acknowledge.enable", "1", "Expected value to be either true or false"),
     ("share.session.timeout.ms", "4.5e4", "Not a number of type INT"),
 ])
 def test_a_value_out_of_bounds_is_invalid_config_naming_the_key(tmp_path, name, value, bound) -> None:
@@ -92,6 +93,12 @@ def test_share_isolation_level_and_record_locks(tmp_path) -> None:
                                 "share.isolation.level": "read_committed"}), False)
     assert gc.get("g", "share.partition.max.record.locks") == 100
     assert gc.get("g", "share.isolation.level") == "read_committed"
+    assert gc.get("g", "share.renew.acknowledge.enable") is True
+    assert gc.parse("share.renew.acknowledge.enable", " FALSE ") is False
+    gc.alter("g", {"share.renew.acknowledge.enable": False}, False)
+    got = {n: (v, src) for n, v, src, _b in gc.describe("g")}
+    assert got["share.renew.acknowledge.enable"] == ("false", 8)  # Java's spelling
+    assert to_strings(gc.overrides("g")) == {"share.renew.acknowledge.enable": "false"}
     # the delivery-count bounds are broker settings (Kafka 4.2's group.share.min/max.*)
     wide = configs(tmp_path / "w", **{"group.share.max.delivery.count.limit": "20"})
     assert wide.parse("share.delivery.count.limit", "20") == 20
