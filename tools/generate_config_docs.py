@@ -281,6 +281,9 @@ PYLOG_NOTES: dict[str, str] = {
     "group.share.max.session.timeout.ms": "Honoured: the highest `share.session.timeout.ms` a group config may set "
                                           "(the broker's own setting is not checked against it).",
     "group.share.max.size": "Honoured: share-group members beyond it get GROUP_MAX_SIZE_REACHED.",
+    "group.share.initialize.retry.interval.ms": "Honoured: a share partition initializing for longer (at least "
+                                                "offsets.commit.timeout.ms) is initialized again at its "
+                                                "group's next heartbeat.",
     "group.share.record.lock.duration.ms": "Honoured: how long an acquired record stays locked to its "
                                            "share consumer (group config `share.record.lock.duration.ms`).",
     "group.share.min.record.lock.duration.ms": "Honoured: the lowest `share.record.lock.duration.ms` a group "

@@ -86,6 +86,11 @@ class Figures:
     acknowledged: int = 0
     failed: int = 0
     lost: int = 0
+    # acknowledged with no offset (confluent-kafka's msg.offset() None): librdkafka does
+    # that when a retried batch is answered DUPLICATE_SEQUENCE_NUMBER, which pylog never
+    # sends; seen once in CI under a load average of 20. Such a record is looked up by
+    # value in its partition: lost only if it is not there.
+    acked_without_offset: int = 0
     duplicates: int = 0
     reordered: int = 0
     gaps: int = 0
@@ -139,6 +144,8 @@ class Figures:
             f"  lost {self.lost}, duplicates {self.duplicates}, reordered {self.reordered}, "
             f"offset gaps {self.gaps}, diverged replicas {self.diverged_replicas}, "
             f"consumer mismatches {self.consumer_mismatches}"
+            + (f", acknowledged without an offset {self.acked_without_offset}"
+               if self.acked_without_offset else "")
             + (f", aborted records visible {self.aborted_visible}, in-doubt transactions "
                f"partly visible {self.partial_transactions}" if self.workload == "txn" else ""),
             f"  consumed {', '.join(f'{k} {v}' for k, v in sorted(self.consumed.items()))}",
@@ -330,7 +337,14 @@ def check_log(figures: Figures, acks: Acks, final: dict[int, list[Record]]) -> N
                 figures.problems.append(f"partition {p} offset {o}: {producer} seq {seq} "
                                         f"after seq {last[producer]}")
             last[producer] = seq
+        values = None
         for o, _k, v in acks.acked.get(p, []):
+            if o is None:
+                figures.acked_without_offset += 1
+                if values is None:
+                    values = set(counts)
+                if v in values:
+                    continue
             if by_offset.get(o) != v:
                 figures.lost += 1
                 if figures.lost <= 5:

@@ -37,6 +37,7 @@ from _harness.zookeeper import zookeeper  # noqa: F401
 from confluent_kafka import AcknowledgeType
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pylog import errors
 from pylog.cluster.zk_store import ZkStore
 from pylog.group.config import partition_for
 from pylog.log.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
@@ -429,3 +430,125 @@ def test_share_state_crosses_a_sasl_ssl_inter_broker_listener(zookeeper, new_bro
         # The remote coordinator holds the start offset past every accepted record: the
         # leader's writes reached it, and brokers reach each other only on INTERNAL (SASL_SSL).
         _wait(summary, 30, "the share coordinator's start offset at the end")
+
+
+def test_a_deleted_share_groups_state_is_not_written_back_by_a_remote_leader(cluster: Cluster) -> None:
+    """DeleteGroups of a share group deletes its share partitions' state at their share
+    coordinators (the group coordinator moves the topics to DeletingTopics, then sends
+    DeleteShareGroupState). The topic partition's leader, a third broker, still holds the
+    share partition in memory, with records a (non-member) share session acquired: its next
+    state write, for that session's acknowledgement, is refused by the share coordinator
+    (INVALID_REQUEST: no state), the acknowledgement fails, the leader drops the share
+    partition, and the deleted state does not come back: a new group of that name starts
+    from ``share.auto.offset.reset`` (every record delivered again, delivery count 1).
+    Before the group coordinator managed the state (pylog up to 2207a69), the write was
+    taken as new state and the acknowledgement succeeded."""
+    from pylog.protocol.messages import DeleteGroupsRequest, FindCoordinatorRequest
+    from pylog.protocol.messages import ReadShareGroupStateSummaryRequest as S
+    from pylog.protocol.messages import ShareAcknowledgeRequest as A
+    from pylog.protocol.messages import ShareFetchRequest as F
+
+    topic = "jobs-deleted-group"
+    tid_str = cluster.create_topic(topic)
+    tid = topic_id_from_str(tid_str)
+    leader = cluster.leader(topic)
+    first = cluster.brokers[0]
+    # A group whose coordinator and share coordinator are both away from the leader.
+    for _ in range(60):
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        share_coordinator = cluster.share_coordinator(f"{group}:{tid_str}:0")
+
+        def group_coordinator(g: str = group) -> tuple[int] | None:
+            r = asyncio.run(_send(first.host, first.port, FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4))
+            c = r.coordinators[0]
+            return (c.node_id,) if c.error_code == 0 else None
+        (coordinator,) = _wait(group_coordinator, 60, f"the coordinator of {group}")
+        if leader not in (share_coordinator, coordinator):
+            break
+    else:
+        pytest.fail("no group name put both coordinators away from the partition leader")
+    cluster.set_group_config(group, "share.auto.offset.reset", "earliest", via=coordinator)
+    cluster.wait_group_config(group, "share.auto.offset.reset", "earliest")
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    values = [b"d%d" % i for i in range(20)]
+    for v in values:
+        producer.produce(topic, value=v, partition=0)
+    assert producer.flush(30) == 0
+
+    # A member accepts the first records (so the leader holds the share partition), then leaves.
+    c = confluent_kafka.ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                       "share.acknowledgement.mode": "explicit", "max.poll.records": 5})
+    c.subscribe([topic])
+    accepted: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not accepted and time.monotonic() < deadline:
+            msgs = [m for m in c.poll(0.5) if m.error() is None]
+            for m in msgs:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if msgs:
+                results = c.commit_sync(10)
+                assert results and all(e is None for e in results.values()), results
+                accepted = [m.value() for m in msgs]
+    finally:
+        c.close()
+    assert accepted, "the member got no records"
+
+    def summary() -> Any:
+        b = cluster.brokers[share_coordinator]
+        r = asyncio.run(_send(b.host, b.port, S(group_id=group, topics=[S.ReadStateSummaryData(
+            topic_id=tid, partitions=[S.PartitionData(partition=0, leader_epoch=-1)])]), 0))
+        p = r.results[0].partitions[0]
+        assert p.error_code == 0, p
+        return p
+
+    _wait(lambda: summary().start_offset == len(accepted), 30, "the accepted records' state at the coordinator")
+    # A share session on the leader (not a group member) acquires the next records.
+    lb = cluster.brokers[leader]
+    fetched = asyncio.run(_send(lb.host, lb.port, F(
+        group_id=group, member_id="stale-session", share_session_epoch=0, max_wait_ms=2000, min_bytes=1,
+        max_bytes=1 << 20, max_records=5, batch_size=5, topics=[F.FetchTopic(topic_id=tid, partitions=[
+            F.FetchPartition(partition_index=0, acknowledgement_batches=[])])], forgotten_topics_data=[]), 1))
+    got = [(a.first_offset, a.last_offset) for t in fetched.responses for p in t.partitions
+           for a in p.acquired_records]
+    assert fetched.error_code == 0 and got, fetched
+    first_acquired = got[0][0]
+    assert first_acquired == len(accepted)
+
+    # The group is empty: DeleteGroups through its coordinator deletes the state first.
+    cb = cluster.brokers[coordinator]
+    d = asyncio.run(_send(cb.host, cb.port, DeleteGroupsRequest(groups_names=[group]), 2))
+    assert d.results[0].error_code == 0, d
+    assert summary().start_offset == -1  # no state any more
+
+    # The leader's stale share partition acknowledges: its write is refused, the client is
+    # told, and nothing is written back.
+    acked = asyncio.run(_send(lb.host, lb.port, A(
+        group_id=group, member_id="stale-session", share_session_epoch=1, topics=[A.AcknowledgeTopic(
+            topic_id=tid, partitions=[A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                A.AcknowledgementBatch(first_offset=first_acquired, last_offset=first_acquired,
+                                       acknowledge_types=[1])])])]), 1))
+    assert acked.responses[0].partitions[0].error_code == errors.UnknownServerError.code, acked
+    assert summary().start_offset == -1, "the deleted share partition's state was written back"
+
+    # A new group of that name (its configs went with the old one) starts afresh: every
+    # record, each delivered for the first time.
+    cluster.set_group_config(group, "share.auto.offset.reset", "earliest", via=coordinator)
+    cluster.wait_group_config(group, "share.auto.offset.reset", "earliest")
+    c = confluent_kafka.ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    seen: dict[bytes, int] = {}
+    try:
+        deadline = time.monotonic() + 90
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            msgs = [m for m in c.poll(0.5) if m.error() is None]
+            for m in msgs:
+                seen.setdefault(m.value(), m.delivery_count())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if msgs:
+                c.commit_sync(10)
+    finally:
+        c.close()
+    assert set(seen) == set(values), sorted(set(values) - set(seen))[:5]
+    assert set(seen.values()) == {1}, seen

@@ -186,6 +186,7 @@ class ShareGroupRun:
     def __init__(self, bootstrap: str, topic: str, earliest: bool = True) -> None:
         self.group = f"sfo-{uuid.uuid4().hex[:6]}"
         self.bootstrap = bootstrap
+        self.topic = topic
         if earliest:
             with Admin(bootstrap_servers=bootstrap) as admin:
                 admin.alter_configs(ConfigResource("group", self.group),
@@ -228,18 +229,22 @@ class ShareGroupRun:
             self.poll_round()
 
     def join(self, timeout: float) -> None:
-        """Until the three members are in the group and have fetched a while (every
-        partition's leader has made its share partition, at the high watermark with
-        share.auto.offset.reset=latest)."""
+        """Until the three members are in the group with assignments and every partition's
+        share state has a start offset (its leader has made its share partition: at the
+        high watermark with share.auto.offset.reset=latest, so records produced after
+        this are all delivered; a loaded machine can take longer than any fixed wait)."""
+        tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+
         def joined() -> bool:
             self.poll_round()
             with Admin(bootstrap_servers=self.bootstrap) as admin:
                 d = admin.describe_groups([self.group])[self.group]
-            return len(d.members) == 3 and all(m.assignment for m in d.members)
-        _wait(joined, timeout, "three share-group members with assignments")
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            self.poll_round()
+                if len(d.members) != 3 or not all(m.assignment for m in d.members):
+                    return False
+                started = admin.list_share_group_offsets(self.group, tps)
+            return all(o is not None and o.start_offset >= 0 for o in started.values())
+        _wait(joined, timeout, "three share-group members with assignments and every "
+                               "partition's share state started")
 
     def close(self) -> None:
         for c in self.members:
@@ -343,8 +348,8 @@ def test_a_share_group_keeps_its_members_when_its_coordinator_is_killed(cluster)
     records' side is the next-but-one test)."""
     topic = f"sfo-{uuid.uuid4().hex[:6]}"
     cluster.create(topic)
-    # Group configs are kept by the broker that received them in cluster mode, so the group
-    # starts at "latest" everywhere: its members join before the records are produced.
+    # "latest" (the default): the members join and every share partition starts before the
+    # records are produced (an altered group config reaches the other brokers later).
     run = ShareGroupRun(cluster.bootstrap, topic, earliest=False)
     run.join(DEADLINE)
     everything = _produce(cluster.bootstrap, topic)

@@ -21,8 +21,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from _harness.waiting import wait_until as _wait
 
-from pylog.client import Admin
+from pylog.client import Admin, TopicPartition
 from pylog.client.aio.admin import ConfigResource
 from tests.integration.conftest import BrokerProcess, cluster_size
 
@@ -85,12 +86,16 @@ def _consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Any:
 
 
 def _wait_members(bootstrap: str, group: str, n: int, poll: Any = None) -> None:
-    """Until the share group has ``n`` members (``poll()`` between looks)."""
+    """Until the share group has ``n`` members, each with its partitions assigned (the
+    group coordinator assigns a partition once its share-partition state is initialized,
+    at the heartbeat after the member joined; "latest" is resolved after that);
+    ``poll()`` between looks."""
     deadline = time.monotonic() + DEADLINE
     with Admin(bootstrap_servers=bootstrap) as admin:
         while time.monotonic() < deadline:
             desc = admin.describe_groups([group])[group]
-            if desc.group_type == "share" and len(desc.members) >= n:
+            if (desc.group_type == "share" and len(desc.members) >= n
+                    and all(m.assignment for m in desc.members)):
                 return
             if poll is not None:
                 poll()
@@ -328,6 +333,74 @@ def test_a_broker_restart_keeps_the_share_partition_state(
         b.stop(sig=signal.SIGKILL)
 
 
+def _send(broker: BrokerProcess, body: Any, version: int | None = None) -> Any:
+    import asyncio
+
+    from pylog.net.connection import BrokerConnection
+
+    async def go() -> Any:
+        conn = BrokerConnection(broker.host, broker.port, node_id=-1, client_id="share-test", request_timeout=15.0)
+        await conn.connect(15.0)
+        try:
+            return await conn.send(body, version)
+        finally:
+            await conn.close()
+    return asyncio.run(go())
+
+
+def test_a_restart_between_initialize_and_assignment_keeps_the_initialized_state(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The group coordinator initializes a new member's partitions (InitializeShareGroupState,
+    then ShareGroupStatePartitionMetadata's InitializedTopics) before it assigns them, at the
+    member's next heartbeat. The broker is killed in between: loaded again, the coordinator
+    knows they are initialized and assigns them at once; the records are delivered from
+    ``share.auto.offset.reset`` (earliest), once each."""
+    from pylog.protocol.messages import FindCoordinatorRequest, ShareGroupHeartbeatRequest
+
+    data = tmp_path_factory.mktemp("share-init-restart") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, OVERRIDES).start()
+    try:
+        bs = b.bootstrap
+        topic = _topic(bs, partitions=2)
+        group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
+        values = _produce(bs, topic, 20, partitions=2)
+        deadline = time.monotonic() + DEADLINE
+        while _send(b, FindCoordinatorRequest(key=group), 3).error_code and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+        def heartbeat(epoch: int, topics: list[str] | None) -> Any:
+            return _send(b, ShareGroupHeartbeatRequest(group_id=group, member_id="m-raw", member_epoch=epoch,
+                                                       subscribed_topic_names=topics), 1)
+        r = heartbeat(0, [topic])
+        assert (r.error_code, r.member_epoch) == (0, 1), r
+        assert r.assignment is not None and r.assignment.topic_partitions == []  # initialized, not assigned yet
+        assert b.stop(sig=signal.SIGKILL) == -signal.SIGKILL
+        b.start()
+        r = heartbeat(1, None)
+        while r.error_code and time.monotonic() < deadline:  # the coordinator loads
+            time.sleep(0.1)
+            r = heartbeat(1, None)
+        assert r.error_code == 0 and r.member_epoch == 2, r
+        assert [sorted(tp.partitions) for tp in r.assignment.topic_partitions] == [[0, 1]], r
+        assert heartbeat(2, None).error_code == 0
+        assert heartbeat(-1, None).error_code == 0
+
+        c = _consumer(bs, group, topic)
+        seen: Counter[bytes] = Counter()
+        counts: set[int] = set()
+        try:
+            while len(seen) < len(values) and time.monotonic() < deadline:
+                for m in _records(c.poll(0.5)):
+                    seen[m.value()] += 1
+                    counts.add(m.delivery_count())
+        finally:
+            c.close()
+        assert set(seen) == set(values) and max(seen.values()) == 1 and counts == {1}
+    finally:
+        b.stop(sig=signal.SIGKILL)
+
+
 def _pylog(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pylog", *args, "-b", broker.bootstrap],
                           capture_output=True, text=True, timeout=60)
@@ -458,16 +531,21 @@ def test_share_groups_in_cluster_mode(tmp_path_factory: pytest.TempPathFactory) 
     try:
         bs = cluster.bootstrap
         topic = _topic(bs, partitions=4)
-        # Group configs are kept by the broker that got them (not shared in cluster mode):
-        # the default "latest" it is, so every leader starts its share partitions (on the
-        # members' first fetches) before anything is produced.
+        # The default "latest": every leader starts its share partitions (on the members'
+        # first fetches) before anything is produced; the share state's start offsets say
+        # when they have.
         group = f"g-{uuid.uuid4().hex[:6]}"
         consumers = [_consumer(bs, group, topic) for _ in range(2)]
         _wait_members(bs, group, 2, lambda: [c.poll(0.05) for c in consumers])
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
+        tps = [TopicPartition(topic, p) for p in range(4)]
+
+        def started() -> bool:
             for c in consumers:
                 assert _records(c.poll(0.2)) == []
+            with Admin(bootstrap_servers=bs) as admin:
+                offsets = admin.list_share_group_offsets(group, tps)
+            return all(o is not None and o.start_offset >= 0 for o in offsets.values())
+        _wait(started, DEADLINE, "every share partition started")
         values = _produce(bs, topic, 400, partitions=4)
         seen: Counter[bytes] = Counter()
         deadline = time.monotonic() + DEADLINE

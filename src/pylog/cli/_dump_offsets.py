@@ -137,7 +137,9 @@ def decode_offsets_record(offset: int, key: bytes | None, value: bytes | None
         key_data = {"group": rec.group}
     else:
         assert isinstance(rec, (ConsumerGroupRecord, ShareGroupRecord))
-        key_data = message_json(rec.key, record_type)
+        # A key in Kafka's later dialect (record 15) has its fields at version 0.
+        key_version = 0 if getattr(rec.key, "MESSAGE_TYPE", None) == "coordinator-key" else record_type
+        key_data = message_json(rec.key, key_version)
     key_json = {"type": str(record_type), "data": key_data}
     if value is None or rec.value is None:
         return key_json, DELETE, None

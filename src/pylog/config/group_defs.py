@@ -62,6 +62,10 @@ def group_protocol_defs() -> list[ConfigDef]:
                   "Lower bound of the group config share.session.timeout.ms.", at_least(1)),
         ConfigDef("group.share.max.session.timeout.ms", "int", 60000,
                   "Upper bound of the group config share.session.timeout.ms.", at_least(1)),
+        ConfigDef("group.share.initialize.retry.interval.ms", "int", 30000,
+                  "A share partition whose state initialization (InitializeShareGroupState) has not "
+                  "been answered for this long is initialized again; at least "
+                  "offsets.commit.timeout.ms.", at_least(1)),
         ConfigDef("group.share.max.size", "int", 200,
                   "Most members in one share group (GROUP_MAX_SIZE_REACHED beyond).", between(1, 1000)),
         # The ranges are Kafka's (ShareGroupConfig): 1-60 s, 1-30 s, 30 s-1 h.

@@ -58,6 +58,9 @@ class GroupCoordinatorConfig:
     share_heartbeat_interval_ms: int = 5_000
     share_session_timeout_ms: int = 45_000
     share_max_size: int = 200
+    # group.share.initialize.retry.interval.ms (Kafka 4.1: 30 s; at least
+    # offsets.commit.timeout.ms): a share partition initializing for longer is initialized again.
+    share_initialize_retry_interval_ms: int = 30_000
     # The broker's internal topics, which a regular-expression subscription never matches.
     internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
 

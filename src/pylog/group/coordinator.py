@@ -101,7 +101,8 @@ class GroupCoordinator(HeartbeatsMixin, TxnOffsetsMixin, AdminMixin):
         self.classic_members = ClassicMembers(self.consumer, self._new_uuid)
         # KIP-932 share groups: another component on the same shard and namespace.
         self.share = ShareGroups(self.config, mono_ms=self._mono_ms, timers=self._timers, write=self._write,
-                                 other_groups=lambda gid: gid in self._groups or gid in self.consumer.groups)
+                                 other_groups=lambda gid: gid in self._groups or gid in self.consumer.groups,
+                                 wall_ms=self._wall_ms)
         self._schedule_expiry()
 
     # ------------------------------------------------------------------ driving

@@ -336,6 +336,10 @@ def _version(data: Any, part: str) -> int:
 
 
 def _decode(cls: Any, data: Any, version: int, part: str, record_type: int) -> Any:
+    if part == "key" and getattr(cls, "MESSAGE_TYPE", None) == "coordinator-key":
+        # Kafka's later schema dialect ("type": "coordinator-key", "apiKey": the record
+        # type): the int16 in front is the record type and the key's fields are version 0.
+        version = 0
     lo, hi = cls.VALID_VERSIONS
     if not lo <= version <= hi:
         raise CoordinatorRecordError(

@@ -97,6 +97,8 @@ def coordinator_config(config: BrokerConfig) -> GroupCoordinatorConfig:
         share_heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
         share_session_timeout_ms=config["group.share.session.timeout.ms"],
         share_max_size=config["group.share.max.size"],
+        share_initialize_retry_interval_ms=max(config["group.share.initialize.retry.interval.ms"],
+                                               config["offsets.commit.timeout.ms"]),
         internal_topics=frozenset(INTERNAL_TOPICS),
     )
 

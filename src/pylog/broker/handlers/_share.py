@@ -93,6 +93,9 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_
     if sp is None:
         if not share.leads(topic, partition):
             return errors.NotLeaderOrFollowerError.code, None
+        failure = share.take_load_failure((group_id, topic_id, partition))
+        if failure is not None:
+            return persister_error(failure[0]), failure[1]
         return (errors.CoordinatorNotAvailableError.code,
                 "The share partition's state could not be read from its share coordinator.")
     if not share.renew_enabled(group_id) and any(
@@ -122,6 +125,11 @@ def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partitio
     code = failed.get((group_id, topic_id, partition))
     if result[0] or not code:
         return result
+    return persister_error(code), f"The share partition's state could not be written to its share coordinator (error {code})."
+
+
+def persister_error(code: int) -> int:
+    """The client's error for a state RPC's error, as Kafka's ``SharePartition`` maps them."""
     if code == errors.FencedLeaderEpochError.code:
         mapped = errors.NotLeaderOrFollowerError.code
     elif code == errors.FencedStateEpochError.code:
@@ -130,7 +138,7 @@ def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partitio
         mapped = errors.CoordinatorNotAvailableError.code
     else:
         mapped = errors.UnknownServerError.code
-    return mapped, f"The share partition's state could not be written to its share coordinator (error {code})."
+    return mapped
 
 
 def close_session(ctx: RequestContext, group_id: str, member_id: str) -> None:

@@ -18,6 +18,7 @@ from pylog.broker.handlers import _groups
 
 if TYPE_CHECKING:
     from pylog.broker.handlers._context import RequestContext
+    from pylog.group.coordinator import GroupCoordinator
     from pylog.group.share.share_group import ShareGroup
 
 
@@ -43,6 +44,19 @@ def share_group(ctx: RequestContext, group_id: str) -> ShareGroup:
     if group is None:
         raise errors.GroupIdNotFoundError(f"Group {group_id} is not a share group.")
     return group
+
+
+def coordinator(ctx: RequestContext, group_id: str) -> GroupCoordinator:
+    """The coordinator of a group ``share_group`` found (it may have resigned since).
+
+    Raises:
+        CoordinatorNotAvailableError, NotCoordinatorError: this broker no longer coordinates it.
+    """
+    coord = _groups.coordinator(ctx, group_id)
+    if coord is None:
+        cls = errors.error_for_code(_groups.not_hosted(ctx)) or errors.UnknownServerError
+        raise cls(f"this broker does not coordinate group {group_id}")
+    return coord
 
 
 def topic_info(ctx: RequestContext, name: str) -> tuple[uuid.UUID, int] | None:

@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.broker.handlers import _share_offsets
+from pylog.broker.handlers import _groups, _share_offsets
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.group.share import lifecycle
 from pylog.group.share import offsets as share_offsets
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import AlterShareGroupOffsetsResponse
@@ -46,6 +47,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
     refused = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.topic_name for t in request.topics))
     share = ctx.broker.share
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
+    done: dict[Any, set[int]] = {}
     for t in request.topics:
         topic = _share_offsets.topic_info(ctx, t.topic_name)
         for p in t.partitions:
@@ -63,8 +65,14 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
                 try:
                     await share_offsets.reset(share, gid, topic[0], p.partition_index, p.start_offset)
                     results[where] = (0, None)
+                    done.setdefault(topic[0], set()).add(p.partition_index)
                 except errors.ApiError as exc:
                     results[where] = (exc.code, str(exc))
+    if done:
+        # The altered partitions have state now: initialized in the group's record, as
+        # Kafka's alterShareGroupOffsets records them (assigned without a new initialize).
+        names = {tid: name for name, (tid, _n) in _groups.topics_view(ctx).items()}
+        await lifecycle.mark_initialized(ctx.broker, _share_offsets.coordinator(ctx, gid), gid, done, names)
     return _R(throttle_time_ms=0, error_code=0, responses=[
         _R.AlterShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name, topic_id=_share_offsets.topic_id(ctx, t.topic_name),

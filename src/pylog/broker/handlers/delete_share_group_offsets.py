@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
-from pylog.broker.handlers import _share_offsets
+from pylog.broker.handlers import _groups, _share_offsets
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
+from pylog.group.admin import map_append_error
 from pylog.group.share import offsets as share_offsets
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import DeleteShareGroupOffsetsResponse
@@ -56,11 +57,21 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
             results[name] = (errors.UnknownTopicOrPartitionError.code,
                              "This server does not host this topic.")
         else:
+            # The topic is deleting in the group's record until every partition's state is
+            # deleted (a failure leaves it there: the next delete, or the group's next
+            # heartbeat, which initializes it again, finishes it).
+            coord = _share_offsets.coordinator(ctx, gid)
+            pending, _parts = coord.share.begin_delete(gid, _groups.topics_view(ctx), {topic[0]: name})
+            code = await _groups.wait(ctx, coord, pending)
+            if code:
+                results[name] = (map_append_error(code), "the group's records were not written")
+                continue
             try:
                 had = await share_offsets.delete_topic(share, gid, topic[0], topic[1])
             except errors.ApiError as exc:
                 results[name] = (exc.code, str(exc))
                 continue
+            await _groups.wait(ctx, coord, coord.share.end_delete(gid, [topic[0]]))
             results[name] = (0, None) if had else (
                 errors.UnknownTopicOrPartitionError.code,
                 f"The share group {gid} has no state for this topic.")

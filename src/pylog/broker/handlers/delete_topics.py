@@ -22,6 +22,7 @@ from pylog import errors
 from pylog.broker.handlers._authz import AclOperation, ResourceType, allowed
 from pylog.broker.handlers._context import RequestContext
 from pylog.controller import admin as cluster_admin
+from pylog.group.share import lifecycle as share_lifecycle
 from pylog.log.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.codec import ZERO_UUID
@@ -61,6 +62,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
                 tid = await cluster_admin.delete_topic(ctx.broker, name,
                                                        max(request.timeout_ms, 0) / 1000.0)
                 res.topic_id = tid if tid is not None else ZERO_UUID
+                if tid is not None:
+                    share_lifecycle.forget_topics(ctx.broker, {tid})  # share groups coordinated here
                 continue
             if name is None:
                 topic = manager.topic_by_id(topic_id)
@@ -76,6 +79,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
             elif name == TRANSACTION_STATE_TOPIC_NAME:
                 ctx.broker.txns.on_topic_deleted()
             ctx.broker.share.on_topic_deleted(topic)  # its share partitions (KIP-932) go
+            share_lifecycle.forget_topics(ctx.broker, {topic.topic_id})  # and share groups' records
             res.topic_id = topic.topic_id
             for p in topic.partitions:
                 ctx.broker.waiters.notify((p.topic, p.index))

@@ -1,7 +1,9 @@
-"""InitializeShareGroupState (key 83), version 0: a share partition's state starts again
-at a start offset under a new state epoch (KIP-932). See ``_share_state``; the rules are
-``ShareStateStore.initialize_state``'s: FENCED_STATE_EPOCH unless the state epoch is above
-the stored one, INVALID_REQUEST, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
+"""InitializeShareGroupState (key 83), version 0: a share partition's state starts (again)
+at a start offset under a state epoch (KIP-932): the group coordinator's call before it
+assigns the partition (start offset -1), and AlterShareGroupOffsets'. See
+``_share_state``; the rules are ``ShareStateStore.initialize_state``'s: FENCED_STATE_EPOCH
+when the state epoch is below the stored one, INVALID_REQUEST, NOT_COORDINATOR /
+COORDINATOR_LOAD_IN_PROGRESS."""
 
 from __future__ import annotations
 

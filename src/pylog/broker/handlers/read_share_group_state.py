@@ -1,8 +1,8 @@
 """ReadShareGroupState (key 84), version 0: a share-partition leader reads a share
 partition's state from its share coordinator (KIP-932). See ``_share_state``; the rules are
 ``ShareStateStore.read_state``'s: FENCED_LEADER_EPOCH for a leader epoch below the stored
-one (a higher one is stored), start offset -1 and state epoch 0 for a share partition never
-written, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST."""
+one (a higher one is stored), INVALID_REQUEST for a share partition never initialized (or
+deleted) and for bad input, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
 
 from __future__ import annotations
 

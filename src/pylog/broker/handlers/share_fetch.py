@@ -134,7 +134,11 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
         keys.append(waiter_key(gid, topic_id, index))
         sp = share.loaded(gid, topic, index)
         if sp is None:
-            continue  # loading (a new leader): woken when it is loaded
+            failure = share.take_load_failure((gid, topic_id, index))
+            if failure is not None:  # its state could not be read (e.g. never initialized)
+                out[key] = _partition(index, _share.persister_error(failure[0]))
+                any_error = True
+            continue  # else loading (a new leader): woken when it is loaded
         keys.append((topic.name, index))
         if remaining <= 0 or remaining_bytes <= 0:
             continue

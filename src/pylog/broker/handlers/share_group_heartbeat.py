@@ -1,9 +1,12 @@
 """ShareGroupHeartbeat (key 76), version 1 (KIP-932): a share-group member joins (epoch 0),
 heartbeats, or leaves (epoch -1); the answer carries its epoch and, when it changed, its
 assignment. The rules are in ``pylog.group.share.coordinator``; the answer waits for the
-group's records. The share partitions of the member's target assignment that this broker
-leads are initialized at once, before the records are in the log
-(``pylog.group.share.service``).
+group's records and, when the heartbeat found subscribed partitions whose share-partition
+state is not initialized yet, for their InitializeShareGroupState
+(``pylog.group.share.lifecycle``; a failure is the answer's error, as in Kafka 4.1). Only
+initialized partitions are assigned: those initialized now come with the next heartbeat.
+The share partitions of the member's target assignment that this broker leads are loaded
+at once, before the records are in the log (``pylog.group.share.service``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.broker.handlers import _groups
 from pylog.broker.handlers._authz import require_subscription
+from pylog.group.share import lifecycle
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ShareGroupHeartbeatResponse
 
@@ -47,6 +51,14 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Any
     if target:
         ctx.broker.share.initialize(request.group_id, target)
     r = await _groups.wait(ctx, coord, pending)
+    if r.delete_state:
+        lifecycle.delete_state_later(ctx.broker, {request.group_id: r.delete_state})
+    if r.error_code == 0 and r.initialize:
+        code, message = await lifecycle.initialize(ctx.broker, coord, request.group_id, r.state_epoch,
+                                                   r.initialize, _groups.topic_names(ctx), r.adopt)
+        if code:
+            return _R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                      member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     assignment = None
     if r.assignment is not None:
         assignment = _R.Assignment(topic_partitions=[

@@ -2,8 +2,9 @@
 partition's state to its share coordinator (KIP-932), answered once the record is in the
 log. See ``_share_state``; the rules are ``ShareStateStore.write_state``'s:
 FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for epochs below the stored ones, the batches
-merged over the stored state, INVALID_REQUEST for malformed batches, NOT_COORDINATOR /
-COORDINATOR_LOAD_IN_PROGRESS."""
+merged over the stored state, INVALID_REQUEST for malformed batches and for a share
+partition never initialized (or deleted: a leader that still holds it cannot write it
+back), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
 
 from __future__ import annotations
 

@@ -26,6 +26,18 @@ A heartbeat (``heartbeat``), in Kafka's order:
 A member that stops heartbeating for ``group.share.session.timeout.ms`` is removed (and its
 acquired records are released: ``on_member_removed``).
 
+Share-partition state (Kafka 4.1's ``ShareGroupStatePartitionMetadata``, ``state_metadata``):
+only partitions whose state was initialized at their share coordinators are assigned. A
+heartbeat that finds subscribed partitions neither initialized nor initializing (or
+initializing for longer than ``group.share.initialize.retry.interval.ms``) records them as
+initializing with its other records and names them in its result (``initialize``, at the
+group epoch); the caller sends InitializeShareGroupState (start offset -1: the leader
+resolves ``share.auto.offset.reset``) and reports back with ``initialized`` or
+``uninitialized``. An initialized partition not assigned yet bumps the group epoch at the
+next heartbeat (Kafka's ``initializedAssignmentPending``). Deletes (``begin_delete``,
+``end_delete``) move topics through the deleting set; deleted topics leave the record
+(``forget_topics``).
+
 Not thread-safe: called from the coordinator's thread only.
 """
 
@@ -46,11 +58,14 @@ from pylog.errors import (
 
 from ..admin import map_append_error
 from ..results import NONE, Pending
+from . import state_metadata as sm
 from .records import (
+    decode_share_group_state_metadata,
     encode_share_group_current_assignment,
     encode_share_group_epoch,
     encode_share_group_member,
     encode_share_group_partition_metadata,
+    encode_share_group_state_metadata,
     encode_share_group_target_epoch,
     encode_share_group_target_member,
 )
@@ -77,6 +92,14 @@ class ShareHeartbeatResult:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: TopicPartitions | None = None
+    # Partitions to initialize (InitializeShareGroupState at ``state_epoch``, start offset
+    # -1) once the records are written; partitions of deleted topics whose state to delete.
+    initialize: TopicPartitions | None = None
+    state_epoch: int = 0
+    # The group's ShareGroupStatePartitionMetadata was empty (a new group, or one written by a
+    # pylog that did not keep it): state already at the share coordinators is adopted.
+    adopt: bool = False
+    delete_state: TopicPartitions | None = None
 
 
 class _Error(Exception):
@@ -93,13 +116,17 @@ class ShareGroups:
     """
 
     def __init__(self, config: Any, *, mono_ms: Callable[[], int], timers: Any,
-                 write: Callable[..., Any], other_groups: Callable[[str], bool]) -> None:
+                 write: Callable[..., Any], other_groups: Callable[[str], bool],
+                 wall_ms: Callable[[], int] | None = None) -> None:
         self.config = config
         self._mono_ms = mono_ms
+        self._wall_ms = wall_ms or mono_ms
         self._timers = timers
         self._write = write
         self._other_groups = other_groups
         self.groups: dict[str, ShareGroup] = {}
+        # Group id -> its ShareGroupStatePartitionMetadata (record 15).
+        self.state_metadata: dict[str, sm.StatePartitionMetadata] = {}
         self.on_member_removed: Callable[[str, str], None] | None = None
         # Group configs (share.heartbeat.interval.ms, share.session.timeout.ms): group id ->
         # overrides, read through ``group_setting`` (set by the broker).
@@ -209,6 +236,9 @@ class ShareGroups:
             records.append(encode_share_group_member(group_id, member_id, updated))
         group.members[member_id] = updated
         bump = self._refresh_metadata(group, topics, records) or bump
+        deleted = self._forget_deleted_topics(group_id, topics, records)
+        bump = bump or sm.assignment_pending(self.meta(group_id), group.subscription_metadata,
+                                             group.target, bool(group.members))
         if bump:
             group.group_epoch += 1
             records.append(encode_share_group_epoch(group_id, group.group_epoch))
@@ -226,9 +256,12 @@ class ShareGroups:
             records.append(encode_share_group_current_assignment(group_id, member_id, after))
         self._schedule_session_timeout(group_id, member_id)
         send = joining or names is not None or after.assigned != member.assigned or is_new
+        adopt = self.meta(group_id).is_empty()
         return ShareHeartbeatResult(
             NONE, None, member_id, after.member_epoch, self.heartbeat_interval_ms(group_id),
-            {t: set(ps) for t, ps in after.assigned.items()} if send else None)
+            {t: set(ps) for t, ps in after.assigned.items()} if send else None,
+            initialize=self._prepare_initialize(group, records), state_epoch=group.group_epoch,
+            delete_state=deleted, adopt=adopt)
 
     def _refresh_metadata(self, group: ShareGroup, topics: TopicsView,
                           records: list[Record]) -> bool:
@@ -240,7 +273,8 @@ class ShareGroups:
         return True
 
     def _assign(self, group: ShareGroup, records: list[Record]) -> None:
-        new = simple_assign(group.members, group.subscription_metadata)
+        new = simple_assign(group.members, group.subscription_metadata,
+                            self.meta(group.group_id).initialized_partitions())
         for mid, parts in new.items():
             if mid not in group.target or group.target[mid] != parts:
                 records.append(encode_share_group_target_member(group.group_id, mid, parts))
@@ -305,18 +339,26 @@ class ShareGroups:
         gid = group.group_id
         records = [encode_share_group_target_epoch(gid, None),
                    encode_share_group_partition_metadata(gid, None),
+                   encode_share_group_state_metadata(gid, None),
                    encode_share_group_epoch(gid, None)]
         group.dead = True
         self.groups.pop(gid, None)
+        self.state_metadata.pop(gid, None)
         return records
 
     def replay(self, rec: Any) -> None:
         """Apply one share-group record (a ``ShareGroupRecord``) read back from the log."""
         gid = rec.key.group_id
         t, v = rec.record_type, rec.value
+        if t == 15:
+            if v is None:
+                self.state_metadata.pop(gid, None)
+            else:
+                self.state_metadata[gid] = decode_share_group_state_metadata(v)
+            return
         group = self.groups.get(gid)
         if group is None:
-            if v is None or t == 15:
+            if v is None:
                 return
             group = self.groups[gid] = ShareGroup(gid)
         if t == 11:
@@ -370,3 +412,111 @@ class ShareGroups:
         for g in self.groups.values():
             g.dead = True
         self.groups.clear()
+        self.state_metadata.clear()
+
+    # ------------------------------------------------------------------ share-partition state
+
+    def meta(self, group_id: str) -> sm.StatePartitionMetadata:
+        """The group's ShareGroupStatePartitionMetadata (empty when it has none)."""
+        return self.state_metadata.get(group_id, sm.EMPTY)
+
+    def _set_meta(self, group_id: str, meta: sm.StatePartitionMetadata, records: list[Record]) -> None:
+        if meta == self.meta(group_id):
+            return
+        self.state_metadata[group_id] = meta
+        records.append(encode_share_group_state_metadata(group_id, meta))
+
+    def _prepare_initialize(self, group: ShareGroup, records: list[Record]) -> TopicPartitions | None:
+        """Kafka's ``maybeCreateInitializeShareGroupStateRequest``: the subscribed partitions
+        to initialize now, recorded as initializing (None: nothing to do)."""
+        if not group.members:
+            return None
+        meta = self.meta(group.group_id)
+        change = sm.to_initialize(meta, group.subscription_metadata, self._wall_ms(),
+                                  self.config.share_initialize_retry_interval_ms)
+        if not change:
+            return None
+        self._set_meta(group.group_id, sm.with_initializing(meta, change), records)
+        return {t: set(e.partitions) for t, e in change.items()}
+
+    def _forget_deleted_topics(self, group_id: str, topics: TopicsView,
+                               records: list[Record]) -> TopicPartitions | None:
+        """Topics of the record whose name the metadata now gives to another topic id (deleted
+        and re-created) leave it; returns their partitions that may have state (to delete).
+        A topic merely absent from ``topics`` is kept: a metadata cache still filling (a
+        broker that just started) must not delete state; DeleteTopics tells the coordinators
+        of the broker that deleted it (``forget_topics``)."""
+        meta = self.meta(group_id)
+        if meta.is_empty():
+            return None
+        gone = [t for t, name in meta.topic_names().items()
+                if name in topics and topics[name][0] != t]
+        if not gone:
+            return None
+        known = meta.known_partitions()
+        self._set_meta(group_id, sm.without_topics(meta, gone), records)
+        return {t: known.get(t, set()) for t in gone}
+
+    def _write_meta(self, group_id: str, meta: sm.StatePartitionMetadata) -> Pending[int]:
+        records: list[Record] = []
+        self._set_meta(group_id, meta, records)
+        if not records:
+            return Pending.completed(NONE)
+        pending: Pending[int] = Pending()
+        self._write(group_id, records, lambda code: pending._complete(code))
+        return pending
+
+    def initialized(self, group_id: str, parts: TopicPartitions, names: Mapping[Any, str]) -> Pending[int]:
+        """InitializeShareGroupState succeeded for ``parts``: they become initialized (and
+        assignable); the record's write code."""
+        if group_id not in self.groups:
+            return Pending.completed(GroupIdNotFoundError.code)
+        return self._write_meta(group_id, sm.with_initialized(self.meta(group_id), parts, names, self._wall_ms()))
+
+    def uninitialized(self, group_id: str, parts: TopicPartitions) -> Pending[int]:
+        """InitializeShareGroupState failed for ``parts``: they leave the initializing set
+        (the next heartbeat tries again)."""
+        if group_id not in self.groups:
+            return Pending.completed(NONE)
+        return self._write_meta(group_id, sm.without_initializing(self.meta(group_id), parts))
+
+    def begin_delete(self, group_id: str, topics: TopicsView,
+                     topic_ids: Mapping[Any, str] | None = None) -> tuple[Pending[int], TopicPartitions]:
+        """Before DeleteShareGroupState: ``topic_ids`` (id -> name; None: every topic of the
+        record) move to the deleting set, so that a crash in the middle leaves them there and
+        the delete is done again. Returns the record's write and the partitions to delete:
+        those initialized or initializing, and every partition (from ``topics``) of a topic
+        already being deleted."""
+        meta = self.meta(group_id)
+        names = meta.topic_names()
+        if topic_ids is None:
+            topic_ids = names
+        known = meta.known_partitions()
+        counts = {tid: n for tid, n in topics.values()}
+        parts: TopicPartitions = {}
+        for t in topic_ids:
+            ps = set(known.get(t, set()))
+            if t in meta.deleting and t in counts:
+                ps |= set(range(counts[t]))
+            if ps:
+                parts[t] = ps
+        return self._write_meta(group_id, sm.with_deleting(meta, dict(topic_ids))), parts
+
+    def end_delete(self, group_id: str, topic_ids: list[Any]) -> Pending[int]:
+        """DeleteShareGroupState answered for ``topic_ids``: they leave the record."""
+        return self._write_meta(group_id, sm.without_deleting(self.meta(group_id), topic_ids))
+
+    def forget_topics(self, topic_ids: set[Any]) -> dict[str, TopicPartitions]:
+        """Deleted topics leave every group's record (records written); returns, per group,
+        the partitions of those topics that may have state."""
+        out: dict[str, TopicPartitions] = {}
+        for gid, meta in list(self.state_metadata.items()):
+            gone = [t for t in meta.topic_names() if t in topic_ids]
+            if not gone:
+                continue
+            known = meta.known_partitions()
+            out[gid] = {t: known.get(t, set()) for t in gone}
+            records: list[Record] = []
+            self._set_meta(gid, sm.without_topics(meta, gone), records)
+            self._write(gid, records)
+        return out

@@ -15,9 +15,14 @@ from apache/kafka 1eb7644 in ``tools/kafka-protocol/records/``)::
     13  ShareGroupTargetAssignmentMember   {GroupId, MemberId} -> TopicPartitions
     14  ShareGroupCurrentMemberAssignment  {GroupId, MemberId} -> MemberEpoch,
                                             PreviousMemberEpoch, State, AssignedPartitions
-    15  ShareGroupStatePartitionMetadata   {GroupId} -> InitializedTopics, DeletingTopics
-                                            (read, not written: pylog initializes share
-                                            partitions on the partition leader)
+    15  ShareGroupStatePartitionMetadata   {GroupId} -> InitializingTopics,
+                                            InitializedTopics [TopicId, TopicName,
+                                            Partitions, CreateTimestamp], DeletingTopics
+                                            [TopicId, TopicName] (``state_metadata``)
+
+Record 15's schemas are a later apache/kafka version than the others (the key in Kafka's
+``coordinator-key`` dialect: apiKey 15, key fields at version 0; see
+``tools/kafka-protocol/records/README.md``); its bytes are framed the same way.
 
 Stateless and thread-safe.
 """
@@ -44,6 +49,8 @@ from pylog.protocol._records import (
     ShareGroupTargetAssignmentMetadataValue,
 )
 
+from .state_metadata import InitEntry, StatePartitionMetadata
+
 __all__ = [
     "SHARE_GROUP_TYPES",
     "encode_share_group_epoch",
@@ -52,6 +59,8 @@ __all__ = [
     "encode_share_group_target_epoch",
     "encode_share_group_target_member",
     "encode_share_group_current_assignment",
+    "encode_share_group_state_metadata",
+    "decode_share_group_state_metadata",
 ]
 
 Record = tuple[bytes, bytes | None]
@@ -134,3 +143,30 @@ def encode_share_group_current_assignment(group: str, member_id: str,
     return key, _framed(0, cls(
         member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
         state=0, assigned_partitions=_tps(cls.TopicPartitions, member.assigned)))
+
+
+def encode_share_group_state_metadata(group: str, meta: StatePartitionMetadata | None) -> Record:
+    """Record 15, which share partitions have state (None: tombstone, on group deletion)."""
+    key = _I16.pack(15) + ShareGroupStatePartitionMetadataKey(group).encode(0)
+    if meta is None:
+        return key, None
+    cls = ShareGroupStatePartitionMetadataValue
+    info = cls.TopicPartitionsInfo
+
+    def infos(entries: Any) -> list[Any]:
+        return [info(topic_id=t, topic_name=e.name, partitions=sorted(e.partitions),
+                     create_timestamp=e.timestamp_ms)
+                for t, e in sorted(entries.items(), key=lambda x: str(x[0]))]
+    return key, _framed(0, cls(
+        initializing_topics=infos(meta.initializing), initialized_topics=infos(meta.initialized),
+        deleting_topics=[cls.TopicInfo(topic_id=t, topic_name=n)
+                         for t, n in sorted(meta.deleting.items(), key=lambda x: str(x[0]))]))
+
+
+def decode_share_group_state_metadata(value: Any) -> StatePartitionMetadata:
+    """A decoded ``ShareGroupStatePartitionMetadataValue`` as a ``StatePartitionMetadata``."""
+    def entries(infos: Any) -> dict[Any, InitEntry]:
+        return {i.topic_id: InitEntry(i.topic_name, frozenset(i.partitions), i.create_timestamp)
+                for i in infos}
+    return StatePartitionMetadata(entries(value.initializing_topics), entries(value.initialized_topics),
+                                  {i.topic_id: i.topic_name for i in value.deleting_topics})

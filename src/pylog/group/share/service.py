@@ -5,10 +5,13 @@ configs and the durable state. The ShareFetch and ShareAcknowledge handlers call
 - A share partition (``SharePartition``) is made on first use by this broker as the leader
   of its topic partition, from the state its share coordinator keeps (``SharePersister``:
   ReadShareGroupState with the partition's leader epoch, a direct call when this broker is
-  the coordinator; ``ShareStateStore``: ``__share_group_state``), else, when it was never
-  written, at the offset ``share.auto.offset.reset`` names: ``latest`` (the default) the high
-  watermark, ``earliest`` the log start, ``by_duration:D`` the first record at most D old
-  (the time index; the high watermark when there is none). The load runs in a task (one per share partition):
+  the coordinator; ``ShareStateStore``: ``__share_group_state``); when its start offset is
+  -1 (the group coordinator initialized it, Kafka 4.1), at the offset
+  ``share.auto.offset.reset`` names: ``latest`` (the default) the high watermark,
+  ``earliest`` the log start, ``by_duration:D`` the first record at most D old (the time
+  index; the high watermark when there is none). A share partition the coordinator has no
+  state for (never initialized, or deleted: INVALID_REQUEST) is not made; the failure is
+  reported once to the request that uses it (``take_load_failure``). The load runs in a task (one per share partition):
   ShareFetch skips a share partition that is loading and is woken when it is loaded
   (``waiter_key``); ShareAcknowledge waits for it. The group coordinator's heartbeat handler
   starts the loads of a new assignment at once (``initialize``), as Kafka initializes a
@@ -62,8 +65,12 @@ log = logging.getLogger("pylog.share")
 
 ShareKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 
-#: Write errors after which this broker's share partition is stale (another leader).
-_FENCED = frozenset({errors.FencedLeaderEpochError.code, errors.FencedStateEpochError.code})
+#: Write errors after which this broker's share partition is stale: another leader took over
+#: (FENCED_LEADER_EPOCH), an admin reset its state (FENCED_STATE_EPOCH), or its state was
+#: deleted (INVALID_REQUEST: the share coordinator has no state for it, Kafka 4.1's "Write
+#: operation on uninitialized share partition not allowed.").
+_FENCED = frozenset({errors.FencedLeaderEpochError.code, errors.FencedStateEpochError.code,
+                     errors.InvalidRequestError.code})
 
 
 def waiter_key(group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[Any, ...]:
@@ -84,6 +91,10 @@ class ShareService:
         # The leader epoch each share partition was loaded in; loads under way.
         self.epochs: dict[ShareKey, int] = {}
         self._loads: dict[ShareKey, asyncio.Task[SharePartition | None]] = {}
+        # Loads whose state read failed (error code, message), until a request reports it
+        # (``take_load_failure``); no new load starts meanwhile, so a fetch waiting on the
+        # share partition does not read the state again and again.
+        self._load_failures: dict[ShareKey, tuple[int, str | None]] = {}
         self._by_id: dict[uuid.UUID, Any] = {}
         self.group_configs = broker.group_configs  # pylog.group.group_configs
         # The share coordinator's side (__share_group_state partitions led here) and the
@@ -206,7 +217,8 @@ class ShareService:
             self._drop(key)  # led again in a newer epoch: the coordinator has the state
             sp = None
         if sp is None:
-            self._start_load(key, topic, partition, epoch)
+            if key not in self._load_failures:
+                self._start_load(key, topic, partition, epoch)
             return None
         sp.delivery_count_limit = self.delivery_count_limit(group_id)
         sp.max_in_flight = self.max_record_locks(group_id)
@@ -249,8 +261,8 @@ class ShareService:
         self._loads[key] = asyncio.get_running_loop().create_task(self._load(key, topic, partition, epoch))
 
     async def _load(self, key: ShareKey, topic: Any, partition: int, epoch: int) -> SharePartition | None:
-        """ReadShareGroupState, then the share partition (or the reset offset's when the
-        state was never written, which is written at once)."""
+        """ReadShareGroupState, then the share partition (at the reset offset when the start
+        offset is -1, which is written at once)."""
         try:
             assert self.persister is not None
             r = await self.persister.read(key, epoch)
@@ -258,8 +270,12 @@ class ShareService:
             if bounds is None or self.leader_epoch(topic, partition) != epoch:
                 return None  # no longer the leader (of this epoch)
             if r.error_code or r.state is None:
-                log.warning("cannot read the state of share partition %s-%d of group %s: error %d (%s)",
-                            topic.name, partition, key[0], r.error_code, r.error_message)
+                # INVALID_REQUEST: its state was never initialized (not assigned yet, or the
+                # group's state was deleted): Kafka 4.1's group coordinator initializes it.
+                log.log(logging.DEBUG if r.error_code == errors.InvalidRequestError.code else logging.WARNING,
+                        "cannot read the state of share partition %s-%d of group %s: error %d (%s)",
+                        topic.name, partition, key[0], r.error_code, r.error_message)
+                self._load_failures[key] = (r.error_code or errors.UnknownServerError.code, r.error_message)
                 return None
             plog, hw = bounds
             group_id = key[0]
@@ -306,10 +322,18 @@ class ShareService:
             return hw
         return max(int(found.offset), int(plog.log_start_offset))
 
+    def take_load_failure(self, key: ShareKey) -> tuple[int, str | None] | None:
+        """The error of the last failed load of ``key`` (then forgotten: the next use loads
+        again), or None."""
+        return self._load_failures.pop(key, None)
+
     def initialize(self, group_id: str, assignment: dict[uuid.UUID, set[int]]) -> None:
         """Start loading the share partitions of an assignment that this broker leads
-        (their start offset is fixed then, not at the first fetch)."""
+        (their start offset is fixed then, not at the first fetch); a failed load of them is
+        forgotten (they are assigned: their state was initialized since)."""
         for topic_id, parts in assignment.items():
+            for p in parts:
+                self._load_failures.pop((group_id, topic_id, p), None)
             topic = self.topic_of(topic_id)
             if topic is None:
                 continue
@@ -319,6 +343,7 @@ class ShareService:
 
     def _drop(self, key: ShareKey) -> None:
         """Forget a share partition (its records' locks go with it) and wake its fetches."""
+        self._load_failures.pop(key, None)
         if self.partitions.pop(key, None) is not None:
             self.epochs.pop(key, None)
             self.broker.waiters.notify(waiter_key(*key))
@@ -384,17 +409,13 @@ class ShareService:
         or alongside its leave heartbeat; the cache's bound and epoch -1 end sessions."""
         self.release_member(group_id, member_id)
 
-    def on_group_deleted(self, group_id: str, topics: dict[uuid.UUID, int] | None = None) -> None:
-        """A share group was deleted: its share partitions here go, and the saved state
-        of every partition of ``topics`` (topic id -> partitions: what it subscribed to)
-        is deleted at its coordinator (DeleteShareGroupState)."""
-        keys = {k for k in self.partitions if k[0] == group_id}
-        keys |= {(group_id, tid, p) for tid, n in (topics or {}).items() for p in range(n)}
-        for key in keys:
+    def on_group_deleted(self, group_id: str) -> None:
+        """A share group was deleted (its state was deleted at the coordinators before, by
+        ``pylog.group.share.lifecycle``): its share partitions and sessions here go."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
             self._drop(key)
-            if self.persister is not None:
-                self.persister.delete(key)
         self.sessions.remove_group(group_id)
+        self.arm()
 
     def on_topic_deleted(self, topic: Any) -> None:
         """A topic was deleted (single node): its share partitions and their state go; if

@@ -70,15 +70,21 @@ class ShareGroup:
 
 
 def simple_assign(members: Mapping[str, ShareGroupMember],
-                  metadata: Mapping[str, tuple[uuid.UUID, int]]) -> dict[str, TopicPartitions]:
+                  metadata: Mapping[str, tuple[uuid.UUID, int]],
+                  assignable: Mapping[uuid.UUID, set[int]]) -> dict[str, TopicPartitions]:
     """Kafka's ``simple`` share assignor: each member gets all partitions of its subscribed
-    topics that exist (a subscribed topic that does not exist is assigned once created)."""
+    topics that exist and are ``assignable`` (topic id -> partitions whose share-partition
+    state is initialized: Kafka's ``withTopicAssignablePartitionsMap``). A subscribed topic
+    that does not exist yet, or whose state is not initialized yet, is assigned later."""
     out: dict[str, TopicPartitions] = {}
     for mid, m in members.items():
         parts: TopicPartitions = {}
         for name in m.subscribed_topic_names:
             meta = metadata.get(name)
-            if meta is not None and meta[1] > 0:
-                parts[meta[0]] = set(range(meta[1]))
+            if meta is None:
+                continue
+            ps = set(assignable.get(meta[0], ())) & set(range(meta[1]))
+            if ps:
+                parts[meta[0]] = ps
         out[mid] = parts
     return out

@@ -46,10 +46,15 @@ Per share partition it keeps (state epoch, leader epoch, start offset, batches),
   offsets of the stored state (Kafka's merge of a ShareUpdate), its start offset (-1: kept)
   drops what lies below it; leader epoch -1 / state epoch -1 keep the stored ones;
 - a read with a leader epoch below the stored one is FENCED_LEADER_EPOCH; a higher one is
-  stored (and written, so that the fencing survives a coordinator failover); a share
-  partition never written reads as state epoch 0, start offset -1 (uninitialized);
-- an initialize needs a state epoch above the stored one (else FENCED_STATE_EPOCH) and
-  replaces the state with its start offset and no batches;
+  stored (and written, so that the fencing survives a coordinator failover);
+- a share partition has state only once initialized (Kafka 4.1): a read or write of one
+  never initialized, or deleted since, is INVALID_REQUEST (Kafka's "Read/Write operation on
+  uninitialized share partition not allowed."); ReadShareGroupStateSummary answers it with
+  state epoch 0, start offset -1;
+- an initialize needs a state epoch not below the stored one (else FENCED_STATE_EPOCH) and
+  replaces the state with its start offset (-1: the leader resolves
+  ``share.auto.offset.reset`` when it loads the share partition) and no batches (a new
+  share partition's leader epoch is 0, an existing one's is kept);
 - a delete writes the share partition's tombstone;
 - every request names a group id, a non-zero topic id and a partition >= 0, and batches
   with 0 <= first <= last, a delivery state of 0, 2 or 4 and a delivery count >= 0
@@ -99,10 +104,14 @@ ShareKey = tuple[str, uuid.UUID, int]
 # start offset, batches, state epoch (what a load replays)
 Saved = tuple[int, list[StateBatch], int]
 
-#: ReadShareGroupState's start offset of a share partition never written (Kafka's
-#: ``PartitionFactory.DEFAULT_START_OFFSET``) and its state epoch.
+#: The start offset of a share partition initialized but not resolved yet, and of
+#: ReadShareGroupStateSummary's answer for one without state (Kafka's
+#: ``PartitionFactory.UNINITIALIZED_START_OFFSET``), and the summary's state epoch then.
 UNINITIALIZED_START_OFFSET = -1
 DEFAULT_STATE_EPOCH = 0
+#: Kafka's messages (``ShareCoordinatorShard``) for a share partition with no state.
+READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
+WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
 _DELIVERY_STATES = frozenset({0, 2, 4})
 
 
@@ -360,7 +369,7 @@ class ShareStateStore:
             return bad
         st = self._saved.get(key)
         if st is None:
-            return StateResult(0, None, ShareState(DEFAULT_STATE_EPOCH, leader_epoch, UNINITIALIZED_START_OFFSET, []))
+            return _invalid(READ_UNINITIALIZED)
         if leader_epoch < st.leader_epoch:
             return StateResult(errors.FencedLeaderEpochError.code,
                                f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
@@ -392,19 +401,20 @@ class ShareStateStore:
         if bad is not None:
             return bad
         st = self._saved.get(key)
-        if st is not None:
-            if 0 <= leader_epoch < st.leader_epoch:
-                return StateResult(errors.FencedLeaderEpochError.code,
-                                   f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
-            if 0 <= state_epoch < st.state_epoch:
-                return StateResult(errors.FencedStateEpochError.code,
-                                   f"State epoch {state_epoch} is below the share partition's {st.state_epoch}.")
-            start, merged = merge_batches(st.start_offset, st.batches, start_offset, batches)
-            st = ShareState(st.state_epoch if state_epoch < 0 else state_epoch,
-                            st.leader_epoch if leader_epoch < 0 else leader_epoch, start, merged)
-        else:
-            start, merged = merge_batches(start_offset, [], start_offset, batches)
-            st = ShareState(max(state_epoch, DEFAULT_STATE_EPOCH), leader_epoch, start, merged)
+        if st is None:
+            # Kafka 4.1: only the group coordinator's InitializeShareGroupState makes a share
+            # partition's state, so a write after its DeleteShareGroupState (a leader that
+            # still holds a deleted group's share partition) changes nothing.
+            return _invalid(WRITE_UNINITIALIZED)
+        if 0 <= leader_epoch < st.leader_epoch:
+            return StateResult(errors.FencedLeaderEpochError.code,
+                               f"Leader epoch {leader_epoch} is below the share partition's {st.leader_epoch}.")
+        if 0 <= state_epoch < st.state_epoch:
+            return StateResult(errors.FencedStateEpochError.code,
+                               f"State epoch {state_epoch} is below the share partition's {st.state_epoch}.")
+        start, merged = merge_batches(st.start_offset, st.batches, start_offset, batches)
+        st = ShareState(st.state_epoch if state_epoch < 0 else state_epoch,
+                        st.leader_epoch if leader_epoch < 0 else leader_epoch, start, merged)
         code = await self._put(key, st)
         return StateResult(code, None if not code else "The share-partition state could not be written.")
 
@@ -415,10 +425,10 @@ class ShareStateStore:
         if bad is not None:
             return bad
         st = self._saved.get(key)
-        if st is not None and state_epoch <= st.state_epoch:
+        if st is not None and state_epoch < st.state_epoch:
             return StateResult(errors.FencedStateEpochError.code,
-                               f"State epoch {state_epoch} is not above the share partition's {st.state_epoch}.")
-        code = await self._put(key, ShareState(state_epoch, -1 if st is None else st.leader_epoch,
+                               f"State epoch {state_epoch} is below the share partition's {st.state_epoch}.")
+        code = await self._put(key, ShareState(state_epoch, 0 if st is None else st.leader_epoch,
                                                start_offset, []))
         return StateResult(code, None if not code else "The share-partition state could not be written.")
 

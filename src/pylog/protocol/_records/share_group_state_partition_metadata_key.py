@@ -2,7 +2,7 @@
 # Source: Apache Kafka group-coordinator/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupStatePartitionMetadataKey: Kafka data, versions 15-15, never flexible."""
+"""ShareGroupStatePartitionMetadataKey: Kafka coordinator-key (API key 15), versions 0-0, never flexible."""
 
 from struct import Struct as _Struct
 
@@ -19,18 +19,18 @@ class ShareGroupStatePartitionMetadataKey(Message):
 
     Fields (versions; ? = nullable; tag N = tagged field):
 
-        group_id: string v15
+        group_id: string v0
     """
 
     __slots__ = ('group_id',)
     NAME = 'ShareGroupStatePartitionMetadataKey'
-    API_KEY = None
-    MESSAGE_TYPE = 'data'
-    VALID_VERSIONS = (15, 15)
+    API_KEY = 15
+    MESSAGE_TYPE = 'coordinator-key'
+    VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = None
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
-        ('group_id', 'string', (15, 15), None, None, None),
+        ('group_id', 'string', (0, 0), None, None, None),
     )
 
     def __init__(self, group_id=''):
@@ -42,14 +42,14 @@ class ShareGroupStatePartitionMetadataKey(Message):
 
 
 
-def _e_ShareGroupStatePartitionMetadataKey_15(o, b, out):
+def _e_ShareGroupStatePartitionMetadataKey_0(o, b, out):
     write_string(b, o.group_id)
 
 
-def _d_ShareGroupStatePartitionMetadataKey_15(b, p):
+def _d_ShareGroupStatePartitionMetadataKey_0(b, p):
     v0, p = read_string(b, p)
     return ShareGroupStatePartitionMetadataKey(v0), p
 
 
-ShareGroupStatePartitionMetadataKey._ENC = (None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, _e_ShareGroupStatePartitionMetadataKey_15,)
-ShareGroupStatePartitionMetadataKey._DEC = (None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, _d_ShareGroupStatePartitionMetadataKey_15,)
+ShareGroupStatePartitionMetadataKey._ENC = (_e_ShareGroupStatePartitionMetadataKey_0,)
+ShareGroupStatePartitionMetadataKey._DEC = (_d_ShareGroupStatePartitionMetadataKey_0,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka group-coordinator/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ShareGroupStatePartitionMetadataValue: Kafka data, versions 0-0, flexible from 0."""
+"""ShareGroupStatePartitionMetadataValue: Kafka coordinator-value (API key 15), versions 0-0, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -21,6 +21,9 @@ from pylog.protocol.codec import (
     write_uvarint,
 )
 
+_S0 = _Struct('>q')
+_P0 = _S0.pack
+_U0 = _S0.unpack_from
 
 
 class ShareGroupStatePartitionMetadataValue_TopicInfo(Message):
@@ -58,9 +61,10 @@ class ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo(Message):
         topic_id: uuid v0+
         topic_name: string v0+
         partitions: []int32 v0+
+        create_timestamp: int64 v0+
     """
 
-    __slots__ = ('topic_id', 'topic_name', 'partitions')
+    __slots__ = ('topic_id', 'topic_name', 'partitions', 'create_timestamp')
     NAME = 'ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
@@ -68,17 +72,20 @@ class ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo(Message):
         ('topic_id', 'uuid', (0, 32767), None, None, None),
         ('topic_name', 'string', (0, 32767), None, None, None),
         ('partitions', '[]int32', (0, 32767), None, None, None),
+        ('create_timestamp', 'int64', (0, 32767), None, None, None),
     )
 
-    def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=_D):
+    def __init__(self, topic_id=ZERO_UUID, topic_name='', partitions=_D, create_timestamp=0):
         self.topic_id = topic_id
         self.topic_name = topic_name
         self.partitions = [] if partitions is _D else partitions
+        self.create_timestamp = create_timestamp
 
     def _is_default(self):
         return (self.topic_id == ZERO_UUID
                 and self.topic_name == ''
-                and not self.partitions)
+                and not self.partitions
+                and self.create_timestamp == 0)
 
 
 class ShareGroupStatePartitionMetadataValue(Message):
@@ -86,28 +93,32 @@ class ShareGroupStatePartitionMetadataValue(Message):
 
     Fields (versions; ? = nullable; tag N = tagged field):
 
+        initializing_topics: []TopicPartitionsInfo v0+
         initialized_topics: []TopicPartitionsInfo v0+
         deleting_topics: []TopicInfo v0+
     """
 
-    __slots__ = ('initialized_topics', 'deleting_topics')
+    __slots__ = ('initializing_topics', 'initialized_topics', 'deleting_topics')
     NAME = 'ShareGroupStatePartitionMetadataValue'
-    API_KEY = None
-    MESSAGE_TYPE = 'data'
+    API_KEY = 15
+    MESSAGE_TYPE = 'coordinator-value'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
+        ('initializing_topics', '[]TopicPartitionsInfo', (0, 32767), None, None, None),
         ('initialized_topics', '[]TopicPartitionsInfo', (0, 32767), None, None, None),
         ('deleting_topics', '[]TopicInfo', (0, 32767), None, None, None),
     )
 
-    def __init__(self, initialized_topics=_D, deleting_topics=_D):
+    def __init__(self, initializing_topics=_D, initialized_topics=_D, deleting_topics=_D):
+        self.initializing_topics = [] if initializing_topics is _D else initializing_topics
         self.initialized_topics = [] if initialized_topics is _D else initialized_topics
         self.deleting_topics = [] if deleting_topics is _D else deleting_topics
 
     def _is_default(self):
-        return (not self.initialized_topics
+        return (not self.initializing_topics
+                and not self.initialized_topics
                 and not self.deleting_topics)
 
 
@@ -138,6 +149,7 @@ def _e_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(o, b, out):
     write_cstring(b, o.topic_name)
     write_uvarint(b, len(o.partitions) + 1)
     write_fixed_array(b, o.partitions, 'i')
+    b += _P0(o.create_timestamp)
     b += b'\x00'
 
 
@@ -146,39 +158,49 @@ def _d_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(b, p):
     v1, p = read_cstring(b, p)
     n1, p = read_ccount(b, p, 4)
     v2, p = read_fixed_array(b, p, n1, 'i', 4)
+    v3, = _U0(b, p)
+    p += 8
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo(v0, v1, v2), p
+    return ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo(v0, v1, v2, v3), p
 
 
 def _e_ShareGroupStatePartitionMetadataValue_0(o, b, out):
-    write_uvarint(b, len(o.initialized_topics) + 1)
-    for e1 in o.initialized_topics:
+    write_uvarint(b, len(o.initializing_topics) + 1)
+    for e1 in o.initializing_topics:
         _e_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(e1, b, out)
+    write_uvarint(b, len(o.initialized_topics) + 1)
+    for e2 in o.initialized_topics:
+        _e_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(e2, b, out)
     write_uvarint(b, len(o.deleting_topics) + 1)
-    for e2 in o.deleting_topics:
-        _e_ShareGroupStatePartitionMetadataValue_TopicInfo_0(e2, b, out)
+    for e3 in o.deleting_topics:
+        _e_ShareGroupStatePartitionMetadataValue_TopicInfo_0(e3, b, out)
     b += b'\x00'
 
 
 def _d_ShareGroupStatePartitionMetadataValue_0(b, p):
-    n1, p = read_ccount(b, p, 19)
+    n1, p = read_ccount(b, p, 27)
     v0 = []
     for _ in range(n1):
         e2, p = _d_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(b, p)
         v0.append(e2)
-    n3, p = read_ccount(b, p, 18)
+    n3, p = read_ccount(b, p, 27)
     v1 = []
     for _ in range(n3):
-        e4, p = _d_ShareGroupStatePartitionMetadataValue_TopicInfo_0(b, p)
+        e4, p = _d_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_0(b, p)
         v1.append(e4)
+    n5, p = read_ccount(b, p, 18)
+    v2 = []
+    for _ in range(n5):
+        e6, p = _d_ShareGroupStatePartitionMetadataValue_TopicInfo_0(b, p)
+        v2.append(e6)
     if b[p]:
         p = skip_tags(b, p)
     else:
         p += 1
-    return ShareGroupStatePartitionMetadataValue(v0, v1), p
+    return ShareGroupStatePartitionMetadataValue(v0, v1, v2), p
 
 
 ShareGroupStatePartitionMetadataValue_TopicInfo._ENC = (_e_ShareGroupStatePartitionMetadataValue_TopicInfo_0,)

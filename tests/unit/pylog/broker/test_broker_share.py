@@ -47,6 +47,13 @@ async def produce(broker: Broker, topic: str, n: int) -> None:
     assert resp.responses[0].partition_responses[0].error_code == 0
 
 
+async def initialize(broker: Broker, tid: Any, group: str = "g") -> None:
+    """InitializeShareGroupState of partition 0 (start offset -1) through the persister, as
+    the group coordinator does before it assigns the partition (it makes the state topic)."""
+    r = await broker.share.persister.initialize((group, tid, 0), 1, -1)
+    assert r.error_code == 0
+
+
 def fetch(tid: Any, member: str, epoch: int, *, max_records: int = 100, wait: int = 0,
           acks: list[tuple[int, int, int]] = (), group: str = "g") -> Any:
     return F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
@@ -76,6 +83,7 @@ def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None
         tid = topic.topic_id
         await produce(broker, "t", 10)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        await initialize(broker, tid)
 
         r = await call(broker, 78, 1, fetch(tid, "m1", 0, max_records=5))
         assert r.error_code == 0 and acquired(r) == [(0, 4, 1)]
@@ -138,12 +146,33 @@ def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None
     asyncio.run(go())
 
 
+def test_a_share_partition_is_read_only_once_initialized(broker: Broker) -> None:
+    """Kafka 4.1: the leader reads the state the group coordinator initialized; a share
+    partition never initialized is the partition's error (Kafka's SharePartition maps the
+    coordinator's INVALID_REQUEST to UNKNOWN_SERVER_ERROR), answered at once even with a
+    long wait, and not kept: initialized later, it is read."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("u", 1)
+        await produce(broker, "u", 4)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, wait=5000))
+        assert r.error_code == 0 and acquired(r) == []
+        assert r.responses[0].partitions[0].error_code == errors.UnknownServerError.code
+        assert ("g", topic.topic_id, 0) not in broker.share.partitions
+        await initialize(broker, topic.topic_id)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
+        assert r.responses[0].partitions[0].error_code == 0 and acquired(r) == [(0, 3, 1)]
+
+    asyncio.run(go())
+
+
 def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
     async def go() -> None:
         topic = broker.log_manager.create_topic("w", 1)
         await produce(broker, "w", 300)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
         key = ("g", topic.topic_id, 0)
+        await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
         assert acquired(r) == [(0, 149, 1)]
         # the group config share.partition.max.record.locks applies to a loaded share partition
@@ -231,6 +260,7 @@ def test_by_duration_starts_at_the_first_record_that_recent(broker: Broker) -> N
         broker.share.group_configs.alter("d1", {"share.auto.offset.reset": "by_duration:P1D"}, False)
         broker.share.group_configs.alter("m1", {"share.auto.offset.reset": "by_duration:PT1M"}, False)
         for group, first in (("h1", 2), ("d1", 0), ("m1", None)):
+            await initialize(broker, tid, group)
             r = await call(broker, 78, 1, fetch(tid, "m", 0, group=group))
             sp = broker.share.partitions[(group, tid, 0)]
             if first is None:
@@ -248,6 +278,7 @@ def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
         topic = broker.log_manager.create_topic("d", 1)
         await produce(broker, "d", 3)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
         assert acquired(r) == [(0, 2, 1)]
         assert ("g", topic.topic_id, 0) in broker.share.partitions
@@ -291,6 +322,7 @@ def test_share_isolation_level(broker: Broker, level: str) -> None:
         await produce(broker, "x", 1)                                      # 7 plain
         tid = topic.topic_id
         key = ("g", tid, 0)
+        await initialize(broker, tid)
         r = await call(broker, 78, 1, fetch(tid, "m", 0))
         if level == "read_committed":
             assert acquired(r) == [(3, 3, 1)]  # stops at the open transaction (LSO 5)
@@ -334,6 +366,7 @@ def test_a_fetch_reads_on_past_reads_of_only_markers_and_aborted_data(broker: Br
         plog.append_control(7, 0, commit=False, coordinator_epoch=0)     # 4
         plog.append(_txn(8, 0, [b"c0"]))                                 # 5 committed
         plog.append_control(8, 0, commit=True, coordinator_epoch=0)      # 6
+        await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
         assert acquired(r) == [(5, 5, 1)]
         assert broker.share.partitions[("g", topic.topic_id, 0)].start_offset == 5
@@ -349,6 +382,7 @@ def test_renew_acknowledgements_follow_share_renew_acknowledge_enable(broker: Br
         await produce(broker, "r", 2)
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
         tid = topic.topic_id
+        await initialize(broker, tid)
         r = await call(broker, 78, 2, fetch(tid, "m", 0))
         assert acquired(r) == [(0, 1, 1)]
         sp = broker.share.partitions[("g", tid, 0)]

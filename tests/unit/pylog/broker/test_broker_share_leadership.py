@@ -87,6 +87,9 @@ def test_share_partitions_follow_the_leadership(broker: Broker) -> None:
                 R.TopicProduceData(name="t", partition_data=[R.PartitionProduceData(index=0, records=b.build())])]))
             assert resp.responses[0].partition_responses[0].error_code == 0
             broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+            # The group coordinator's InitializeShareGroupState (Kafka 4.1) comes first.
+            code = await broker.share.persister.initialize(("g", tid, 0), 1, -1)
+            assert code.error_code == 0
 
             assert acquired(await call(broker, 78, 1, fetch(tid, "m1", 0))) == [(0, 4, 1)]
             assert codes(await call(broker, 79, 1, ack(tid, "m1", 1, 0, 1))) == [0]

@@ -75,6 +75,12 @@ def write(part: int, state_epoch: int, leader_epoch: int, start: int, batches: l
                        for f, la, s, c in batches])])])
 
 
+def init(part: int, state_epoch: int = 0, start: int = -1, group: str = "g") -> Any:
+    """InitializeShareGroupState: what the group coordinator sends before any read or write."""
+    return Init(group_id=group, topics=[Init.InitializeStateData(topic_id=TID, partitions=[
+        Init.PartitionData(partition=part, state_epoch=state_epoch, start_offset=start)])])
+
+
 def read(part: int, leader_epoch: int, group: str = "g") -> Any:
     return R(group_id=group, topics=[R.ReadStateData(topic_id=TID, partitions=[
         R.PartitionData(partition=part, leader_epoch=leader_epoch)])])
@@ -98,7 +104,13 @@ async def _start(broker: Broker) -> None:
 def test_write_read_and_epoch_fencing(broker: Broker) -> None:
     async def go() -> None:
         await _start(broker)
-        # Never written: start offset -1, state epoch 0.
+        # Never initialized: reads and writes are refused (Kafka 4.1), nothing is stored.
+        p = one(await call(broker, 84, read(0, 1)))
+        assert (p.error_code, p.error_message) == (INVALID, "Read operation on uninitialized share partition not allowed.")
+        p = one(await call(broker, 85, write(0, 0, 3, 10, [(10, 14, 0, 1)])))
+        assert (p.error_code, p.error_message) == (INVALID, "Write operation on uninitialized share partition not allowed.")
+        # Initialized with start offset -1 (the leader resolves share.auto.offset.reset).
+        assert one(await call(broker, 83, init(0))).error_code == 0
         p = one(await call(broker, 84, read(0, 1)))
         assert (p.error_code, p.start_offset, p.state_epoch, batches(p)) == (0, -1, 0, [])
         p = one(await call(broker, 85, write(0, 0, 3, 10, [(10, 14, 0, 1), (15, 19, 2, 1)])))
@@ -120,13 +132,13 @@ def test_write_read_and_epoch_fencing(broker: Broker) -> None:
         assert one(await call(broker, 84, read(0, 4))).error_code == 0
         assert one(await call(broker, 85, write(0, 0, 3, 30, []))).error_code == FENCED_LEADER
         assert one(await call(broker, 84, read(0, 4))).start_offset == 11
-        # State epochs: Initialize must raise it and starts afresh; older writes are fenced.
-        p = one(await call(broker, 83, Init(group_id="g", topics=[Init.InitializeStateData(
-            topic_id=TID, partitions=[Init.PartitionData(partition=0, state_epoch=0, start_offset=5)])])))
-        assert p.error_code == FENCED_STATE
-        p = one(await call(broker, 83, Init(group_id="g", topics=[Init.InitializeStateData(
-            topic_id=TID, partitions=[Init.PartitionData(partition=0, state_epoch=1, start_offset=5)])])))
-        assert p.error_code == 0
+        # State epochs: Initialize may not lower it and starts afresh; older writes are fenced.
+        assert one(await call(broker, 83, init(0, 1, 7))).error_code == 0
+        assert one(await call(broker, 83, init(0, 0, 5))).error_code == FENCED_STATE
+        p = one(await call(broker, 84, read(0, 4)))
+        assert (p.state_epoch, p.start_offset) == (1, 7)
+        # The same state epoch again is taken (a group coordinator retrying its initialize).
+        assert one(await call(broker, 83, init(0, 1, 5))).error_code == 0
         p = one(await call(broker, 84, read(0, 4)))
         assert (p.state_epoch, p.start_offset, batches(p)) == (1, 5, [])
         assert one(await call(broker, 85, write(0, 0, 4, 9, []))).error_code == FENCED_STATE
@@ -138,12 +150,17 @@ def test_write_read_and_epoch_fencing(broker: Broker) -> None:
         s = one(await call(broker, 87, S(group_id="g", topics=[S.ReadStateSummaryData(
             topic_id=TID, partitions=[S.PartitionData(partition=0, leader_epoch=1)])])))
         assert s.error_code == FENCED_LEADER
-        # Delete: the share partition reads as never written again.
+        # Delete: the share partition is uninitialized again: a leader that still holds it
+        # cannot write it back, nor read it; the summary reads start offset -1.
         d = one(await call(broker, 86, D(group_id="g", topics=[D.DeleteStateData(
             topic_id=TID, partitions=[D.PartitionData(partition=0)])])))
         assert d.error_code == 0
-        p = one(await call(broker, 84, read(0, 0)))
-        assert (p.error_code, p.start_offset, p.state_epoch) == (0, -1, 0)
+        assert one(await call(broker, 85, write(0, 1, 4, 12, [(12, 12, 2, 1)]))).error_code == INVALID
+        assert one(await call(broker, 84, read(0, 4))).error_code == INVALID
+        s = one(await call(broker, 87, S(group_id="g", topics=[S.ReadStateSummaryData(
+            topic_id=TID, partitions=[S.PartitionData(partition=0, leader_epoch=-1)])])))
+        assert (s.error_code, s.state_epoch, s.start_offset) == (0, 0, -1)
+        assert broker.share.state.saved(("g", TID, 0)) is None
         await broker.share.shutdown()
 
     asyncio.run(go())
@@ -162,6 +179,8 @@ def test_write_read_and_epoch_fencing(broker: Broker) -> None:
 def test_bad_input_is_invalid_request(broker: Broker, body: Any) -> None:
     async def go() -> None:
         await _start(broker)
+        if body.group_id and body.topics[0].topic_id.int:
+            assert one(await call(broker, 83, init(0))).error_code == 0
         p = one(await call(broker, 85, body))
         assert p.error_code == INVALID and p.error_message
         # Nothing was written for the partition.
@@ -193,6 +212,8 @@ def test_cluster_action_is_required(broker: Broker) -> None:
                                                              AclPermissionType.ALLOW))]))
         broker.authorizer = a
         code = errors.ClusterAuthorizationFailedError.code
+        assert one(await call(broker, 83, init(0), principal="User:alice")).error_code == code
+        assert one(await call(broker, 83, init(0), principal="User:broker")).error_code == 0
         assert one(await call(broker, 85, write(0, 0, 0, 1, []), principal="User:alice")).error_code == code
         assert one(await call(broker, 84, read(0, 0), principal="User:alice")).error_code == code
         assert one(await call(broker, 84, read(0, 0), principal="User:alice")).start_offset == -1
@@ -230,6 +251,7 @@ def test_the_state_survives_a_restart(tmp_path) -> None:
         try:
             await _start(b)
             for part in range(4):  # several state-topic partitions
+                assert one(await call(b, 83, init(part))).error_code == 0
                 assert one(await call(b, 85, write(part, 0, 2, 100 + part, [(200, 201, 2, 3)]))).error_code == 0
             assert one(await call(b, 85, write(1, 0, 2, -1, [(201, 201, 4, 5)]))).error_code == 0
             assert one(await call(b, 86, D(group_id="g", topics=[D.DeleteStateData(
@@ -248,7 +270,7 @@ def test_the_state_survives_a_restart(tmp_path) -> None:
                 0: (0, 100, [(200, 201, 2, 3)]),
                 1: (0, 101, [(200, 200, 2, 3), (201, 201, 4, 5)]),
                 2: (0, 102, [(200, 201, 2, 3)]),
-                3: (0, -1, []),
+                3: (INVALID, -1, []),
             }
             # The leader epoch was kept: an older one is fenced after the restart too.
             assert one(await call(b, 84, read(0, 1))).error_code == FENCED_LEADER

@@ -776,3 +776,25 @@ def test_the_preallocated_tail_of_a_live_index_is_noticed_naming_the_file(tmp_pa
     lines = [x for x in err.splitlines() if "zero entries" in x]
     assert sorted(x.split(": ")[0] for x in lines) == [str(part / f"{SEG}.index"),
                                                       str(part / f"{SEG}.timeindex")], err
+
+
+def test_share_group_state_partition_metadata_decodes_with_its_key_at_version_0() -> None:
+    """Record 15's schemas are in Kafka's later dialect (coordinator-key, apiKey 15): the key
+    printed from its version-0 fields, the value and the tombstone as Kafka prints them."""
+    import uuid
+
+    from pylog.cli._dump_offsets import decode_offsets_record
+    from pylog.group.share.records import encode_share_group_state_metadata
+    from pylog.group.share.state_metadata import InitEntry, StatePartitionMetadata
+
+    meta = StatePartitionMetadata(initialized={uuid.UUID(int=5): InitEntry("t", frozenset({0, 1}), 123)},
+                                  deleting={uuid.UUID(int=6): "x"})
+    key, value = encode_share_group_state_metadata("sg", meta)
+    k, v, err = decode_offsets_record(7, key, value)
+    assert err is None and k == {"type": "15", "data": {"groupId": "sg"}}
+    assert v == {"version": "0", "data": {
+        "initializingTopics": [],
+        "initializedTopics": [{"topicId": "AAAAAAAAAAAAAAAAAAAABQ", "topicName": "t", "partitions": [0, 1],
+                               "createTimestamp": 123}],
+        "deletingTopics": [{"topicId": "AAAAAAAAAAAAAAAAAAAABg", "topicName": "x"}]}}
+    assert decode_offsets_record(8, key, None)[:2] == (k, "<DELETE>")

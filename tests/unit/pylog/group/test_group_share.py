@@ -18,16 +18,27 @@ from pylog.errors import (
     InvalidRequestError,
     UnknownMemberIdError,
 )
+from pylog.group.share.state_metadata import InitEntry, StatePartitionMetadata
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)
 TOPICS = {"t": (T, 3), "u": (U, 2)}
 
 
+def _initialized(h: GroupHarness, group: str) -> None:
+    """Every partition of TOPICS has share-partition state for ``group`` (what the
+    heartbeat handler's InitializeShareGroupState calls leave; those are tested in
+    test_group_share_state_metadata.py), so that the assignment comes at once."""
+    if group not in h.coord.share.state_metadata:
+        h.coord.share.state_metadata[group] = StatePartitionMetadata(initialized={
+            tid: InitEntry(name, frozenset(range(n)), 0) for name, (tid, n) in TOPICS.items()})
+
+
 def hb(h: GroupHarness, member: str, epoch: int, *, names: list[str] | None = None,
        group: str = "sg", topics: Any = None) -> Any:
     if epoch == 0 and names is None:
         names = ["t"]
+    _initialized(h, group)
     pending = h.call("share_group_heartbeat", group, member, epoch,
                      TOPICS if topics is None else topics, rack_id=None,
                      subscribed_topic_names=names, client_id="c", client_host="/127.0.0.1")
