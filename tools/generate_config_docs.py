@@ -293,8 +293,13 @@ PYLOG_NOTES: dict[str, str] = {
     "group.share.delivery.count.limit": "Honoured: a record delivered this many times is archived instead "
                                         "of being made available again (group config "
                                         "`share.delivery.count.limit`).",
+    "group.share.min.delivery.count.limit": "Honoured: the lowest `share.delivery.count.limit` a group "
+                                            "config may set.",
+    "group.share.max.delivery.count.limit": "Honoured: the highest `share.delivery.count.limit` a group "
+                                            "config may set.",
     "group.share.partition.max.record.locks": "Honoured: the in-flight window of a share partition (offsets "
-                                              "between its start and end offsets).",
+                                              "between its start and end offsets); a group may set its "
+                                              "own (`share.partition.max.record.locks`, 100-10000).",
     "share.coordinator.state.topic.num.partitions": "Honoured: partitions of `__share_group_state` when it is "
                                                     "created.",
     "share.coordinator.state.topic.replication.factor": "Honoured in cluster mode: the replicas of "
@@ -406,6 +411,8 @@ def _group_section() -> list[str]:
     for name, d in GROUP_CONFIG_DEFS.items():
         if d.type == "string":
             setting, bounds = f"(none: `{d.fixed}`)", ", ".join(f"`{c}`" for c in d.choices)
+        elif d.type == "boolean":
+            setting, bounds = f"(none: `{d.fixed}`)", "`true`, `false`"
         else:
             setting = f"`{d.broker_name}`"
             parts = []

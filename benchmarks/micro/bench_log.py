@@ -3,7 +3,8 @@
 - ``Log.append`` of pre-built batches (1 record of 100 B, 16 KiB, 1 MiB), in place;
 - ``Log.read`` at random offsets (the lookup path: segment bisect, index, header walk);
 - ``OffsetIndex.lookup`` and the one-segment ``locate``, compiled and ``_ref`` in one group;
-- the recovery scan of a 64 MiB segment.
+- the recovery scan of a 64 MiB segment;
+- a share fetch's 1 MiB reads with and without ``Log.txn_batches`` (the marker walk).
 
 Inputs are built outside the timed call; outputs are consumed. Run::
 
@@ -191,3 +192,44 @@ def test_read_1mib_fetches_transactional(benchmark, txn_log, isolation: str) -> 
         return n
 
     assert benchmark(run) == txn_log.size_in_bytes
+
+
+@pytest.fixture(scope="module")
+def small_batches_log(tmp_path_factory):
+    """~4 MiB of one-record batches of 40 B (~9,700 batches per MiB): the worst shape for a
+    header walk over a share fetch's 1 MiB read."""
+    log = Log(tmp_path_factory.mktemp("s") / "t-0", LogConfig(segment_bytes=64 << 20))
+    b = BatchBuilder()
+    b.append(b"x" * 40, timestamp_ms=1_700_000_000_000)
+    batch = b.build()
+    while log.size_in_bytes < 4 << 20:
+        log.append(bytearray(batch))
+    yield log
+    log.close()
+
+
+@pytest.mark.benchmark(group="share-fetch-read")
+@pytest.mark.parametrize("walk", ["read", "read+txn_batches"])
+@pytest.mark.parametrize("shape", ["40B-batches", "16KiB-txn-batches"])
+def test_share_fetch_read(benchmark, small_batches_log, txn_log, walk: str, shape: str) -> None:
+    """A share fetch's read of each partition: ``Log.read`` of 1 MiB, and with
+    ``Log.txn_batches`` (the header walk that finds markers and transactional batches,
+    pylog.group.share.transactions); the pair's ratio is the walk's cost. Shapes: plain
+    one-record batches (the walk's worst case, nothing found) and the transactional log
+    above (16 KiB batches, a marker every 4)."""
+    log = small_batches_log if shape == "40B-batches" else txn_log
+    read = log.read
+    batches = log.txn_batches
+    end = log.log_end_offset
+    with_walk = walk != "read"
+
+    def run() -> int:
+        pos, n = 0, 0
+        while pos < end:
+            r = read(pos, 1 << 20, max_offset=end)
+            if with_walk:
+                n += len(batches(r))
+            pos = r.last_offset + 1
+        return pos
+
+    assert benchmark(run) == end

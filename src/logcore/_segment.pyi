@@ -6,6 +6,7 @@ from typing import Any
 from ._index import OffsetIndex, TimeIndex
 
 def search_for_offset(fd: int, start: int, end: int, target: int) -> tuple[int, int, int, int] | None: ...
+def txn_batches(fd: int, start: int, end: int) -> list[tuple[int, int, int, bool]]: ...
 def scan_region(
     fd: int, start: int, end: int, max_bytes: int, max_offset: int, min_one_batch: bool,
     walk_from: int = -1,

@@ -12,6 +12,8 @@
 # - search_for_offset: Kafka's FileRecords.searchForOffsetWithSize: from a batch boundary
 #   (an offset-index entry) walk headers to the first batch whose last offset >= target.
 # - scan_region: extend a read over whole batches within max_bytes, below max_offset.
+# - txn_batches: the transactional and control batches of a region (base, last, producer
+#   id, is_control): what a share group's read must leave out (markers, aborted data).
 # - recover_scan: LogSegment.recover: check each batch (length bounds, magic, CRC,
 #   increasing offsets within the segment's int32 range), rebuild the indexes, report
 #   where the valid prefix ends.
@@ -26,6 +28,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from posix.unistd cimport pread
 
 from logcore._includes cimport lc_crc32c, lc_crc32c_init, lc_load_be32, lc_load_be64
+from logcore._consts cimport ATTR_CONTROL, ATTR_TRANSACTIONAL
 from logcore._index cimport OffsetIndex, TimeIndex
 
 from logcore.errors import CorruptRecordError
@@ -91,6 +94,82 @@ cdef int _header(_Walker *w, int64_t pos, int64_t *base, int64_t *size, int64_t 
     size[0] = SEG_LOG_OVERHEAD + <int64_t>length
     last[0] = base[0] + <int32_t>lc_load_be32(p + 23)
     return 1
+
+
+cdef const unsigned char *_full_header(_Walker *w, int64_t pos) except? NULL:
+    """The whole 61-byte header of the batch at pos inside the walker's buffer (read in
+    chunks like _header), or NULL if it does not lie wholly before end. Raises
+    CorruptRecordError on a bad length or magic."""
+    cdef int64_t rel = pos - w.buf_pos
+    cdef Py_ssize_t want, got
+    cdef int32_t length
+    cdef const unsigned char *p
+    if pos + SEG_HEADER > w.end:
+        return NULL
+    if rel < 0 or rel + SEG_HEADER > w.buf_len:
+        want = w.chunk if w.end - pos > w.chunk else <Py_ssize_t>(w.end - pos)
+        if w.chunk < SEG_CHUNK:
+            w.chunk *= 2
+        got = pread(w.fd, w.buf, <size_t>want, pos)
+        if got < 0:
+            raise OSError(f"pread failed at position {pos}")
+        w.buf_pos = pos
+        w.buf_len = got
+        rel = 0
+        if got < SEG_HEADER:
+            return NULL
+    p = w.buf + rel
+    length = <int32_t>lc_load_be32(p + 8)
+    if length < SEG_MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {pos} has batch_length {length} < {SEG_MIN_BATCH_LENGTH}",
+            position=pos)
+    if p[16] != 2:
+        raise CorruptRecordError(f"batch at position {pos} has magic {<int>p[16]}", position=pos)
+    return p
+
+
+def txn_batches(int fd, int64_t start, int64_t end):
+    """The transactional and control batches among the whole batches in [start, end).
+
+    Args:
+        fd: the ``.log`` file; start: a batch boundary; end: the end of the region.
+
+    Returns:
+        [(base_offset, last_offset, producer_id, is_control)] of each batch whose
+        attributes have the transactional (0x10) or control (0x20) bit, in file order.
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    cdef _Walker w
+    cdef int64_t pos = start, base, size
+    cdef const unsigned char *p
+    cdef unsigned int attributes
+    cdef list out = []
+    w.fd = fd
+    w.end = end
+    w.buf_pos = -1
+    w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
+    while True:
+        p = _full_header(&w, pos)
+        if p == NULL:
+            break
+        size = SEG_LOG_OVERHEAD + <int32_t>lc_load_be32(p + 8)
+        if pos + size > end:
+            break
+        if size > SEG_CHUNK:
+            # The next header is beyond this buffer whatever its size: read a small chunk
+            # there instead of copying 4 KiB of record bytes for 61 of header.
+            w.chunk = SEG_FIRST_CHUNK
+        attributes = (<unsigned int>p[21] << 8) | p[22]
+        if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+            base = <int64_t>lc_load_be64(p)
+            out.append((base, base + <int32_t>lc_load_be32(p + 23),
+                        <int64_t>lc_load_be64(p + 43), bool(attributes & ATTR_CONTROL)))
+        pos += size
+    return out
 
 
 def search_for_offset(int fd, int64_t start, int64_t end, int64_t target):

@@ -31,6 +31,7 @@ from .segment import HEADER, LogSegment, scan
 
 _bisect_right = bisect.bisect_right
 _locate = scan.locate
+_txn_batches = scan.txn_batches
 _HEADER = HEADER
 
 
@@ -129,6 +130,25 @@ class LogReads:
                 return FileRegion(None, 0, 0, offset, offset - 1)
             return FileRegion(seg.file, pos, rsize, base, rlast)
         return FileRegion(None, 0, 0, offset, offset - 1)
+
+    @staticmethod
+    def txn_batches(region: FileRegion) -> list[tuple[int, int, int, bool]]:
+        """The transactional and control batches of a region ``read`` returned.
+
+        Returns:
+            [(base_offset, last_offset, producer_id, is_control)] in offset order; empty
+            for an empty region or one of plain batches. A share group's read leaves the
+            control batches (transaction markers) out, and under read_committed the data
+            batches of aborted transactions (with :meth:`aborted_transactions`).
+
+        Raises:
+            CorruptRecordError: a batch header with a bad length or magic.
+
+        Thread-safe: reads the headers with ``pread`` through the region's own descriptor.
+        """
+        if not region.size:
+            return []
+        return _txn_batches(region.fileno, region.position, region.position + region.size)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         """First record whose timestamp is >= ``timestamp_ms`` (ListOffsets by time).

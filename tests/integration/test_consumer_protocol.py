@@ -223,6 +223,7 @@ def test_describe_lists_the_group_with_its_type_and_assignments(
     assert mine.group_epoch == mine.assignment_epoch == 2
     for mem in mine.members:
         assert mem.member_epoch == 2 and mem.subscribed_topics == [topic_name]
+        assert mem.member_type == "consumer"  # ConsumerGroupDescribe v1
         assert mem.assignment == mem.target_assignment
         assert {tp.partition for tp in mem.assignment} == set(m.assignment(mem.client_id))
     out = subprocess.run(
@@ -250,13 +251,14 @@ def test_describe_lists_the_group_with_its_type_and_assignments(
         "HOST",
         "CLIENT-ID",
         "#PARTITIONS",
+        "MEMBER-TYPE",
         "CURRENT-EPOCH",
         "CURRENT-ASSIGNMENT",
         "TARGET-EPOCH",
         "TARGET-ASSIGNMENT",
     ]
     row = next(line.split() for line in lines if " d1 " in line)
-    assert row[4:6] == ["3", "2"] and row[7] == "2" and row[6] == row[8]
+    assert row[4:7] == ["3", "consumer", "2"] and row[8] == "2" and row[7] == row[9]
     out = subprocess.run(
         [
             sys.executable,

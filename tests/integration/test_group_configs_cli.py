@@ -37,7 +37,9 @@ def test_group_configs_through_the_cli(broker, capsys) -> None:
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"All configs for group {group} are:"
     assert "  consumer.heartbeat.interval.ms=5000 sensitive=false synonyms={}" in lines
-    assert len(lines) == 1 + 7
+    assert "  share.isolation.level=read_uncommitted sensitive=false synonyms={}" in lines
+    assert "  share.renew.acknowledge.enable=true sensitive=false synonyms={}" in lines
+    assert len(lines) == 1 + 10  # every group config (Kafka 4.2's share-group ones included)
 
     code, _, err = _run(capsys, broker.bootstrap, "alter", *entity, "--add-config",
                         "consumer.heartbeat.interval.ms=1")

@@ -13,16 +13,21 @@ producer; no state is shared with librdkafka's threads except through the client
 
 from __future__ import annotations
 
+import logging
 import signal
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _harness.wire import BrokerConnection
 
 from pylog.client import Admin
 from pylog.client import Consumer as PylogConsumer
+from pylog.protocol.messages import ConsumerGroupDescribeRequest, FindCoordinatorRequest
 from tests.integration.conftest import BrokerProcess, start_target
 
 with warnings.catch_warnings():
@@ -357,3 +362,72 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
     assert (d.state, d.protocol_type) == ("Stable", "consumer")
     assert {x.client_id for x in d.members} == {"classic0", "classic-i1"}
     m.close_all()
+
+
+def _coordinator(bootstrap: str, group: str) -> tuple[str, int]:
+    host, port = bootstrap.rsplit(":", 1)
+    with BrokerConnection(host, int(port), timeout=10) as conn:
+        r = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), version=4)
+    (c,) = r.coordinators
+    assert c.error_code == 0, c
+    return c.host, c.port
+
+
+def test_consumer_group_describe_v1_tells_classic_members_from_consumer_members(
+        mbroker: BrokerProcess, topic_name: str) -> None:
+    """KIP-1099's MemberType in ConsumerGroupDescribe v1: in a group upgraded online, the
+    member that joined with JoinGroup is 0 (classic), the consumer-protocol one 1; v0 has
+    no such field. pylog's admin client and ``pylog groups describe --members --verbose``
+    show it; confluent-kafka's AdminClient describes the group too (librdkafka 2.16 sends
+    ConsumerGroupDescribe v0: its describe result has no member type)."""
+    bootstrap = mbroker.bootstrap
+    _create_topic(bootstrap, topic_name)
+    group = f"g-{topic_name}"
+    m = Mixed(bootstrap, group, topic_name)
+    m.add("old", CLASSIC)
+    m.until(m.covered, "the classic member")
+    m.add("new", CONSUMER)
+    m.until(lambda: m.covered() and all(c.assignment() for c in m.consumers.values()),
+            "both members to hold partitions")
+    try:
+        # Raw requests through pylog's codec, at both versions.
+        host, port = _coordinator(bootstrap, group)
+        with BrokerConnection(host, port, timeout=10) as conn:
+            body = ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+            v1 = conn.request(body, version=1).groups[0]
+            v0 = conn.request(body, version=0).groups[0]
+        assert v1.error_code == 0 and v0.error_code == 0
+        assert {x.client_id: x.member_type for x in v1.members} == {"old": 0, "new": 1}
+        assert {x.member_type for x in v0.members} == {-1}  # not in v0: the default
+        # pylog's admin client and CLI
+        with Admin(bootstrap_servers=bootstrap) as admin:
+            desc = admin.describe_groups([group])[group]
+        assert desc.group_type == "consumer"
+        assert {x.client_id: x.member_type for x in desc.members} == {"old": "classic", "new": "consumer"}
+        out = subprocess.run([sys.executable, "-m", "pylog", "groups", "describe", group, "--members",
+                              "--verbose", "-b", bootstrap], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        col = lines[0].split().index("MEMBER-TYPE")
+        assert {ln.split()[3]: ln.split()[col] for ln in lines[1:] if ln.strip()} == {
+            "old": "classic", "new": "consumer"}
+        # confluent-kafka's AdminClient, with the version librdkafka chose from the log
+        seen: list[str] = []
+
+        class _Log(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                seen.append(record.getMessage())
+
+        logger = logging.getLogger(f"rdkafka-{group}")
+        logger.addHandler(_Log())
+        logger.setLevel(logging.DEBUG)
+        admin_c = AdminClient({"bootstrap.servers": bootstrap, "debug": "protocol", "logger": logger})
+        res = admin_c.describe_consumer_groups([group])[group].result(timeout=30)
+        admin_c.poll(0)  # serve the log queue on this thread
+        assert res.type == ConsumerGroupType.CONSUMER
+        assert sorted(x.client_id for x in res.members) == ["new", "old"]
+        sent = [s for s in seen if "ConsumerGroupDescribeRequest" in s and "Sent" in s]
+        assert sent, "librdkafka did not log its ConsumerGroupDescribe"
+        assert "(v0," in sent[0], sent[0]  # librdkafka 2.16's highest; pylog advertises 0-1
+    finally:
+        m.close_all()

@@ -15,6 +15,10 @@ A batch occupies ``12 + batch_length`` bytes and batch_length >= 49 (the 61-byte
   at or past the target.
 - ``scan_region`` extends a read from its first batch over whole batches while they fit
   in ``max_bytes`` and stay below ``max_offset``.
+- ``txn_batches`` lists the transactional and control batches of a region (their producer
+  id and whether they are control batches, a share group's read needs to leave out
+  transaction markers and, under read_committed, aborted data; Kafka's
+  ``SharePartition.fetchAbortedTransactionRecordBatches`` walks the same headers).
 - ``recover_scan`` is ``LogSegment.recover``: check every batch (length bounds, magic, CRC,
   increasing offsets that fit the segment), rebuild both indexes, and report where the
   valid prefix ends.
@@ -46,6 +50,10 @@ _I32_MAX = 2**31 - 1
 _PEEK_FMT = struct.Struct(">qiib")  # base_offset, batch_length, leader_epoch, magic
 _LOD = struct.Struct(">i")
 _FULL = struct.Struct(">qiibIhiqqqhii")
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_TXN_FIELDS = struct.Struct(">h")  # attributes at 21
+_PID = struct.Struct(">q")  # producer_id at 43
 
 
 class _Reader:
@@ -85,6 +93,46 @@ class _Reader:
             raise CorruptRecordError(f"batch at position {pos} has magic {magic}", position=pos)
         (lod,) = _LOD.unpack_from(self.buf, rel + 23)
         return base, LOG_OVERHEAD + length, base + lod
+
+
+def txn_batches(fd: int, start: int, end: int) -> list[tuple[int, int, int, bool]]:
+    """The transactional and control batches among the whole batches in [start, end).
+
+    Args:
+        fd: the ``.log`` file; start: a batch boundary; end: the end of the region.
+
+    Returns:
+        (base_offset, last_offset, producer_id, is_control) of each batch whose attributes
+        have the transactional or the control bit, in file order (empty for a region of
+        plain batches).
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    out: list[tuple[int, int, int, bool]] = []
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        hdr = os.pread(fd, HEADER_SIZE, pos)
+        if len(hdr) < HEADER_SIZE:
+            break
+        base, length, _epoch, magic = _PEEK_FMT.unpack_from(hdr, 0)
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"batch at position {pos} has batch_length {length} < {MIN_BATCH_LENGTH}",
+                position=pos,
+            )
+        if magic != 2:
+            raise CorruptRecordError(f"batch at position {pos} has magic {magic}", position=pos)
+        size = LOG_OVERHEAD + length
+        if pos + size > end:
+            break
+        (attributes,) = _TXN_FIELDS.unpack_from(hdr, 21)
+        if attributes & (_ATTR_TRANSACTIONAL | _ATTR_CONTROL):
+            (lod,) = _LOD.unpack_from(hdr, 23)
+            (pid,) = _PID.unpack_from(hdr, 43)
+            out.append((base, base + lod, pid, bool(attributes & _ATTR_CONTROL)))
+        pos += size
+    return out
 
 
 def search_for_offset(

@@ -25,13 +25,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
+from pylog._durations import parse_duration_ms
 from pylog.cli._common import CliError, connection_settings, describe_error, interrupted_status
 
 if TYPE_CHECKING:  # the client is imported when a groups command runs, not by `pylog broker`
@@ -348,8 +348,11 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
         "HOST", "CLIENT-ID", "#PARTITIONS"]
     widths = [15, 15] + ([17] if instances else []) + [15, 15, 15]
     if modern:
-        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-        widths += [15, 20, 15, 0]
+        # MEMBER-TYPE (pylog's column): classic for a member that joined with JoinGroup
+        # (a mixed group, groups.md "Migrating between the protocols"), else consumer.
+        header += ["MEMBER-TYPE", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                   "TARGET-ASSIGNMENT"]
+        widths += [12, 15, 20, 15, 0]
     elif share:
         header += ["MEMBER-EPOCH", "ASSIGNMENT"]
         widths += [15, 0]
@@ -363,7 +366,8 @@ def _print_members(desc: GroupDescription, verbose: bool) -> None:
             row.append(m.group_instance_id or "")
         row += [m.host, m.client_id, len(m.assignment)]
         if modern:
-            row += [m.member_epoch, _assignment_text(m.assignment), desc.assignment_epoch,
+            row += [m.member_type or MISSING, m.member_epoch, _assignment_text(m.assignment),
+                    desc.assignment_epoch,
                     _assignment_text(m.target_assignment or [])]
         elif share:
             row += [m.member_epoch, _assignment_text(m.assignment)]
@@ -419,6 +423,7 @@ def _member_json(m: Any) -> dict[str, Any]:
         out["member_epoch"] = m.member_epoch
         out["target_assignment"] = [{"topic": t, "partition": p} for t, p in m.target_assignment or []]
         out["subscribed_topics"] = m.subscribed_topics
+        out["member_type"] = m.member_type
     return out
 
 
@@ -483,24 +488,14 @@ def parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-_DURATION = re.compile(
-    r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
-    re.IGNORECASE)
-
-
 def parse_duration(text: str) -> int:
     """Milliseconds of an ISO-8601 duration ``PnDTnHnMn.nS``, as Java's ``Duration.parse``
     reads ``--by-duration``."""
-    m = _DURATION.fullmatch(text.strip())
-    if m is None or text.strip().upper().endswith("T") or not any(m.group(i) for i in range(2, 6)):
+    try:
+        return parse_duration_ms(text)
+    except ValueError:
         raise UsageError(f"--by-duration {text!r}: expected an ISO-8601 duration PnDTnHnMnS, "
-                         f"e.g. PT30M, P1DT2H, PT0.5S")
-    sign, days, hours, minutes, seconds, fraction = m.groups()
-    seconds_sign = -1 if (seconds or "").startswith("-") else 1
-    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000
-          + int(minutes or 0) * 60_000 + int(seconds or 0) * 1000
-          + seconds_sign * int(((fraction or "") + "000")[:3]))
-    return -ms if sign == "-" else ms
+                         f"e.g. PT30M, P1DT2H, PT0.5S") from None
 
 
 def _warn(text: str) -> None:

@@ -80,6 +80,11 @@ def group_protocol_defs() -> list[ConfigDef]:
                   between(30000, 3600000)),
         ConfigDef("group.share.delivery.count.limit", "int", 5,
                   "Deliveries of a record to share consumers before it is archived.", between(2, 10)),
+        # Kafka 4.2's ShareGroupConfig: the bounds of the group config share.delivery.count.limit.
+        ConfigDef("group.share.min.delivery.count.limit", "int", 2,
+                  "Lower bound of the group config share.delivery.count.limit.", between(2, 5)),
+        ConfigDef("group.share.max.delivery.count.limit", "int", 10,
+                  "Upper bound of the group config share.delivery.count.limit.", between(5, 25)),
         ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50,
                   "Partitions of __share_group_state (the share-partition state; set before it "
                   "is created).", at_least(1)),

@@ -12,8 +12,14 @@ settings, for KIP-848 consumer groups and KIP-932 share groups::
                                    group.share.min/max.heartbeat.interval.ms
     share.record.lock.duration.ms  group.share.record.lock.duration.ms, at least 1000 and
                                    within group.share.min/max.record.lock.duration.ms
-    share.delivery.count.limit     group.share.delivery.count.limit (2-10)
-    share.auto.offset.reset        latest | earliest (no broker setting: latest)
+    share.delivery.count.limit     group.share.delivery.count.limit, within
+                                   group.share.min/max.delivery.count.limit (2 and 10)
+    share.partition.max.record.locks  group.share.partition.max.record.locks (100-10000)
+    share.auto.offset.reset        latest | earliest | by_duration:<ISO-8601 duration>
+                                   (no broker setting: latest)
+    share.isolation.level          read_uncommitted | read_committed (no broker
+                                   setting: read_uncommitted)
+    share.renew.acknowledge.enable true | false (no broker setting: true)
 
 A value outside its bounds is INVALID_CONFIG naming the key and the bound (Kafka's
 ``GroupConfig.validateValues`` words); the session timeout must stay above the heartbeat
@@ -40,9 +46,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pylog._durations import parse_duration_ms
 from pylog.errors import InvalidConfigError, InvalidRequestError
 
-__all__ = ["GroupConfigs", "GROUP_CONFIG_DEFS", "GROUP_CONFIG_NAMES", "GroupConfigDef"]
+__all__ = ["GroupConfigs", "GROUP_CONFIG_DEFS", "GROUP_CONFIG_NAMES", "GroupConfigDef",
+           "reset_duration_ms"]
 
 log = logging.getLogger("pylog.group.configs")
 
@@ -86,12 +94,29 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
         max_name="group.share.max.record.lock.duration.ms", fixed_min=1000,
         doc="How long a share consumer holds a record it acquired."),
     "share.delivery.count.limit": GroupConfigDef(
-        "group.share.delivery.count.limit", fixed_min=2, fixed_max=10,
+        "group.share.delivery.count.limit", min_name="group.share.min.delivery.count.limit",
+        max_name="group.share.max.delivery.count.limit", fixed_min=2,
         doc="Deliveries of a record to share consumers before it is archived."),
+    "share.partition.max.record.locks": GroupConfigDef(
+        "group.share.partition.max.record.locks", fixed_min=100, fixed_max=10000,
+        doc="Most in-flight records of one share partition of the group."),
     "share.auto.offset.reset": GroupConfigDef(
-        None, type="string", choices=("latest", "earliest"), fixed="latest",
-        doc="Where a share group starts reading a partition it has no state for."),
+        None, type="string", choices=("latest", "earliest", "by_duration:<PnDTnHnMn.nS>"), fixed="latest",
+        doc="Where a share group starts reading a partition it has no state for: earliest, "
+            "latest, or by_duration:<PnDTnHnMn.nS> (the first record at most that old)."),
+    "share.isolation.level": GroupConfigDef(
+        None, type="string", choices=("read_uncommitted", "read_committed"),
+        fixed="read_uncommitted",
+        doc="read_committed delivers only committed transactional records (and nothing past "
+            "an open transaction); read_uncommitted delivers aborted ones too."),
+    "share.renew.acknowledge.enable": GroupConfigDef(
+        None, type="boolean", fixed="true",
+        doc="Whether the group's share consumers may renew their acquisition locks "
+            "(AcknowledgeType RENEW)."),
 }
+
+_RESET = "share.auto.offset.reset"
+_BY_DURATION = "by_duration:"
 
 #: group config -> its broker setting (None: a fixed default).
 GROUP_CONFIG_NAMES: dict[str, str | None] = {n: d.broker_name for n, d in GROUP_CONFIG_DEFS.items()}
@@ -119,7 +144,9 @@ class GroupConfigs:
 
     def default(self, name: str) -> Any:
         d = GROUP_CONFIG_DEFS[name]
-        return d.fixed if d.broker_name is None else self._config[d.broker_name]
+        if d.broker_name is None:
+            return d.fixed == "true" if d.type == "boolean" else d.fixed
+        return self._config[d.broker_name]
 
     def get(self, group_id: str, name: str) -> Any:
         value = self._overrides.get(group_id, {}).get(name)
@@ -155,7 +182,7 @@ class GroupConfigs:
             else:
                 source = SOURCE_DEFAULT
             value = own[name] if name in own else self.default(name)
-            out.append((name, str(value), source, d.broker_name))
+            out.append((name, _string(value), source, d.broker_name))
         return out
 
     # ------------------------------------------------------------------ validation
@@ -172,6 +199,15 @@ class GroupConfigs:
             raise InvalidConfigError(f"Unknown group config name: {name}")
         if value is None:
             raise InvalidRequestError(f"Null value not supported for : {name}")
+        if name == _RESET:
+            return _parse_reset(value)
+        if d.type == "boolean":
+            # Kafka's ConfigDef BOOLEAN: true or false, in any case.
+            v = value.strip().lower()
+            if v not in ("true", "false"):
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: "
+                                         "Expected value to be either true or false")
+            return v == "true"
         if d.type == "string":
             v = value.strip().lower()
             if v not in d.choices:
@@ -249,6 +285,45 @@ class GroupConfigs:
             self._save_fn({g: dict(v) for g, v in self._overrides.items()})
 
 
+def _parse_reset(value: str) -> str:
+    """``share.auto.offset.reset`` as Kafka's ``ShareGroupAutoOffsetResetStrategy`` reads it:
+    earliest, latest or ``by_duration:<ISO-8601 duration>`` with a duration that is not
+    negative (``Duration.parse``'s grammar). The keyword is taken in any case (Kafka wants
+    lowercase); the value kept is lowercase with the duration as given.
+
+    Raises:
+        InvalidConfigError: anything else, with Kafka's words.
+    """
+    v = value.strip()
+    low = v.lower()
+    if low in ("earliest", "latest"):
+        return low
+    if low.startswith(_BY_DURATION):
+        text = v[len(_BY_DURATION):]
+        try:
+            ms = parse_duration_ms(text)
+        except ValueError:
+            ms = -1
+        if ms >= 0 and not text.strip().startswith("-"):
+            return _BY_DURATION + text.strip()
+    raise InvalidConfigError(
+        f"Invalid value {value} for configuration {_RESET}: Invalid value `{value}` for "
+        f"configuration {_RESET}. The value must be either 'earliest', 'latest' or of the "
+        "format 'by_duration:<PnDTnHnMn.nS>'.")
+
+
+def reset_duration_ms(reset: str) -> int | None:
+    """The duration in ms of a parsed ``by_duration:`` strategy, None for earliest/latest."""
+    if not reset.startswith(_BY_DURATION):
+        return None
+    return parse_duration_ms(reset[len(_BY_DURATION):])
+
+
 def to_strings(overrides: Mapping[str, Any]) -> dict[str, str]:
     """Parsed overrides in Kafka's string form, as ``/config/groups/<group>`` stores them."""
-    return {name: str(value) for name, value in overrides.items()}
+    return {name: _string(value) for name, value in overrides.items()}
+
+
+def _string(value: Any) -> str:
+    """A parsed value in Kafka's string form (booleans lowercase, as Java prints them)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -172,7 +172,8 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # KIP-848 consumer groups (dropped when group.coordinator.rebalance.protocols lacks
     # "consumer"). Heartbeat v1 adds SubscribedTopicRegex (pylog.group.topic_regex).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # ConsumerGroupDescribe v1 adds each member's MemberType (0 classic, 1 consumer; KIP-1099).
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # SASL (pylog.security.sasl, pylog.broker.sasl_net) and SCRAM credentials (KIP-554).
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+import logcore
 from logcore import (
     AbortedTxn,
     BatchBuilder,
@@ -529,4 +530,34 @@ def test_first_unstable_offset_never_below_the_log_start(logdir, clock) -> None:
     log.append_control(1, 0, commit=False, coordinator_epoch=0)
     assert log.first_unstable_offset is None
     assert log.aborted_transactions(2, 100) == [AbortedTxn(1, 0, 6, 7)]
+    log.close()
+
+
+def test_txn_batches_lists_transactional_and_control_batches_of_a_region(logdir, clock) -> None:
+    """``Log.txn_batches`` (the compiled scan) and the pure-Python twin agree on a region
+    holding plain, transactional and marker batches, and on cuts of it."""
+    from logcore._ref import segment as ref_segment
+
+    log = Log(logdir, small(segment_bytes=1 << 20), clock=clock)
+    log.append(txn(9, 0, 2, transactional=False))          # 0-1 plain
+    log.append(txn(7, 0, 3))                               # 2-4 pid 7
+    log.append_control(7, 0, commit=False, coordinator_epoch=1)  # 5 abort
+    log.append(txn(8, 0, 2))                               # 6-7 pid 8
+    log.append_control(8, 0, commit=True, coordinator_epoch=1)   # 8 commit
+    log.append(txn(9, 2, 1, transactional=False))          # 9 plain
+    region = log.read(0, 1 << 20)
+    want = [(2, 4, 7, False), (5, 5, 7, True), (6, 7, 8, False), (8, 8, 8, True)]
+    assert log.txn_batches(region) == want
+    assert ref_segment.txn_batches(region.fileno, region.position,
+                                   region.position + region.size) == want
+    tail = log.read(6, 1 << 20)
+    assert log.txn_batches(tail) == want[2:]
+    assert log.txn_batches(log.read(10, 1 << 20)) == []   # empty region
+    # a region cut inside a batch (the commit marker) lists the whole batches before it
+    cut = region.position + region.size - log.read(9, 1 << 20).size - 1
+    assert ref_segment.txn_batches(region.fileno, region.position, cut) == want[:3]
+    if logcore.IMPLEMENTATION == "c":
+        from logcore import _segment
+        assert _segment.txn_batches(region.fileno, region.position, cut) == want[:3]
+    assert log.txn_batches(log.read(0, 1 << 20, max_offset=2)) == []
     log.close()

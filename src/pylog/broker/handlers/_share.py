@@ -10,6 +10,7 @@ from pylog import errors
 from pylog.broker.handlers._authz import AclOperation, ResourceType, denied, require_group
 from pylog.group.share.persister import RETRIABLE
 from pylog.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from pylog.group.share.share_partition import AcknowledgeType
 
 if TYPE_CHECKING:
     from pylog.broker.handlers._context import RequestContext
@@ -97,6 +98,13 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_
             return persister_error(failure[0]), failure[1]
         return (errors.CoordinatorNotAvailableError.code,
                 "The share partition's state could not be read from its share coordinator.")
+    if not share.renew_enabled(group_id) and any(
+            AcknowledgeType.RENEW in b.acknowledge_types for b in batches):
+        # Kafka refuses the partition's acknowledgement with INVALID_RECORD_STATE; pylog
+        # applies none of its batches (acknowledgements of a partition are all or nothing).
+        return (errors.InvalidRecordStateError.code,
+                f"Renew acknowledgements are disabled for share group {group_id} "
+                "(share.renew.acknowledge.enable=false).")
     now = round(ctx.broker.clock.monotonic() * 1000)
     try:
         sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))

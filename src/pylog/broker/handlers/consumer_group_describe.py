@@ -1,6 +1,10 @@
-"""ConsumerGroupDescribe (key 69), version 0: KIP-848 consumer groups with their epochs,
-assignor, and each member's subscription, current and target assignment. A group that is
-not a consumer group (unknown, or classic) gets GROUP_ID_NOT_FOUND, as in Kafka.
+"""ConsumerGroupDescribe (key 69), versions 0-1: KIP-848 consumer groups with their epochs,
+assignor, and each member's subscription, current and target assignment; version 1 adds
+each member's ``MemberType`` (KIP-1099): 0 for a member that speaks the classic protocol in
+a consumer group (it joined with JoinGroup: a classic group upgraded online, or a classic
+consumer that joined a consumer group), 1 for a consumer-protocol member (-1, unknown, is
+not sent: pylog always knows). A group that is not a consumer group (unknown, or classic)
+gets GROUP_ID_NOT_FOUND, as in Kafka.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = ConsumerGroupDescribeResponse
+
+# MemberType of version 1 (Kafka's ConsumerGroupDescribeResponseData; -1 is unknown).
+MEMBER_TYPE_CLASSIC = 0
+MEMBER_TYPE_CONSUMER = 1
 
 
 def _assignment(tp: dict[Any, set[int]], names: dict[Any, str]) -> Any:
@@ -87,6 +95,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> A
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_assignment(m.assigned, names),
                         target_assignment=_assignment(g.target.get(m.member_id, {}), names),
+                        member_type=MEMBER_TYPE_CLASSIC if m.uses_classic_protocol
+                        else MEMBER_TYPE_CONSUMER,
                     )
                     for m in g.members.values()
                 ],

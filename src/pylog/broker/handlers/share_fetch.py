@@ -15,7 +15,11 @@ Order of work, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    ``logcore.FileRegion`` sent with sendfile), and the AVAILABLE offsets in the region are
    acquired for the member (at most ``MaxRecords`` in all). The answer carries whole batches
    and the ``AcquiredRecords`` ranges with their delivery counts; the client keeps only
-   the records inside those ranges.
+   the records inside those ranges. Transaction markers in the region are archived, never
+   acquired; with the group config ``share.isolation.level=read_committed`` the read stops
+   at the last stable offset and aborted transactions' data is archived too
+   (``pylog.group.share.transactions``, Kafka's ``SharePartition``): a share fetch answer
+   has no aborted-transactions list for the client to filter with.
 
 Long poll: with nothing acquired and ``MaxWaitMs`` left, the request waits for an append to
 one of its partitions or for records to become available again (released, lock expired:
@@ -36,6 +40,7 @@ from pylog.broker.handlers._common import LEADER_EPOCH
 from pylog.broker.handlers.fetch import _read
 from pylog.group.share.service import waiter_key
 from pylog.group.share.sessions import FINAL_EPOCH
+from pylog.group.share.transactions import READ_COMMITTED, unreadable_ranges
 from pylog.protocol.apis import ADVERTISED, ApiKey
 from pylog.protocol.messages import ShareFetchResponse
 
@@ -72,6 +77,9 @@ def _partition(index: int, code: int = 0, *, ack: tuple[int, str | None] | None 
 # Bytes read per partition and pass (Kafka's max.partition.fetch.bytes default); the region
 # is then cut after the batch of the last acquired record.
 _READ_BYTES = 1 << 20
+# Reads of one partition in one pass when what a read returned was all transaction
+# markers or aborted data (archived, nothing acquired): bounds the pass's work.
+_MAX_SKIP_READS = 8
 
 
 async def _trim(ctx: RequestContext, plog: Any, region: Any, last: int, hw: int) -> Any:
@@ -99,6 +107,7 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
     share = ctx.broker.share
     gid, mid = request.group_id, request.member_id
     lock_ms = share.lock_duration_ms(gid)
+    committed = share.isolation_level(gid) == READ_COMMITTED
     now = round(ctx.broker.clock.monotonic() * 1000)
     remaining_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     remaining = max_records
@@ -135,26 +144,39 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
             continue
         if sp.expire_locks(now):
             share.changed((gid, topic_id, index), sp)
-        offset = sp.next_fetch_offset()
         bounds = share.leader_bounds(topic, index)
-        if offset is None or bounds is None:
+        if bounds is None:
             continue
         plog, hw = bounds
-        if offset >= hw:
+        # read_committed reads up to the last stable offset: an open transaction holds
+        # what follows its first offset back until its marker is written.
+        bound = plog.last_stable_offset(hw) if committed else hw
+        acquired, region = [], None
+        for _ in range(_MAX_SKIP_READS):
+            offset = sp.next_fetch_offset()
+            if offset is None or offset >= bound:
+                break
+            try:
+                region = await _read(ctx, plog, offset, min(remaining_bytes, _READ_BYTES), bound,
+                                     not any_data)
+            except logcore.OffsetOutOfRangeError:
+                sp.move_start(plog.log_start_offset)  # retention moved the start under us
+                break
+            if not region.size:
+                break
+            version = sp.version
+            skip = unreadable_ranges(plog.txn_batches(region), plog.aborted_transactions(
+                region.first_offset, region.last_offset + 1) if committed else (), committed)
+            acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms, skip)
+            if sp.version == version:
+                break  # nothing acquirable in this read
+            share.changed((gid, topic_id, index), sp)
+            if acquired:
+                break
+            # The whole read was markers or aborted data, now archived: read on past it.
+        if not acquired or region is None:
             continue
-        try:
-            region = await _read(ctx, plog, offset, min(remaining_bytes, _READ_BYTES), hw,
-                                 not any_data)
-        except logcore.OffsetOutOfRangeError:
-            sp.move_start(plog.log_start_offset)  # retention moved the start under us
-            continue
-        if not region.size:
-            continue
-        acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms)
-        if not acquired:
-            continue
-        region = await _trim(ctx, plog, region, acquired[-1].last_offset, hw)
-        share.changed((gid, topic_id, index), sp)
+        region = await _trim(ctx, plog, region, acquired[-1].last_offset, bound)
         any_data = True
         remaining -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
         remaining_bytes -= region.size
@@ -194,14 +216,14 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         waiters = broker.waiters
         loop = asyncio.get_running_loop()
         while True:
-            since = waiters.sequence
+            seen = waiters.sequence
             answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,
                                                                     max_records)
             wait = deadline - clock.monotonic()
             if acquired or any_error or wait <= 0 or broker.stopping or not keys:
                 break
             waited = loop.time()
-            woken = await waiters.wait(keys, wait, since)
+            woken = await waiters.wait(keys, wait, seen)
             ctx.remote_s += loop.time() - waited
             if not woken:
                 answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,

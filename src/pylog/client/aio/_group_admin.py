@@ -60,6 +60,8 @@ _GROUP_KEY = 0  # FindCoordinator key type of a group
 # Coordinator errors a call retries, dropping the cached coordinator for the second set.
 _RETRY = (errors.CoordinatorLoadInProgressError, errors.RebalanceInProgressError)
 _CONSUMER_GROUP_DESCRIBE = 69  # ApiKey.CONSUMER_GROUP_DESCRIBE (KIP-848)
+# ConsumerGroupDescribe v1's MemberType (KIP-1099); -1 (unknown) and v0 give None.
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}
 _SHARE_GROUP_DESCRIBE = 77  # ApiKey.SHARE_GROUP_DESCRIBE (KIP-932)
 _COORDINATOR_MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 _REDISCOVER = (*_COORDINATOR_MOVED, KafkaConnectionError, KafkaTimeoutError)
@@ -90,6 +92,10 @@ class MemberDescription(NamedTuple):
     member_epoch: int | None = None
     target_assignment: list[TopicPartition] | None = None
     subscribed_topics: list[str] | None = None
+    # KIP-848 consumer groups (ConsumerGroupDescribe v1, KIP-1099): "classic" for a member
+    # that joined with the classic protocol (JoinGroup), "consumer" for a consumer-protocol
+    # member; None when the coordinator does not say (v0, or -1).
+    member_type: str | None = None
 
 
 class GroupDescription(NamedTuple):
@@ -300,7 +306,8 @@ class GroupAdmin:
                           for p in t.partitions)
         members = [MemberDescription(
             m.member_id, m.instance_id, m.client_id, m.client_host, tps(m.assignment),
-            m.member_epoch, tps(m.target_assignment), list(m.subscribed_topic_names))
+            m.member_epoch, tps(m.target_assignment), list(m.subscribed_topic_names),
+            _MEMBER_TYPES.get(m.member_type))
             for m in g.members]
         return GroupDescription(g.group_id, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
                                 members, conn.node_id, "consumer", g.group_epoch, g.assignment_epoch)

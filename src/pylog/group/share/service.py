@@ -8,9 +8,10 @@ configs and the durable state. The ShareFetch and ShareAcknowledge handlers call
   the coordinator; ``ShareStateStore``: ``__share_group_state``); when its start offset is
   -1 (the group coordinator initialized it, Kafka 4.1), at the offset
   ``share.auto.offset.reset`` names: ``latest`` (the default) the high watermark,
-  ``earliest`` the log start. A share partition the coordinator has no state for (never
-  initialized, or deleted: INVALID_REQUEST) is not made; the failure is reported once to
-  the request that uses it (``take_load_failure``). The load runs in a task (one per share partition):
+  ``earliest`` the log start, ``by_duration:D`` the first record at most D old (the time
+  index; the high watermark when there is none). A share partition the coordinator has no
+  state for (never initialized, or deleted: INVALID_REQUEST) is not made; the failure is
+  reported once to the request that uses it (``take_load_failure``). The load runs in a task (one per share partition):
   ShareFetch skips a share partition that is loading and is woken when it is loaded
   (``waiter_key``); ShareAcknowledge waits for it. The group coordinator's heartbeat handler
   starts the loads of a new assignment at once (``initialize``), as Kafka initializes a
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from pylog import errors
 from pylog.coordinator.runtime import DeadlineTimer
+from pylog.group.group_configs import reset_duration_ms
 
 from .persister import SharePersister
 from .sessions import ShareSessionCache
@@ -150,6 +152,18 @@ class ShareService:
     def delivery_count_limit(self, group_id: str) -> int:
         return self.group_configs.get(group_id, "share.delivery.count.limit")
 
+    def max_record_locks(self, group_id: str) -> int:
+        return self.group_configs.get(group_id, "share.partition.max.record.locks")
+
+    def renew_enabled(self, group_id: str) -> bool:
+        """``share.renew.acknowledge.enable`` (true by default): RENEW acknowledgements are
+        refused with INVALID_RECORD_STATE when false, as in Kafka."""
+        return bool(self.group_configs.get(group_id, "share.renew.acknowledge.enable"))
+
+    def isolation_level(self, group_id: str) -> str:
+        """``share.isolation.level``: read_uncommitted (the default) or read_committed."""
+        return self.group_configs.get(group_id, "share.isolation.level")
+
     def _mono_ms(self) -> int:
         return round(self.broker.clock.monotonic() * 1000)
 
@@ -207,6 +221,7 @@ class ShareService:
                 self._start_load(key, topic, partition, epoch)
             return None
         sp.delivery_count_limit = self.delivery_count_limit(group_id)
+        sp.max_in_flight = self.max_record_locks(group_id)
         sp.move_start(topic.partitions[partition].log.log_start_offset)
         return sp
 
@@ -265,7 +280,7 @@ class ShareService:
             plog, hw = bounds
             group_id = key[0]
             limit = self.delivery_count_limit(group_id)
-            max_locks = self.broker.config["group.share.partition.max.record.locks"]
+            max_locks = self.max_record_locks(group_id)
             st = r.state
             if st.start_offset != UNINITIALIZED_START_OFFSET:
                 sp = SharePartition(max(st.start_offset, plog.log_start_offset), delivery_count_limit=limit,
@@ -273,8 +288,9 @@ class ShareService:
                 sp.state_epoch = st.state_epoch
                 fresh = False
             else:
-                reset = self.group_configs.get(group_id, "share.auto.offset.reset")
-                start = plog.log_start_offset if reset == "earliest" else hw
+                start = await self._reset_offset(group_id, plog, hw)
+                if self.leader_epoch(topic, partition) != epoch or self.leader_bounds(topic, partition) is None:
+                    return None  # leadership moved while the time index was searched
                 sp = SharePartition(start, delivery_count_limit=limit, max_in_flight=max_locks)
                 sp.state_epoch = st.state_epoch
                 fresh = True
@@ -289,6 +305,22 @@ class ShareService:
             if self._loads.get(key) is asyncio.current_task():
                 del self._loads[key]
             self.broker.waiters.notify(waiter_key(*key))
+
+    async def _reset_offset(self, group_id: str, plog: Any, hw: int) -> int:
+        """Where a share partition without state starts (``share.auto.offset.reset``):
+        earliest, the log start; latest, the high watermark; ``by_duration:D``, the first
+        record whose timestamp is at least now - D (the time index, as ListOffsets by
+        timestamp), else the high watermark."""
+        reset = self.group_configs.get(group_id, "share.auto.offset.reset")
+        if reset == "earliest":
+            return int(plog.log_start_offset)
+        duration = reset_duration_ms(reset)
+        if duration is None:
+            return hw
+        found = await self.broker.io.run(plog.offset_for_timestamp, self.broker.clock.time_ms() - duration)
+        if found is None or found.offset >= hw:
+            return hw
+        return max(int(found.offset), int(plog.log_start_offset))
 
     def take_load_failure(self, key: ShareKey) -> tuple[int, str | None] | None:
         """The error of the last failed load of ``key`` (then forgotten: the next use loads

@@ -11,7 +11,9 @@ one state::
         │                     │  └──RELEASE / lock expired─> AVAILABLE, or ARCHIVED when
         └─────────────────────┘                               delivery_count reached the limit
 
-Every acquisition counts a delivery (the first delivery has count 1). A record acquired
+Offsets a share group must never deliver (transaction markers; aborted transactions' data
+under read_committed) are archived by ``acquire`` when a read reaches them (its ``skip``
+ranges), never acquired. Every acquisition counts a delivery (the first delivery has count 1). A record acquired
 ``group.share.delivery.count.limit`` times is archived instead of being made available again
 (Kafka archives at release or lock expiry once ``deliveryCount >= limit``). Acquired records
 carry a lock that expires ``group.share.record.lock.duration.ms`` after the acquisition
@@ -29,7 +31,7 @@ Not thread-safe: the broker's event loop owns every share partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -153,21 +155,32 @@ class SharePartition:
     # ------------------------------------------------------------------ transitions
 
     def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int,
-                now_ms: int, lock_duration_ms: int) -> list[AcquiredRange]:
+                now_ms: int, lock_duration_ms: int,
+                skip: Sequence[tuple[int, int]] = ()) -> list[AcquiredRange]:
         """Acquire for ``member_id`` the acquirable offsets among ``[first_offset,
         last_offset]`` (the offsets of the batches a log read returned): AVAILABLE
         in-flight ones and new ones from ``end_offset`` on, up to ``max_records`` and the
         in-flight bound. Each acquisition counts a delivery and locks the record until
         ``now_ms + lock_duration_ms``.
 
+        ``skip``: ascending inclusive ranges never to deliver (transaction markers, aborted
+        data under read_committed: ``pylog.group.share.transactions``). Their AVAILABLE and
+        new offsets met on the way are ARCHIVED (with their delivery count unchanged), and
+        count neither as records nor against ``max_records``.
+
         Returns the acquired offsets as ranges of consecutive offsets with one delivery
         count (the ``AcquiredRecords`` of the answer), in offset order.
         """
         out: list[AcquiredRange] = []
         taken = 0
+        archived = 0
         deadline = now_ms + lock_duration_ms
         off = max(first_offset, self.start_offset)
+        si = 0
         while off <= last_offset and taken < max_records:
+            while si < len(skip) and skip[si][1] < off:
+                si += 1
+            unreadable = si < len(skip) and skip[si][0] <= off
             r = self._records.get(off)
             if r is None:
                 if off < self.end_offset:  # cannot happen: the window is dense
@@ -185,6 +198,11 @@ class SharePartition:
             if r.state != RecordState.AVAILABLE:
                 off += 1
                 continue
+            if unreadable:
+                r.state = RecordState.ARCHIVED
+                archived += 1
+                off += 1
+                continue
             r.state = RecordState.ACQUIRED
             r.delivery_count += 1
             r.member_id = member_id
@@ -196,8 +214,10 @@ class SharePartition:
             else:
                 out.append(AcquiredRange(off, off, r.delivery_count))
             off += 1
-        if out:
+        if out or archived:
             self.version += 1
+        if archived:
+            self._advance_start()
         return out
 
     def acknowledge(self, member_id: str, batches: Iterable[tuple[int, int, list[int]]],

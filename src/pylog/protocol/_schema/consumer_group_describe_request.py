@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ConsumerGroupDescribeRequest: Kafka request (API key 69), versions 0-0, flexible from 0."""
+"""ConsumerGroupDescribeRequest: Kafka request (API key 69), versions 0-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -34,7 +34,7 @@ class ConsumerGroupDescribeRequest(Message):
     NAME = 'ConsumerGroupDescribeRequest'
     API_KEY = 69
     MESSAGE_TYPE = 'request'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
@@ -76,5 +76,5 @@ def _d_ConsumerGroupDescribeRequest_0(b, p):
     return ConsumerGroupDescribeRequest(v0, v1), p
 
 
-ConsumerGroupDescribeRequest._ENC = (_e_ConsumerGroupDescribeRequest_0,)
-ConsumerGroupDescribeRequest._DEC = (_d_ConsumerGroupDescribeRequest_0,)
+ConsumerGroupDescribeRequest._ENC = (_e_ConsumerGroupDescribeRequest_0, _e_ConsumerGroupDescribeRequest_0,)
+ConsumerGroupDescribeRequest._DEC = (_d_ConsumerGroupDescribeRequest_0, _d_ConsumerGroupDescribeRequest_0,)

@@ -2,7 +2,7 @@
 # Source: Apache Kafka clients/src/main/resources/common/message/ (Apache-2.0).
 # ruff: noqa
 # mypy: ignore-errors
-"""ConsumerGroupDescribeResponse: Kafka response (API key 69), versions 0-0, flexible from 0."""
+"""ConsumerGroupDescribeResponse: Kafka response (API key 69), versions 0-1, flexible from 0."""
 
 from struct import Struct as _Struct
 
@@ -32,6 +32,9 @@ _U1 = _S1.unpack_from
 _S2 = _Struct('>i')
 _P2 = _S2.pack
 _U2 = _S2.unpack_from
+_S3 = _Struct('>b')
+_P3 = _S3.pack
+_U3 = _S3.unpack_from
 
 
 class ConsumerGroupDescribeResponse_DescribedGroup(Message):
@@ -52,7 +55,7 @@ class ConsumerGroupDescribeResponse_DescribedGroup(Message):
 
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
     NAME = 'ConsumerGroupDescribeResponse.DescribedGroup'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('error_code', 'int16', (0, 32767), None, None, None),
@@ -104,11 +107,12 @@ class ConsumerGroupDescribeResponse_Member(Message):
         subscribed_topic_regex: string v0+ ?0+ default null
         assignment: Assignment v0+
         target_assignment: Assignment v0+
+        member_type: int8 v1+ default -1
     """
 
-    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
     NAME = 'ConsumerGroupDescribeResponse.Member'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('member_id', 'string', (0, 32767), None, None, None),
@@ -121,9 +125,10 @@ class ConsumerGroupDescribeResponse_Member(Message):
         ('subscribed_topic_regex', 'string', (0, 32767), (0, 32767), None, None),
         ('assignment', 'Assignment', (0, 32767), None, None, None),
         ('target_assignment', 'Assignment', (0, 32767), None, None, None),
+        ('member_type', 'int8', (1, 32767), None, None, None),
     )
 
-    def __init__(self, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_D, subscribed_topic_regex=None, assignment=_D, target_assignment=_D):
+    def __init__(self, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_D, subscribed_topic_regex=None, assignment=_D, target_assignment=_D, member_type=-1):
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -134,6 +139,7 @@ class ConsumerGroupDescribeResponse_Member(Message):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = ConsumerGroupDescribeResponse_Assignment() if assignment is _D else assignment
         self.target_assignment = ConsumerGroupDescribeResponse_Assignment() if target_assignment is _D else target_assignment
+        self.member_type = member_type
 
     def _is_default(self):
         return (self.member_id == ''
@@ -145,7 +151,8 @@ class ConsumerGroupDescribeResponse_Member(Message):
                 and not self.subscribed_topic_names
                 and self.subscribed_topic_regex is None
                 and self.assignment._is_default()
-                and self.target_assignment._is_default())
+                and self.target_assignment._is_default()
+                and self.member_type == -1)
 
 
 class ConsumerGroupDescribeResponse_Assignment(Message):
@@ -158,7 +165,7 @@ class ConsumerGroupDescribeResponse_Assignment(Message):
 
     __slots__ = ('topic_partitions',)
     NAME = 'ConsumerGroupDescribeResponse.Assignment'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_partitions', '[]TopicPartitions', (0, 32767), None, None, None),
@@ -183,7 +190,7 @@ class ConsumerGroupDescribeResponse_TopicPartitions(Message):
 
     __slots__ = ('topic_id', 'topic_name', 'partitions')
     NAME = 'ConsumerGroupDescribeResponse.TopicPartitions'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     FIELDS = (
         ('topic_id', 'uuid', (0, 32767), None, None, None),
@@ -215,7 +222,7 @@ class ConsumerGroupDescribeResponse(Message):
     NAME = 'ConsumerGroupDescribeResponse'
     API_KEY = 69
     MESSAGE_TYPE = 'response'
-    VALID_VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 1)
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     FIELDS = (
@@ -290,6 +297,37 @@ def _e_ConsumerGroupDescribeResponse_DescribedGroup_0(o, b, out):
     b += b'\x00'
 
 
+def _e_ConsumerGroupDescribeResponse_Member_1(o, b, out):
+    write_cstring(b, o.member_id)
+    write_ncstring(b, o.instance_id)
+    write_ncstring(b, o.rack_id)
+    b += _P2(o.member_epoch)
+    write_cstring(b, o.client_id)
+    write_cstring(b, o.client_host)
+    write_uvarint(b, len(o.subscribed_topic_names) + 1)
+    for e1 in o.subscribed_topic_names:
+        write_cstring(b, e1)
+    write_ncstring(b, o.subscribed_topic_regex)
+    _e_ConsumerGroupDescribeResponse_Assignment_0(o.assignment, b, out)
+    _e_ConsumerGroupDescribeResponse_Assignment_0(o.target_assignment, b, out)
+    b += _P3(o.member_type)
+    b += b'\x00'
+
+
+def _e_ConsumerGroupDescribeResponse_DescribedGroup_1(o, b, out):
+    b += _P0(o.error_code)
+    write_ncstring(b, o.error_message)
+    write_cstring(b, o.group_id)
+    write_cstring(b, o.group_state)
+    b += _P1(o.group_epoch, o.assignment_epoch)
+    write_cstring(b, o.assignor_name)
+    write_uvarint(b, len(o.members) + 1)
+    for e1 in o.members:
+        _e_ConsumerGroupDescribeResponse_Member_1(e1, b, out)
+    b += _P2(o.authorized_operations)
+    b += b'\x00'
+
+
 def _d_ConsumerGroupDescribeResponse_TopicPartitions_0(b, p):
     v0, p = read_uuid(b, p)
     v1, p = read_cstring(b, p)
@@ -335,7 +373,7 @@ def _d_ConsumerGroupDescribeResponse_Member_0(b, p):
         p = skip_tags(b, p)
     else:
         p += 1
-    return ConsumerGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9), p
+    return ConsumerGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, -1), p
 
 
 def _d_ConsumerGroupDescribeResponse_DescribedGroup_0(b, p):
@@ -361,11 +399,67 @@ def _d_ConsumerGroupDescribeResponse_DescribedGroup_0(b, p):
     return ConsumerGroupDescribeResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
 
 
+def _d_ConsumerGroupDescribeResponse_Member_1(b, p):
+    v0, p = read_cstring(b, p)
+    v1, p = read_ncstring(b, p)
+    v2, p = read_ncstring(b, p)
+    v3, = _U2(b, p)
+    p += 4
+    v4, p = read_cstring(b, p)
+    v5, p = read_cstring(b, p)
+    n1, p = read_ccount(b, p, 1)
+    v6 = []
+    for _ in range(n1):
+        e2, p = read_cstring(b, p)
+        v6.append(e2)
+    v7, p = read_ncstring(b, p)
+    v8, p = _d_ConsumerGroupDescribeResponse_Assignment_0(b, p)
+    v9, p = _d_ConsumerGroupDescribeResponse_Assignment_0(b, p)
+    v10, = _U3(b, p)
+    p += 1
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ConsumerGroupDescribeResponse_Member(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10), p
+
+
+def _d_ConsumerGroupDescribeResponse_DescribedGroup_1(b, p):
+    v0, = _U0(b, p)
+    p += 2
+    v1, p = read_ncstring(b, p)
+    v2, p = read_cstring(b, p)
+    v3, p = read_cstring(b, p)
+    v4, v5 = _U1(b, p)
+    p += 8
+    v6, p = read_cstring(b, p)
+    n1, p = read_ccount(b, p, 17)
+    v7 = []
+    for _ in range(n1):
+        e2, p = _d_ConsumerGroupDescribeResponse_Member_1(b, p)
+        v7.append(e2)
+    v8, = _U2(b, p)
+    p += 4
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ConsumerGroupDescribeResponse_DescribedGroup(v0, v1, v2, v3, v4, v5, v6, v7, v8), p
+
+
 def _e_ConsumerGroupDescribeResponse_0(o, b, out):
     b += _P2(o.throttle_time_ms)
     write_uvarint(b, len(o.groups) + 1)
     for e1 in o.groups:
         _e_ConsumerGroupDescribeResponse_DescribedGroup_0(e1, b, out)
+    b += b'\x00'
+
+
+def _e_ConsumerGroupDescribeResponse_1(o, b, out):
+    b += _P2(o.throttle_time_ms)
+    write_uvarint(b, len(o.groups) + 1)
+    for e1 in o.groups:
+        _e_ConsumerGroupDescribeResponse_DescribedGroup_1(e1, b, out)
     b += b'\x00'
 
 
@@ -384,13 +478,28 @@ def _d_ConsumerGroupDescribeResponse_0(b, p):
     return ConsumerGroupDescribeResponse(v0, v1), p
 
 
-ConsumerGroupDescribeResponse_DescribedGroup._ENC = (_e_ConsumerGroupDescribeResponse_DescribedGroup_0,)
-ConsumerGroupDescribeResponse_DescribedGroup._DEC = (_d_ConsumerGroupDescribeResponse_DescribedGroup_0,)
-ConsumerGroupDescribeResponse_Member._ENC = (_e_ConsumerGroupDescribeResponse_Member_0,)
-ConsumerGroupDescribeResponse_Member._DEC = (_d_ConsumerGroupDescribeResponse_Member_0,)
-ConsumerGroupDescribeResponse_Assignment._ENC = (_e_ConsumerGroupDescribeResponse_Assignment_0,)
-ConsumerGroupDescribeResponse_Assignment._DEC = (_d_ConsumerGroupDescribeResponse_Assignment_0,)
-ConsumerGroupDescribeResponse_TopicPartitions._ENC = (_e_ConsumerGroupDescribeResponse_TopicPartitions_0,)
-ConsumerGroupDescribeResponse_TopicPartitions._DEC = (_d_ConsumerGroupDescribeResponse_TopicPartitions_0,)
-ConsumerGroupDescribeResponse._ENC = (_e_ConsumerGroupDescribeResponse_0,)
-ConsumerGroupDescribeResponse._DEC = (_d_ConsumerGroupDescribeResponse_0,)
+def _d_ConsumerGroupDescribeResponse_1(b, p):
+    v0, = _U2(b, p)
+    p += 4
+    n1, p = read_ccount(b, p, 20)
+    v1 = []
+    for _ in range(n1):
+        e2, p = _d_ConsumerGroupDescribeResponse_DescribedGroup_1(b, p)
+        v1.append(e2)
+    if b[p]:
+        p = skip_tags(b, p)
+    else:
+        p += 1
+    return ConsumerGroupDescribeResponse(v0, v1), p
+
+
+ConsumerGroupDescribeResponse_DescribedGroup._ENC = (_e_ConsumerGroupDescribeResponse_DescribedGroup_0, _e_ConsumerGroupDescribeResponse_DescribedGroup_1,)
+ConsumerGroupDescribeResponse_DescribedGroup._DEC = (_d_ConsumerGroupDescribeResponse_DescribedGroup_0, _d_ConsumerGroupDescribeResponse_DescribedGroup_1,)
+ConsumerGroupDescribeResponse_Member._ENC = (_e_ConsumerGroupDescribeResponse_Member_0, _e_ConsumerGroupDescribeResponse_Member_1,)
+ConsumerGroupDescribeResponse_Member._DEC = (_d_ConsumerGroupDescribeResponse_Member_0, _d_ConsumerGroupDescribeResponse_Member_1,)
+ConsumerGroupDescribeResponse_Assignment._ENC = (_e_ConsumerGroupDescribeResponse_Assignment_0, _e_ConsumerGroupDescribeResponse_Assignment_0,)
+ConsumerGroupDescribeResponse_Assignment._DEC = (_d_ConsumerGroupDescribeResponse_Assignment_0, _d_ConsumerGroupDescribeResponse_Assignment_0,)
+ConsumerGroupDescribeResponse_TopicPartitions._ENC = (_e_ConsumerGroupDescribeResponse_TopicPartitions_0, _e_ConsumerGroupDescribeResponse_TopicPartitions_0,)
+ConsumerGroupDescribeResponse_TopicPartitions._DEC = (_d_ConsumerGroupDescribeResponse_TopicPartitions_0, _d_ConsumerGroupDescribeResponse_TopicPartitions_0,)
+ConsumerGroupDescribeResponse._ENC = (_e_ConsumerGroupDescribeResponse_0, _e_ConsumerGroupDescribeResponse_1,)
+ConsumerGroupDescribeResponse._DEC = (_d_ConsumerGroupDescribeResponse_0, _d_ConsumerGroupDescribeResponse_1,)

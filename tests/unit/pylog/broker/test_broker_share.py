@@ -175,17 +175,24 @@ def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
         await initialize(broker, topic.topic_id)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
         assert acquired(r) == [(0, 149, 1)]
-        broker.share.partitions[key].max_in_flight = 200
+        # the group config share.partition.max.record.locks applies to a loaded share partition
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.partition.max.record.locks": 200}, False)
         r = await call(broker, 78, 1, fetch(topic.topic_id, "n", 0, max_records=150))
         assert acquired(r) == [(150, 199, 1)]
         r = await call(broker, 78, 1, fetch(topic.topic_id, "o", 0, max_records=150))
         assert acquired(r) == []
+        assert broker.share.partitions[key].max_in_flight == 200
 
     asyncio.run(go())
 
 
 def test_group_configs_altered_and_described(broker: Broker) -> None:
-    from pylog.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    from pylog.protocol.messages import (
+        AlterConfigsRequest,
+        DescribeConfigsRequest,
+        IncrementalAlterConfigsRequest,
+    )
 
     I = IncrementalAlterConfigsRequest  # noqa: E741
     D = DescribeConfigsRequest
@@ -213,6 +220,53 @@ def test_group_configs_altered_and_described(broker: Broker) -> None:
         assert got["share.delivery.count.limit"] == ("5", 5)
         r = await call(broker, 44, 1, alter(("share.record.lock.duration.ms", 1, None)))
         assert r.responses[0].error_code == 0 and broker.share.lock_duration_ms("g") == 30000
+        # share.auto.offset.reset=by_duration: Kafka's words for a bad duration, through
+        # IncrementalAlterConfigs and the legacy AlterConfigs alike
+        bad = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "by_duration:PT-1H")))
+        assert bad.responses[0].error_code == errors.InvalidConfigError.code
+        assert "by_duration:<PnDTnHnMn.nS>" in bad.responses[0].error_message
+        A = AlterConfigsRequest
+        legacy = await call(broker, 33, 1, A(resources=[A.AlterConfigsResource(
+            resource_type=32, resource_name="g", configs=[A.AlterableConfig(
+                name="share.auto.offset.reset", value="by_duration:1 hour")])], validate_only=False))
+        assert legacy.responses[0].error_code == errors.InvalidConfigError.code
+        assert "share.auto.offset.reset" in legacy.responses[0].error_message
+        r = await call(broker, 44, 1, alter(("share.auto.offset.reset", 0, "by_duration:PT1H"),
+                                            ("share.isolation.level", 0, "read_committed")))
+        assert r.responses[0].error_code == 0
+        d = await call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=32, resource_name="g", configuration_keys=None)],
+            include_synonyms=True, include_documentation=False))
+        got = {c.name: (c.value, c.config_source) for c in d.results[0].configs}
+        assert got["share.auto.offset.reset"] == ("by_duration:PT1H", 8)
+        assert got["share.isolation.level"] == ("read_committed", 8)
+        assert got["share.partition.max.record.locks"] == ("2000", 5)
+
+    asyncio.run(go())
+
+
+def test_by_duration_starts_at_the_first_record_that_recent(broker: Broker) -> None:
+    """share.auto.offset.reset=by_duration:D: a new share partition starts at the first
+    record whose timestamp is >= now - D (the time index), at the log end when none is."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("b", 1)
+        plog = topic.partitions[0].log
+        for age_min in (180, 90, 50, 20, 5):  # offsets 0-4, oldest first
+            b = logcore.BatchBuilder()
+            b.append(b"%d" % age_min, timestamp_ms=T0 - age_min * 60_000)
+            plog.append(b.build())
+        tid = topic.topic_id
+        broker.share.group_configs.alter("h1", {"share.auto.offset.reset": "by_duration:PT1H"}, False)
+        broker.share.group_configs.alter("d1", {"share.auto.offset.reset": "by_duration:P1D"}, False)
+        broker.share.group_configs.alter("m1", {"share.auto.offset.reset": "by_duration:PT1M"}, False)
+        for group, first in (("h1", 2), ("d1", 0), ("m1", None)):
+            await initialize(broker, tid, group)
+            r = await call(broker, 78, 1, fetch(tid, "m", 0, group=group))
+            sp = broker.share.partitions[(group, tid, 0)]
+            if first is None:
+                assert acquired(r) == [] and sp.start_offset == 5  # none that recent
+            else:
+                assert acquired(r) == [(first, 4, 1)]
 
     asyncio.run(go())
 
@@ -234,5 +288,119 @@ def test_deleting_a_topic_drops_its_share_partitions(broker: Broker) -> None:
         assert ("g", topic.topic_id, 0) not in broker.share.partitions
         r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 1))
         assert r.responses[0].partitions[0].error_code == errors.UnknownTopicIdError.code
+
+    asyncio.run(go())
+
+
+def _txn(pid: int, seq: int, values: list[bytes]) -> bytes:
+    b = logcore.BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    for v in values:
+        b.append(v, timestamp_ms=T0)
+    return b.build()
+
+
+def _archived(sp: Any, offset: int) -> bool:
+    """Archived, or done with (below the share-partition start offset)."""
+    state = sp.state_of(offset)
+    return offset < sp.start_offset if state is None else state[0] == 4
+
+
+@pytest.mark.parametrize("level", ["read_uncommitted", "read_committed"])
+def test_share_isolation_level(broker: Broker, level: str) -> None:
+    """share.isolation.level: markers are never acquired; read_committed stops at the last
+    stable offset and archives aborted data; read_uncommitted delivers aborted data too."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("x", 1)
+        plog = topic.partitions[0].log
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": level}, False)
+        plog.append(_txn(7, 0, [b"a0", b"a1"]))                          # 0-1 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)       # 2
+        plog.append(_txn(8, 0, [b"c0"]))                                   # 3 committed
+        plog.append_control(8, 0, commit=True, coordinator_epoch=0)        # 4
+        plog.append(_txn(9, 0, [b"o0", b"o1"]))                            # 5-6 open
+        await produce(broker, "x", 1)                                      # 7 plain
+        tid = topic.topic_id
+        key = ("g", tid, 0)
+        await initialize(broker, tid)
+        r = await call(broker, 78, 1, fetch(tid, "m", 0))
+        if level == "read_committed":
+            assert acquired(r) == [(3, 3, 1)]  # stops at the open transaction (LSO 5)
+        else:
+            assert acquired(r) == [(0, 1, 1), (3, 3, 1), (5, 7, 1)]
+        sp = broker.share.partitions[key]
+        assert _archived(sp, 2) and _archived(sp, 4)  # markers
+        if level == "read_committed":
+            assert _archived(sp, 0) and _archived(sp, 1) and sp.start_offset == 3
+            r = await call(broker, 78, 1, fetch(tid, "m", 1))
+            assert acquired(r) == []  # the open transaction still blocks 5-7
+            plog.append_control(9, 0, commit=False, coordinator_epoch=0)   # 8: abort it
+            r = await call(broker, 78, 1, fetch(tid, "m", 2))
+            assert acquired(r) == [(7, 7, 1)]  # 5-6 aborted, 8 a marker
+            assert all(_archived(sp, o) for o in (5, 6, 8))
+        # the member accepts what it got: the start offset moves past everything
+        got = [(0, 1), (3, 3), (5, 7)] if level == "read_uncommitted" else [(3, 3), (7, 7)]
+        r = await call(broker, 79, 1, ack(tid, "m", 1 if level == "read_uncommitted" else 3,
+                                          [(a, b, [1]) for a, b in got]))
+        assert r.error_code == 0
+        assert sp.start_offset == plog.log_end_offset
+
+    asyncio.run(go())
+
+
+def test_a_fetch_reads_on_past_reads_of_only_markers_and_aborted_data(broker: Broker, monkeypatch) -> None:
+    """Reads of one batch each (a small read size): the aborted batch and the markers are
+    archived read after read, and the same fetch acquires the committed record behind them."""
+    from pylog.broker.handlers import share_fetch
+
+    monkeypatch.setattr(share_fetch, "_READ_BYTES", 1)  # one batch per read (min one batch)
+
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("y", 1)
+        plog = topic.partitions[0].log
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": "read_committed"}, False)
+        plog.append(_txn(7, 0, [b"a0", b"a1"]))                        # 0-1 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)     # 2
+        plog.append(_txn(7, 2, [b"a2"]))                                 # 3 aborted
+        plog.append_control(7, 0, commit=False, coordinator_epoch=0)     # 4
+        plog.append(_txn(8, 0, [b"c0"]))                                 # 5 committed
+        plog.append_control(8, 0, commit=True, coordinator_epoch=0)      # 6
+        await initialize(broker, topic.topic_id)
+        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0))
+        assert acquired(r) == [(5, 5, 1)]
+        assert broker.share.partitions[("g", topic.topic_id, 0)].start_offset == 5
+
+    asyncio.run(go())
+
+
+def test_renew_acknowledgements_follow_share_renew_acknowledge_enable(broker: Broker) -> None:
+    """RENEW (v2) extends a lock; with the group config share.renew.acknowledge.enable=false
+    it is INVALID_RECORD_STATE for the partition and nothing of it is applied, as in Kafka."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("r", 1)
+        await produce(broker, "r", 2)
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        tid = topic.topic_id
+        await initialize(broker, tid)
+        r = await call(broker, 78, 2, fetch(tid, "m", 0))
+        assert acquired(r) == [(0, 1, 1)]
+        sp = broker.share.partitions[("g", tid, 0)]
+        body = ack(tid, "m", 1, [(0, 0, [4])])
+        body.is_renew_ack = True
+        r = await call(broker, 79, 2, body)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 0 and sp.state_of(0) == (1, 1)  # renewed: still acquired
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.renew.acknowledge.enable": False}, False)
+        body = ack(tid, "m", 2, [(0, 0, [4]), (1, 1, [1])])
+        body.is_renew_ack = True
+        r = await call(broker, 79, 2, body)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == errors.InvalidRecordStateError.code
+        assert "share.renew.acknowledge.enable" in p.error_message
+        assert sp.state_of(1) == (1, 1)  # the ACCEPT in the same partition was not applied
+        r = await call(broker, 79, 2, ack(tid, "m", 3, [(0, 1, [1])]))
+        assert r.responses[0].partitions[0].error_code == 0 and sp.start_offset == 2
 
     asyncio.run(go())

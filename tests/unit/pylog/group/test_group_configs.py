@@ -9,7 +9,7 @@ import pytest
 from pylog.broker.group_config_file import open_group_configs
 from pylog.config import BrokerConfig
 from pylog.errors import InvalidConfigError, InvalidRequestError
-from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs
+from pylog.group.group_configs import GROUP_CONFIG_DEFS, GroupConfigs, reset_duration_ms, to_strings
 
 
 def configs(tmp_path, **overrides: str) -> GroupConfigs:
@@ -22,7 +22,8 @@ def test_the_names_are_kafkas_group_configs() -> None:
     assert set(GROUP_CONFIG_DEFS) == {
         "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
         "share.session.timeout.ms", "share.heartbeat.interval.ms",
-        "share.record.lock.duration.ms", "share.delivery.count.limit", "share.auto.offset.reset"}
+        "share.record.lock.duration.ms", "share.delivery.count.limit", "share.auto.offset.reset",
+        "share.partition.max.record.locks", "share.isolation.level", "share.renew.acknowledge.enable"}
 
 
 @pytest.mark.parametrize(("name", "value", "bound"), [
@@ -37,8 +38,20 @@ def test_the_names_are_kafkas_group_configs() -> None:
     ("share.record.lock.duration.ms", "14999", "greater than or equal to group.share.min.record.lock.duration.ms"),
     ("share.record.lock.duration.ms", "60001", "less than or equal to group.share.max.record.lock.duration.ms"),
     ("share.record.lock.duration.ms", "999", "between 1000 and"),
-    ("share.delivery.count.limit", "11", "between 2 and 10"),
-    ("share.auto.offset.reset", "none", "one of: latest, earliest"),
+    ("share.delivery.count.limit", "11", "less than or equal to group.share.max.delivery.count.limit"),
+    ("share.delivery.count.limit", "1", "between 2 and"),
+    ("share.partition.max.record.locks", "99", "between 100 and 10000"),
+    ("share.partition.max.record.locks", "10001", "between 100 and 10000"),
+    ("share.auto.offset.reset", "none", "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'"),
+    ("share.auto.offset.reset", "by_duration", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:1h", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:P1Y", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:PT", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:-PT1H", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.auto.offset.reset", "by_duration:PT-5M", "by_duration:<PnDTnHnMn.nS>"),
+    ("share.isolation.level", "committed", "one of: read_uncommitted, read_committed"),
+    ("share.renew.acknowledge.enable", "1", "Expected value to be either true or false"),
     ("share.session.timeout.ms", "4.5e4", "Not a number of type INT"),
 ])
 def test_a_value_out_of_bounds_is_invalid_config_naming_the_key(tmp_path, name, value, bound) -> None:
@@ -54,6 +67,41 @@ def test_bounds_follow_the_broker_settings(tmp_path) -> None:
     assert gc.parse("share.session.timeout.ms", "1000") == 1000
     assert gc.parse("share.heartbeat.interval.ms", " 100 ") == 100
     assert gc.parse("share.auto.offset.reset", "EARLIEST") == "earliest"
+
+
+@pytest.mark.parametrize(("value", "kept", "ms"), [
+    ("by_duration:PT1H", "by_duration:PT1H", 3_600_000),
+    ("by_duration:P1DT2H30M", "by_duration:P1DT2H30M", 95_400_000),
+    ("BY_DURATION:pt0.5s", "by_duration:pt0.5s", 500),
+    ("by_duration:PT0S", "by_duration:PT0S", 0),
+    (" latest ", "latest", None),
+])
+def test_share_auto_offset_reset_by_duration(tmp_path, value, kept, ms) -> None:
+    """KIP-1106's ``by_duration:<ISO-8601 duration>``, as Kafka's ShareGroupAutoOffsetResetStrategy
+    reads it (Java's Duration.parse; not negative)."""
+    gc = configs(tmp_path)
+    assert gc.parse("share.auto.offset.reset", value) == kept
+    assert reset_duration_ms(kept) == ms
+
+
+def test_share_isolation_level_and_record_locks(tmp_path) -> None:
+    gc = configs(tmp_path, **{"group.share.partition.max.record.locks": "500"})
+    assert gc.get("g", "share.isolation.level") == "read_uncommitted"
+    assert gc.parse("share.isolation.level", "read_committed") == "read_committed"
+    assert gc.get("g", "share.partition.max.record.locks") == 500  # the broker setting
+    gc.alter("g", gc.parse_all({"share.partition.max.record.locks": "100",
+                                "share.isolation.level": "read_committed"}), False)
+    assert gc.get("g", "share.partition.max.record.locks") == 100
+    assert gc.get("g", "share.isolation.level") == "read_committed"
+    assert gc.get("g", "share.renew.acknowledge.enable") is True
+    assert gc.parse("share.renew.acknowledge.enable", " FALSE ") is False
+    gc.alter("g", {"share.renew.acknowledge.enable": False}, False)
+    got = {n: (v, src) for n, v, src, _b in gc.describe("g")}
+    assert got["share.renew.acknowledge.enable"] == ("false", 8)  # Java's spelling
+    assert to_strings(gc.overrides("g")) == {"share.renew.acknowledge.enable": "false"}
+    # the delivery-count bounds are broker settings (Kafka 4.2's group.share.min/max.*)
+    wide = configs(tmp_path / "w", **{"group.share.max.delivery.count.limit": "20"})
+    assert wide.parse("share.delivery.count.limit", "20") == 20
 
 
 def test_unknown_and_null(tmp_path) -> None:
@@ -98,7 +146,15 @@ def test_stored_strings_apply_and_a_refused_one_is_left_out(tmp_path) -> None:
     gc = GroupConfigs(BrokerConfig({"log.dirs": str(tmp_path)}))  # cluster mode: no local store
     gc.apply_stored("g", {"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "99"})
     assert gc.overrides("g") == {"share.record.lock.duration.ms": 20000}
+    gc.apply_stored("h", {"share.auto.offset.reset": "by_duration:PT1H",
+                          "share.isolation.level": "read_committed",
+                          "share.partition.max.record.locks": "50"})
+    assert gc.overrides("h") == {"share.auto.offset.reset": "by_duration:PT1H",
+                                 "share.isolation.level": "read_committed"}
+    assert to_strings(gc.overrides("h")) == {"share.auto.offset.reset": "by_duration:PT1H",
+                                             "share.isolation.level": "read_committed"}
     gc.apply_stored("g", {})
+    gc.apply_stored("h", {})
     assert gc.overrides("g") == {} and gc.groups() == []
     assert not (tmp_path / "group-configs.json").exists()  # cluster mode: ZooKeeper is the store
 

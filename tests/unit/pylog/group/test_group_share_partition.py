@@ -183,3 +183,33 @@ def test_random_operations_keep_the_invariants() -> None:
                 assert count < 4, seed  # at the limit it would be archived
         assert not any(p.state_of(o) is not None and p.state_of(o)[0] != S.ACKNOWLEDGED
                        for o in accepted), seed
+
+
+def test_skip_ranges_are_archived_not_acquired_and_do_not_count() -> None:
+    """Transaction markers and (read_committed) aborted data: archived when a read meets
+    them, never in AcquiredRecords, not counted against MaxRecords; the start moves past
+    them once what is before them is done."""
+    p = sp(0)
+    # 0-2 data, 3 marker, 4-6 aborted data, 7 marker, 8-9 data; MaxRecords 4
+    got = p.acquire("m1", 0, 9, 4, 0, LOCK, skip=[(3, 3), (4, 7)])
+    assert got == [AcquiredRange(0, 2, 1), AcquiredRange(8, 8, 1)]
+    assert [p.state_of(o) for o in (3, 5, 7)] == [(S.ARCHIVED, 0)] * 3
+    assert p.state_of(9) is None and p.end_offset == 9  # stopped at MaxRecords
+    p.acknowledge("m1", [(0, 2, [A.ACCEPT])])
+    assert p.start_offset == 8  # past the archived 3-7
+    assert p.state_batches()[0].first_offset == 8  # 8 held (written as available)
+
+
+def test_skip_over_released_records_archives_only_available_ones() -> None:
+    p = sp(0)
+    assert p.acquire("m1", 0, 3, 100, 0, LOCK) == [AcquiredRange(0, 3, 1)]
+    p.acknowledge("m1", [(0, 0, [A.RELEASE]), (1, 1, [A.ACCEPT])])
+    # 0 is AVAILABLE again, 2-3 still held by m1: a skip over 0-3 archives 0 only
+    assert p.acquire("m2", 0, 3, 100, 0, LOCK, skip=[(0, 3)]) == []
+    assert p.state_of(0) is None and p.start_offset == 2  # 0 archived, 1 acknowledged
+    assert p.state_of(2) == (S.ACQUIRED, 1)
+    # a read made only of skipped offsets changes the state (it must be written)
+    v = p.version
+    assert p.acquire("m2", 4, 6, 100, 0, LOCK, skip=[(4, 6)]) == []
+    assert p.version == v + 1 and p.end_offset == 7
+    assert p.next_fetch_offset() == 7

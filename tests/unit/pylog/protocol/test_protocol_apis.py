@@ -35,8 +35,9 @@ def test_advertised_table_is_issues_4_7_10_and_11() -> None:
         48: (0, 1), 49: (0, 1),
         # issue 21: ACLs (v0 removed in Kafka 4, KIP-896)
         29: (1, 3), 30: (1, 3), 31: (1, 3),
-        # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex)
-        68: (0, 1), 69: (0, 0),
+        # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex; describe
+        # v1: MemberType, KIP-1099)
+        68: (0, 1), 69: (0, 1),
         # issue 25: KIP-932 share groups (Kafka 4.2's versions)
         76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
         # issue 25: KIP-932's share coordinator (inter-broker; the vendored specs' v0)
