@@ -61,52 +61,17 @@ cdef struct _Walker:
     unsigned char buf[SEG_CHUNK]
 
 
-cdef int _header(_Walker *w, int64_t pos, int64_t *base, int64_t *size, int64_t *last) except -1:
-    """Fill base/size/last of the batch at pos: 1 on success, 0 if no whole header lies
-    before end. Raises CorruptRecordError on a bad length or magic."""
+cdef const unsigned char *_peek(_Walker *w, int64_t pos, Py_ssize_t need) except? NULL:
+    """The first ``need`` bytes of the batch at pos inside the walker's buffer (reading a
+    chunk there when they are not, chunks doubling up to SEG_CHUNK), or NULL if they do
+    not lie wholly before end. Raises CorruptRecordError on a bad length or magic."""
     cdef int64_t rel = pos - w.buf_pos
     cdef Py_ssize_t want, got
     cdef int32_t length
     cdef const unsigned char *p
-    if pos + SEG_PEEK > w.end:
-        return 0
-    if rel < 0 or rel + SEG_PEEK > w.buf_len:
-        want = w.chunk if w.end - pos > w.chunk else <Py_ssize_t>(w.end - pos)
-        if w.chunk < SEG_CHUNK:
-            w.chunk *= 2
-        got = pread(w.fd, w.buf, <size_t>want, pos)
-        if got < 0:
-            raise OSError(f"pread failed at position {pos}")
-        w.buf_pos = pos
-        w.buf_len = got
-        rel = 0
-        if got < SEG_PEEK:
-            return 0
-    p = w.buf + rel
-    length = <int32_t>lc_load_be32(p + 8)
-    if length < SEG_MIN_BATCH_LENGTH:
-        raise CorruptRecordError(
-            f"batch at position {pos} has batch_length {length} < {SEG_MIN_BATCH_LENGTH}",
-            position=pos)
-    if p[16] != 2:
-        raise CorruptRecordError(f"batch at position {pos} has magic {<int>p[16]}", position=pos)
-    base[0] = <int64_t>lc_load_be64(p)
-    size[0] = SEG_LOG_OVERHEAD + <int64_t>length
-    last[0] = base[0] + <int32_t>lc_load_be32(p + 23)
-    return 1
-
-
-cdef const unsigned char *_full_header(_Walker *w, int64_t pos) except? NULL:
-    """The whole 61-byte header of the batch at pos inside the walker's buffer (read in
-    chunks like _header), or NULL if it does not lie wholly before end. Raises
-    CorruptRecordError on a bad length or magic."""
-    cdef int64_t rel = pos - w.buf_pos
-    cdef Py_ssize_t want, got
-    cdef int32_t length
-    cdef const unsigned char *p
-    if pos + SEG_HEADER > w.end:
+    if pos + need > w.end:
         return NULL
-    if rel < 0 or rel + SEG_HEADER > w.buf_len:
+    if rel < 0 or rel + need > w.buf_len:
         want = w.chunk if w.end - pos > w.chunk else <Py_ssize_t>(w.end - pos)
         if w.chunk < SEG_CHUNK:
             w.chunk *= 2
@@ -116,7 +81,7 @@ cdef const unsigned char *_full_header(_Walker *w, int64_t pos) except? NULL:
         w.buf_pos = pos
         w.buf_len = got
         rel = 0
-        if got < SEG_HEADER:
+        if got < need:
             return NULL
     p = w.buf + rel
     length = <int32_t>lc_load_be32(p + 8)
@@ -127,6 +92,23 @@ cdef const unsigned char *_full_header(_Walker *w, int64_t pos) except? NULL:
     if p[16] != 2:
         raise CorruptRecordError(f"batch at position {pos} has magic {<int>p[16]}", position=pos)
     return p
+
+
+cdef int _header(_Walker *w, int64_t pos, int64_t *base, int64_t *size, int64_t *last) except -1:
+    """Fill base/size/last of the batch at pos: 1 on success, 0 if no whole header lies
+    before end. Raises CorruptRecordError on a bad length or magic."""
+    cdef const unsigned char *p = _peek(w, pos, SEG_PEEK)
+    if p == NULL:
+        return 0
+    base[0] = <int64_t>lc_load_be64(p)
+    size[0] = SEG_LOG_OVERHEAD + <int64_t><int32_t>lc_load_be32(p + 8)
+    last[0] = base[0] + <int32_t>lc_load_be32(p + 23)
+    return 1
+
+
+cdef inline const unsigned char *_full_header(_Walker *w, int64_t pos) except? NULL:
+    """The whole 61-byte header of the batch at pos (see _peek), or NULL."""
+    return _peek(w, pos, SEG_HEADER)
 
 
 def txn_batches(int fd, int64_t start, int64_t end):
