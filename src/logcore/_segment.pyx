@@ -61,6 +61,14 @@ cdef struct _Walker:
     unsigned char buf[SEG_CHUNK]
 
 
+cdef inline void _walker_init(_Walker *w, int fd, int64_t end) noexcept:
+    w.fd = fd
+    w.end = end
+    w.buf_pos = -1
+    w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
+
+
 cdef const unsigned char *_peek(_Walker *w, int64_t pos, Py_ssize_t need) except? NULL:
     """The first ``need`` bytes of the batch at pos inside the walker's buffer (reading a
     chunk there when they are not, chunks doubling up to SEG_CHUNK), or NULL if they do
@@ -129,11 +137,7 @@ def txn_batches(int fd, int64_t start, int64_t end):
     cdef const unsigned char *p
     cdef unsigned int attributes
     cdef list out = []
-    w.fd = fd
-    w.end = end
-    w.buf_pos = -1
-    w.buf_len = 0
-    w.chunk = SEG_FIRST_CHUNK
+    _walker_init(&w, fd, end)
     while True:
         p = _full_header(&w, pos)
         if p == NULL:
@@ -168,11 +172,7 @@ def search_for_offset(int fd, int64_t start, int64_t end, int64_t target):
     """
     cdef _Walker w
     cdef int64_t pos = start, base, size, last
-    w.fd = fd
-    w.end = end
-    w.buf_pos = -1
-    w.buf_len = 0
-    w.chunk = SEG_FIRST_CHUNK
+    _walker_init(&w, fd, end)
     while True:
         if not _header(&w, pos, &base, &size, &last):
             return None
@@ -198,11 +198,7 @@ def scan_region(int fd, int64_t start, int64_t end, int64_t max_bytes, int64_t m
     cdef _Walker w
     cdef int64_t pos = walk_from if walk_from > start else start
     cdef int64_t base, size, last, last_offset = -1
-    w.fd = fd
-    w.end = end
-    w.buf_pos = -1
-    w.buf_len = 0
-    w.chunk = SEG_FIRST_CHUNK
+    _walker_init(&w, fd, end)
     while True:
         if not _header(&w, pos, &base, &size, &last):
             break
@@ -243,11 +239,7 @@ def locate(int fd, int64_t end, OffsetIndex index, int64_t target, int64_t max_b
     cdef int64_t pos = 0, base, size, last, first_base, walk, start, last_offset = -1
     cdef Py_ssize_t slot
     cdef int64_t rel
-    w.fd = fd
-    w.end = end
-    w.buf_pos = -1
-    w.buf_len = 0
-    w.chunk = SEG_FIRST_CHUNK
+    _walker_init(&w, fd, end)
     if use_index:
         rel = target - index.base_offset
         if rel > I32_MAX:

@@ -83,16 +83,23 @@ class _Reader:
             rel = 0
             if len(self.buf) < _PEEK:
                 return None
-        base, length, _epoch, magic = _PEEK_FMT.unpack_from(self.buf, rel)
-        if length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(
-                f"batch at position {pos} has batch_length {length} < {MIN_BATCH_LENGTH}",
-                position=pos,
-            )
-        if magic != 2:
-            raise CorruptRecordError(f"batch at position {pos} has magic {magic}", position=pos)
+        base, length = _checked_header(self.buf, rel, pos)
         (lod,) = _LOD.unpack_from(self.buf, rel + 23)
         return base, LOG_OVERHEAD + length, base + lod
+
+
+def _checked_header(buf: Any, rel: int, pos: int) -> tuple[int, int]:
+    """(base_offset, batch_length) of the batch header at ``buf[rel:]``, which lies at file
+    position ``pos``. Raises CorruptRecordError on a bad length or magic."""
+    base, length, _epoch, magic = _PEEK_FMT.unpack_from(buf, rel)
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at position {pos} has batch_length {length} < {MIN_BATCH_LENGTH}",
+            position=pos,
+        )
+    if magic != 2:
+        raise CorruptRecordError(f"batch at position {pos} has magic {magic}", position=pos)
+    return base, length
 
 
 def txn_batches(fd: int, start: int, end: int) -> list[tuple[int, int, int, bool]]:
@@ -115,14 +122,7 @@ def txn_batches(fd: int, start: int, end: int) -> list[tuple[int, int, int, bool
         hdr = os.pread(fd, HEADER_SIZE, pos)
         if len(hdr) < HEADER_SIZE:
             break
-        base, length, _epoch, magic = _PEEK_FMT.unpack_from(hdr, 0)
-        if length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(
-                f"batch at position {pos} has batch_length {length} < {MIN_BATCH_LENGTH}",
-                position=pos,
-            )
-        if magic != 2:
-            raise CorruptRecordError(f"batch at position {pos} has magic {magic}", position=pos)
+        base, length = _checked_header(hdr, 0, pos)
         size = LOG_OVERHEAD + length
         if pos + size > end:
             break
