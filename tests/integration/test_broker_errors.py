@@ -256,7 +256,7 @@ def test_api_versions_advertises_exactly_issues_4_7_10_and_11(conn) -> None:
         # issue 21: ACLs (SECURITY_DISABLED without an authorizer)
         29: (1, 3), 30: (1, 3), 31: (1, 3),
         # issue 25: KIP-848 consumer groups (heartbeat v1: SubscribedTopicRegex)
-        68: (0, 1), 69: (0, 0),
+        68: (0, 1), 69: (0, 1),
         # issue 25: KIP-932 share groups (Kafka 4.2's versions)
         76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2),
         # issue 25: KIP-932's share coordinator (inter-broker, CLUSTER_ACTION; v0)

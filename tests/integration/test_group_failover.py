@@ -283,7 +283,8 @@ def test_a_share_group_resumes_after_a_broker_restart(
 
 
 class _Cluster:
-    """Three brokers on one ZooKeeper, ``__consumer_offsets`` replicated 3 times."""
+    """Three brokers on one ZooKeeper, ``__consumer_offsets`` and ``__share_group_state``
+    replicated 3 times."""
 
     def __init__(self, connect: str, new_broker: Any) -> None:
         from pylog.cluster.zk_store import ZkStore
@@ -291,7 +292,10 @@ class _Cluster:
         self.brokers = [new_broker({
             "zookeeper.connect": connect, "broker.id": str(i), "node.id": str(i),
             "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "4000",
-            "offsets.topic.replication.factor": "3", **OVERRIDES}).start() for i in range(3)]
+            "offsets.topic.replication.factor": "3",
+            # the share state must outlive its coordinator too (pylog's default is 1)
+            "share.coordinator.state.topic.replication.factor": "3",
+            "share.coordinator.state.topic.min.isr": "2", **OVERRIDES}).start() for i in range(3)]
         self.store = ZkStore(connect, session_timeout_ms=6000)
         self.store.start()
         _wait(lambda: self.store.get_broker_ids() == [0, 1, 2], 30, "3 registrations")
@@ -421,10 +425,21 @@ def test_a_share_group_resumes_when_its_coordinator_is_killed(cluster) -> None:
     everything = _produce(cluster.bootstrap, topic)
     try:
         run.consume_until(len(everything) // 2, DEADLINE)
-        cluster.kill_coordinator_of(run.group)
+        before = Counter(p for p, _ in run.delivered)
+        leaders = {p: cluster.store.get_partition_state(topic, p)[0].leader
+                   for p in range(PARTITIONS)}
+        killed = cluster.kill_coordinator_of(run.group)
         run.consume_until(len(everything), DEADLINE)
         missing = everything - set(run.delivered)
-        assert not missing, f"never delivered, per partition: {Counter(p for p, _ in missing)}"
+        if missing:
+            logs = "\n".join(f"--- broker {i}\n" + "\n".join(
+                line for line in b.read_log().splitlines()[-400:]
+                if "share" in line.lower() or "error" in line.lower())[-6000:]
+                for i, b in enumerate(cluster.brokers))
+            raise AssertionError(
+                f"never delivered, per partition: {Counter(p for p, _ in missing)}; delivered "
+                f"per partition before the kill {dict(before)}, leaders then {leaders}, the "
+                f"survivors {killed}\n{logs}")
         assert run.again == [], f"acknowledged, then delivered again: {len(run.again)} records"
     finally:
         run.close()

@@ -153,6 +153,11 @@ class Mixed:
     def close_all(self) -> None:
         for name in list(self.consumers):
             self.close(name)
+        # Records still queued hold their delivery callback (this object, which holds the
+        # producer): a cycle the garbage collector cannot see into, so librdkafka's threads
+        # would outlive the test. Deliver them and drop the producer.
+        self.producer.flush(10)
+        self.producer = None
 
 
 def test_members_are_replaced_one_by_one_across_both_protocols(mbroker: BrokerProcess, topic_name: str) -> None:
@@ -419,11 +424,18 @@ def test_consumer_group_describe_v1_tells_classic_members_from_consumer_members(
                 seen.append(record.getMessage())
 
         logger = logging.getLogger(f"rdkafka-{group}")
-        logger.addHandler(_Log())
+        handler = _Log()
+        logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
         admin_c = AdminClient({"bootstrap.servers": bootstrap, "debug": "protocol", "logger": logger})
-        res = admin_c.describe_consumer_groups([group])[group].result(timeout=30)
-        admin_c.poll(0)  # serve the log queue on this thread
+        try:
+            res = admin_c.describe_consumer_groups([group])[group].result(timeout=30)
+            admin_c.poll(0)  # serve the log queue on this thread
+        finally:
+            # The logging module keeps the logger; its handler goes. librdkafka's threads
+            # end when the client is freed.
+            logger.removeHandler(handler)
+            del admin_c
         assert res.type == ConsumerGroupType.CONSUMER
         assert sorted(x.client_id for x in res.members) == ["new", "old"]
         sent = [s for s in seen if "ConsumerGroupDescribeRequest" in s and "Sent" in s]
