@@ -22,8 +22,9 @@ from pylog.protocol.messages import ApiVersionsResponse
 
 __all__ = ["FakeBroker"]
 
-#: What the fake broker advertises: ApiVersions, Metadata and FindCoordinator.
-ADVERTISED = {18: (0, 4), 3: (0, 12), 10: (0, 4)}
+#: What the fake broker advertises: ApiVersions, Metadata, FindCoordinator and the share
+#: group APIs (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge).
+ADVERTISED = {18: (0, 4), 3: (0, 12), 10: (0, 4), 76: (1, 1), 78: (1, 1), 79: (1, 1)}
 
 
 class FakeBroker:

@@ -111,7 +111,9 @@ async def run_within(aw: Awaitable[T], timeout: float) -> T:
         raise
     if not done:
         await cancel_and_wait(task)
-        if not task.done() or task.cancelled():
+        # (A cancelled gather ends with CancelledError as its exception, not cancelled.)
+        if (not task.done() or task.cancelled()
+                or isinstance(task.exception(), asyncio.CancelledError)):
             raise asyncio.TimeoutError
     return task.result()
 
