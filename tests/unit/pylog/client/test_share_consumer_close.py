@@ -13,6 +13,7 @@ import pytest
 from _harness.fake_broker import FakeBroker
 from pylog import errors
 from pylog.client.aio.share_consumer import ShareConsumer, _Session
+from pylog.client.errors import KafkaTimeoutError
 from pylog.protocol.messages import ShareGroupHeartbeatResponse
 
 # A guard against a hang, not a speed assertion (each case ends within a few loop turns,
@@ -100,6 +101,60 @@ def test_close_during_a_coordinator_lookup_leaves_no_socket_open() -> None:
         await _until(lambda: 10 in broker.requests, "the FindCoordinator request")
         await asyncio.wait_for(c.close(0.3), GUARD)
         await _until(lambda: broker.open_connections() == 0, "every socket closed")
+
+    with FakeBroker() as broker:
+        asyncio.run(main(broker))
+
+
+class RacingCoordinator:
+    """A coordinator connection whose heartbeat answer the test releases: it waits as a
+    ``BrokerConnection`` does (``wait_for(shield(answer))``), so that the answer and
+    close's cancel can land in the same loop turn (Python 3.11's ``wait_for`` then
+    swallows the cancel: ``pylog.client.aio._tasks``)."""
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []  # member epochs
+        self.answer: asyncio.Future[Any] | None = None
+        self.closed = False
+
+    async def send(self, body: Any, version: int | None = None, *, timeout: float | None = None) -> Any:
+        self.sent.append(body.member_epoch)
+        ok = ShareGroupHeartbeatResponse(error_code=0, member_id=body.member_id,
+                                         member_epoch=1 if body.member_epoch >= 0 else -1,
+                                         heartbeat_interval_ms=100)
+        if body.member_epoch == 0 or body.member_epoch == -1:
+            return ok
+        self.answer = asyncio.get_running_loop().create_future()
+        try:
+            got = await asyncio.wait_for(asyncio.shield(self.answer), 5.0)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError("no answer") from None  # as BrokerConnection.wait
+        self.answer = None
+        return got
+
+    async def close(self, error: BaseException | None = None) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("turns", range(4))
+def test_close_as_a_heartbeat_answer_arrives_stops_the_heartbeat_and_leaves(turns: int) -> None:
+    """The close that hung with its loop idle: the heartbeat's answer arrives ``turns``
+    loop turns before close cancels the heartbeat task (0 to 3: where the race falls is
+    CPython's business). Close must stop the loop, send the leave (epoch -1) and end."""
+    async def main(broker: FakeBroker) -> None:
+        c = _consumer(broker)
+        coord = RacingCoordinator()
+        c._coordinator = coord
+        await c.subscribe(["jobs"])
+        await _until(lambda: coord.answer is not None, "a heartbeat waiting for its answer")
+        assert coord.answer is not None
+        coord.answer.set_result(ShareGroupHeartbeatResponse(error_code=0, member_id=c.member_id,
+                                                            member_epoch=1, heartbeat_interval_ms=100))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await asyncio.wait_for(c.close(1.0), GUARD)
+        assert coord.sent[-1] == -1 and coord.closed
+        assert c._heartbeat is None
 
     with FakeBroker() as broker:
         asyncio.run(main(broker))
