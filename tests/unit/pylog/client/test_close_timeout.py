@@ -14,9 +14,9 @@ import threading
 from typing import Any
 
 import pytest
-
 from _harness.fake_broker import FakeBroker
 from _harness.waiting import wait_until
+
 from pylog.client import Admin, Consumer, Producer, ShareConsumer
 from pylog.protocol.messages import MetadataRequest
 

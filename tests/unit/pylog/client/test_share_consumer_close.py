@@ -9,8 +9,8 @@ import asyncio
 from typing import Any
 
 import pytest
-
 from _harness.fake_broker import FakeBroker
+
 from pylog import errors
 from pylog.client.aio.share_consumer import ShareConsumer, _Session
 from pylog.client.errors import KafkaTimeoutError

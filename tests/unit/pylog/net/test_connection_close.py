@@ -21,8 +21,8 @@ import socket
 from typing import Any
 
 import pytest
-
 from _harness.fake_broker import FakeBroker
+
 from pylog.client.aio._cluster import Cluster
 from pylog.net.connection import BrokerConnection
 from pylog.net.errors import KafkaConnectionError, KafkaTimeoutError
