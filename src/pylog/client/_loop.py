@@ -6,10 +6,13 @@ Java producer runs its ``Sender`` on an I/O thread). Calls from the user's threa
 through ``run()`` (``asyncio.run_coroutine_threadsafe``); the producer's ``send()`` only
 touches the thread-safe accumulator and wakes the loop when a batch becomes ready.
 
-``close(timeout)`` is bounded as Kafka's ``close(Duration)`` is: ``finish_close`` waits for
-the client's close coroutine at most ``timeout`` seconds; past it the remaining steps are
-abandoned, the client's connections aborted (``Cluster.abort``), the coroutine cancelled
-and the loop stopped, its leftover tasks given ``ABORT_GRACE`` seconds to end.
+``close(timeout)`` is bounded as Kafka's ``close(Duration)`` is: the client's close
+coroutine bounds its waits by ``timeout`` itself, and ``finish_close`` waits for it at most
+``timeout + CLOSE_GRACE`` seconds (the grace is for what a close does once its time is
+up: the LeaveGroup it sends without waiting, the error it raises, its sockets closed);
+past that the remaining steps are abandoned, the client's connections aborted
+(``Cluster.abort``), the coroutine cancelled and the loop stopped, its leftover tasks
+given ``ABORT_GRACE`` seconds to end.
 
 Calling a blocking method from the loop thread itself (e.g. ``flush()`` inside a delivery
 callback) would wait for itself: ``run()`` refuses it with ``IllegalStateError``.
@@ -29,13 +32,15 @@ from pylog.client.errors import IllegalStateError, KafkaTimeoutError
 
 T = TypeVar("T")
 
-__all__ = ["ABORT_GRACE", "LoopThread"]
+__all__ = ["ABORT_GRACE", "CLOSE_GRACE", "LoopThread"]
 
 log = logging.getLogger("pylog.client")
 
 #: After a ``close(timeout)`` ran out of time: how long the tasks left on the loop, cancelled
 #: and with their sockets aborted, get to end before the loop is closed (seconds).
 ABORT_GRACE = 0.5
+#: How long past its ``timeout`` a client's close may run before it is abandoned (seconds).
+CLOSE_GRACE = 2.0
 
 
 class LoopThread:
@@ -107,23 +112,25 @@ class LoopThread:
     def finish_close(self, fut: concurrent.futures.Future[Any], timeout: float | None,
                      abort: Any) -> None:
         """Wait for a client's close running on the loop (``fut``, from
-        ``run_coroutine_threadsafe``), at most ``timeout`` seconds (None: until it ends; its
-        steps bound themselves), and raise what it raised. Past ``timeout`` the close is
-        abandoned (``abandon``) and this returns: the caller stops the thread as usual."""
+        ``run_coroutine_threadsafe``), at most ``timeout + CLOSE_GRACE`` seconds (None:
+        until it ends; its steps bound themselves), and raise what it raised. Past that the
+        close is abandoned (``abandon``) and this returns: the caller stops the thread as
+        usual."""
         try:
-            fut.result(timeout)
+            fut.result(None if timeout is None else max(timeout, 0.0) + CLOSE_GRACE)
         except concurrent.futures.TimeoutError:
             if fut.done():  # the close's own timeout error
                 raise
             self.abandon(fut, abort, timeout)
 
     def abandon(self, fut: concurrent.futures.Future[Any], abort: Any, timeout: float | None) -> None:
-        """Give up on a close still running after ``timeout`` seconds: ``abort()`` runs on
+        """Give up on a close still running past its ``timeout``: ``abort()`` runs on
         the loop (it aborts the client's connections, so that whatever the close waits on
         fails at once), the close is cancelled, and the loop is stopped with
         ``ABORT_GRACE`` seconds for what is left."""
-        log.warning("%s: close not done within %g s; abandoned (connections aborted)",
-                    self.thread.name, timeout if timeout is not None else 0.0)
+        log.warning("%s: close not done within its timeout (%g s) and %g s more; abandoned "
+                    "(connections aborted)", self.thread.name,
+                    timeout if timeout is not None else 0.0, CLOSE_GRACE)
         if self.thread.is_alive():
             self.call_soon(abort)
         fut.cancel()

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import logcore
-from pylog.client._loop import LoopThread
+from pylog.client._loop import CLOSE_GRACE, LoopThread
 from pylog.client.aio._consumer_core import ConsumerCore
 from pylog.client.aio._offsets import EARLIEST, LATEST
 from pylog.client.aio._rebalance import RebalanceListener, as_partitions, as_pattern
@@ -139,7 +139,8 @@ class Consumer:
         do not count them as consumed).
 
         ``close_timeout``: ``coro`` is the close, abandoned (``LoopThread.abandon``: the
-        connections aborted) if not done within that many seconds; then None is returned."""
+        connections aborted) if not done within that many seconds and ``CLOSE_GRACE``;
+        then None is returned."""
         if self._thread.in_loop_thread():
             coro.close()
             raise IllegalStateError("a blocking consumer call from the consumer's own I/O thread "
@@ -154,7 +155,8 @@ class Consumer:
         try:
             cf = asyncio.run_coroutine_threadsafe(coro, loop)
             cf.add_done_callback(lambda _: inbox.put(None))
-            deadline = None if close_timeout is None else time.monotonic() + max(close_timeout, 0.0)
+            deadline = (None if close_timeout is None
+                        else time.monotonic() + max(close_timeout, 0.0) + CLOSE_GRACE)
             while True:
                 try:
                     item = inbox.get(timeout=None if deadline is None

@@ -2,7 +2,9 @@
 ``close(Duration)`` does: a close still running after ``timeout`` is abandoned, the
 client's connections are aborted and its I/O thread is stopped.
 
-Each client's close is replaced by one stuck on a broker that never answers
+(What a close does once its time is up gets ``CLOSE_GRACE`` more: a ``close(timeout=0)``
+still sends its LeaveGroup, ``test_client_group_close``.) Each client's close is replaced
+by one stuck on a broker that never answers
 (``_harness.fake_broker``), which also absorbs the first cancel, as a task whose cancel
 Python 3.11's ``wait_for`` swallowed does: only the abort gets it out. Before the bound,
 ``close(timeout)`` waited for it without end."""
@@ -20,8 +22,8 @@ from _harness.waiting import wait_until
 from pylog.client import Admin, Consumer, Producer, ShareConsumer
 from pylog.protocol.messages import MetadataRequest
 
-# A guard against a hang, not a speed assertion: the close returns about ``timeout``
-# after it is called, or (without the bound) after an hour.
+# A guard against a hang, not a speed assertion: the close returns about ``timeout`` plus
+# ``CLOSE_GRACE`` after it is called, or (without the bound) after an hour.
 GUARD = 30.0
 
 
