@@ -6,6 +6,14 @@ Java producer runs its ``Sender`` on an I/O thread). Calls from the user's threa
 through ``run()`` (``asyncio.run_coroutine_threadsafe``); the producer's ``send()`` only
 touches the thread-safe accumulator and wakes the loop when a batch becomes ready.
 
+``close(timeout)`` is bounded as Kafka's ``close(Duration)`` is: the client's close
+coroutine bounds its waits by ``timeout`` itself, and ``finish_close`` waits for it at most
+``timeout + CLOSE_GRACE`` seconds (the grace is for what a close does once its time is
+up: the LeaveGroup it sends without waiting, the error it raises, its sockets closed);
+past that the remaining steps are abandoned, the client's connections aborted
+(``Cluster.abort``), the coroutine cancelled and the loop stopped, its leftover tasks
+given ``ABORT_GRACE`` seconds to end.
+
 Calling a blocking method from the loop thread itself (e.g. ``flush()`` inside a delivery
 callback) would wait for itself: ``run()`` refuses it with ``IllegalStateError``.
 """
@@ -24,9 +32,15 @@ from pylog.client.errors import IllegalStateError, KafkaTimeoutError
 
 T = TypeVar("T")
 
-__all__ = ["LoopThread"]
+__all__ = ["ABORT_GRACE", "CLOSE_GRACE", "LoopThread"]
 
 log = logging.getLogger("pylog.client")
+
+#: After a ``close(timeout)`` ran out of time: how long the tasks left on the loop, cancelled
+#: and with their sockets aborted, get to end before the loop is closed (seconds).
+ABORT_GRACE = 0.5
+#: How long past its ``timeout`` a client's close may run before it is abandoned (seconds).
+CLOSE_GRACE = 2.0
 
 
 class LoopThread:
@@ -34,6 +48,8 @@ class LoopThread:
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
+        # How long the loop's leftover tasks get once it stops (``stop(grace)``).
+        self._cleanup_timeout = STOP_TIMEOUT
         self._started = threading.Event()
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.thread.start()
@@ -49,15 +65,16 @@ class LoopThread:
                 # Tasks a close left behind: cancelled until they end, within a bound (a
                 # bare gather would wait for ever on a task whose cancel Python 3.11's
                 # wait_for swallowed: pylog.client.aio._tasks), so stop() always returns.
+                bound = self._cleanup_timeout
                 pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
                 if pending:
-                    self.loop.run_until_complete(cancel_all(pending, STOP_TIMEOUT))
+                    self.loop.run_until_complete(cancel_all(pending, bound))
                 try:
                     self.loop.run_until_complete(
-                        asyncio.wait_for(self.loop.shutdown_asyncgens(), STOP_TIMEOUT))
+                        asyncio.wait_for(self.loop.shutdown_asyncgens(), bound))
                 except asyncio.TimeoutError:
-                    log.warning("%s: async generators still open after %.0f s; loop closed",
-                                self.thread.name, STOP_TIMEOUT)
+                    log.warning("%s: async generators still open after %.1f s; loop closed",
+                                self.thread.name, bound)
             finally:
                 self.loop.close()
 
@@ -92,8 +109,38 @@ class LoopThread:
         else:
             self.loop.call_soon_threadsafe(fn, *args)
 
-    def stop(self) -> None:
-        """Stop the loop (tasks still running are cancelled) and join the thread."""
+    def finish_close(self, fut: concurrent.futures.Future[Any], timeout: float | None,
+                     abort: Any) -> None:
+        """Wait for a client's close running on the loop (``fut``, from
+        ``run_coroutine_threadsafe``), at most ``timeout + CLOSE_GRACE`` seconds (None:
+        until it ends; its steps bound themselves), and raise what it raised. Past that the
+        close is abandoned (``abandon``) and this returns: the caller stops the thread as
+        usual."""
+        try:
+            fut.result(None if timeout is None else max(timeout, 0.0) + CLOSE_GRACE)
+        except concurrent.futures.TimeoutError:
+            if fut.done():  # the close's own timeout error
+                raise
+            self.abandon(fut, abort, timeout)
+
+    def abandon(self, fut: concurrent.futures.Future[Any], abort: Any, timeout: float | None) -> None:
+        """Give up on a close still running past its ``timeout``: ``abort()`` runs on
+        the loop (it aborts the client's connections, so that whatever the close waits on
+        fails at once), the close is cancelled, and the loop is stopped with
+        ``ABORT_GRACE`` seconds for what is left."""
+        log.warning("%s: close not done within its timeout (%g s) and %g s more; abandoned "
+                    "(connections aborted)", self.thread.name,
+                    timeout if timeout is not None else 0.0, CLOSE_GRACE)
+        if self.thread.is_alive():
+            self.call_soon(abort)
+        fut.cancel()
+        self.stop(ABORT_GRACE)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop the loop and join the thread; tasks still running are cancelled until they
+        end, for at most ``grace`` seconds (default ``STOP_TIMEOUT``). Idempotent."""
+        if grace is not None:
+            self._cleanup_timeout = grace
         if self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             if not self.in_loop_thread():

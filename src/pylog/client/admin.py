@@ -46,6 +46,7 @@ Thread-safety: calls may come from any thread (each runs on the client's loop).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -335,12 +336,19 @@ class Admin:
         """Remove every binding any filter matches; returns them (DeleteAcls)."""
         return self._run(self._aio.delete_acls(filters))  # type: ignore[no-any-return]
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """Close the connections and stop the I/O thread. Idempotent.
+
+        ``timeout`` bounds the close, as Kafka's ``Admin.close(Duration)``: what is still
+        running then is abandoned, the connections are aborted and the I/O thread is
+        stopped (``pylog.client._loop``); None waits for the close (each of its steps is
+        bounded)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._run(self._aio.close())
+            fut = asyncio.run_coroutine_threadsafe(self._aio.close(), self._thread.loop)
+            self._thread.finish_close(fut, timeout, self._aio._core.cluster.abort)
         finally:
             self._thread.stop()
 

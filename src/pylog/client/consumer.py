@@ -40,12 +40,13 @@ import os
 import queue
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import logcore
-from pylog.client._loop import LoopThread
+from pylog.client._loop import CLOSE_GRACE, LoopThread
 from pylog.client.aio._consumer_core import ConsumerCore
 from pylog.client.aio._offsets import EARLIEST, LATEST
 from pylog.client.aio._rebalance import RebalanceListener, as_partitions, as_pattern
@@ -127,14 +128,19 @@ class Consumer:
                 self._unserved.append(item)  # the next waiting call runs it
         return await fut
 
-    def _serve(self, coro: Any, *, returns_records: bool = False) -> Any:
+    def _serve(self, coro: Any, *, returns_records: bool = False,
+               close_timeout: float | None = None) -> Any:
         """Run ``coro`` on the loop; meanwhile run the callbacks handed over to this call.
 
         ``returns_records``: ``coro`` hands out records (``poll``). If the wait is
         interrupted (Ctrl-C's KeyboardInterrupt, SIGTERM's SystemExit) the coroutine goes on
         and its records would be lost, though their positions moved past them: they are
         taken back by ``_reclaim`` (the next ``poll`` returns them; ``commit`` and ``close``
-        do not count them as consumed)."""
+        do not count them as consumed).
+
+        ``close_timeout``: ``coro`` is the close, abandoned (``LoopThread.abandon``: the
+        connections aborted) if not done within that many seconds and ``CLOSE_GRACE``;
+        then None is returned."""
         if self._thread.in_loop_thread():
             coro.close()
             raise IllegalStateError("a blocking consumer call from the consumer's own I/O thread "
@@ -149,8 +155,15 @@ class Consumer:
         try:
             cf = asyncio.run_coroutine_threadsafe(coro, loop)
             cf.add_done_callback(lambda _: inbox.put(None))
+            deadline = (None if close_timeout is None
+                        else time.monotonic() + max(close_timeout, 0.0) + CLOSE_GRACE)
             while True:
-                item = inbox.get()
+                try:
+                    item = inbox.get(timeout=None if deadline is None
+                                     else max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    self._thread.abandon(cf, self._core.cluster.abort, close_timeout)
+                    return None
                 if item is None:  # this call is done
                     return cf.result()
                 fn, partitions, fut = item
@@ -461,7 +474,12 @@ class Consumer:
         callback runs here, and may commit), leave the group (dynamic members), stop
         fetching, close connections, stop the I/O thread. ``timeout`` (30 s) bounds the
         group's part: the auto commit, the commits the callback makes and the LeaveGroup
-        (a JoinGroup still waiting on the broker is abandoned, not waited for). Idempotent."""
+        (a JoinGroup still waiting on the broker is abandoned, not waited for). Idempotent.
+
+        A ``timeout`` given bounds the whole close, as Kafka's ``close(Duration)``: what is
+        still running then is abandoned, the connections are aborted and the I/O thread is
+        stopped (``pylog.client._loop``), the revoke callback excepted once it has started
+        (it runs on this thread)."""
         if self._closed:
             return
         self._closed = True
@@ -470,7 +488,7 @@ class Consumer:
             self._reclaim()
             if self._iter_buffer:
                 self._run(self._rewind())
-            self._serve(self._core.close(timeout))
+            self._serve(self._core.close(timeout), close_timeout=timeout)
         finally:
             self._thread.stop()
 

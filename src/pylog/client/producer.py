@@ -24,6 +24,7 @@ Thread-safety: every method may be called from any thread, except that a blockin
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -272,12 +273,17 @@ class Producer:
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued (up to ``timeout`` s; None waits, bounded by
         ``delivery.timeout.ms``), fail what is left with ``ClientClosedError``, stop the
-        I/O thread. Idempotent."""
+        I/O thread. Idempotent.
+
+        ``timeout`` bounds the whole close, as Kafka's ``close(Duration)``: what is still
+        running then is abandoned, the connections are aborted and the I/O thread is
+        stopped (``pylog.client._loop``)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._thread.run(self._core.close(timeout))
+            fut = asyncio.run_coroutine_threadsafe(self._core.close(timeout), self._thread.loop)
+            self._thread.finish_close(fut, timeout, self._core.cluster.abort)
         finally:
             self._thread.stop()
 

@@ -23,7 +23,9 @@ Thread-safety: one thread at a time.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,24 +86,43 @@ class ShareConsumer:
 
     def commit_async(self) -> None:
         """Send the pending acknowledgements without waiting."""
-        import asyncio
-
         fut = asyncio.run_coroutine_threadsafe(self._core.commit(), self._thread.loop)
         self._pending = [f for f in self._pending if not f.done()] + [fut]
 
     def close(self, timeout: float | None = None) -> None:
+        """Wait for the ``commit_async`` calls, accept (implicit mode) and send what is
+        pending, close the share sessions and leave the group; stop the I/O thread.
+        Idempotent.
+
+        ``timeout`` bounds the whole close, as Kafka's ``close(Duration)``: what is still
+        running then is abandoned, the connections are aborted and the I/O thread is
+        stopped (``pylog.client._loop``); None lets each step take its own bound
+        (``default.api.timeout.ms``)."""
         if self._closed:
             return
         self._closed = True
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         try:
-            for f in self._pending:
-                try:
-                    f.result(timeout)
-                except Exception:  # noqa: BLE001 - an async commit's outcome is its own
-                    pass
-            self._thread.run(self._core.close(timeout))
+            fut = asyncio.run_coroutine_threadsafe(self._close(list(self._pending), timeout),
+                                                   self._thread.loop)
+            self._pending = []
+            self._thread.finish_close(fut, None if deadline is None
+                                      else max(0.0, deadline - time.monotonic()),
+                                      self._core.cluster.abort)
         finally:
             self._thread.stop()
+
+    async def _close(self, pending: list[concurrent.futures.Future[Any]],
+                     timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for f in pending:
+            try:
+                await asyncio.wrap_future(f)
+            except Exception:  # noqa: BLE001 - an async commit's outcome is its own
+                pass
+        left = None if timeout is None else max(0.0, timeout - (loop.time() - start))
+        await self._core.close(left)
 
     def __enter__(self) -> ShareConsumer:
         return self

@@ -111,6 +111,8 @@ class Connection(Protocol):
 
     async def close(self, error: BaseException | None = None) -> None: ...
 
+    def abort(self, error: BaseException | None = None) -> None: ...
+
 
 def pick_version(versions: dict[int, tuple[int, int]], cls: Any, address: str,
                  max_version: int | None = None) -> int:
@@ -198,10 +200,19 @@ class BrokerConnection:
             self._closed = True
             raise KafkaConnectionError(
                 f"cannot connect to {self.address}: {exc.strerror or exc}") from None
-        sock = self._transport.get_extra_info("socket") if self._transport is not None else None
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            if self._closed:
+                # close() or abort() ran while the socket was being opened (the transport
+                # came back anyway: Python 3.11's wait_for returns a result that completes
+                # as its caller is cancelled, CPython gh-86296): it is not handed out.
+                raise KafkaConnectionError(f"connection to {self.address} is closed")
+            sock = self._transport.get_extra_info("socket") if self._transport is not None else None
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError as exc:  # the broker closed it already
+                    raise KafkaConnectionError(
+                        f"cannot connect to {self.address}: {exc.strerror or exc}") from None
             await asyncio.wait_for(self._negotiate(), timeout)
             if self.sasl is not None:
                 await asyncio.wait_for(self._authenticate(), timeout)
@@ -438,14 +449,35 @@ class BrokerConnection:
         if transport is not None:
             transport.close()
             assert self._stream is not None
+            # connection_lost has run: the socket is closed. A transport still flushing
+            # to a peer that stopped reading would wait for ever; in-flight requests were
+            # failed above, so what was not sent is dropped. The wait is asyncio.wait, not
+            # wait_for (whose 3.11 cancel race this must not depend on); a cancel of this
+            # close aborts the socket at once rather than leave it flushing with nobody to
+            # abort it (an "unclosed transport" once the loop is gone).
             try:
-                # connection_lost has run: the socket is closed. A transport still flushing
-                # to a peer that stopped reading would wait for ever; in-flight requests were
-                # failed above, so what was not sent is dropped.
-                await asyncio.wait_for(asyncio.shield(self._stream.closed), CLOSE_FLUSH_TIMEOUT)
-            except asyncio.TimeoutError:
+                done, _ = await asyncio.wait({self._stream.closed}, timeout=CLOSE_FLUSH_TIMEOUT)
+            except asyncio.CancelledError:
+                transport.abort()
+                self._conn.close()
+                raise
+            if not done:
                 log.warning("connection to %s: the socket did not close within %.0f s; aborted",
                             self.address, CLOSE_FLUSH_TIMEOUT)
                 transport.abort()
-                await self._stream.closed
         self._conn.close()
+
+    def abort(self, error: BaseException | None = None) -> None:
+        """Close at once, without flushing: fail everything in flight and abort the socket
+        (a client's ``close(timeout)`` out of time). Idempotent; callable from any code on
+        the connection's loop, including a plain callback."""
+        if error is not None and self.error is None:
+            self.error = error
+        self._closed = True
+        if self._reauth is not None:
+            self._reauth.cancel()
+            self._reauth = None
+        self._fail_all(error or KafkaConnectionError(f"connection to {self.address} aborted"))
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort()  # connection_lost follows on the loop; the socket is closed

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from pylog import errors
@@ -170,6 +171,9 @@ class Cluster:
         self._need_update = True
         self._closed = False
         self.last_error: BaseException | None = None
+        # Every connection this cluster opened, the coordinators' own included (their
+        # owners close them): what ``abort`` aborts.
+        self._opened: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
 
     #: True for ``EmbeddedCluster`` (a broker in this process).
     embedded = False
@@ -214,10 +218,21 @@ class Cluster:
         Raises:
             KafkaConnectionError: it could not be opened.
         """
-        conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout=self.request_timeout,
-                                ssl_context=self.ssl_context, sasl=self.sasl)
+        if self._closed:
+            raise KafkaConnectionError("client is closed")
+        conn = self._new_connection(host, port, node_id)
         await conn.connect(self.connect_timeout)
+        if self._closed:  # closed or aborted while connecting: nobody would close it
+            await conn.close()
+            raise KafkaConnectionError("client is closed")
+        return conn
+
+    def _new_connection(self, host: str, port: int, node_id: int,
+                        max_in_flight: int = 100) -> BrokerConnection:
+        conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
+                                request_timeout=self.request_timeout, max_in_flight=max_in_flight,
+                                ssl_context=self.ssl_context, sasl=self.sasl)
+        self._opened.add(conn)
         return conn
 
     def ready_connection(self, node_id: int) -> Connection | None:
@@ -241,9 +256,7 @@ class Cluster:
             fn()
 
     async def _open(self, node_id: int, addr: tuple[str, int]) -> BrokerConnection:
-        conn = BrokerConnection(addr[0], addr[1], node_id=node_id, client_id=self.client_id,
-                                request_timeout=self.request_timeout,
-                                max_in_flight=self.max_in_flight, ssl_context=self.ssl_context, sasl=self.sasl)
+        conn = self._new_connection(addr[0], addr[1], node_id, self.max_in_flight)
         try:
             await conn.connect(self.connect_timeout)
         finally:
@@ -277,14 +290,17 @@ class Cluster:
             known = self._bootstrap_conns.get(i)
             if known is not None and not known.closed:
                 return known
-            conn = BrokerConnection(host, port, node_id=-1 - i, client_id=self.client_id,
-                                    request_timeout=self.request_timeout,
-                                    ssl_context=self.ssl_context, sasl=self.sasl)
+            if self._closed:
+                raise KafkaConnectionError("client is closed")
+            conn = self._new_connection(host, port, -1 - i)
             try:
                 await conn.connect(self.connect_timeout)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 last = exc
                 continue
+            if self._closed:  # close() cleared the table while this connect ran
+                await conn.close()
+                raise KafkaConnectionError("client is closed")
             self._bootstrap_conns[i] = conn
             return conn
         raise KafkaConnectionError(f"no broker is reachable: {last}")
@@ -412,8 +428,26 @@ class Cluster:
         conns = list(self._conns.values()) + list(self._bootstrap_conns.values())
         self._conns.clear()
         self._bootstrap_conns.clear()
-        for conn in conns:
-            await conn.close()
+        for i, conn in enumerate(conns):
+            try:
+                await conn.close()
+            except asyncio.CancelledError:
+                # This close was cancelled: the connections not closed yet are aborted (a
+                # socket nobody closes is an "unclosed transport" once the loop is gone).
+                for rest in conns[i + 1:]:
+                    rest.abort()
+                raise
+
+    def abort(self) -> None:
+        """Give up at once (a client's ``close(timeout)`` out of time): no new connection,
+        and every connection this cluster opened, a coordinator's own included, is aborted
+        (its requests fail, its socket is closed without flushing). Synchronous: the
+        blocking client calls it on its loop while the close coroutine is still stuck."""
+        self._closed = True
+        for conn in list(self._opened):
+            conn.abort(KafkaConnectionError("the client's close timed out"))
+        self._conns.clear()
+        self._bootstrap_conns.clear()
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

@@ -439,6 +439,10 @@ class EmbeddedConnection:
         """Close; requests in flight fail with ``error`` (idempotent)."""
         self._shut(error or KafkaConnectionError(f"connection to {self.address} closed"))
 
+    def abort(self, error: BaseException | None = None) -> None:
+        """``close`` without waiting (nothing to flush in process)."""
+        self._shut(error or KafkaConnectionError(f"connection to {self.address} aborted"))
+
 
 def _read_regions(resp: Any) -> None:
     """Replace the ``FileRegion``s of a Fetch answer by their bytes (the fetch handler has

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["RECANCEL_INTERVAL", "STOP_TIMEOUT", "cancel_and_wait", "cancel_all"]
+T = TypeVar("T")
+
+__all__ = ["RECANCEL_INTERVAL", "STOP_TIMEOUT", "cancel_and_wait", "cancel_all", "run_within"]
 
 log = logging.getLogger("pylog.client")
 
@@ -89,6 +91,31 @@ async def cancel_all(tasks: Iterable[asyncio.Future[Any] | None],
     for t in todo:
         ok = await cancel_and_wait(t, max(0.0, end - loop.time())) and ok
     return ok
+
+
+async def run_within(aw: Awaitable[T], timeout: float) -> T:
+    """``asyncio.wait_for(aw, timeout)`` whose every wait is bounded: on timeout the task is
+    stopped with ``cancel_and_wait`` (3.11's ``wait_for`` waits without bound for the task
+    it cancels, and returns its result as if in time when it ends on its own) and
+    ``asyncio.TimeoutError`` is raised. A cancel of the caller stops the task the same way
+    and is raised.
+
+    Raises:
+        asyncio.TimeoutError: not done within ``timeout`` seconds.
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.0))
+    except asyncio.CancelledError:
+        await cancel_and_wait(task)
+        raise
+    if not done:
+        await cancel_and_wait(task)
+        # (A cancelled gather ends with CancelledError as its exception, not cancelled.)
+        if (not task.done() or task.cancelled()
+                or isinstance(task.exception(), asyncio.CancelledError)):
+            raise asyncio.TimeoutError
+    return task.result()
 
 
 def _uncancel() -> None:

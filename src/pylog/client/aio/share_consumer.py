@@ -37,7 +37,7 @@ from typing import Any
 import logcore
 from pylog import errors
 from pylog.client.aio._cluster import make_cluster
-from pylog.client.aio._tasks import cancel_and_wait
+from pylog.client.aio._tasks import cancel_and_wait, run_within
 from pylog.client.config import SHARE_CONSUMER, Resolved, resolve
 from pylog.client.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
 from pylog.client.records import ConsumerRecord, TopicPartition
@@ -117,6 +117,7 @@ class ShareConsumer:
         self._interval = 5.0
         self._joined = asyncio.Event()
         self._closed = False
+        self._closing = False  # close() has begun
         self.errors: list[BaseException] = []
 
     # ------------------------------------------------------------------ membership
@@ -141,7 +142,18 @@ class ShareConsumer:
         if c.error_code:
             raise (errors.error_for_code(c.error_code) or errors.UnknownServerError)(
                 f"FindCoordinator for share group {self.group_id!r}")
-        return await self.cluster.coordinator_connection(c.node_id, c.host, c.port)
+        conn = await self.cluster.coordinator_connection(c.node_id, c.host, c.port)
+        if self._closing:  # close() began while this connected: close has no hold of it
+            await conn.close()
+            raise KafkaConnectionError("the share consumer is closed")
+        return conn
+
+    async def _drop_coordinator(self) -> None:
+        """Forget the coordinator connection, closing it (it may still be open: a
+        NOT_COORDINATOR answer, an ApiError of the request)."""
+        conn, self._coordinator = self._coordinator, None
+        if conn is not None:
+            await conn.close()
 
     async def _heartbeat_once(self, epoch: int) -> Any:
         if self._coordinator is None:
@@ -163,7 +175,7 @@ class ShareConsumer:
                 resp = await self._heartbeat_once(self.member_epoch)
             except (KafkaConnectionError, KafkaTimeoutError, errors.ApiError) as exc:
                 log.debug("share group %s: heartbeat failed: %s", self.group_id, exc)
-                self._coordinator = None
+                await self._drop_coordinator()
                 if isinstance(exc, errors.ApiError) and not exc.retriable:
                     # e.g. GROUP_AUTHORIZATION_FAILED from FindCoordinator: poll raises it
                     # (once per failure), and the member keeps trying, as it is granted.
@@ -178,7 +190,7 @@ class ShareConsumer:
                 self._sent_subscription = None
                 continue
             if code in _COORDINATOR:
-                self._coordinator = None
+                await self._drop_coordinator()
                 await asyncio.sleep(self.cluster.retry_backoff)
                 continue
             if code:
@@ -440,28 +452,37 @@ class ShareConsumer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Accept (implicit mode) and send what is pending, close the share sessions
-        (releasing the records still held) and leave the group."""
-        if self._closed:
+        (releasing the records still held) and leave the group.
+
+        Every wait is bounded: the heartbeat task is stopped within ``_tasks.STOP_TIMEOUT``;
+        the acknowledgements and the leave share ``timeout`` (``default.api.timeout.ms``
+        when None), each stopped for sure when it runs out (``_tasks.run_within``); the
+        connections are then closed, each within ``CLOSE_FLUSH_TIMEOUT``."""
+        if self._closed or self._closing:
             return
+        self._closing = True
         t = self.settings["default.api.timeout.ms"] / 1000 if timeout is None else timeout
-        if self._heartbeat is not None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(t, 0.0)
+        try:
             # The leave below is the last heartbeat (cancelled until it ends: _tasks).
             await cancel_and_wait(self._heartbeat)
             self._heartbeat = None
-        try:
             self._mark_implicit()
             results: dict[TopicPartition, BaseException | None] = {}
-            await asyncio.wait_for(asyncio.gather(
-                *(self._acknowledge(n, True, results) for n in list(self._sessions))), t)
+            await run_within(asyncio.gather(
+                *(self._acknowledge(n, True, results) for n in list(self._sessions))),
+                deadline - loop.time())
             if self._coordinator is not None and self.member_epoch > 0:
-                await asyncio.wait_for(self._heartbeat_once(-1), t)
+                await run_within(self._heartbeat_once(-1), deadline - loop.time())
         except (KafkaConnectionError, KafkaTimeoutError, errors.ApiError, asyncio.TimeoutError) as exc:
             log.debug("share consumer close: %s", exc)
         finally:
             self._closed = True
-            if self._coordinator is not None:
-                await self._coordinator.close()
-            await self.cluster.close()
+            try:
+                await self._drop_coordinator()
+            finally:
+                await self.cluster.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pylog.client.aio._tasks import cancel_all, cancel_and_wait
+from pylog.client.aio._tasks import cancel_all, cancel_and_wait, run_within
 
 TURNS = range(4)
 # The guard against a hang in these tests (not a speed assertion: each case ends within a
@@ -144,3 +144,69 @@ def test_a_cancel_of_the_caller_does_not_cut_the_stop_short() -> None:
         return outer in done and not outer.cancelled(), task.done(), after == [True]
 
     assert asyncio.run(go()) == (True, True, True)
+
+
+async def _absorbs_a_cancel(rounds: list[int]) -> None:
+    """A task that goes on after one cancel, as one whose cancel 3.11's wait_for swallowed."""
+    rounds.append(1)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        rounds.append(2)
+    await asyncio.sleep(3600)
+
+
+def test_run_within_stops_a_task_that_absorbs_the_first_cancel() -> None:
+    """3.11's ``wait_for(aw, t)`` cancels once on timeout and then waits for ``aw`` without
+    bound; ``run_within`` cancels again until it ends, and raises TimeoutError."""
+    async def main() -> None:
+        rounds: list[int] = []
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(run_within(_absorbs_a_cancel(rounds), 0.05), HANG_GUARD)
+        assert rounds == [1, 2]  # the first cancel was absorbed, the second ended it
+
+    asyncio.run(main())
+
+
+def test_run_within_returns_the_result_or_raises_the_error() -> None:
+    async def fails() -> None:
+        raise ValueError("boom")
+
+    async def main() -> None:
+        assert await run_within(asyncio.sleep(0, result=7), 5.0) == 7
+        with pytest.raises(ValueError, match="boom"):
+            await run_within(fails(), 5.0)
+        with pytest.raises(asyncio.TimeoutError):
+            await run_within(asyncio.sleep(3600), 0.0)
+
+    asyncio.run(main())
+
+
+def test_run_within_stops_the_task_when_the_caller_is_cancelled() -> None:
+    async def main() -> None:
+        rounds: list[int] = []
+        inner: list[asyncio.Task[Any]] = []
+
+        async def body() -> None:
+            inner.append(asyncio.current_task())  # type: ignore[arg-type]
+            await _absorbs_a_cancel(rounds)
+
+        outer = asyncio.get_running_loop().create_task(run_within(body(), 3600))
+        while not rounds:
+            await asyncio.sleep(0)
+        outer.cancel()
+        done, _ = await asyncio.wait({outer}, timeout=HANG_GUARD)
+        assert done and outer.cancelled()
+        assert inner[0].done() and rounds == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_run_within_a_gather_that_runs_out_raises_timeout_error() -> None:
+    """A cancelled gather ends with CancelledError as its exception (not cancelled()):
+    still a TimeoutError for the caller."""
+    async def main() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await run_within(asyncio.gather(asyncio.sleep(3600), asyncio.sleep(3600)), 0.01)
+
+    asyncio.run(main())
