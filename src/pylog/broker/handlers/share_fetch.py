@@ -181,9 +181,13 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any, max_reco
             version = sp.version
             skip = unreadable_ranges(plog.txn_batches(region), plog.aborted_transactions(
                 region.first_offset, region.last_offset + 1) if committed else (), committed)
+            # Batch-optimized needs the read's batch boundaries (one more header walk) only
+            # when the read may hold more than MaxRecords or BatchSize offsets.
+            span = region.last_offset - offset + 1
+            bounds = None if record_limit or span <= min(
+                remaining, batch_size if batch_size > 0 else span) else plog.batch_bounds(region)
             acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms, skip,
-                                  batches=None if record_limit else plog.batch_bounds(region),
-                                  batch_size=batch_size)
+                                  batches=bounds, batch_size=batch_size)
             if sp.version == version:
                 break  # nothing acquirable in this read
             share.changed((gid, topic_id, index), sp)
