@@ -354,7 +354,7 @@ class ShareConsumer:
         if resp.error_code:
             cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
             self.errors.append(cls(f"ShareFetch: {resp.error_message or cls.name}"))
-            self._renewed(acks, None)
+            self._renewed(acks, cls(resp.error_message or cls.name))  # nothing was renewed
             return
         session.epoch = 1 if session.epoch == 0x7FFFFFFF else session.epoch + 1
         session.partitions = (session.partitions | send) - forget
