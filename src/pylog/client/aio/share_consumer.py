@@ -349,7 +349,7 @@ class ShareConsumer:
             return
         if resp.error_code in _SESSION:
             self._sessions.pop(node, None)
-            self._renewed(acks, errors.error_for_code(resp.error_code)(resp.error_message or ""))
+            self._renewed(acks, _ack_error(resp.error_code, resp.error_message))
             return
         if resp.error_code:
             cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
