@@ -158,6 +158,36 @@ def txn_batches(int fd, int64_t start, int64_t end):
     return out
 
 
+def batch_bounds(int fd, int64_t start, int64_t end):
+    """The (base_offset, last_offset) of every whole batch in [start, end).
+
+    Args:
+        fd: the ``.log`` file; start: a batch boundary; end: the end of the region.
+
+    Returns:
+        [(base_offset, last_offset)] in file order (a share fetch's batch boundaries).
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    cdef _Walker w
+    cdef int64_t pos = start, base, size, last
+    cdef list out = []
+    w.fd = fd
+    w.end = end
+    w.buf_pos = -1
+    w.buf_len = 0
+    w.chunk = SEG_FIRST_CHUNK
+    while _header(&w, pos, &base, &size, &last):
+        if pos + size > end:
+            break
+        if size > SEG_CHUNK:
+            w.chunk = SEG_FIRST_CHUNK  # the next header is beyond this buffer anyway
+        out.append((base, last))
+        pos += size
+    return out
+
+
 def search_for_offset(int fd, int64_t start, int64_t end, int64_t target):
     """First batch in [start, end) whose last offset >= target.
 

@@ -32,6 +32,7 @@ from .segment import HEADER, LogSegment, scan
 _bisect_right = bisect.bisect_right
 _locate = scan.locate
 _txn_batches = scan.txn_batches
+_batch_bounds = scan.batch_bounds
 _HEADER = HEADER
 
 
@@ -149,6 +150,21 @@ class LogReads:
         if not region.size:
             return []
         return _txn_batches(region.fileno, region.position, region.position + region.size)
+
+    @staticmethod
+    def batch_bounds(region: FileRegion) -> list[tuple[int, int]]:
+        """The (base_offset, last_offset) of each batch of a region ``read`` returned, in
+        offset order: where a share fetch may cut its acquisitions (KIP-1206's
+        batch-optimized mode). Empty for an empty region.
+
+        Raises:
+            CorruptRecordError: a batch header with a bad length or magic.
+
+        Thread-safe: reads the headers with ``pread`` through the region's own descriptor.
+        """
+        if not region.size:
+            return []
+        return _batch_bounds(region.fileno, region.position, region.position + region.size)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         """First record whose timestamp is >= ``timestamp_ms`` (ListOffsets by time).

@@ -77,6 +77,19 @@ def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> list[by
     return values
 
 
+def _produce_batches(bootstrap: str, topic: str, n: int, per: int) -> list[bytes]:
+    """``n`` records in batches of ``per`` (a flush after each): a batch-optimized share
+    fetch (KIP-1206, ShareFetch v1's only mode) acquires whole batches, so their size
+    bounds what one member takes at a time."""
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000})
+    values = [f"v{i}".encode() for i in range(n)]
+    for i in range(0, n, per):
+        for v in values[i:i + per]:
+            p.produce(topic, value=v)
+        assert p.flush(15) == 0
+    return values
+
+
 def _consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Any:
     conf = {"bootstrap.servers": bootstrap, "group.id": group}
     conf.update({k.replace("_", "."): v for k, v in extra.items()})
@@ -115,10 +128,13 @@ def test_consumers_share_one_partition_and_each_record_is_accepted_once(sbroker:
     bs = sbroker.bootstrap
     topic = _topic(bs)
     group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
-    consumers = [_consumer(bs, group, topic, client_id=f"c{i}") for i in range(3)]
+    # librdkafka's ShareFetch v1 is batch-optimized (KIP-1206): a fetch takes whole batches
+    # past max.poll.records, so both are kept small for the members to share the records.
+    consumers = [_consumer(bs, group, topic, client_id=f"c{i}", max_poll_records="50")
+                 for i in range(3)]
     # Every member in before the records: none can take them all before the others join.
     _wait_members(bs, group, 3, lambda: [c.poll(0.05) for c in consumers])
-    values = _produce(bs, topic, 1500)
+    values = _produce_batches(bs, topic, 1500, 50)
     seen: Counter[bytes] = Counter()
     by_consumer: Counter[int] = Counter()
     deadline = time.monotonic() + DEADLINE
@@ -452,22 +468,27 @@ def test_pylog_groups_lists_and_describes_share_groups(sbroker: BrokerProcess) -
 # --------------------------------------------------------------------------- pylog.client
 
 
-def test_pylog_client_share_consumers_split_the_records(sbroker: BrokerProcess) -> None:
+@pytest.mark.parametrize("mode", ["batch_optimized", "record_limit"])
+def test_pylog_client_share_consumers_split_the_records(sbroker: BrokerProcess, mode: str) -> None:
+    """Two pylog.client members (``share.acquire.mode`` either way, ShareFetch v2) and a
+    confluent-kafka one (v1, batch-optimized) share a topic: every record once."""
     from pylog.client import ShareConsumer
 
     bs = sbroker.bootstrap
     topic = _topic(bs)
     group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
-    consumers = [ShareConsumer({"bootstrap.servers": bs, "group.id": group}) for _ in range(2)]
-    # And a confluent-kafka member in the same group.
-    ck = _consumer(bs, group, topic)
+    consumers = [ShareConsumer({"bootstrap.servers": bs, "group.id": group,
+                                "share.acquire.mode": mode}) for _ in range(2)]
+    # And a confluent-kafka member in the same group (ShareFetch v1: batch-optimized, so
+    # max.poll.records 50 and batches of 50 keep it from taking everything at once).
+    ck = _consumer(bs, group, topic, max_poll_records="50")
     seen: Counter[bytes] = Counter()
     who: Counter[str] = Counter()
     try:
         for c in consumers:
             c.subscribe([topic])
         _wait_members(bs, group, 3, lambda: ck.poll(0.05))
-        values = _produce(bs, topic, 600)
+        values = _produce_batches(bs, topic, 600, 50)
         deadline = time.monotonic() + DEADLINE
         while len(seen) < len(values) and time.monotonic() < deadline:
             for i, c in enumerate(consumers):
@@ -515,6 +536,97 @@ def test_pylog_client_explicit_acknowledgements(sbroker: BrokerProcess) -> None:
             assert all(e is None for e in results.values()), results
     # Accepted and rejected once; released ones until the limit (2) archives them.
     assert deliveries == Counter({o: 2 if o % 3 == 2 else 1 for o in range(12)}), deliveries
+
+
+def _joined(bs: str, group: str, consumers: list[Any]) -> None:
+    _wait_members(bs, group, len(consumers), lambda: [c.poll(0.05) for c in consumers])
+
+
+def test_record_limit_acquires_exactly_max_poll_records(sbroker: BrokerProcess) -> None:
+    """KIP-1206 through pylog.client (ShareFetch v2, ShareAcquireMode 1): a member holding
+    its first poll unacknowledged holds exactly max.poll.records records, whatever the
+    batches; the rest, inside the same batches, go to another member at once."""
+    from pylog.client import ShareConsumer
+
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest")
+    conf = {"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit",
+            "share.acquire.mode": "record_limit"}
+    a = ShareConsumer({**conf, "max.poll.records": 5})
+    b = ShareConsumer({**conf, "max.poll.records": 100})
+    try:
+        a.subscribe([topic])
+        _joined(bs, group, [a])
+        values = _produce(bs, topic, 20)   # linger.ms 5: a few batches at most
+        got_a: list[Any] = []
+        _wait(lambda: got_a.extend(a.poll(0.3)) or got_a, DEADLINE, "a got nothing")
+        assert [r.offset for r in got_a] == [0, 1, 2, 3, 4]
+        b.subscribe([topic])
+        got_b: list[Any] = []
+        _wait(lambda: got_b.extend(b.poll(0.3)) or len(got_b) >= 15, DEADLINE, "b's 15 records")
+        assert sorted(r.offset for r in got_b) == list(range(5, 20))
+        assert {r.value for r in got_a + got_b} == set(values)
+        assert all(b.delivery_count(r) == 1 for r in got_b)
+        for c, rs in ((a, got_a), (b, got_b)):
+            for r in rs:
+                c.acknowledge(r)
+            assert all(e is None for e in c.commit_sync(10).values())
+    finally:
+        a.close()
+        b.close()
+
+
+def test_renew_keeps_a_record_past_its_lock(sbroker: BrokerProcess) -> None:
+    """KIP-1222 through pylog.client: a member renews one record (AcknowledgeType.RENEW)
+    for three lock durations; another member polling all along never gets it; the renewed
+    record is handed out again with its delivery count unchanged, then accepted."""
+    from pylog.client import AcknowledgeType as A
+    from pylog.client import ShareConsumer
+
+    bs = sbroker.bootstrap
+    topic = _topic(bs)
+    lock_ms = 1000
+    group = _group_configs(bs, f"g-{uuid.uuid4().hex[:6]}", share_auto_offset_reset="earliest",
+                           share_record_lock_duration_ms=str(lock_ms))
+    conf = {"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit",
+            "share.acquire.mode": "record_limit", "max.poll.records": 1}
+    a = ShareConsumer(conf)
+    b = ShareConsumer(conf)
+    try:
+        a.subscribe([topic])
+        _joined(bs, group, [a])
+        _produce(bs, topic, 3)
+        first: list[Any] = []
+        _wait(lambda: first.extend(a.poll(0.3)) or first, DEADLINE, "a got nothing")
+        (held,) = first
+        b.subscribe([topic])
+        seen_by_b: list[int] = []
+        renewals = 0
+        end = time.monotonic() + 3 * lock_ms / 1000
+        a.acknowledge(held, A.RENEW)
+        while time.monotonic() < end or renewals < 3:
+            again = a.poll(0.2)                  # the renewed record, handed out again
+            if again:
+                assert [r.offset for r in again] == [held.offset]
+                assert a.delivery_count(again[0]) == 1
+                a.acknowledge(again[0], A.RENEW)
+                renewals += 1
+            for r in b.poll(0.1):
+                seen_by_b.append(r.offset)
+                b.acknowledge(r)
+        assert held.offset not in seen_by_b, seen_by_b
+        assert sorted(seen_by_b) == sorted({0, 1, 2} - {held.offset})
+        # a finishes: accept it (after the pending renewal comes back)
+        last: list[Any] = []
+        _wait(lambda: last.extend(a.poll(0.2)) or last, DEADLINE, "renewal never came back")
+        a.acknowledge(last[0], A.ACCEPT)
+        assert all(e is None for e in a.commit_sync(10).values())
+        assert all(e is None for e in b.commit_sync(10).values())
+        assert b.poll(0.5) == []
+    finally:
+        a.close()
+        b.close()
 
 
 # --------------------------------------------------------------------------- cluster mode

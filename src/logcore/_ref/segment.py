@@ -135,6 +135,30 @@ def txn_batches(fd: int, start: int, end: int) -> list[tuple[int, int, int, bool
     return out
 
 
+def batch_bounds(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The (base_offset, last_offset) of every whole batch in [start, end).
+
+    Args:
+        fd: the ``.log`` file; start: a batch boundary; end: the end of the region.
+
+    Returns:
+        [(base_offset, last_offset)] in file order (a share fetch's batch boundaries).
+
+    Raises:
+        CorruptRecordError: a header with a bad length or magic (position set).
+    """
+    reader = _Reader(fd, end)
+    out: list[tuple[int, int]] = []
+    pos = start
+    while (h := reader.header(pos)) is not None:
+        base, size, last = h
+        if pos + size > end:
+            break
+        out.append((base, last))
+        pos += size
+    return out
+
+
 def search_for_offset(
     fd: int, start: int, end: int, target: int
 ) -> tuple[int, int, int, int] | None:

@@ -398,6 +398,10 @@ SHARE_CONSUMER: dict[str, Setting] = {s.name: s for s in _COMMON + [
     Setting("fetch.max.wait.ms", _int(0), 500, "... or this long, whichever comes first."),
     Setting("fetch.max.bytes", _int(1), 52428800, "Whole fetch response size (soft)."),
     Setting("max.poll.records", _int(1), 500, "Most records one poll() returns."),
+    Setting("share.acquire.mode", _choice("batch_optimized", "record_limit"), "batch_optimized",
+            "KIP-1206 (ShareFetch v2's ShareAcquireMode): batch_optimized lets the broker "
+            "acquire past max.poll.records to a batch's end; record_limit acquires at most "
+            "max.poll.records per fetch."),
     Setting("check.crcs", _bool, True, "Verify each batch's CRC-32C on the record path."),
     Setting("default.api.timeout.ms", _int(0), 60000,
             "Timeout of commit_sync() and close() when none is given."),

@@ -561,3 +561,29 @@ def test_txn_batches_lists_transactional_and_control_batches_of_a_region(logdir,
         assert _segment.txn_batches(region.fileno, region.position, cut) == want[:3]
     assert log.txn_batches(log.read(0, 1 << 20, max_offset=2)) == []
     log.close()
+
+
+def test_batch_bounds_lists_every_batch_of_a_region(logdir, clock) -> None:
+    """``Log.batch_bounds`` (a share fetch's batch boundaries, KIP-1206): every whole batch,
+    plain, transactional and control alike; the compiled scan and the twin agree, and a
+    region cut inside a batch lists the whole batches before the cut."""
+    from logcore._ref import segment as ref_segment
+
+    log = Log(logdir, small(segment_bytes=1 << 20), clock=clock)
+    log.append(txn(9, 0, 2, transactional=False))                # 0-1
+    log.append(txn(7, 0, 3))                                     # 2-4
+    log.append_control(7, 0, commit=True, coordinator_epoch=1)   # 5
+    log.append(txn(9, 2, 4, transactional=False))                # 6-9
+    region = log.read(0, 1 << 20)
+    want = [(0, 1), (2, 4), (5, 5), (6, 9)]
+    assert log.batch_bounds(region) == want
+    assert ref_segment.batch_bounds(region.fileno, region.position,
+                                    region.position + region.size) == want
+    assert log.batch_bounds(log.read(2, 1 << 20)) == want[1:]
+    assert log.batch_bounds(log.read(10, 1 << 20)) == []
+    cut = region.position + region.size - 1
+    assert ref_segment.batch_bounds(region.fileno, region.position, cut) == want[:3]
+    if logcore.IMPLEMENTATION == "c":
+        from logcore import _segment
+        assert _segment.batch_bounds(region.fileno, region.position, cut) == want[:3]
+    log.close()

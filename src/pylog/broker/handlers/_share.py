@@ -107,12 +107,27 @@ async def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topic_
                 "(share.renew.acknowledge.enable=false).")
     now = round(ctx.broker.clock.monotonic() * 1000)
     try:
-        sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
-                                   for b in batches], now, share.lock_duration_ms(group_id))
+        durable = sp.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                                             for b in batches], now, share.lock_duration_ms(group_id))
     except errors.ApiError as exc:
         return exc.code, str(exc)
-    share.changed((group_id, topic_id, partition), sp, woke=True)
+    if durable:
+        share.changed((group_id, topic_id, partition), sp, woke=True)
+    else:
+        share.arm()  # only renewed: nothing to write, nothing released; the timer moves
     return 0, None
+
+
+def renew_in_v1(ctx: RequestContext, acks: Acks) -> dict[tuple[Any, int], tuple[int, str | None]]:
+    """Partitions of a version 1 request that acknowledge with RENEW (4), which only
+    version 2 has (KIP-1222): INVALID_REQUEST for each, as Kafka's ``KafkaApis`` checks
+    the types against the request version; their batches are not applied."""
+    if ctx.api_version >= 2:
+        return {}
+    return {key: (errors.InvalidRequestError.code,
+                  "Acknowledge type RENEW (4) needs version 2 of the request.")
+            for key, batches in acks.items()
+            if any(AcknowledgeType.RENEW in b.acknowledge_types for b in batches)}
 
 
 def write_failure(failed: dict[Any, int], group_id: str, topic_id: Any, partition: int,

@@ -1,6 +1,6 @@
 """ShareAcknowledge (key 79), versions 1-2 (KIP-932): acknowledge records of the member's
 share session without fetching (ACCEPT, RELEASE, REJECT, GAP; v2 adds RENEW, which extends
-the locks). The share session epoch must continue the session (0 is refused with
+the locks and is INVALID_REQUEST in version 1). The share session epoch must continue the session (0 is refused with
 INVALID_SHARE_SESSION_EPOCH; -1 closes it after these acknowledgements and releases what the
 member still holds). Each partition answers its own error (INVALID_RECORD_STATE for an
 offset the member does not hold); the rules are ``pylog.group.share.share_partition``'s.
@@ -30,10 +30,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Any:
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
     acks = _share.collect(request.topics)
     _share.session_step(ctx, gid or "", mid or "", epoch, acks, [], fetch=False)
-    results: dict[tuple[Any, int], tuple[int, str | None]] = {}
+    results = _share.renew_in_v1(ctx, acks)
     for (topic_id, index), batches in acks.items():
-        results[(topic_id, index)] = await _share.acknowledge(ctx, gid, mid, topic_id, index, batches) \
-            if batches else (0, None)
+        if (topic_id, index) not in results:
+            results[(topic_id, index)] = await _share.acknowledge(ctx, gid, mid, topic_id, index,
+                                                                  batches) if batches else (0, None)
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, gid, mid)
     failed = await ctx.broker.share.flushed(since)  # answered once the acknowledgements are durable

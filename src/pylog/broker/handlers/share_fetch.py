@@ -13,13 +13,24 @@ Order of work, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    share partition's first acquirable offset (``SharePartition.next_fetch_offset``) up to the
    high watermark, with the Fetch handler's read path (``fetch._read``: a
    ``logcore.FileRegion`` sent with sendfile), and the AVAILABLE offsets in the region are
-   acquired for the member (at most ``MaxRecords`` in all). The answer carries whole batches
+   acquired for the member. ``ShareAcquireMode`` (version 2, KIP-1206) says how many:
+   0, batch-optimized (version 1's only mode), acquires ``MaxRecords`` and goes on to the
+   end of the batch holding the last of them, and cuts the ``AcquiredRecords`` at batch
+   boundaries into pieces of about ``BatchSize``; 1, record-limit, acquires at most
+   ``MaxRecords`` in all, splitting a batch (its other records stay available), in
+   ranges cut only by delivery counts. The answer carries whole batches
    and the ``AcquiredRecords`` ranges with their delivery counts; the client keeps only
    the records inside those ranges. Transaction markers in the region are archived, never
    acquired; with the group config ``share.isolation.level=read_committed`` the read stops
    at the last stable offset and aborted transactions' data is archived too
    (``pylog.group.share.transactions``, Kafka's ``SharePartition``): a share fetch answer
    has no aborted-transactions list for the client to filter with.
+
+A renew fetch (version 2's ``IsRenewAck``, KIP-1222) only acknowledges: its RENEW
+acknowledgements extend the locks of records the member holds, nothing is acquired and it
+does not wait; its MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0
+(INVALID_REQUEST otherwise, as an unknown ShareAcquireMode). RENEW in a version 1 request
+is INVALID_REQUEST for its partition.
 
 Long poll: with nothing acquired and ``MaxWaitMs`` left, the request waits for an append to
 one of its partitions or for records to become available again (released, lock expired:
@@ -52,6 +63,8 @@ VERSIONS = ADVERTISED[API_KEY]  # the one table: pylog.protocol.apis
 
 _R = ShareFetchResponse
 LOAD_WAIT_MS = 5000
+# ShareAcquireMode (version 2, KIP-1206); 255 is "Renew" in the later Kafka spec.
+ACQUIRE_BATCH_OPTIMIZED, ACQUIRE_RECORD_LIMIT, ACQUIRE_RENEW = 0, 1, 255
 
 
 def _leader(ctx: RequestContext, topic: Any, partition: int) -> Any:
@@ -100,11 +113,12 @@ async def _trim(ctx: RequestContext, plog: Any, region: Any, last: int, hw: int)
     return region.head(nxt.position + nxt.size - region.position, nxt.last_offset)
 
 
-async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
-                       max_records: int) -> tuple[dict[tuple[Any, int], Any], int, list[Any], bool]:
+async def _acquire_all(ctx: RequestContext, request: Any, session: Any, max_records: int,
+                       record_limit: bool) -> tuple[dict[tuple[Any, int], Any], int, list[Any], bool]:
     """One pass over the session's partitions. Returns (answers by (topic id, partition),
     records acquired, wait keys, whether a partition has an error)."""
     share = ctx.broker.share
+    batch_size = request.batch_size
     gid, mid = request.group_id, request.member_id
     lock_ms = share.lock_duration_ms(gid)
     committed = share.isolation_level(gid) == READ_COMMITTED
@@ -167,7 +181,13 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
             version = sp.version
             skip = unreadable_ranges(plog.txn_batches(region), plog.aborted_transactions(
                 region.first_offset, region.last_offset + 1) if committed else (), committed)
-            acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms, skip)
+            # Batch-optimized needs the read's batch boundaries (one more header walk) only
+            # when the read may hold more than MaxRecords or BatchSize offsets.
+            span = region.last_offset - offset + 1
+            bounds = None if record_limit or span <= min(
+                remaining, batch_size if batch_size > 0 else span) else plog.batch_bounds(region)
+            acquired = sp.acquire(mid, offset, region.last_offset, remaining, now, lock_ms, skip,
+                                  batches=bounds, batch_size=batch_size)
             if sp.version == version:
                 break  # nothing acquirable in this read
             share.changed((gid, topic_id, index), sp)
@@ -186,8 +206,33 @@ async def _acquire_all(ctx: RequestContext, request: Any, session: Any,
     return out, max_records - remaining, keys, any_error
 
 
+def acquire_mode(ctx: RequestContext, request: Any) -> tuple[bool, bool]:
+    """(record_limit, renew) of a request: its ShareAcquireMode (version 2, KIP-1206; a
+    version 1 request is batch-optimized) and whether it is a renew-only fetch (KIP-1222:
+    ``IsRenewAck``, or ShareAcquireMode 255, "Renew", of the later Kafka spec that has no
+    ``IsRenewAck``).
+
+    Raises:
+        InvalidRequestError: an unknown ShareAcquireMode; a renew fetch whose MaxWaitMs,
+            MinBytes, MaxBytes or MaxRecords is not 0 (Kafka's ``KafkaApis`` checks).
+    """
+    if ctx.api_version < 2:
+        return False, False
+    mode = request.share_acquire_mode & 0xFF  # an int8 on the wire: 255 decodes as -1
+    if mode not in (ACQUIRE_BATCH_OPTIMIZED, ACQUIRE_RECORD_LIMIT, ACQUIRE_RENEW):
+        raise errors.InvalidRequestError(f"Unknown ShareAcquireMode {mode}.")
+    renew = request.is_renew_ack or mode == ACQUIRE_RENEW
+    if renew and (request.max_wait_ms or request.min_bytes or request.max_bytes
+                  or request.max_records):
+        raise errors.InvalidRequestError(
+            "A share fetch of renew acknowledgements must have MaxWaitMs, MinBytes, MaxBytes "
+            "and MaxRecords 0.")
+    return mode == ACQUIRE_RECORD_LIMIT, renew
+
+
 async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     _share.require_access(ctx, request.group_id, request.topics)
+    record_limit, renew = acquire_mode(ctx, request)
     share = ctx.broker.share
     since = share.mark()  # this request's writes, even those whose flush ends before it waits
     gid, mid, epoch = request.group_id, request.member_id, request.share_session_epoch
@@ -195,13 +240,13 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
     forgotten = [(f.topic_id, p) for f in request.forgotten_topics_data for p in f.partitions]
     session = _share.session_step(ctx, gid or "", mid or "", epoch, acks, forgotten, fetch=True)
     lock_ms = share.lock_duration_ms(gid)
-    ack_results: dict[tuple[Any, int], tuple[int, str | None]] = {}
+    ack_results = _share.renew_in_v1(ctx, acks)
     for (topic_id, index), batches in acks.items():
-        if batches:
+        if batches and (topic_id, index) not in ack_results:
             ack_results[(topic_id, index)] = await _share.acknowledge(ctx, gid, mid, topic_id, index,
                                                                       batches)
     answers: dict[tuple[Any, int], Any] = {}
-    max_records = request.max_records if request.max_records > 0 else 0
+    max_records = request.max_records if request.max_records > 0 and not renew else 0
     if epoch == FINAL_EPOCH:
         _share.close_session(ctx, gid, mid)
     elif max_records > 0:
@@ -218,7 +263,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
         while True:
             seen = waiters.sequence
             answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,
-                                                                    max_records)
+                                                                    max_records, record_limit)
             wait = deadline - clock.monotonic()
             if acquired or any_error or wait <= 0 or broker.stopping or not keys:
                 break
@@ -227,7 +272,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Any:
             ctx.remote_s += loop.time() - waited
             if not woken:
                 answers, acquired, keys, any_error = await _acquire_all(ctx, request, session,
-                                                                        max_records)
+                                                                        max_records, record_limit)
                 break
     # The answer: partitions with records or an error, and every partition acknowledged;
     # a request that opened the session answers for all it named.

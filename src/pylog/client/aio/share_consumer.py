@@ -9,14 +9,24 @@ until the member acknowledges it.
   joins with the subscription, -1 leaves; UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH rejoin
   with epoch 0, coordinator errors look the coordinator up again. The answer's assignment
   (topic ids) is mapped to names with the metadata.
-- Records: ShareFetch v1 to the leader of each assigned partition, one share session per
-  broker (epoch 0 opens it with every partition assigned there; then the next epochs add and
+- Records: ShareFetch (v2 where the broker has it, else v1) to the leader of each assigned
+  partition, with ``share.acquire.mode`` as v2's ShareAcquireMode (KIP-1206:
+  ``batch_optimized``, the default, lets the broker acquire past ``max.poll.records`` to
+  the end of a batch, the surplus being handed out by the next polls; ``record_limit``
+  acquires at most ``max.poll.records`` per fetch; a v1 broker is always batch-optimized),
+  one share session per broker (epoch 0 opens it with every partition assigned there; then the next epochs add and
   forget partitions). The answer's batches are decoded and only the records inside its
   ``AcquiredRecords`` ranges are handed out, with their delivery counts.
 - Acknowledgements: ``implicit`` mode (the default) accepts the records of a poll on the next
   poll, ``commit_sync``/``commit_async`` or ``close``; ``explicit`` mode takes
-  ``acknowledge(record, type)`` for each (ACCEPT, RELEASE, REJECT) and refuses a poll while a
-  record of the previous one is not acknowledged. Pending acknowledgements ride on the next
+  ``acknowledge(record, type)`` for each (ACCEPT, RELEASE, REJECT, and RENEW: KIP-1222,
+  keep the record and extend its lock, as Java's ``AcknowledgeType.RENEW``) and refuses a
+  poll while a record of the previous one is not acknowledged. A renewed record is handed
+  out again by a later poll once the broker renewed its lock (as Java's consumer does), to
+  be acknowledged again; a failed renewal drops it (its lock is lost) and the error is
+  raised by the next poll. Renewals go in a renew-only ShareFetch (``IsRenewAck``, nothing
+  fetched) or in ShareAcknowledge v2 with ``IsRenewAck``; a broker without v2 refuses them
+  (UnsupportedVersionError). Pending acknowledgements ride on the next
   ShareFetch to the record's leader, or go in a ShareAcknowledge (``commit_*``); ``close``
   sends them with share session epoch -1 (closing the sessions, which releases whatever is
   still held) and leaves the group.
@@ -64,6 +74,18 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
+
+
+# ShareFetch v2's ShareAcquireMode (KIP-1206).
+_BATCH_OPTIMIZED, _RECORD_LIMIT = 0, 1
+
+
+def _ack_error(code: int, message: str | None) -> BaseException | None:
+    if not code:
+        return None
+    cls = errors.error_for_code(code) or errors.UnknownServerError
+    return cls(message or cls.name)
 
 
 def _ack_batches(acks: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -111,6 +133,9 @@ class ShareConsumer:
         self._delivered: dict[TopicPartition, set[int]] = {}
         self._acks: dict[TopicPartition, dict[int, int]] = {}
         self._buffer: list[ConsumerRecord] = []
+        # Records acknowledged with RENEW, until the broker answers (then handed out again).
+        self._renewing: dict[TopicPartition, dict[int, ConsumerRecord]] = {}
+        self.record_limit = self.settings["share.acquire.mode"] == "record_limit"
         self.delivery_counts: dict[tuple[TopicPartition, int], int] = {}
         self._coordinator: Any = None
         self._heartbeat: asyncio.Task[None] | None = None
@@ -292,6 +317,13 @@ class ShareConsumer:
     async def _fetch(self, node: int, parts: set[TopicPartition], wait_s: float, limit: int) -> None:
         session = self._sessions.setdefault(node, _Session())
         acks = {} if session.epoch == 0 else self._take_acks(node)
+        # KIP-1222: RENEW acknowledgements go in a fetch that fetches nothing (IsRenewAck,
+        # MaxWaitMs/MinBytes/MaxBytes/MaxRecords 0); records come with the next round.
+        renew = any(t == AcknowledgeType.RENEW for batches in acks.values() for _f, _l, t in batches)
+        if renew and not await self._has_v2(node, ShareFetchRequest):
+            acks = self._drop_renewals(acks, errors.UnsupportedVersionError(
+                f"broker {node} has no ShareFetch v2: RENEW needs it (KIP-1222)"))
+            renew = False
         ids = {name: t.topic_id for name, t in self.cluster.topics.items()}
         R = ShareFetchRequest
         send = (parts if session.epoch == 0 else parts - session.partitions) | set(acks)
@@ -308,8 +340,12 @@ class ShareConsumer:
             if tp.topic in ids:
                 forgotten.setdefault(ids[tp.topic], []).append(tp.partition)
         req = R(group_id=self.group_id, member_id=self.member_id, share_session_epoch=session.epoch,
-                max_wait_ms=int(wait_s * 1000), min_bytes=self.settings["fetch.min.bytes"],
-                max_bytes=self.settings["fetch.max.bytes"], max_records=limit, batch_size=limit,
+                max_wait_ms=0 if renew else int(wait_s * 1000),
+                min_bytes=0 if renew else self.settings["fetch.min.bytes"],
+                max_bytes=0 if renew else self.settings["fetch.max.bytes"],
+                max_records=0 if renew else limit, batch_size=0 if renew else limit,
+                share_acquire_mode=_RECORD_LIMIT if self.record_limit else _BATCH_OPTIMIZED,
+                is_renew_ack=renew,
                 topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[R.ForgottenTopic(topic_id=t, partitions=ps)
                                        for t, ps in forgotten.items()])
@@ -319,15 +355,18 @@ class ShareConsumer:
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("share fetch from broker %d failed: %s", node, exc)
             self._sessions.pop(node, None)  # the acknowledgements are lost: locks expire
+            self._renewed(acks, exc)
             self.cluster.request_update()
             await asyncio.sleep(self.cluster.retry_backoff)
             return
         if resp.error_code in _SESSION:
             self._sessions.pop(node, None)
+            self._renewed(acks, _ack_error(resp.error_code, resp.error_message))
             return
         if resp.error_code:
             cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
             self.errors.append(cls(f"ShareFetch: {resp.error_message or cls.name}"))
+            self._renewed(acks, cls(resp.error_message or cls.name))  # nothing was renewed
             return
         session.epoch = 1 if session.epoch == 0x7FFFFFFF else session.epoch + 1
         session.partitions = (session.partitions | send) - forget
@@ -338,6 +377,9 @@ class ShareConsumer:
                 if name is None:
                     continue
                 tp = TopicPartition(name, p.partition_index)
+                if tp in acks:
+                    self._renewed({tp: acks.pop(tp)}, _ack_error(p.acknowledge_error_code,
+                                                              p.acknowledge_error_message))
                 if p.error_code:
                     cls = errors.error_for_code(p.error_code) or errors.UnknownServerError
                     if cls.invalid_metadata or cls.retriable:
@@ -346,6 +388,7 @@ class ShareConsumer:
                         self.errors.append(cls(f"{name}-{p.partition_index}: {cls.name}"))
                 if p.acquired_records and p.records is not None and len(p.records):
                     self._decode(tp, p.records, p.acquired_records)
+        self._renewed(acks, None)  # partitions the answer left out: acknowledged without error
 
     def _decode(self, tp: TopicPartition, data: Any, acquired: list[Any]) -> None:
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired]
@@ -391,7 +434,52 @@ class ShareConsumer:
             raise IllegalStateError(f"{tp.topic}-{tp.partition}@{record.offset} is not in flight")
         held.discard(record.offset)
         self._acks.setdefault(tp, {})[record.offset] = t
-        self.delivery_counts.pop((tp, record.offset), None)
+        if t == AcknowledgeType.RENEW:
+            self._renewing.setdefault(tp, {})[record.offset] = record
+        else:
+            self.delivery_counts.pop((tp, record.offset), None)
+
+    async def _has_v2(self, node: int, cls: Any) -> bool:
+        """Whether the broker serves ``cls`` at version 2 (a connection failure is left to
+        the request that follows)."""
+        try:
+            conn = await self.cluster.connection(node)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            return True
+        return bool(conn.version_for(cls) >= 2)
+
+    def _drop_renewals(self, acks: dict[TopicPartition, list[tuple[int, int, int]]],
+                       error: BaseException) -> dict[TopicPartition, list[tuple[int, int, int]]]:
+        """``acks`` without their RENEW batches, whose records are given up with ``error``."""
+        self._renewed(acks, error)
+        out = {tp: [b for b in batches if b[2] != AcknowledgeType.RENEW] for tp, batches in acks.items()}
+        return {tp: batches for tp, batches in out.items() if batches}
+
+    def _renewed(self, acks: dict[TopicPartition, list[tuple[int, int, int]]],
+                 error: BaseException | None) -> None:
+        """The broker answered (or could not be asked) for these acknowledgements: renewed
+        records go back to the buffer (handed out again, their lock extended); after an
+        error they are dropped (their lock is lost) and the error is raised by a poll."""
+        for tp, batches in acks.items():
+            held = self._renewing.get(tp)
+            if not held:
+                continue
+            for first, last, t in batches:
+                if t != AcknowledgeType.RENEW:
+                    continue
+                for off in range(first, last + 1):
+                    record = held.pop(off, None)
+                    if record is None:
+                        continue
+                    if error is None:
+                        self._buffer.append(record)
+                    else:
+                        self.delivery_counts.pop((tp, off), None)
+            if not held:
+                del self._renewing[tp]
+        if error is not None and any(t == AcknowledgeType.RENEW for b in acks.values()
+                                     for _f, _l, t in b):
+            self.errors.append(error)
 
     async def commit(self, timeout: float | None = None) -> dict[TopicPartition, BaseException | None]:
         """Send the pending acknowledgements (ShareAcknowledge) and wait for the answers:
@@ -421,15 +509,25 @@ class ShareConsumer:
                     R.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
                     for f, last, t in batches]))
         epoch = -1 if final else session.epoch
+        renew = any(t == AcknowledgeType.RENEW for b in acks.values() for _f, _l, t in b)
         req = R(group_id=self.group_id, member_id=self.member_id, share_session_epoch=epoch,
+                is_renew_ack=renew,
                 topics=[R.AcknowledgeTopic(topic_id=t, partitions=ps) for t, ps in topics.items()])
         try:
             conn = await self.cluster.connection(node)
+            if renew and conn.version_for(R) < 2:
+                unsupported = errors.UnsupportedVersionError(
+                    f"broker {node} has no ShareAcknowledge v2: RENEW needs it (KIP-1222)")
+                for tp in acks:
+                    results[tp] = unsupported
+                self._renewed(acks, unsupported)
+                return  # (the other acknowledgements of these partitions go too: their locks expire)
             resp = await conn.send(req)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             for tp in acks:
                 results[tp] = exc
             self._sessions.pop(node, None)
+            self._renewed(acks, exc)
             return
         if final:
             self._sessions.pop(node, None)
@@ -447,6 +545,9 @@ class ShareConsumer:
             cls = errors.error_for_code(resp.error_code) or errors.UnknownServerError
             for tp in acks:
                 results.setdefault(tp, cls(resp.error_message or cls.name))
+        if not final:
+            for tp, batches in acks.items():
+                self._renewed({tp: batches}, results.get(tp))
 
     # ------------------------------------------------------------------ closing
 

@@ -31,11 +31,14 @@ Not thread-safe: the broker's event loop owns every share partition.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
 from pylog.errors import InvalidRecordStateError, InvalidRequestError
+
+_MAX_OFFSET = (1 << 63) - 1
 
 __all__ = ["AcknowledgeType", "RecordState", "SharePartition", "StateBatch", "AcquiredRange"]
 
@@ -156,7 +159,9 @@ class SharePartition:
 
     def acquire(self, member_id: str, first_offset: int, last_offset: int, max_records: int,
                 now_ms: int, lock_duration_ms: int,
-                skip: Sequence[tuple[int, int]] = ()) -> list[AcquiredRange]:
+                skip: Sequence[tuple[int, int]] = (), *,
+                batches: Sequence[tuple[int, int]] | None = None,
+                batch_size: int = 0) -> list[AcquiredRange]:
         """Acquire for ``member_id`` the acquirable offsets among ``[first_offset,
         last_offset]`` (the offsets of the batches a log read returned): AVAILABLE
         in-flight ones and new ones from ``end_offset`` on, up to ``max_records`` and the
@@ -168,6 +173,15 @@ class SharePartition:
         new offsets met on the way are ARCHIVED (with their delivery count unchanged), and
         count neither as records nor against ``max_records``.
 
+        ``batches``: the (base offset, last offset) of each batch of the read, ascending.
+        Without them (ShareAcquireMode 1, record-limit, KIP-1206) at most ``max_records``
+        offsets are acquired, splitting a batch: its other offsets stay AVAILABLE for the
+        next fetch. With them (mode 0, batch-optimized) the acquisition goes on to the end
+        of the batch holding the ``max_records``-th acquired offset, so ``max_records`` may
+        be exceeded (as Kafka's ``lastOffsetFromBatchWithRequestOffset``); and the ranges
+        are cut at a batch boundary once a range holds at least ``batch_size`` offsets
+        (Kafka's ``createBatches``; 0: never cut). The in-flight bound holds in both modes.
+
         Returns the acquired offsets as ranges of consecutive offsets with one delivery
         count (the ``AcquiredRecords`` of the answer), in offset order.
         """
@@ -177,7 +191,9 @@ class SharePartition:
         deadline = now_ms + lock_duration_ms
         off = max(first_offset, self.start_offset)
         si = 0
-        while off <= last_offset and taken < max_records:
+        # Batch-optimized: once max_records are taken, go on to the end of that batch.
+        finish = -1
+        while off <= last_offset and (taken < max_records or off <= finish):
             while si < len(skip) and skip[si][1] < off:
                 si += 1
             unreadable = si < len(skip) and skip[si][0] <= off
@@ -208,6 +224,8 @@ class SharePartition:
             r.member_id = member_id
             r.deadline_ms = deadline
             taken += 1
+            if taken == max_records and batches:
+                finish = _batch_end(batches, off)
             if out and out[-1].last_offset == off - 1 and out[-1].delivery_count == r.delivery_count:
                 last = out[-1]
                 out[-1] = AcquiredRange(last.first_offset, off, last.delivery_count)
@@ -218,13 +236,23 @@ class SharePartition:
             self.version += 1
         if archived:
             self._advance_start()
+        if batches and batch_size > 0:
+            out = _split(out, batches, batch_size)
         return out
 
     def acknowledge(self, member_id: str, batches: Iterable[tuple[int, int, list[int]]],
-                    now_ms: int = 0, lock_duration_ms: int = 0) -> None:
+                    now_ms: int = 0, lock_duration_ms: int = 0) -> bool:
         """Apply acknowledgement batches ``(first_offset, last_offset, types)``: ``types`` is
         one type for the whole range or one per offset. All-or-nothing: the batches are
         checked first.
+
+        RENEW (KIP-1222) keeps the record ACQUIRED by the member with its delivery count and
+        moves its lock deadline to ``now_ms + lock_duration_ms``; like Kafka it changes no
+        durable state (a lock does not survive a restart anyway).
+
+        Returns:
+            Whether the durable state changed (False when every type was RENEW), i.e.
+            whether the share partition has to be written.
 
         Raises:
             InvalidRequestError: a malformed batch (last < first, a types list of the wrong
@@ -251,21 +279,24 @@ class SharePartition:
                     raise InvalidRecordStateError(
                         f"offset {off} is not acquired by member {member_id}")
                 plan.append((r, t))
+        durable = False
         for r, t in plan:
+            if t == AcknowledgeType.RENEW:
+                r.deadline_ms = now_ms + lock_duration_ms  # still acquired, lock renewed
+                continue
+            durable = True
             if t == AcknowledgeType.ACCEPT:
                 r.state = RecordState.ACKNOWLEDGED
             elif t == AcknowledgeType.RELEASE:
                 self._release(r)
                 continue
-            elif t == AcknowledgeType.RENEW:
-                r.deadline_ms = now_ms + lock_duration_ms  # still acquired, lock renewed
-                continue
             else:  # REJECT, GAP
                 r.state = RecordState.ARCHIVED
             r.member_id = ""
-        if plan:
+        if durable:
             self.version += 1
             self._advance_start()
+        return durable
 
     def _release(self, r: _InFlight) -> None:
         r.member_id = ""
@@ -332,3 +363,30 @@ class SharePartition:
             else:
                 out.append(StateBatch(off, off, int(state), r.delivery_count))
         return out
+
+
+def _batch_end(batches: Sequence[tuple[int, int]], offset: int) -> int:
+    """The last offset of the batch holding ``offset`` (``offset`` itself when none does)."""
+    i = bisect.bisect_right(batches, (offset, _MAX_OFFSET)) - 1
+    if i >= 0 and batches[i][0] <= offset <= batches[i][1]:
+        return batches[i][1]
+    return offset
+
+
+def _split(ranges: list[AcquiredRange], batches: Sequence[tuple[int, int]],
+           batch_size: int) -> list[AcquiredRange]:
+    """Cut each range before a batch's base offset lying ``batch_size`` or more offsets past
+    the start of the current piece (Kafka's ``createBatches``), so that a client gets
+    pieces of about ``batch_size`` records that still end on batch boundaries."""
+    out: list[AcquiredRange] = []
+    for a in ranges:
+        first = a.first_offset
+        i = bisect.bisect_right(batches, (first, _MAX_OFFSET))
+        while i < len(batches) and batches[i][0] <= a.last_offset:
+            base = batches[i][0]
+            if base - first >= batch_size:
+                out.append(AcquiredRange(first, base - 1, a.delivery_count))
+                first = base
+            i += 1
+        out.append(AcquiredRange(first, a.last_offset, a.delivery_count))
+    return out

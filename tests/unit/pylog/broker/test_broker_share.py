@@ -55,9 +55,13 @@ async def initialize(broker: Broker, tid: Any, group: str = "g") -> None:
 
 
 def fetch(tid: Any, member: str, epoch: int, *, max_records: int = 100, wait: int = 0,
-          acks: list[tuple[int, int, int]] = (), group: str = "g") -> Any:
+          acks: list[tuple[int, int, int]] = (), group: str = "g", mode: int = 0,
+          batch_size: int | None = None) -> Any:
+    """A ShareFetch; ``mode`` is v2's ShareAcquireMode (0 batch-optimized, 1 record-limit)."""
     return F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait,
-             min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+             min_bytes=1, max_bytes=1 << 20, max_records=max_records,
+             batch_size=max_records if batch_size is None else batch_size,
+             share_acquire_mode=mode, is_renew_ack=False,
              topics=[F.FetchTopic(topic_id=tid, partitions=[F.FetchPartition(
                  partition_index=0, acknowledgement_batches=[
                      F.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=[t])
@@ -85,7 +89,7 @@ def test_share_fetch_sessions_acknowledgements_and_locks(broker: Broker) -> None
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
         await initialize(broker, tid)
 
-        r = await call(broker, 78, 1, fetch(tid, "m1", 0, max_records=5))
+        r = await call(broker, 78, 2, fetch(tid, "m1", 0, max_records=5, mode=1))  # record-limit
         assert r.error_code == 0 and acquired(r) == [(0, 4, 1)]
         assert r.acquisition_lock_timeout_ms == 30_000
         assert r.responses[0].partitions[0].records.size > 0  # the batch, as a file region
@@ -173,14 +177,14 @@ def test_a_full_window_acquires_nothing_more(broker: Broker) -> None:
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
         key = ("g", topic.topic_id, 0)
         await initialize(broker, topic.topic_id)
-        r = await call(broker, 78, 1, fetch(topic.topic_id, "m", 0, max_records=150))
+        r = await call(broker, 78, 2, fetch(topic.topic_id, "m", 0, max_records=150, mode=1))
         assert acquired(r) == [(0, 149, 1)]
         # the group config share.partition.max.record.locks applies to a loaded share partition
         broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
                                                "share.partition.max.record.locks": 200}, False)
-        r = await call(broker, 78, 1, fetch(topic.topic_id, "n", 0, max_records=150))
+        r = await call(broker, 78, 2, fetch(topic.topic_id, "n", 0, max_records=150, mode=1))
         assert acquired(r) == [(150, 199, 1)]
-        r = await call(broker, 78, 1, fetch(topic.topic_id, "o", 0, max_records=150))
+        r = await call(broker, 78, 2, fetch(topic.topic_id, "o", 0, max_records=150, mode=1))
         assert acquired(r) == []
         assert broker.share.partitions[key].max_in_flight == 200
 
@@ -402,5 +406,116 @@ def test_renew_acknowledgements_follow_share_renew_acknowledge_enable(broker: Br
         assert sp.state_of(1) == (1, 1)  # the ACCEPT in the same partition was not applied
         r = await call(broker, 79, 2, ack(tid, "m", 3, [(0, 1, [1])]))
         assert r.responses[0].partitions[0].error_code == 0 and sp.start_offset == 2
+
+    asyncio.run(go())
+
+
+async def produce_batches(broker: Broker, topic: str, sizes: list[int]) -> None:
+    """One produce per size: batches of those many records."""
+    for n in sizes:
+        await produce(broker, topic, n)
+
+
+def test_share_acquire_modes(broker: Broker) -> None:
+    """KIP-1206: batch-optimized (v1, and v2 mode 0) acquires MaxRecords and the rest of
+    that batch, cut at batch boundaries by BatchSize; record-limit (v2 mode 1) acquires
+    exactly MaxRecords, splitting a batch whose rest another member gets."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("q", 1)
+        tid = topic.topic_id
+        await produce_batches(broker, "q", [4, 6, 2, 8])   # 0-3, 4-9, 10-11, 12-19
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest"}, False)
+        await initialize(broker, tid)
+        # record-limit: 0-5 only; a second member gets 6-9 of the same batch and 10-11
+        r = await call(broker, 78, 2, fetch(tid, "a", 0, max_records=6, mode=1))
+        assert acquired(r) == [(0, 5, 1)]
+        r = await call(broker, 78, 2, fetch(tid, "b", 0, max_records=6, mode=1))
+        assert acquired(r) == [(6, 11, 1)]
+        # batch-optimized at v2: 3 records asked, batch 12-19 acquired whole
+        r = await call(broker, 78, 2, fetch(tid, "c", 0, max_records=3, mode=0))
+        assert acquired(r) == [(12, 19, 1)]
+        sp = broker.share.partitions[("g", tid, 0)]
+        assert sp.acquired_count("a") == 6 and sp.acquired_count("c") == 8
+        # v1 is batch-optimized, BatchSize cuts at boundaries: 4 records, batch size 4
+        broker.clock.advance(30_000)                     # every lock expires
+        r = await call(broker, 78, 1, fetch(tid, "d", 0, max_records=5, batch_size=4))
+        assert acquired(r) == [(0, 3, 2), (4, 9, 2)]
+        r = await call(broker, 78, 2, fetch(tid, "e", 0, max_records=20, batch_size=4, mode=1))
+        assert acquired(r) == [(10, 19, 2)]              # record-limit never cuts
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("mode", [2, 7, 127, -2])
+def test_an_unknown_share_acquire_mode_is_invalid_request(broker: Broker, mode: int) -> None:
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("z", 1)
+        r = await call(broker, 78, 2, fetch(topic.topic_id, "m", 0, mode=mode))
+        assert r.error_code == errors.InvalidRequestError.code
+        assert broker.share.sessions.get("g", "m") is None   # no session opened
+
+    asyncio.run(go())
+
+
+def renew_fetch(tid: Any, member: str, epoch: int, acks: list[tuple[int, int, int]], **fields: int) -> Any:
+    body = fetch(tid, member, epoch, acks=acks, max_records=0, batch_size=0)
+    body.is_renew_ack = True
+    body.max_wait_ms = body.min_bytes = body.max_bytes = 0
+    for name, value in fields.items():
+        setattr(body, name, value)
+    return body
+
+
+def test_a_renew_fetch_extends_locks_and_acquires_nothing(broker: Broker) -> None:
+    """KIP-1222 with the broker's clock: a ShareFetch with IsRenewAck extends the member's
+    locks from now (delivery counts unchanged), acquires nothing even with records there,
+    does not wait; its MaxWaitMs/MinBytes/MaxBytes/MaxRecords must be 0; renewing another
+    member's record is INVALID_RECORD_STATE; ShareAcquireMode 255 (Renew) is a renew fetch
+    too; RENEW in a version 1 request is INVALID_REQUEST for its partition."""
+    async def go() -> None:
+        topic = broker.log_manager.create_topic("n", 1)
+        tid = topic.topic_id
+        await produce_batches(broker, "n", [2, 2])         # 0-1, 2-3
+        broker.share.group_configs.alter("g", {"share.auto.offset.reset": "earliest",
+                                               "share.record.lock.duration.ms": 15000}, False)
+        await initialize(broker, tid)
+        r = await call(broker, 78, 2, fetch(tid, "a", 0, max_records=2, mode=1))
+        assert acquired(r) == [(0, 1, 1)] and r.acquisition_lock_timeout_ms == 15000
+        sp = broker.share.partitions[("g", tid, 0)]
+        broker.clock.advance(10_000)
+        for bad in ({"max_wait_ms": 500}, {"min_bytes": 1}, {"max_bytes": 1}, {"max_records": 1}):
+            r = await call(broker, 78, 2, renew_fetch(tid, "a", 1, [(0, 1, 4)], **bad))
+            assert r.error_code == errors.InvalidRequestError.code, bad
+        r = await call(broker, 78, 2, renew_fetch(tid, "a", 1, [(0, 1, 4)]))
+        pd = r.responses[0].partitions[0]
+        assert r.error_code == 0 and pd.acknowledge_error_code == 0
+        assert acquired(r) == [] and sp.state_of(2) is None   # 2-3 there, not acquired
+        now = round(broker.clock.monotonic() * 1000)
+        assert sp.next_deadline_ms() == now + 15_000      # from the renewal, not the fetch
+        # The original lock (15 s from the fetch) passes: a's records are not redelivered.
+        broker.clock.advance(5_000)
+        r = await call(broker, 78, 2, fetch(tid, "b", 0, max_records=10, mode=1))
+        assert acquired(r) == [(2, 3, 1)] and sp.state_of(0) == (1, 1)
+        # b cannot renew a's records; a renews with ShareAcquireMode 255 (-1 as an int8)
+        r = await call(broker, 78, 2, renew_fetch(tid, "b", 1, [(0, 0, 4)]))
+        assert r.responses[0].partitions[0].acknowledge_error_code == \
+            errors.InvalidRecordStateError.code
+        body = renew_fetch(tid, "a", 2, [(0, 1, 4)])
+        body.is_renew_ack, body.share_acquire_mode = False, -1
+        r = await call(broker, 78, 2, body)
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0 and acquired(r) == []
+        # renewed 15 s after the fetch, for 15 s: due 30 s after it, not a millisecond before
+        broker.clock.advance(14_999)
+        r = await call(broker, 78, 2, fetch(tid, "b", 2, max_records=10, mode=1))
+        assert acquired(r) == [] and sp.state_of(0) == (1, 1)
+        broker.clock.advance(1)
+        r = await call(broker, 78, 2, fetch(tid, "b", 3, max_records=10, mode=1))
+        assert acquired(r) == [(0, 3, 2)]   # 0-1 from a (renewals counted no delivery), 2-3 again
+        # version 1 has no RENEW: INVALID_REQUEST for the partition, nothing applied
+        r = await call(broker, 78, 1, fetch(tid, "b", 4, max_records=0, acks=[(2, 3, 4)]))
+        assert r.responses[0].partitions[0].acknowledge_error_code == errors.InvalidRequestError.code
+        r = await call(broker, 79, 1, ack(tid, "b", 5, [(2, 3, [4])]))
+        assert r.responses[0].partitions[0].error_code == errors.InvalidRequestError.code
+        assert sp.state_of(2) == (1, 2)
 
     asyncio.run(go())

@@ -213,3 +213,87 @@ def test_skip_over_released_records_archives_only_available_ones() -> None:
     assert p.acquire("m2", 4, 6, 100, 0, LOCK, skip=[(4, 6)]) == []
     assert p.version == v + 1 and p.end_offset == 7
     assert p.next_fetch_offset() == 7
+
+
+# Batches of a read for the acquisition modes: offsets 0-3, 4-9, 10-11, 12-19.
+BATCHES = [(0, 3), (4, 9), (10, 11), (12, 19)]
+
+
+def test_record_limit_splits_a_batch_and_leaves_the_rest_available() -> None:
+    """ShareAcquireMode 1 (KIP-1206): never more than max_records, whatever the batches;
+    the rest of the batch stays available for the next fetch (another member's)."""
+    p = sp()
+    assert p.acquire("m1", 0, 19, 6, 0, LOCK) == [AcquiredRange(0, 5, 1)]
+    # 6 on was never acquired: past the end offset, the next fetch reads from it.
+    assert p.state_of(5) == (S.ACQUIRED, 1) and p.state_of(6) is None
+    assert p.end_offset == 6 and p.next_fetch_offset() == 6
+    assert p.acquire("m2", 6, 19, 6, 0, LOCK) == [AcquiredRange(6, 11, 1)]
+    assert p.acquired_count("m1") == 6 and p.acquired_count("m2") == 6
+
+
+def test_batch_optimized_finishes_the_batch_of_the_last_record() -> None:
+    """ShareAcquireMode 0: max_records 6 ends inside batch 4-9, so 4-9 is acquired whole
+    (max_records exceeded for batch alignment, as Kafka); one ending on a batch's last
+    offset takes nothing more."""
+    p = sp()
+    assert p.acquire("m1", 0, 19, 6, 0, LOCK, batches=BATCHES) == [AcquiredRange(0, 9, 1)]
+    assert p.state_of(10) is None and p.next_fetch_offset() == 10
+    assert p.acquire("m2", 10, 19, 2, 0, LOCK, batches=BATCHES) == [AcquiredRange(10, 11, 1)]
+    # Released records in the middle of a batch: the acquisition still stops at its end.
+    p.acknowledge("m1", [(2, 6, [A.RELEASE])])
+    assert p.acquire("m3", 2, 19, 1, 0, LOCK, batches=BATCHES) == [AcquiredRange(2, 3, 2)]
+    assert p.acquire("m3", 4, 19, 1, 0, LOCK, batches=BATCHES) == [AcquiredRange(4, 6, 2)]
+
+
+def test_batch_optimized_respects_the_in_flight_bound() -> None:
+    p = sp(window=8)
+    assert p.acquire("m1", 0, 19, 6, 0, LOCK, batches=BATCHES) == [AcquiredRange(0, 7, 1)]
+    assert p.in_flight() == 8
+
+
+@pytest.mark.parametrize(("batch_size", "want"), [
+    (0, [(0, 19)]),                          # no BatchSize: one range
+    (4, [(0, 3), (4, 9), (10, 19)]),         # 12 - 10 < 4: 10-19 stays one range
+    (5, [(0, 9), (10, 19)]),                 # 4 - 0 < 5: 0-9 together; 10 - 0 >= 5
+    (12, [(0, 11), (12, 19)]),
+    (100, [(0, 19)]),
+])
+def test_batch_size_cuts_batch_optimized_ranges_at_batch_boundaries(batch_size: int,
+                                                                    want: list[tuple[int, int]]) -> None:
+    """Kafka's createBatches: a new AcquiredRecords starts at a batch's base offset once the
+    current one holds batch_size or more offsets; record-limit mode never cuts."""
+    p = sp()
+    got = p.acquire("m", 0, 19, 20, 0, LOCK, batches=BATCHES, batch_size=batch_size)
+    assert [(a.first_offset, a.last_offset) for a in got] == want
+    q = sp()
+    assert q.acquire("m", 0, 19, 20, 0, LOCK, batch_size=4) == [AcquiredRange(0, 19, 1)]
+
+
+def test_renew_moves_the_deadline_keeps_the_count_and_writes_nothing() -> None:
+    """KIP-1222: RENEW re-locks from now for the lock duration; the delivery count and the
+    durable state are unchanged (acknowledge returns False: nothing to write)."""
+    p = sp()
+    p.acquire("m1", 0, 3, 10, 0, LOCK)
+    version = p.version
+    assert p.acknowledge("m1", [(0, 1, [A.RENEW])], now_ms=900, lock_duration_ms=LOCK) is False
+    assert p.version == version
+    assert p.next_deadline_ms() == LOCK  # 2-3 still due at 1000
+    assert p.expire_locks(LOCK) == 2     # 2-3 come back, 0-1 stay held
+    assert p.state_of(0) == (S.ACQUIRED, 1) and p.state_of(2) == (S.AVAILABLE, 1)
+    assert p.next_deadline_ms() == 900 + LOCK
+    assert p.expire_locks(900 + LOCK - 1) == 0
+    assert p.expire_locks(900 + LOCK) == 2
+    # A renewal together with an ACCEPT is a durable change.
+    p.acquire("m2", 0, 3, 10, 2000, LOCK)
+    assert p.acknowledge("m2", [(0, 0, [A.RENEW]), (1, 1, [A.ACCEPT])], 2500, LOCK) is True
+
+
+def test_renewing_what_the_member_does_not_hold_is_invalid_record_state() -> None:
+    p = sp()
+    p.acquire("m1", 0, 1, 10, 0, LOCK)
+    for member, batch in (("m2", (0, 0, [A.RENEW])), ("m1", (2, 2, [A.RENEW]))):
+        with pytest.raises(InvalidRecordStateError):
+            p.acknowledge(member, [batch], 10, LOCK)
+    p.expire_locks(LOCK)  # lock expired: no longer held
+    with pytest.raises(InvalidRecordStateError):
+        p.acknowledge("m1", [(0, 0, [A.RENEW])], LOCK + 1, LOCK)
