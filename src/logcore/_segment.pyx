@@ -173,11 +173,7 @@ def batch_bounds(int fd, int64_t start, int64_t end):
     cdef _Walker w
     cdef int64_t pos = start, base, size, last
     cdef list out = []
-    w.fd = fd
-    w.end = end
-    w.buf_pos = -1
-    w.buf_len = 0
-    w.chunk = SEG_FIRST_CHUNK
+    _walker_init(&w, fd, end)
     while _header(&w, pos, &base, &size, &last):
         if pos + size > end:
             break
