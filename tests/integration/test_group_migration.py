@@ -370,7 +370,7 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
 
 
 def _coordinator(bootstrap: str, group: str) -> tuple[str, int]:
-    host, port = bootstrap.rsplit(":", 1)
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)  # any broker answers FindCoordinator
     with BrokerConnection(host, int(port), timeout=10) as conn:
         r = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), version=4)
     (c,) = r.coordinators
