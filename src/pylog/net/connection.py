@@ -429,6 +429,20 @@ class BrokerConnection:
         if self._transport is not None:
             self._transport.close()
 
+    def _shut(self, error: BaseException | None, how: str) -> Any:
+        """The first step of close and abort: mark the connection closed (keeping the first
+        error), stop re-authentication, fail everything in flight, and hand back the
+        transport (None if there was none) for the caller to close or abort."""
+        if error is not None and self.error is None:
+            self.error = error
+        self._closed = True
+        if self._reauth is not None:
+            self._reauth.cancel()
+            self._reauth = None
+        self._fail_all(error or KafkaConnectionError(f"connection to {self.address} {how}"))
+        transport, self._transport = self._transport, None
+        return transport
+
     def _fail_all(self, err: BaseException) -> None:
         waiters, self._waiters = self._waiters, {}
         for fut in waiters.values():
@@ -438,14 +452,7 @@ class BrokerConnection:
 
     async def close(self, error: BaseException | None = None) -> None:
         """Close the socket and fail everything in flight (idempotent)."""
-        if error is not None and self.error is None:
-            self.error = error
-        self._closed = True
-        if self._reauth is not None:
-            self._reauth.cancel()
-            self._reauth = None
-        self._fail_all(error or KafkaConnectionError(f"connection to {self.address} closed"))
-        transport, self._transport = self._transport, None
+        transport = self._shut(error, "closed")
         if transport is not None:
             transport.close()
             assert self._stream is not None
@@ -471,13 +478,6 @@ class BrokerConnection:
         """Close at once, without flushing: fail everything in flight and abort the socket
         (a client's ``close(timeout)`` out of time). Idempotent; callable from any code on
         the connection's loop, including a plain callback."""
-        if error is not None and self.error is None:
-            self.error = error
-        self._closed = True
-        if self._reauth is not None:
-            self._reauth.cancel()
-            self._reauth = None
-        self._fail_all(error or KafkaConnectionError(f"connection to {self.address} aborted"))
-        transport, self._transport = self._transport, None
+        transport = self._shut(error, "aborted")
         if transport is not None:
             transport.abort()  # connection_lost follows on the loop; the socket is closed
